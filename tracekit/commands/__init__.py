@@ -1,0 +1,1 @@
+"""CLI commands, one module each. Each module imports `app` from tracekit.cli and registers on it."""

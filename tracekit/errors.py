@@ -1,0 +1,41 @@
+"""One exception hierarchy. The CLI catches `TracekitError` in one place and prints its message.
+
+Every message names the bad value, the valid options and the next step, e.g.
+"out.parquet exists; pass --force to overwrite".
+"""
+
+from __future__ import annotations
+
+
+class TracekitError(Exception):
+    """A problem with the user's input or environment: shown as one line, exit code 2."""
+
+    exit_code = 2
+
+
+class InputNotFound(TracekitError):
+    """A path the user named does not exist or holds no trace."""
+
+
+class TraceFormatError(TracekitError):
+    """The file is not a readable PyTorch profiler (Chrome-trace) JSON file."""
+
+
+class TruncatedTraceError(TraceFormatError):
+    """The JSON ends before its last event: a profiler killed mid-write. `--salvage` keeps what is complete."""
+
+
+class CaptureFileError(TracekitError):
+    """A Parquet file that is not a tracekit capture, or of a schema version this tracekit cannot read."""
+
+
+class OutputExistsError(TracekitError):
+    """The output path exists and --force was not given."""
+
+
+class CaptureError(TracekitError):
+    """Running a workload under the profiler failed (interpreter without torch, workload crash...)."""
+
+
+class NotComparableError(TracekitError):
+    """Captures that cannot be compared at all (e.g. no steps in common)."""

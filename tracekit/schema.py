@@ -1,0 +1,116 @@
+"""The one data model at the parse → analysis boundary: a capture is one Parquet file.
+
+Every row is one event. Raw trace events have ``kind == "event"``; rows the parser derives from them sit
+beside them with another kind (``step``, ``busy``, ``dispatch_gap``), and the analysis may store its own
+(``idle``). Times are int64 nanoseconds (Kineto writes microseconds with three decimals; the parser converts
+the decimal text exactly, never through a float). Strings are dictionary-encoded.
+
+File metadata (key ``tracekit``) is one JSON object::
+
+    {"schema_version": 1, "tracekit_version": "0.1.0",
+     "sources": [{"path": "rank0.pt.trace.json.gz", "rank": 0, "bytes": 123, "sha256": "..."}],
+     "traces": [{"rank": 0, "source": "...", "metadata": {deviceProperties, distributedInfo, ...}}],
+     "manifest": {...} or null,          # the capture manifest, when tracekit captured it
+     "analysis": {...} or null}          # a stored analysis report (tracekit analyze --store)
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+SCHEMA_VERSION = 1
+METADATA_KEY = b"tracekit"
+
+# Row kinds.
+KIND_EVENT = "event"  # a raw trace event
+KIND_STEP = "step"  # a step window: ProfilerStep#N on the thread that calls prof.step() (DESIGN.md)
+KIND_BUSY = "busy"  # a maximal device-busy interval (union of kernel/memcpy/memset over all streams)
+KIND_DISPATCH_GAP = "dispatch_gap"  # host: time between consecutive top-level cpu_ops on one thread
+KIND_IDLE = "idle"  # analysis: an idle gap with its cause (stored by `analyze --store`)
+ROW_KINDS = (KIND_EVENT, KIND_STEP, KIND_BUSY, KIND_DISPATCH_GAP, KIND_IDLE)
+
+# Normalised event categories (the parser maps old Kineto spellings onto these; see parse.py).
+CAT_KERNEL = "kernel"
+CAT_MEMCPY = "gpu_memcpy"
+CAT_MEMSET = "gpu_memset"
+CAT_RUNTIME = "cuda_runtime"
+CAT_DRIVER = "cuda_driver"
+CAT_CPU_OP = "cpu_op"
+CAT_USER_ANNOTATION = "user_annotation"
+CAT_GPU_USER_ANNOTATION = "gpu_user_annotation"
+CAT_PYTHON_FUNCTION = "python_function"
+CAT_CUDA_SYNC = "cuda_sync"
+CAT_FLOW = "ac2g"  # CPU → GPU launch flow
+DEVICE_ACTIVITY_CATS = (CAT_KERNEL, CAT_MEMCPY, CAT_MEMSET)
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column: its name, the trace key it comes from, its Arrow type, its unit, and what it means."""
+
+    name: str
+    source: str
+    type: pa.DataType
+    unit: str
+    doc: str
+
+
+_STR = pa.dictionary(pa.int32(), pa.string())
+
+COLUMNS: tuple[Column, ...] = (
+    Column("kind", "-", _STR, "", "row kind: event | step | busy | dispatch_gap | idle"),
+    Column("rank", "distributedInfo.rank", pa.int32(), "", "rank of the trace file (0 when unknown)"),
+    Column("ph", "ph", _STR, "", "Chrome-trace phase: X, i, s, f, M, C ..."),
+    Column("cat", "cat", _STR, "", "normalised category (kernel, cpu_op, cuda_runtime, ac2g ...)"),
+    Column("name", "name", _STR, "", "event name; for step rows ProfilerStep#N"),
+    Column("pid", "pid", pa.int64(), "", "process id, or device index for device activity"),
+    Column("tid", "tid", pa.int64(), "", "thread id, or stream for device activity"),
+    Column("ts_ns", "ts", pa.int64(), "ns", "start time"),
+    Column("dur_ns", "dur", pa.int64(), "ns", "duration (0 for instants, flows, metadata)"),
+    Column("device", "args.device", pa.int32(), "", "device index of device activity"),
+    Column("stream", "args.stream", pa.int64(), "", "stream of device activity / cuda_sync"),
+    Column("correlation", "args.correlation", pa.int64(), "", "links a runtime call to its activity"),
+    Column("external_id", "args.External id", pa.int64(), "", "links a cpu_op to its runtime calls"),
+    Column("flow_id", "id", pa.int64(), "", "flow id of s/f events"),
+    Column("seq", "args.Sequence number", pa.int64(), "", "autograd sequence number"),
+    Column("fwd_tid", "args.Fwd thread id", pa.int64(), "", "forward thread of a backward op"),
+    Column("bytes", "args.bytes", pa.int64(), "bytes", "bytes moved by memcpy / memset"),
+    Column("sync_kind", "args.cuda_sync_kind", _STR, "", "cuda_sync kind: Stream Sync, Event Sync ..."),
+    Column("wait_stream", "args.wait_on_stream", pa.int64(), "", "stream waited on (cuda_sync)"),
+    Column("py_id", "args.Python id", pa.int64(), "", "python_function node id"),
+    Column("py_parent", "args.Python parent id", pa.int64(), "", "python_function parent node id"),
+    Column("collective", "args.Collective name", _STR, "", "NCCL collective name"),
+    Column("msg_nelems", "args.In msg nelems", pa.int64(), "", "NCCL input message elements"),
+    Column("group_size", "args.Group size", pa.int32(), "", "NCCL process group size"),
+    Column("pg_ranks", "args.Process Group Ranks", _STR, "", "NCCL process group ranks, as written"),
+    Column("label", "args.name", _STR, "", "process/thread name of M events"),
+    Column("step", "-", pa.int32(), "", "derived rows: the step number N of ProfilerStep#N"),
+    Column("cause", "-", _STR, "", "idle rows: attributed cause"),
+)
+
+SCHEMA = pa.schema([pa.field(c.name, c.type) for c in COLUMNS])
+COLUMN_NAMES = tuple(c.name for c in COLUMNS)
+
+
+def file_metadata(
+    *,
+    sources: list[dict],
+    traces: list[dict],
+    manifest: dict | None = None,
+    analysis: dict | None = None,
+) -> dict[bytes, bytes]:
+    """The Parquet key-value metadata of a capture file."""
+    from tracekit import __version__
+
+    doc = {
+        "schema_version": SCHEMA_VERSION,
+        "tracekit_version": __version__,
+        "sources": sources,
+        "traces": traces,
+        "manifest": manifest,
+        "analysis": analysis,
+    }
+    return {METADATA_KEY: json.dumps(doc, sort_keys=True, default=str).encode()}

@@ -1,0 +1,120 @@
+"""Read and write capture files: one Parquet file per capture, written atomically, versioned on read."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tracekit.errors import CaptureFileError, InputNotFound, OutputExistsError
+from tracekit.schema import METADATA_KEY, SCHEMA, SCHEMA_VERSION, file_metadata
+
+
+@dataclass
+class Capture:
+    """A capture in memory: the event table (schema.SCHEMA) and the file metadata document."""
+
+    table: pa.Table
+    meta: dict = field(default_factory=dict)
+    path: Path | None = None
+
+    @property
+    def manifest(self) -> dict | None:
+        return self.meta.get("manifest")
+
+    @property
+    def traces(self) -> list[dict]:
+        return self.meta.get("traces") or []
+
+
+def check_output(path: Path, force: bool) -> None:
+    """Refuse to overwrite an existing output unless --force."""
+    if path.exists() and not force:
+        raise OutputExistsError(f"{path} exists; pass --force to overwrite")
+
+
+@contextmanager
+def atomic_path(path: Path) -> Iterator[Path]:
+    """Yield a temporary path beside `path`; rename it over `path` only if the block succeeds."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, path)
+    finally:
+        if tmp_path.exists():
+            tmp_path.unlink()
+
+
+def write_capture(capture: Capture, path: Path, *, force: bool = False) -> Path:
+    """Write a capture atomically (temp file + rename). Existing files are kept unless `force`."""
+    path = Path(path)
+    check_output(path, force)
+    meta = dict(capture.meta)
+    md = file_metadata(
+        sources=meta.get("sources", []),
+        traces=meta.get("traces", []),
+        manifest=meta.get("manifest"),
+        analysis=meta.get("analysis"),
+    )
+    table = capture.table.cast(SCHEMA).replace_schema_metadata(md)
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp, compression="zstd")
+    capture.path = path
+    return path
+
+
+def read_meta(path: Path) -> dict:
+    """The tracekit metadata document of a capture file, with its schema version checked."""
+    path = Path(path)
+    if not path.exists():
+        raise InputNotFound(f"{path}: no such file")
+    try:
+        schema = pq.read_schema(path)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise CaptureFileError(f"{path}: not a Parquet file ({exc})") from None
+    raw = (schema.metadata or {}).get(METADATA_KEY)
+    if raw is None:
+        raise CaptureFileError(
+            f"{path}: a Parquet file, but not a tracekit capture (no '{METADATA_KEY.decode()}' metadata); "
+            "make one with `tracekit parse TRACE -o capture.parquet`"
+        )
+    try:
+        meta = json.loads(raw)
+    except ValueError:
+        raise CaptureFileError(f"{path}: tracekit metadata is not valid JSON") from None
+    version = meta.get("schema_version")
+    if not isinstance(version, int):
+        raise CaptureFileError(f"{path}: tracekit metadata has no schema_version")
+    if version > SCHEMA_VERSION:
+        raise CaptureFileError(
+            f"{path}: capture schema version {version} needs a newer tracekit "
+            f"(this one reads up to version {SCHEMA_VERSION}); upgrade tracekit or re-parse the trace"
+        )
+    if version < SCHEMA_VERSION:
+        raise CaptureFileError(
+            f"{path}: capture schema version {version} is older than this tracekit's {SCHEMA_VERSION}; "
+            "re-parse the original trace with `tracekit parse`"
+        )
+    return meta
+
+
+def read_capture(path: Path, columns: list[str] | None = None) -> Capture:
+    """Read a capture file written by `write_capture`."""
+    path = Path(path)
+    meta = read_meta(path)
+    try:
+        table = pq.read_table(path, columns=columns)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise CaptureFileError(f"{path}: cannot read capture ({exc})") from None
+    return Capture(table=table, meta=meta, path=path)
