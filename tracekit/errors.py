@@ -22,7 +22,7 @@ class TraceFormatError(TracekitError):
 
 
 class TruncatedTraceError(TraceFormatError):
-    """The JSON ends before its last event: a profiler killed mid-write. `--salvage` keeps what is complete."""
+    """The JSON ends before its last event (a profiler killed mid-write); `--salvage` keeps the rest."""
 
 
 class CaptureFileError(TracekitError):
