@@ -1,0 +1,442 @@
+"""The results of `tracekit analyze`: frozen dataclasses, built from per-step samples.
+
+Every figure a report shows (means, medians, utilisation, idle per cause) is derived from the per-step
+samples it holds (`StepSample`, `HostStep`, `OpStat.ns_per_step`), so the diff can compare distributions
+of steps, not single numbers. Times are integer nanoseconds; derived figures name their unit (`_ms`, `_us`).
+
+`Report.to_json()` produces the JSON contract of DESIGN.md ("The JSON report") plus the samples;
+`Report.from_json()` reads it back (it is what `analyze --store` keeps in the capture's metadata).
+Field names are stable: add fields, never rename them.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any, Mapping, Optional
+
+REPORT_VERSION = 1
+
+
+class Cause(str, Enum):
+    """Why a device was idle (DESIGN.md, "Attribution of GPU idle time"). Values are stable strings."""
+
+    QUEUED = "queued"  # work already launched when the GPU went idle: device-side latency / dependency
+    DATALOADER = "dataloader"  # host thread inside a DataLoader __next__
+    SYNC = "sync"  # host thread blocked in a synchronising call (or the gap is a sync drain)
+    LAUNCH = "launch"  # host thread inside a runtime/driver call, or launched-not-yet-started
+    FRAMEWORK = "framework"  # host thread inside a cpu_op (dispatcher, CPU-side op work)
+    INTERPRETER = "interpreter"  # host thread between framework calls: Python running
+
+    def __str__(self) -> str:
+        return self.value
+
+
+CAUSES: tuple[str, ...] = tuple(c.value for c in Cause)
+# What a host thread can be doing (the slicing states of rule 3; also the CPU-only host breakdown).
+HOST_STATES: tuple[str, ...] = ("dataloader", "sync", "launch", "framework", "interpreter")
+
+
+def _ms(ns: float) -> float:
+    return ns / 1e6
+
+
+def _summary_ms(values_ns: list[int] | tuple[int, ...]) -> dict[str, float]:
+    if not values_ns:
+        return {"mean": 0.0, "median": 0.0, "min": 0.0, "max": 0.0}
+    return {
+        "mean": _ms(statistics.fmean(values_ns)),
+        "median": _ms(statistics.median(values_ns)),
+        "min": _ms(min(values_ns)),
+        "max": _ms(max(values_ns)),
+    }
+
+
+@dataclass(frozen=True)
+class StepSample:
+    """One step on one device: the window, its busy time and its idle time split by cause.
+
+    Invariant: ``busy_ns + sum(idle_ns.values()) == dur_ns`` and the causes are exactly CAUSES.
+    `collective_wait_ns` is part of busy (a collective kernel runs while it waits for peers).
+    `dispatch_gap_ns` / `dispatch_gaps` are the host dispatch gaps of the step thread of this rank.
+    """
+
+    rank: int
+    device: int
+    step: int
+    start_ns: int
+    dur_ns: int
+    busy_ns: int
+    idle_ns: Mapping[str, int]
+    collective_wait_ns: int = 0
+    dispatch_gap_ns: int = 0
+    dispatch_gaps: int = 0
+    idle_gaps: int = 0  # number of idle gaps in the window
+
+    @property
+    def idle_total_ns(self) -> int:
+        return sum(self.idle_ns.values())
+
+
+@dataclass(frozen=True)
+class DeviceReport:
+    """One device of one rank over all steps: per-step samples and their summaries."""
+
+    rank: int
+    device: int
+    samples: tuple[StepSample, ...]
+    straggler_rank: Optional[int] = None  # the rank the collective waits of this device waited for
+    peak_memory_bytes: Optional[int] = None
+    samples_per_step: Optional[int] = None  # from the manifest (batch size), for throughput
+    name: Optional[str] = None  # device name from deviceProperties
+
+    @property
+    def steps(self) -> int:
+        return len(self.samples)
+
+    @property
+    def step_ns(self) -> list[int]:
+        return [s.dur_ns for s in self.samples]
+
+    @property
+    def gpu_utilization(self) -> float:
+        total = sum(s.dur_ns for s in self.samples)
+        return sum(s.busy_ns for s in self.samples) / total if total else 0.0
+
+    def idle_ns_per_step(self) -> dict[str, float]:
+        n = max(self.steps, 1)
+        return {c: sum(s.idle_ns.get(c, 0) for s in self.samples) / n for c in CAUSES}
+
+    @property
+    def idle_ms_per_step(self) -> dict[str, float]:
+        return {c: _ms(v) for c, v in self.idle_ns_per_step().items()}
+
+    @property
+    def idle_fraction(self) -> float:
+        total = sum(s.dur_ns for s in self.samples)
+        return sum(s.idle_total_ns for s in self.samples) / total if total else 0.0
+
+    @property
+    def collective_wait_ms_per_step(self) -> float:
+        return _ms(sum(s.collective_wait_ns for s in self.samples) / max(self.steps, 1))
+
+    @property
+    def throughput_per_s(self) -> Optional[float]:
+        if not self.samples_per_step or not self.samples:
+            return None
+        mean_ns = statistics.fmean(self.step_ns)
+        return self.samples_per_step / (mean_ns / 1e9) if mean_ns else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "rank": self.rank,
+            "device": self.device,
+            "name": self.name,
+            "steps": self.steps,
+            "step_ms": _summary_ms(self.step_ns),
+            "gpu_utilization": self.gpu_utilization,
+            "idle_fraction": self.idle_fraction,
+            "idle_ms_per_step": self.idle_ms_per_step,
+            "collective_wait_ms_per_step": self.collective_wait_ms_per_step,
+            "straggler_rank": self.straggler_rank,
+            "peak_memory_bytes": self.peak_memory_bytes,
+            "samples_per_step": self.samples_per_step,
+            "throughput_per_s": self.throughput_per_s,
+            "samples": [_plain(s) for s in self.samples],
+        }
+
+
+@dataclass(frozen=True)
+class HostStep:
+    """One step on the host thread that owns the step span: what the thread did, and its dispatch gaps.
+
+    `breakdown_ns` holds HOST_STATES and sums exactly to `dur_ns`.
+    """
+
+    rank: int
+    pid: int
+    tid: int
+    step: int
+    start_ns: int
+    dur_ns: int
+    breakdown_ns: Mapping[str, int]
+    dispatch_gaps: int = 0
+    dispatch_gap_ns: int = 0
+    dispatch_gap_median_ns: int = 0
+    dispatch_gap_p95_ns: int = 0
+
+
+@dataclass(frozen=True)
+class HostReport:
+    """The host side of every rank: per-step samples of the step thread."""
+
+    steps: tuple[HostStep, ...] = ()
+
+    def _per_step(self, values: list[float]) -> float:
+        return statistics.fmean(values) if values else 0.0
+
+    @property
+    def dispatch_gap_ms_per_step(self) -> float:
+        return _ms(self._per_step([s.dispatch_gap_ns for s in self.steps]))
+
+    @property
+    def dispatch_gaps_per_step(self) -> float:
+        return self._per_step([s.dispatch_gaps for s in self.steps])
+
+    @property
+    def breakdown_ms_per_step(self) -> dict[str, float]:
+        return {k: _ms(self._per_step([s.breakdown_ns.get(k, 0) for s in self.steps])) for k in HOST_STATES}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "dispatch_gap_ms_per_step": self.dispatch_gap_ms_per_step,
+            "dispatch_gaps_per_step": self.dispatch_gaps_per_step,
+            "dispatch_gap_median_us": statistics.median([s.dispatch_gap_median_ns for s in self.steps]) / 1e3
+            if self.steps
+            else 0.0,
+            "dispatch_gap_p95_us": statistics.median([s.dispatch_gap_p95_ns for s in self.steps]) / 1e3
+            if self.steps
+            else 0.0,
+            "breakdown_ms_per_step": self.breakdown_ms_per_step,
+            "steps": [_plain(s) for s in self.steps],
+        }
+
+
+@dataclass(frozen=True)
+class SyncPointer:
+    """The synchronising host call behind a sync-drain gap: the call, its enclosing op, the user line."""
+
+    call: str  # e.g. cudaStreamSynchronize
+    op: Optional[str] = None  # innermost enclosing cpu_op, e.g. aten::item
+    source: Optional[str] = None  # innermost user frame "train.py:57" (python_function events)
+    start_ns: int = 0
+    dur_ns: int = 0
+
+
+@dataclass(frozen=True)
+class IdleGap:
+    """One idle gap [start_ns, start_ns + dur_ns) on a device, with its cause and evidence.
+
+    `slices_ns` is what the host thread did during the gap (HOST_STATES plus "queued"/"launch" pending);
+    it sums to dur_ns. `next_kernel` is the activity that ended the gap (None for a tail gap).
+    """
+
+    rank: int
+    device: int
+    step: int
+    start_ns: int
+    dur_ns: int
+    cause: str
+    slices_ns: Mapping[str, int] = field(default_factory=dict)
+    next_kernel: Optional[str] = None
+    sync: Optional[SyncPointer] = None
+
+
+@dataclass(frozen=True)
+class SyncSource:
+    """Sync-drain idle aggregated by (call, enclosing op, user source line)."""
+
+    call: str
+    op: Optional[str]
+    source: Optional[str]
+    idle_ns: int  # total over all steps and devices
+    gaps: int
+    steps: int  # steps the report covers (for per-step figures)
+
+    @property
+    def idle_ms_per_step(self) -> float:
+        return _ms(self.idle_ns / max(self.steps, 1))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "op": self.op,
+            "call": self.call,
+            "idle_ms_per_step": self.idle_ms_per_step,
+            "gaps": self.gaps,
+            "idle_ns": self.idle_ns,
+        }
+
+
+@dataclass(frozen=True)
+class Dist:
+    """A distribution summary of a duration, in ns."""
+
+    count: int = 0
+    total_ns: int = 0
+    mean_ns: float = 0.0
+    median_ns: float = 0.0
+    min_ns: int = 0
+    max_ns: int = 0
+
+
+@dataclass(frozen=True)
+class KernelStat:
+    """Launch statistics of one kernel name, as Nsight Systems' cuda_kern_exec_sum splits them:
+    launch-call (API) time, queue time (API call end → kernel start, clipped at 0) and kernel time.
+    Kernels without a launch record count in `kernel` only (`launched` < `kernel.count`)."""
+
+    name: str
+    api: Dist
+    queue: Dist
+    kernel: Dist
+    launched: int = 0  # kernels with a launch record
+
+
+@dataclass(frozen=True)
+class OpStat:
+    """One framework op (top-level or nested cpu_op name) on the step threads, per step.
+
+    `calls_per_step[i]` and `ns_per_step[i]` are the calls and the inclusive CPU time in step `steps[i]`;
+    the diff compares e.g. aten::linear's time per call across Python versions from these samples.
+    """
+
+    name: str
+    steps: tuple[int, ...]
+    calls_per_step: tuple[int, ...]
+    ns_per_step: tuple[int, ...]
+
+    @property
+    def calls(self) -> int:
+        return sum(self.calls_per_step)
+
+    @property
+    def us_per_call(self) -> float:
+        return sum(self.ns_per_step) / self.calls / 1e3 if self.calls else 0.0
+
+
+@dataclass(frozen=True)
+class GapHistogram:
+    """Idle gaps by duration: bucket i is [edges_us[i], edges_us[i+1]) µs (the last is open-ended).
+    `idle_ns_by_cause[c][i]` is the idle time of cause c in bucket i."""
+
+    edges_us: tuple[float, ...]
+    counts: tuple[int, ...]
+    idle_ns: tuple[int, ...]
+    idle_ns_by_cause: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Advice:
+    """One recommendation, with the evidence that triggered it (figures named with units)."""
+
+    kind: str  # stable id, e.g. "dataloader_workers", "cuda_graphs", "sync_item"
+    message: str
+    evidence: str
+    cause: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class ProfilerOverhead:
+    """Step time with the profiler vs without it (manifest's unprofiled step times)."""
+
+    profiled_step_ms: float
+    unprofiled_step_ms: float
+
+    @property
+    def overhead_ratio(self) -> float:
+        return self.profiled_step_ms / self.unprofiled_step_ms - 1.0 if self.unprofiled_step_ms else 0.0
+
+
+@dataclass(frozen=True)
+class DataLoaderInfo:
+    """What the DataLoader annotations say: iterator kind and time in __next__ per step."""
+
+    iterator: Optional[str]  # e.g. _SingleProcessDataLoaderIter, _MultiProcessingDataLoaderIter
+    multi_worker: Optional[bool]
+    calls: int = 0
+    ns_per_step: float = 0.0
+
+
+@dataclass(frozen=True)
+class Report:
+    """Everything `tracekit analyze` found in one capture."""
+
+    capture: Mapping[str, Any]  # the manifest (or what the trace metadata tells), plus sources
+    devices: tuple[DeviceReport, ...]
+    host: HostReport
+    top_gaps: tuple[IdleGap, ...] = ()
+    sync_sources: tuple[SyncSource, ...] = ()
+    kernel_stats: tuple[KernelStat, ...] = ()
+    op_stats: tuple[OpStat, ...] = ()
+    gap_histogram: Optional[GapHistogram] = None
+    dataloader: Optional[DataLoaderInfo] = None
+    advice: tuple[Advice, ...] = ()
+    profiler_overhead: Optional[ProfilerOverhead] = None
+    parameters: Mapping[str, Any] = field(default_factory=dict)  # thresholds used, with units
+    version: int = REPORT_VERSION
+
+    @property
+    def cpu_only(self) -> bool:
+        return not self.devices
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON report (DESIGN.md contract): plain dicts/lists/numbers, ready for json.dumps."""
+        return {
+            "tracekit_report": self.version,
+            "capture": dict(self.capture),
+            "cpu_only": self.cpu_only,
+            "devices": [d.to_json() for d in self.devices],
+            "host": self.host.to_json(),
+            "sync_sources": [s.to_json() for s in self.sync_sources],
+            "top_gaps": [_plain(g) for g in self.top_gaps],
+            "kernel_stats": [_plain(k) for k in self.kernel_stats],
+            "op_stats": [
+                {**_plain(o), "calls": o.calls, "us_per_call": o.us_per_call} for o in self.op_stats
+            ],
+            "gap_histogram": _plain(self.gap_histogram) if self.gap_histogram else None,
+            "dataloader": _plain(self.dataloader) if self.dataloader else None,
+            "advice": [_plain(a) for a in self.advice],
+            "profiler_overhead": (
+                {**_plain(self.profiler_overhead), "overhead_ratio": self.profiler_overhead.overhead_ratio}
+                if self.profiler_overhead
+                else None
+            ),
+            "parameters": dict(self.parameters),
+        }
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> Report:
+        """Rebuild a Report from `to_json()` output (derived summary fields are recomputed, not read)."""
+        import msgspec
+
+        from tracekit.errors import CaptureFileError
+
+        version = doc.get("tracekit_report")
+        if version != REPORT_VERSION:
+            raise CaptureFileError(
+                f"stored analysis has report version {version!r}, this tracekit reads {REPORT_VERSION}; "
+                "re-run `tracekit analyze --store`"
+            )
+        fields = dict(doc)
+        fields["version"] = fields.pop("tracekit_report")
+        fields["devices"] = [_device_fields(d) for d in doc.get("devices", [])]
+        host = dict(doc.get("host") or {})
+        fields["host"] = {"steps": host.get("steps", [])}
+        try:
+            return msgspec.convert(fields, cls, strict=False)
+        except msgspec.ValidationError as exc:
+            raise CaptureFileError(f"stored analysis does not match the report model ({exc})") from None
+
+
+def _device_fields(d: Mapping[str, Any]) -> dict[str, Any]:
+    keep = ("rank", "device", "samples", "straggler_rank", "peak_memory_bytes", "samples_per_step", "name")
+    return {k: d[k] for k in keep if k in d}
+
+
+def _plain(obj: Any) -> Any:
+    """A dataclass as plain JSON-able dicts (Mappings become dicts, tuples lists)."""
+    return _jsonable(asdict(obj))
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, Enum):
+        return x.value
+    if hasattr(x, "item") and not isinstance(x, (str, bytes)):  # numpy scalars
+        return x.item()
+    return x
