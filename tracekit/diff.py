@@ -1,0 +1,637 @@
+"""What changed between captures, and only when it is real: Reports in, a `DiffResult` out (pure).
+
+`diff([A, B, C])` compares each later report with the first. Every figure is compared on per-step values
+(`stats.rank_shift`, a Hodges–Lehmann shift with its Mann–Whitney interval), except ratios of sums over
+steps (GPU utilisation, total time: `stats.bootstrap_shift`) and peaks (one value per capture: shown, never
+called significant). A change is significant only when its interval excludes zero.
+
+**Sign convention.** The antisymmetric quantities are the shift B − A (in the figure's unit) and the log
+ratio log(B/A), with their intervals: ``diff(B, A)`` negates them exactly (property-tested). The relative
+change shown to people, ``B/A − 1 = exp(log ratio) − 1``, is derived from the log ratio for display; it is
+not itself antisymmetric (+25 % one way is −20 % the other).
+
+**Several devices or ranks.** Samples are grouped by step number: the step time is the longest window
+of that step over ranks; busy, idle per cause, utilisation and collective wait are the mean over devices;
+host figures the mean over ranks.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional, Sequence
+
+import numpy as np
+
+from tracekit import comparable
+from tracekit.comparable import Comparability, Facts
+from tracekit.errors import NotComparableError
+from tracekit.model import CAUSES, HOST_STATES, Report
+from tracekit.stats import (
+    DEFAULT_CONFIDENCE,
+    Estimate,
+    bootstrap_shift,
+    rank_shift,
+    single_values,
+)
+
+DIFF_VERSION = 1
+TOP_OPS = 10  # framework ops listed per pair
+OP_MIN_SHARE = 0.005  # an op is listed only if its CPU time per step is ≥ 0.5 % of the step in A or B
+OP_MIN_STEPS = 2  # ... and it is called in at least this many steps of each capture
+
+SECTION_TIME = "time"
+SECTION_DEVICE = "device"
+SECTION_IDLE = "idle per step"
+SECTION_HOST = "host per step"
+SECTION_OPS = "framework ops (CPU time per call)"
+
+
+@dataclass(frozen=True)
+class FigureDiff:
+    """One figure in A and B and its change. `a`/`b` are the median of the per-step values (or the
+    ratio of sums / the peak, as `estimate.method` says); None when the capture lacks the figure."""
+
+    key: str
+    label: str
+    unit: str
+    section: str
+    better: Optional[str]  # "lower" | "higher" | None (neither direction is better)
+    a: Optional[float]
+    b: Optional[float]
+    estimate: Optional[Estimate]
+
+    @property
+    def significant(self) -> bool:
+        return self.estimate is not None and self.estimate.significant
+
+    @property
+    def change(self) -> Optional[float]:
+        """Relative change B/A − 1 (display only; see the module's sign convention)."""
+        e = self.estimate
+        return None if e is None or e.log_ratio is None else math.expm1(e.log_ratio)
+
+    @property
+    def change_ci(self) -> Optional[tuple[float, float]]:
+        e = self.estimate
+        if e is None or e.log_ratio_ci is None:
+            return None
+        return (math.expm1(e.log_ratio_ci.low), math.expm1(e.log_ratio_ci.high))
+
+    @property
+    def direction(self) -> Optional[str]:
+        """ "higher" / "lower" when significant, else None."""
+        if not self.significant:
+            return None
+        assert self.estimate is not None
+        return "higher" if self.estimate.shift > 0 else "lower"
+
+    @property
+    def improved(self) -> Optional[bool]:
+        """True/False when significant and one direction is better, else None."""
+        if self.direction is None or self.better is None:
+            return None
+        return self.direction == self.better
+
+    @property
+    def verdict(self) -> str:
+        e = self.estimate
+        if e is None:
+            missing = " and ".join(s for s, v in (("A", self.a), ("B", self.b)) if v is None)
+            return f"not in {missing}" if missing else "no data"
+        if e.shift_ci is None:
+            return "one value per capture: no interval"
+        if not e.shift_ci.bounded:
+            return "too few steps for an interval"
+        if not e.significant:
+            return "no significant change"
+        word = self.direction or ""
+        if self.improved is not None:
+            word += " (better)" if self.improved else " (worse)"
+        return word
+
+
+@dataclass(frozen=True)
+class CaptureInfo:
+    """Who a capture is, in the report's words."""
+
+    label: str
+    path: Optional[str]
+    workload: Optional[str]
+    python: Optional[str]
+    torch: Optional[str]
+    device: Optional[str]
+    steps: int
+    cpu_only: bool
+
+
+@dataclass(frozen=True)
+class Composition:
+    """Mean time per step split into parts (busy + each idle cause, or the host states), in ms."""
+
+    label: str
+    kind: str  # "device" | "host"
+    parts: tuple[tuple[str, float], ...]
+
+    @property
+    def total_ms(self) -> float:
+        return sum(v for _, v in self.parts)
+
+
+@dataclass(frozen=True)
+class PairDiff:
+    """B against A."""
+
+    a: CaptureInfo
+    b: CaptureInfo
+    comparability: Comparability
+    figures: tuple[FigureDiff, ...]
+    ops: tuple[FigureDiff, ...]
+
+    def figure(self, key: str) -> FigureDiff:
+        for f in self.figures + self.ops:
+            if f.key == key:
+                return f
+        raise KeyError(key)
+
+
+@dataclass(frozen=True)
+class DiffResult:
+    """Each later capture against the first."""
+
+    captures: tuple[CaptureInfo, ...]
+    compositions: tuple[Composition, ...]
+    pairs: tuple[PairDiff, ...]
+    confidence: float = DEFAULT_CONFIDENCE
+    parameters: Mapping[str, Any] = field(default_factory=dict)
+    version: int = DIFF_VERSION
+
+
+# -- per-step values of one report ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StepValues:
+    """A report's figures as per-step arrays (one entry per step number, ascending)."""
+
+    steps: tuple[int, ...]
+    dur_ns: np.ndarray
+    busy_ns: Optional[np.ndarray]  # mean over devices; None for CPU-only captures
+    utilization: Optional[np.ndarray]  # mean over devices of busy/dur
+    idle_ns: Mapping[str, np.ndarray]  # cause → mean over devices
+    collective_wait_ns: Optional[np.ndarray]
+    host_ns: Mapping[str, np.ndarray]  # host state → mean over ranks
+    dispatch_gap_ns: Optional[np.ndarray]
+    dispatch_gaps: Optional[np.ndarray]
+    samples_per_step: Optional[int]
+    peak_memory_bytes: Optional[int]
+    unprofiled_step_ns: Optional[np.ndarray]
+    ops_per_call_ns: Mapping[str, np.ndarray]  # op → CPU ns per call in each step it was called
+    ops_ns_per_step: Mapping[str, float]  # op → mean CPU ns per step (for the listing threshold)
+    ops_calls_per_step: Mapping[str, float]  # op → median calls per step (workload fingerprint)
+
+
+def _mean_by_step(rows: Sequence[tuple[int, float]], steps: Sequence[int]) -> np.ndarray:
+    acc: dict[int, list[float]] = defaultdict(list)
+    for step, value in rows:
+        acc[step].append(value)
+    return np.array([statistics.fmean(acc[s]) if acc[s] else 0.0 for s in steps], dtype=np.float64)
+
+
+def _max_by_step(rows: Sequence[tuple[int, float]], steps: Sequence[int]) -> np.ndarray:
+    acc: dict[int, float] = {}
+    for step, value in rows:
+        acc[step] = max(acc.get(step, value), value)
+    return np.array([acc[s] for s in steps], dtype=np.float64)
+
+
+def _manifest_list(manifest: Mapping[str, Any], *keys: str) -> Optional[np.ndarray]:
+    for key in keys:
+        value = manifest.get(key)
+        if isinstance(value, (list, tuple)) and value:
+            return np.asarray(value, dtype=np.float64)
+    return None
+
+
+def step_values(report: Report) -> StepValues:
+    """The per-step arrays every figure of the diff is computed from."""
+    samples = [s for d in report.devices for s in d.samples]
+    host = list(report.host.steps)
+    if samples:
+        steps = tuple(sorted({s.step for s in samples}))
+        dur = _max_by_step([(s.step, s.dur_ns) for s in samples], steps)
+        busy = _mean_by_step([(s.step, s.busy_ns) for s in samples], steps)
+        util = _mean_by_step([(s.step, s.busy_ns / s.dur_ns if s.dur_ns else 0.0) for s in samples], steps)
+        idle = {c: _mean_by_step([(s.step, s.idle_ns.get(c, 0)) for s in samples], steps) for c in CAUSES}
+        wait = _mean_by_step([(s.step, s.collective_wait_ns) for s in samples], steps)
+    elif host:
+        steps = tuple(sorted({h.step for h in host}))
+        dur = _max_by_step([(h.step, h.dur_ns) for h in host], steps)
+        busy = util = wait = None
+        idle = {}
+    else:
+        raise NotComparableError(
+            f"capture {report.capture.get('label') or report.capture.get('workload') or ''} has no steps "
+            "(no ProfilerStep spans and no events): nothing to compare; capture more steps"
+        )
+    if host:
+        hsteps = [s for s in steps if any(h.step == s for h in host)]
+        host_ns = {
+            k: _mean_by_step([(h.step, h.breakdown_ns.get(k, 0)) for h in host], hsteps) for k in HOST_STATES
+        }
+        gap_ns = _mean_by_step([(h.step, h.dispatch_gap_ns) for h in host], hsteps)
+        gaps = _mean_by_step([(h.step, h.dispatch_gaps) for h in host], hsteps)
+    else:
+        host_ns, gap_ns, gaps = {}, None, None
+
+    per_call: dict[str, np.ndarray] = {}
+    per_step: dict[str, float] = {}
+    calls_med: dict[str, float] = {}
+    for op in report.op_stats:
+        pairs = [(ns, c) for ns, c in zip(op.ns_per_step, op.calls_per_step) if c > 0]
+        if pairs:
+            per_call[op.name] = np.array([ns / c for ns, c in pairs], dtype=np.float64)
+        per_step[op.name] = sum(op.ns_per_step) / max(len(steps), 1)
+        calls_med[op.name] = comparable.median_calls(
+            list(op.calls_per_step) + [0] * max(0, len(steps) - len(op.calls_per_step))
+        )
+
+    spp = next((d.samples_per_step for d in report.devices if d.samples_per_step), None)
+    manifest = report.capture or {}
+    if spp is None and isinstance(manifest.get("samples_per_step"), (int, float)):
+        spp = int(manifest["samples_per_step"])
+    peaks = [d.peak_memory_bytes for d in report.devices if d.peak_memory_bytes]
+    return StepValues(
+        steps=steps,
+        dur_ns=dur,
+        busy_ns=busy,
+        utilization=util,
+        idle_ns=idle,
+        collective_wait_ns=wait,
+        host_ns=host_ns,
+        dispatch_gap_ns=gap_ns,
+        dispatch_gaps=gaps,
+        samples_per_step=spp,
+        peak_memory_bytes=max(peaks) if peaks else None,
+        unprofiled_step_ns=_manifest_list(manifest, "unprofiled_step_ns", "unprofiled_step_times_ns"),
+        ops_per_call_ns=per_call,
+        ops_ns_per_step=per_step,
+        ops_calls_per_step=calls_med,
+    )
+
+
+# -- figures ----------------------------------------------------------------------------------------------
+
+
+def _median(x: Optional[np.ndarray]) -> Optional[float]:
+    return None if x is None or len(x) == 0 else float(np.median(x))
+
+
+def _ranked(
+    key: str,
+    label: str,
+    unit: str,
+    section: str,
+    better: Optional[str],
+    xa: Optional[np.ndarray],
+    xb: Optional[np.ndarray],
+    scale: float,
+    confidence: float,
+) -> FigureDiff:
+    """A figure compared on per-step values (scaled to the shown unit)."""
+    va = None if xa is None else xa * scale
+    vb = None if xb is None else xb * scale
+    est = rank_shift(va, vb, confidence) if va is not None and vb is not None else None
+    return FigureDiff(key, label, unit, section, better, _median(va), _median(vb), est)
+
+
+def _sum_ratio(columns: np.ndarray) -> np.ndarray:
+    """Σ column 0 / Σ column 1 over steps, for stacks of resamples of shape (..., steps, 2)."""
+    num = columns[..., 0].sum(axis=-1)
+    den = columns[..., 1].sum(axis=-1)
+    return np.divide(num, den, out=np.zeros_like(num), where=den > 0)
+
+
+def _sum(columns: np.ndarray) -> np.ndarray:
+    return columns.sum(axis=-1)
+
+
+def _figures(a: StepValues, b: StepValues, confidence: float) -> list[FigureDiff]:
+    ms, s = 1e-6, 1e-9
+    out = [
+        _ranked("step_time", "step time", "ms", SECTION_TIME, "lower", a.dur_ns, b.dur_ns, ms, confidence),
+    ]
+    total_a, total_b = a.dur_ns * s, b.dur_ns * s
+    out.append(
+        FigureDiff(
+            "total_time",
+            "total time (profiled steps)",
+            "s",
+            SECTION_TIME,
+            "lower",
+            float(total_a.sum()),
+            float(total_b.sum()),
+            bootstrap_shift(total_a, total_b, _sum, confidence),
+        )
+    )
+    if a.samples_per_step and b.samples_per_step:
+        out.append(
+            _ranked(
+                "throughput",
+                "throughput",
+                "samples/s",
+                SECTION_TIME,
+                "higher",
+                a.samples_per_step / (a.dur_ns * s),
+                b.samples_per_step / (b.dur_ns * s),
+                1.0,
+                confidence,
+            )
+        )
+    if a.unprofiled_step_ns is not None or b.unprofiled_step_ns is not None:
+        out.append(
+            _ranked(
+                "unprofiled_step_time",
+                "step time without profiler",
+                "ms",
+                SECTION_TIME,
+                "lower",
+                a.unprofiled_step_ns,
+                b.unprofiled_step_ns,
+                ms,
+                confidence,
+            )
+        )
+
+    if a.busy_ns is not None or b.busy_ns is not None:
+
+        def util_cols(v: StepValues) -> Optional[np.ndarray]:
+            return None if v.busy_ns is None else np.stack([v.busy_ns, v.dur_ns], axis=1)
+
+        ca, cb = util_cols(a), util_cols(b)
+        ua = None if ca is None else float(_sum_ratio(ca[None])[0]) * 100
+        ub = None if cb is None else float(_sum_ratio(cb[None])[0]) * 100
+        est = None
+        if ca is not None and cb is not None:
+            est = bootstrap_shift(ca, cb, lambda x: _sum_ratio(x) * 100, confidence)
+        out.append(
+            FigureDiff("gpu_util_mean", "GPU utilisation (mean)", "%", SECTION_DEVICE, "higher", ua, ub, est)
+        )
+        pa = None if a.utilization is None else float(a.utilization.max()) * 100
+        pb = None if b.utilization is None else float(b.utilization.max()) * 100
+        est = single_values(pa, pb) if pa is not None and pb is not None else None
+        out.append(
+            FigureDiff(
+                "gpu_util_peak", "GPU utilisation (peak step)", "%", SECTION_DEVICE, "higher", pa, pb, est
+            )
+        )
+    if a.peak_memory_bytes or b.peak_memory_bytes:
+        ma = a.peak_memory_bytes / 2**20 if a.peak_memory_bytes else None
+        mb = b.peak_memory_bytes / 2**20 if b.peak_memory_bytes else None
+        est = single_values(ma, mb) if ma is not None and mb is not None else None
+        out.append(
+            FigureDiff("peak_memory", "peak device memory", "MiB", SECTION_DEVICE, "lower", ma, mb, est)
+        )
+    waits = [v.collective_wait_ns for v in (a, b) if v.collective_wait_ns is not None]
+    if any(w.any() for w in waits):
+        out.append(
+            _ranked(
+                "collective_wait",
+                "collective wait",
+                "ms",
+                SECTION_DEVICE,
+                "lower",
+                a.collective_wait_ns,
+                b.collective_wait_ns,
+                ms,
+                confidence,
+            )
+        )
+
+    if a.idle_ns or b.idle_ns:
+
+        def idle_total(v: StepValues) -> Optional[np.ndarray]:
+            return sum(v.idle_ns.values()) if v.idle_ns else None  # type: ignore[return-value]
+
+        out.append(
+            _ranked(
+                "idle",
+                "idle (all causes)",
+                "ms",
+                SECTION_IDLE,
+                "lower",
+                idle_total(a),
+                idle_total(b),
+                ms,
+                confidence,
+            )
+        )
+        for cause in CAUSES:
+            out.append(
+                _ranked(
+                    f"idle.{cause}",
+                    f"idle: {cause}",
+                    "ms",
+                    SECTION_IDLE,
+                    "lower",
+                    a.idle_ns.get(cause) if a.idle_ns else None,
+                    b.idle_ns.get(cause) if b.idle_ns else None,
+                    ms,
+                    confidence,
+                )
+            )
+
+    if a.host_ns or b.host_ns:
+        for state in HOST_STATES:
+            out.append(
+                _ranked(
+                    f"host.{state}",
+                    f"host: {state}",
+                    "ms",
+                    SECTION_HOST,
+                    None,
+                    a.host_ns.get(state) if a.host_ns else None,
+                    b.host_ns.get(state) if b.host_ns else None,
+                    ms,
+                    confidence,
+                )
+            )
+        out.append(
+            _ranked(
+                "dispatch_gap",
+                "host dispatch gaps (time)",
+                "ms",
+                SECTION_HOST,
+                "lower",
+                a.dispatch_gap_ns,
+                b.dispatch_gap_ns,
+                ms,
+                confidence,
+            )
+        )
+        out.append(
+            _ranked(
+                "dispatch_gaps",
+                "host dispatch gaps (count)",
+                "",
+                SECTION_HOST,
+                None,
+                a.dispatch_gaps,
+                b.dispatch_gaps,
+                1.0,
+                confidence,
+            )
+        )
+    return out
+
+
+def _op_figures(a: StepValues, b: StepValues, confidence: float, top: int) -> list[FigureDiff]:
+    step_a = float(np.mean(a.dur_ns)) if len(a.dur_ns) else 0.0
+    step_b = float(np.mean(b.dur_ns)) if len(b.dur_ns) else 0.0
+    candidates = []
+    for name in sorted(set(a.ops_per_call_ns) & set(b.ops_per_call_ns)):
+        xa, xb = a.ops_per_call_ns[name], b.ops_per_call_ns[name]
+        if len(xa) < OP_MIN_STEPS or len(xb) < OP_MIN_STEPS:
+            continue
+        share_a = a.ops_ns_per_step.get(name, 0.0) / step_a if step_a else 0.0
+        share_b = b.ops_ns_per_step.get(name, 0.0) / step_b if step_b else 0.0
+        if max(share_a, share_b) < OP_MIN_SHARE:
+            continue
+        candidates.append(
+            _ranked(f"op:{name}", name, "µs/call", SECTION_OPS, "lower", xa, xb, 1e-3, confidence)
+        )
+
+    def order(f: FigureDiff) -> tuple[int, float, str]:
+        lr = f.estimate.log_ratio if f.estimate and f.estimate.log_ratio is not None else 0.0
+        # Significant changes first, then the largest |log ratio|; the name breaks ties so that the
+        # order (and therefore diff(A, B) vs diff(B, A)) never depends on anything else.
+        return (0 if f.significant else 1, -abs(lr), f.label)
+
+    return sorted(candidates, key=order)[:top]
+
+
+# -- the diff ---------------------------------------------------------------------------------------------
+
+
+def _facts(report: Report, values: StepValues) -> Facts:
+    names = tuple(sorted({d.name for d in report.devices if d.name}))
+    ranks = len({d.rank for d in report.devices} | {h.rank for h in report.host.steps}) or 1
+    return Facts(report.cpu_only, names, ranks, values.ops_calls_per_step)
+
+
+def _get(doc: Mapping[str, Any], *path: str) -> Any:
+    cur: Any = doc
+    for p in path:
+        if not isinstance(cur, Mapping):
+            return None
+        cur = cur.get(p)
+    return cur
+
+
+def capture_info(report: Report, label: str, values: StepValues) -> CaptureInfo:
+    m = report.capture or {}
+    python = _get(m, "python", "version") if isinstance(m.get("python"), Mapping) else m.get("python")
+    torch = _get(m, "torch", "version") if isinstance(m.get("torch"), Mapping) else m.get("torch")
+    device = _get(m, "device", "name") if isinstance(m.get("device"), Mapping) else m.get("device")
+    if device is None:
+        names = sorted({d.name for d in report.devices if d.name})
+        device = ", ".join(names) if names else ("CPU" if report.cpu_only else None)
+    path = m.get("path") or m.get("source")
+    return CaptureInfo(
+        label=label,
+        path=str(path) if path else None,
+        workload=m.get("workload"),
+        python=str(python) if python is not None else None,
+        torch=str(torch) if torch is not None else None,
+        device=str(device) if device is not None else None,
+        steps=len(values.steps),
+        cpu_only=report.cpu_only,
+    )
+
+
+def composition(report: Report, label: str) -> Composition:
+    """Mean time per step split into busy + idle causes (devices), or host states (CPU-only)."""
+    samples = [s for d in report.devices for s in d.samples]
+    if samples:
+        n = len(samples)
+        parts = [("busy", sum(s.busy_ns for s in samples) / n / 1e6)]
+        parts += [(c, sum(s.idle_ns.get(c, 0) for s in samples) / n / 1e6) for c in CAUSES]
+        return Composition(label, "device", tuple(parts))
+    host = report.host.steps
+    n = max(len(host), 1)
+    return Composition(
+        label, "host", tuple((k, sum(h.breakdown_ns.get(k, 0) for h in host) / n / 1e6) for k in HOST_STATES)
+    )
+
+
+def default_labels(reports: Sequence[Report]) -> list[str]:
+    """A label per capture: its run name or Python version, made unique."""
+    raw = []
+    for i, r in enumerate(reports):
+        m = r.capture or {}
+        py = m.get("python")
+        py = py.get("version") if isinstance(py, Mapping) else py
+        raw.append(str(m.get("run") or m.get("name") or (f"py{py}" if py else None) or f"capture {i + 1}"))
+    out = []
+    for i, label in enumerate(raw):
+        out.append(label if raw.count(label) == 1 else f"{label} #{raw[: i + 1].count(label)}")
+    return out
+
+
+def diff_pair(
+    a: Report,
+    b: Report,
+    labels: tuple[str, str] = ("A", "B"),
+    *,
+    confidence: float = DEFAULT_CONFIDENCE,
+    top_ops: int = TOP_OPS,
+) -> PairDiff:
+    """B against A."""
+    va, vb = step_values(a), step_values(b)
+    comp = comparable.check(a.capture, b.capture, _facts(a, va), _facts(b, vb))
+    return PairDiff(
+        a=capture_info(a, labels[0], va),
+        b=capture_info(b, labels[1], vb),
+        comparability=comp,
+        figures=tuple(_figures(va, vb, confidence)),
+        ops=tuple(_op_figures(va, vb, confidence, top_ops)),
+    )
+
+
+def diff(
+    reports: Sequence[Report],
+    labels: Optional[Sequence[str]] = None,
+    *,
+    confidence: float = DEFAULT_CONFIDENCE,
+    top_ops: int = TOP_OPS,
+) -> DiffResult:
+    """Each later report against the first. Needs at least two reports."""
+    if len(reports) < 2:
+        raise NotComparableError(f"diff needs at least two captures, got {len(reports)}; name A and B")
+    if not 0.5 <= confidence < 1.0:
+        raise NotComparableError(f"confidence {confidence} is not in [0.5, 1); e.g. 0.95")
+    names = list(labels) if labels is not None else default_labels(reports)
+    if len(names) != len(reports):
+        raise NotComparableError(
+            f"{len(names)} labels for {len(reports)} captures; give one label per capture"
+        )
+    pairs = tuple(
+        diff_pair(reports[0], r, (names[0], names[i]), confidence=confidence, top_ops=top_ops)
+        for i, r in enumerate(reports[1:], start=1)
+    )
+    infos = (pairs[0].a,) + tuple(p.b for p in pairs)
+    return DiffResult(
+        captures=infos,
+        compositions=tuple(composition(r, n) for r, n in zip(reports, names)),
+        pairs=pairs,
+        confidence=confidence,
+        parameters={
+            "confidence": confidence,
+            "top_ops": top_ops,
+            "op_min_share": OP_MIN_SHARE,
+            "op_min_steps": OP_MIN_STEPS,
+            "min_op_call_overlap": comparable.MIN_OP_CALL_OVERLAP,
+        },
+    )
