@@ -1,0 +1,332 @@
+"""`python -m tracekit.capture`: one capture inside the target interpreter (stdlib + torch, Python 3.9).
+
+    python -m tracekit.capture WORKLOAD -o RUN_DIR [--device cuda|cpu] [--schedule wait=1,...]
+                               [--set key=value]... [--label py3.11] [--force] [--result FILE]
+    python -m tracekit.capture --script train.py -o RUN_DIR [...] [-- script args]
+    python -m tracekit.capture --list [--json]
+
+RUN_DIR becomes a TensorBoard logdir: `rank<r>.<time>.pt.trace.json.gz` per rank and profiler cycle, plus
+manifest.json. With `--set nproc=N` the process relaunches itself under `torch.distributed.run` (one process
+per device; nccl on CUDA, gloo on CPU) and merges the ranks' manifests.
+
+Exit status: 0 done, 1 the workload or script raised (its traceback is on stderr; traces written so far
+are kept), 2 bad arguments, 3 torch missing or the device unavailable, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import runpy
+import subprocess
+import sys
+import traceback
+from typing import Any, Dict, List, Optional
+
+from tracekit.capture import api
+from tracekit.capture.knobs import (
+    COMMON_KNOBS,
+    KnobError,
+    format_schedule,
+    parse_assignments,
+    parse_schedule,
+    resolve_knobs,
+)
+from tracekit.capture.session import (
+    MANIFEST_NAME,
+    TRACE_SUFFIX,
+    CaptureConfig,
+    Session,
+    merge_rank_manifests,
+    rank_manifest_name,
+    write_json,
+)
+from tracekit.capture.workload import Context, describe, knobs_of, load
+
+EXIT_CRASHED, EXIT_USAGE, EXIT_ENV, EXIT_INTERRUPTED = 1, 2, 3, 130
+_LAUNCHED_ENV = "TRACEKIT_CAPTURE_LAUNCHED"
+
+
+class CaptureFailure(Exception):
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m tracekit.capture", description=__doc__.split("\n\n")[0])
+    p.add_argument("workload", nargs="?", help="built-in workload (see --list)")
+    p.add_argument("-o", "--out", help="run directory to write (a TensorBoard logdir)")
+    p.add_argument("--device", choices=("cuda", "cpu"), help="default: cuda when available")
+    p.add_argument("--schedule", help="profiler schedule, default wait=1,warmup=1,active=3,repeat=2")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--label", default="", help="run label shown in progress lines and the manifest")
+    p.add_argument(
+        "--script", help="capture this training script (marks steps with tracekit.capture.session)"
+    )
+    p.add_argument("--force", action="store_true", help="replace traces already in the run directory")
+    p.add_argument("--result", help="write a JSON status document here (used by `tracekit capture`)")
+    p.add_argument("--list", action="store_true", help="list workloads and knobs")
+    p.add_argument("--json", action="store_true", help="with --list: as JSON")
+    return p
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    script_args: List[str] = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, script_args = argv[:cut], argv[cut + 1 :]
+    args = _parser().parse_args(argv)
+    if args.list:
+        _print_list(args.json)
+        return
+    result: Dict[str, Any] = {"status": "error", "message": "", "run_dir": args.out}
+    code = 0
+    try:
+        result.update(_capture(args, argv, script_args))
+        code = {"ok": 0, "incomplete": 0, "crashed": EXIT_CRASHED, "interrupted": EXIT_INTERRUPTED}.get(
+            result["status"], EXIT_CRASHED
+        )
+    except KnobError as exc:
+        result["message"], code = str(exc), EXIT_USAGE
+    except CaptureFailure as exc:
+        result["message"], code = str(exc), exc.code
+    except KeyboardInterrupt:
+        result.update(status="interrupted", message="interrupted before the capture started")
+        code = EXIT_INTERRUPTED
+    if code and result.get("message") and result["status"] == "error":
+        sys.stderr.write(f"tracekit.capture: error: {result['message']}\n")
+    if args.result:
+        write_json(args.result, result)
+    sys.exit(code)
+
+
+def _print_list(as_json: bool) -> None:
+    docs = describe()
+    if as_json:
+        print(json.dumps(docs, indent=2))
+        return
+    for doc in docs:
+        print(f"{doc['name']}: {doc['summary']}")
+        for k in doc["knobs"]:
+            cpu = f" (cpu: {k['cpu_default']})" if k["cpu_default"] != k["default"] else ""
+            print(f"  {k['name']}={k['default']}{cpu}  {k['help']}")
+    print("every workload and --script also take:")
+    for k in COMMON_KNOBS:
+        print(f"  {k.name}={k.default}  {k.help}")
+
+
+def _import_torch() -> Any:
+    try:
+        import torch
+    except ImportError as exc:
+        raise CaptureFailure(
+            f"torch is not importable in {sys.executable} (Python {sys.version.split()[0]}): {exc}; "
+            f"install it with `{sys.executable} -m pip install torch` "
+            "(CPU-only: add --index-url https://download.pytorch.org/whl/cpu)",
+            EXIT_ENV,
+        ) from None
+    return torch
+
+
+def _capture(args: argparse.Namespace, argv: List[str], script_args: List[str]) -> Dict[str, Any]:
+    if bool(args.workload) == bool(args.script):
+        raise KnobError("name one built-in WORKLOAD or pass --script train.py (not both)")
+    if not args.out:
+        raise KnobError("-o RUN_DIR is required")
+    schedule = parse_schedule(args.schedule)
+    given = parse_assignments(args.sets)
+    torch = _import_torch()
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise CaptureFailure(
+            f"--device cuda, but torch {torch.__version__} in {sys.executable} sees no CUDA device; "
+            "use --device cpu or an interpreter with a CUDA build of torch",
+            EXIT_ENV,
+        )
+    if args.script:
+        script = os.path.abspath(args.script)
+        if not os.path.isfile(script):
+            raise KnobError(f"--script {args.script}: no such file")
+        own = {k: v for k, v in given.items() if k in {c.name for c in COMMON_KNOBS}}
+        knobs = resolve_knobs(COMMON_KNOBS, own, device, "--script")
+        knobs.update({k: v for k, v in given.items() if k not in own})
+        name = os.path.splitext(os.path.basename(script))[0]
+    else:
+        name = args.workload
+        knobs = resolve_knobs(knobs_of(name), given, device, f"workload {name}")
+        script = None
+    nproc = int(knobs.get("nproc", 1))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    launched = os.environ.get(_LAUNCHED_ENV) == "1"
+    if not launched:
+        _prepare_out(args.out, args.force)
+    if nproc > 1 and not launched:
+        if device == "cuda" and nproc > torch.cuda.device_count():
+            raise CaptureFailure(
+                f"--set nproc={nproc}, but only {torch.cuda.device_count()} CUDA devices are visible",
+                EXIT_ENV,
+            )
+        return _launch_ranks(args, argv, nproc)
+    rank = int(os.environ.get("RANK", "0"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    config = CaptureConfig(
+        out_dir=os.path.abspath(args.out),
+        workload=name,
+        device=device,
+        schedule=schedule,
+        knobs=knobs,
+        knobs_set=given,
+        label=args.label,
+        rank=rank,
+        world_size=world,
+        local_rank=local_rank,
+        script={"path": script, "args": script_args} if script else None,
+    )
+    return _run(config, torch)
+
+
+def _prepare_out(out: str, force: bool) -> None:
+    """Refuse to mix a new capture into old traces; with --force remove what an earlier capture wrote."""
+    ours = glob.glob(os.path.join(out, "*" + TRACE_SUFFIX)) + glob.glob(os.path.join(out, MANIFEST_NAME))
+    ours += glob.glob(os.path.join(out, ".manifest.rank*.json"))
+    if ours and not force:
+        raise KnobError(f"{out} already holds a capture; pass --force to replace it")
+    for path in ours:
+        os.remove(path)
+    os.makedirs(out, exist_ok=True)
+
+
+def _run(config: CaptureConfig, torch: Any) -> Dict[str, Any]:
+    """Run one process's capture and write its manifest (its rank part when there are several)."""
+    dist = None
+    if config.world_size > 1:
+        import torch.distributed as dist
+
+        if config.device == "cuda":
+            torch.cuda.set_device(config.local_rank)
+        dist.init_process_group(backend="nccl" if config.device == "cuda" else "gloo")
+    torch.manual_seed(int(config.knobs.get("seed", 0)) + config.rank)
+    sess = Session(config)
+    status, error = "ok", None
+    try:
+        if config.script is not None:
+            _run_script(config, sess)
+        else:
+            ctx = Context(config.device, config.knobs, config.rank, config.world_size, config.local_rank)
+            runner = load(config.workload).build(ctx)
+            config.samples_per_step = getattr(runner, "samples_per_step", None)
+            with sess:
+                while not sess.done:
+                    runner.step()
+                    sess.step()
+    except KeyboardInterrupt:
+        sess.close(KeyboardInterrupt())
+        status, error = "interrupted", f"interrupted at step {sess.index + 1}"
+        sys.stderr.write(f"tracekit.capture: {error}; traces written so far are kept in {config.out_dir}\n")
+    except BaseException as exc:  # the workload's own error: show it, keep the traces
+        sess.close(exc)
+        status = "crashed"
+        error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        traceback.print_exc()
+        sys.stderr.write(
+            f"tracekit.capture: {config.workload} raised at step {sess.index + 1}; "
+            f"traces written so far are kept in {config.out_dir}\n"
+        )
+    if status == "ok" and sess.index < sess.n_total:
+        status = "incomplete"
+        error = f"the loop ended after {sess.index} of {sess.n_total} steps"
+    manifest = sess.manifest(status, error)
+    name = MANIFEST_NAME if config.world_size == 1 else rank_manifest_name(config.rank)
+    write_json(os.path.join(config.out_dir, name), manifest)
+    if dist is not None and dist.is_initialized():
+        if status == "ok":
+            dist.barrier()
+        dist.destroy_process_group()
+    return {"status": status, "message": error or "", "manifest": manifest}
+
+
+def _run_script(config: CaptureConfig, sess: Session) -> None:
+    script = config.script or {}
+    path = script["path"]
+    api._pending, api._taken = sess, None
+    old_argv, old_path = sys.argv, list(sys.path)
+    sys.argv = [path] + list(script["args"])
+    sys.path.insert(0, os.path.dirname(path))
+    try:
+        runpy.run_path(path, run_name="__main__")
+    except SystemExit as exc:
+        if exc.code not in (None, 0):
+            raise
+    finally:
+        sys.argv, sys.path[:] = old_argv, old_path
+        api._pending = None
+    if api._taken is None:
+        raise KnobError(
+            f"{path} never called tracekit.capture.session() or steps(); mark its training steps as "
+            "docs/capture.md shows"
+        )
+    sess.close(None if sess.done else RuntimeError("loop ended early"))
+
+
+def _launch_ranks(args: argparse.Namespace, argv: List[str], nproc: int) -> Dict[str, Any]:
+    """Start one process per rank through torch.distributed.run (torchrun) and merge their manifests."""
+    forwarded: List[str] = []
+    skip = False
+    for i, tok in enumerate(argv):  # the ranks must not write the launcher's --result document
+        if skip:
+            skip = False
+            continue
+        if tok == "--result":
+            skip = True
+            continue
+        if tok.startswith("--result="):
+            continue
+        forwarded.append(tok)
+        del i
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1"]
+    cmd += [f"--nproc_per_node={nproc}", "-m", "tracekit.capture", *forwarded]
+    env = dict(os.environ)
+    env[_LAUNCHED_ENV] = "1"
+    sys.stderr.write(f"tracekit.capture: starting {nproc} ranks with torch.distributed.run\n")
+    sys.stderr.flush()
+    proc = subprocess.Popen(cmd, env=env)
+    try:
+        rc = proc.wait()
+    except KeyboardInterrupt:
+        rc = proc.wait()  # torchrun got the same SIGINT and stops its ranks
+    out = os.path.abspath(args.out)
+    parts = []
+    for rank in range(nproc):
+        path = os.path.join(out, rank_manifest_name(rank))
+        if os.path.exists(path):
+            with open(path) as fh:
+                parts.append(json.load(fh))
+    if not parts:
+        raise CaptureFailure(
+            f"torch.distributed.run exited with status {rc} before any rank wrote its manifest "
+            "(its messages are above)",
+            EXIT_CRASHED,
+        )
+    manifest = merge_rank_manifests(parts)
+    missing = sorted(set(range(nproc)) - {r["rank"] for r in manifest["ranks"]})
+    if missing:
+        manifest["status"] = "crashed" if manifest["status"] == "ok" else manifest["status"]
+        note = f"ranks {missing} wrote no manifest (stopped by torch.distributed.run, status {rc})"
+        manifest["error"] = "\n".join(x for x in (manifest["error"], note) if x)
+    if rc != 0 and manifest["status"] == "ok":
+        manifest["status"] = "crashed"
+        manifest["error"] = f"torch.distributed.run exited with status {rc}"
+    write_json(os.path.join(out, MANIFEST_NAME), manifest)
+    for rank in range(nproc):
+        path = os.path.join(out, rank_manifest_name(rank))
+        if os.path.exists(path):
+            os.remove(path)
+    return {"status": manifest["status"], "message": manifest["error"] or "", "manifest": manifest}
+
+
+def schedule_arg(schedule: Dict[str, int]) -> str:
+    return format_schedule(schedule)

@@ -1,0 +1,317 @@
+"""One capture in the target interpreter: a few unprofiled timed steps, then the profiled schedule.
+
+A `Session` is driven by whoever owns the training loop (a built-in workload or the user's script)::
+
+    with Session(config) as s:
+        while not s.done:
+            train_step()
+            s.step(samples=batch_size)
+
+Steps `0 .. timing_warmup + timing_steps - 1` run without the profiler; the last `timing_steps` of them are
+timed (CUDA events on the current stream, so no extra synchronisation enters the step; on CPU the host
+clock). Then `torch.profiler.profile` runs the fixed schedule and writes one
+`<worker>.<time>.pt.trace.json.gz` per cycle through `tensorboard_trace_handler`. Peak device memory is
+read and reset at every step boundary. Stdlib + torch, Python 3.9.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, TextIO, Tuple
+
+from tracekit.capture.environment import environment, utc_now
+from tracekit.capture.knobs import format_schedule, schedule_phase, schedule_steps
+
+MANIFEST_NAME = "manifest.json"
+MANIFEST_VERSION = 1
+TRACE_SUFFIX = ".pt.trace.json.gz"
+
+
+def rank_manifest_name(rank: int) -> str:
+    """Where rank `rank` of a multi-process capture leaves its part before the launcher merges them."""
+    return f".manifest.rank{rank}.json"
+
+
+@dataclass
+class CaptureConfig:
+    """Everything a capture process needs to know; it all lands in the manifest."""
+
+    out_dir: str
+    workload: str
+    device: str
+    schedule: Dict[str, int]
+    knobs: Dict[str, Any]
+    knobs_set: Dict[str, Any] = field(default_factory=dict)
+    label: str = ""
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    script: Optional[Dict[str, Any]] = None
+    samples_per_step: Optional[int] = None
+
+    @property
+    def worker(self) -> str:
+        # TensorBoard's profiler plugin splits `<worker>.<time>.pt.trace.json.gz` at the first dot: no dots.
+        return f"rank{self.rank}"
+
+
+class Session:
+    """Times, then profiles, the steps of one process. See the module docstring."""
+
+    def __init__(self, config: CaptureConfig, stream: Optional[TextIO] = None) -> None:
+        self.config = config
+        self.knobs = dict(config.knobs)
+        self.stream = stream if stream is not None else sys.stderr
+        sched = config.schedule
+        self.n_untimed = int(config.knobs.get("timing_warmup", 0))
+        self.n_timed = int(config.knobs.get("timing_steps", 0))
+        self.n_profiled = schedule_steps(sched)
+        self.n_total = self.n_untimed + self.n_timed + self.n_profiled
+        self.index = 0  # steps completed so far
+        self.done = False
+        self.entered = False
+        self.started_at: Optional[str] = None
+        self.env: Dict[str, Any] = {}
+        self.host_ms: List[float] = []
+        self.peak_bytes: List[Optional[int]] = []
+        self.samples: List[Optional[int]] = []
+        self.unprofiled_device_ms: List[float] = []
+        self._events: List[Any] = []
+        self._last = 0.0
+        self._prof: Any = None
+        self._cuda = config.device == "cuda"
+
+    # -- the loop -------------------------------------------------------------------------------
+    def __enter__(self) -> Session:
+        import torch
+
+        self.entered = True
+        self.started_at = utc_now()
+        self.env = environment(self.config.device)
+        if self._cuda:
+            torch.cuda.reset_peak_memory_stats()
+        if self.n_untimed + self.n_timed == 0:
+            self._start_profiler()
+        self._boundary(0)
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        self.close(exc)
+        return False
+
+    def step(self, samples: Optional[int] = None) -> None:
+        """Mark the end of one training step (`samples` = samples it processed, for throughput)."""
+        if self.done or not self.entered:
+            return
+        i = self.index
+        host_ms, peak = self._boundary(i + 1)
+        self.host_ms.append(host_ms)
+        self.peak_bytes.append(peak)
+        self.samples.append(samples if samples is not None else self.config.samples_per_step)
+        self.index += 1
+        self._progress(i, host_ms)
+        if i < self.n_untimed + self.n_timed:
+            if self.index == self.n_untimed + self.n_timed:
+                self._finish_timing()
+                self._start_profiler()
+            return
+        self._prof.step()
+        if self.index == self.n_total:
+            self._stop_profiler(None)
+            self.done = True
+
+    def close(self, exc: Optional[BaseException] = None) -> None:
+        """Stop the profiler (keeping the cycle in progress when `exc` ended the loop early). Idempotent."""
+        if self._prof is not None:
+            self._stop_profiler(exc)
+        if self._events:
+            try:
+                self._finish_timing()
+            except Exception:  # the device may be in an error state after a crash
+                self._events = []
+        self.done = True
+
+    # -- measurement ----------------------------------------------------------------------------
+    def _boundary(self, b: int) -> Tuple[float, Optional[int]]:
+        """Boundary `b` is the start of step `b` (and the end of step `b - 1`)."""
+        import torch
+
+        now = time.perf_counter()
+        host_ms = (now - self._last) * 1e3
+        self._last = now
+        peak = None
+        if self._cuda:
+            if self.n_untimed <= b <= self.n_untimed + self.n_timed:
+                ev = torch.cuda.Event(enable_timing=True)
+                ev.record()
+                self._events.append(ev)
+            peak = int(torch.cuda.max_memory_allocated())
+            torch.cuda.reset_peak_memory_stats()
+        return host_ms, peak
+
+    def _finish_timing(self) -> None:
+        import torch
+
+        if self._cuda and self._events:
+            torch.cuda.synchronize()
+            evs = self._events
+            self.unprofiled_device_ms = [a.elapsed_time(b) for a, b in zip(evs, evs[1:])]
+        self._events = []
+
+    def _start_profiler(self) -> None:
+        from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
+
+        sched = self.config.schedule
+        activities = [ProfilerActivity.CPU]
+        if self._cuda:
+            activities.append(ProfilerActivity.CUDA)
+        os.makedirs(self.config.out_dir, exist_ok=True)
+        self._prof = profile(
+            activities=activities,
+            schedule=schedule(
+                wait=sched["wait"],
+                warmup=sched["warmup"],
+                active=sched["active"],
+                repeat=sched["repeat"],
+                skip_first=sched["skip_first"],
+            ),
+            on_trace_ready=tensorboard_trace_handler(
+                self.config.out_dir, worker_name=self.config.worker, use_gzip=True
+            ),
+            record_shapes=bool(self.knobs.get("record_shapes", False)),
+            with_stack=bool(self.knobs.get("with_stack", False)),
+            profile_memory=bool(self.knobs.get("profile_memory", False)),
+        )
+        self._prof.__enter__()
+
+    def _stop_profiler(self, exc: Optional[BaseException]) -> None:
+        prof, self._prof = self._prof, None
+        if exc is not None:
+            # torch.profiler saves a cycle only when its last active step ends (RECORD_AND_SAVE); stopping
+            # in a plain RECORD step drops what was recorded. Mark it as the last one so the steps that ran
+            # before the crash or Ctrl-C are written.
+            try:
+                from torch.profiler import ProfilerAction
+
+                if prof.current_action == ProfilerAction.RECORD:
+                    prof.current_action = ProfilerAction.RECORD_AND_SAVE
+            except Exception:
+                pass
+        prof.__exit__(None, None, None)
+
+    def _progress(self, i: int, host_ms: float) -> None:
+        if self.config.rank != 0:
+            return
+        if i < self.n_untimed:
+            what = "unprofiled warm-up"
+        elif i < self.n_untimed + self.n_timed:
+            what = "unprofiled timed"
+        else:
+            what = f"profiled {schedule_phase(self.config.schedule, i - self.n_untimed - self.n_timed)}"
+        label = f"[{self.config.label}] " if self.config.label else ""
+        ranks = f" x{self.config.world_size} ranks" if self.config.world_size > 1 else ""
+        self.stream.write(
+            f"tracekit.capture: {label}{self.config.workload}{ranks} step {i + 1}/{self.n_total} "
+            f"({what}) {host_ms:.1f} ms\n"
+        )
+        self.stream.flush()
+
+    # -- results --------------------------------------------------------------------------------
+    def traces(self) -> List[str]:
+        prefix = self.config.worker + "."
+        try:
+            names = os.listdir(self.config.out_dir)
+        except OSError:
+            return []
+        return sorted(n for n in names if n.startswith(prefix) and n.endswith(TRACE_SUFFIX))
+
+    def rank_record(self, status: str, error: Optional[str]) -> Dict[str, Any]:
+        """This process's part of the manifest: its step measurements and its trace files."""
+        first_timed, first_prof = self.n_untimed, self.n_untimed + self.n_timed
+        host_unprof = self.host_ms[first_timed:first_prof]
+        unprof_ms = self.unprofiled_device_ms if self.unprofiled_device_ms else host_unprof
+        return {
+            "rank": self.config.rank,
+            "worker": self.config.worker,
+            "status": status,
+            "error": error,
+            "steps_planned": self.n_total,
+            "steps_completed": self.index,
+            "unprofiled": {
+                "step_ms": [round(x, 4) for x in unprof_ms],
+                "clock": "cuda_event" if self.unprofiled_device_ms else "host",
+                "host_step_ms": [round(x, 4) for x in host_unprof],
+                "peak_memory_bytes": self.peak_bytes[first_timed:first_prof],
+                "samples": self.samples[first_timed:first_prof],
+            },
+            "profiled": {
+                "host_step_ms": [round(x, 4) for x in self.host_ms[first_prof:]],
+                "peak_memory_bytes": self.peak_bytes[first_prof:],
+                "samples": self.samples[first_prof:],
+                "phases": [
+                    schedule_phase(self.config.schedule, i) for i in range(len(self.host_ms[first_prof:]))
+                ],
+            },
+            "traces": self.traces(),
+        }
+
+    def manifest(self, status: str, error: Optional[str]) -> Dict[str, Any]:
+        from tracekit import __version__
+
+        cfg = self.config
+        rec = self.rank_record(status, error)
+        spp = [s for s in rec["unprofiled"]["samples"] + rec["profiled"]["samples"] if s is not None]
+        peaks = [
+            p for p in rec["unprofiled"]["peak_memory_bytes"] + rec["profiled"]["peak_memory_bytes"] if p
+        ]
+        doc: Dict[str, Any] = {
+            "manifest_version": MANIFEST_VERSION,
+            "tracekit_version": __version__,
+            "workload": cfg.workload,
+            "run": cfg.label or None,
+            "script": cfg.script,
+            "knobs": cfg.knobs,
+            "knobs_set": cfg.knobs_set,
+            "schedule": dict(cfg.schedule),
+            "schedule_text": format_schedule(cfg.schedule),
+            "device_kind": cfg.device,
+            "started_at": self.started_at,
+            "finished_at": utc_now(),
+            "world_size": cfg.world_size,
+            "status": status,
+            "error": error,
+            "samples_per_step": spp[0] if spp else None,
+            "global_samples_per_step": spp[0] * cfg.world_size if spp else None,
+            "unprofiled_step_ms": rec["unprofiled"]["step_ms"],
+            "peak_memory_bytes": max(peaks) if peaks else None,
+            "ranks": [rec],
+        }
+        doc.update(self.env)
+        return doc
+
+
+def write_json(path: str, doc: Dict[str, Any]) -> None:
+    """Write JSON atomically (temp file, then rename)."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as fh:
+        json.dump(doc, fh, indent=2, sort_keys=True, default=str)
+        fh.write("\n")
+    os.replace(tmp, path)
+
+
+def merge_rank_manifests(docs: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """One manifest from the ranks' parts: rank 0's environment and figures, every rank's record."""
+    docs = sorted(docs, key=lambda d: d["ranks"][0]["rank"])
+    merged = dict(docs[0])
+    merged["ranks"] = [d["ranks"][0] for d in docs]
+    statuses = [r["status"] for r in merged["ranks"]]
+    for worst in ("interrupted", "crashed"):
+        if worst in statuses:
+            merged["status"] = worst
+    errors = [f"rank {r['rank']}: {r['error']}" for r in merged["ranks"] if r["error"]]
+    merged["error"] = "\n".join(errors) or None
+    return merged

@@ -1,0 +1,265 @@
+"""Run captures from tracekit's own environment: one child process per interpreter, then parse.
+
+    from tracekit.capture_runner import run_capture
+    paths = run_capture("heavy_mlp", Path("out"), pythons=["3.9", None], device="cpu",
+                        knobs={"batch_size": 8}, schedule="wait=1,warmup=1,active=3,repeat=2")
+
+For each interpreter this starts `[python, "-m", "tracekit.capture", ...]` with tracekit's parent folder on
+PYTHONPATH (so the dependency-free capture package and the `workloads/` package import there, whether
+tracekit is installed editable or not), which writes `OUT/<workload>/<run>/` (a TensorBoard logdir with
+manifest.json), then parses that folder into `OUT/<workload>/<run>.parquet` with the manifest in its
+metadata. Progress goes to stderr. Nothing existing is overwritten without `force`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+import tracekit
+from tracekit import interpreters
+from tracekit.capture.knobs import (
+    COMMON_KNOBS,
+    KnobError,
+    format_schedule,
+    parse_schedule,
+    resolve_knobs,
+)
+from tracekit.capture.session import MANIFEST_NAME, TRACE_SUFFIX
+from tracekit.capture.workload import knobs_of
+from tracekit.errors import CaptureError, OutputExistsError
+
+Echo = Callable[[str], None]
+_INTERRUPT_GRACE_S = 60
+
+
+def _stderr(line: str) -> None:
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+@dataclass(frozen=True)
+class Run:
+    """One planned capture: which interpreter, and where its traces and its Parquet file go."""
+
+    interpreter: interpreters.Interpreter
+    name: str
+    run_dir: Path
+    parquet: Path
+
+
+def child_env() -> dict[str, str]:
+    """The environment of a capture child: tracekit's parent folder first on PYTHONPATH."""
+    root = str(Path(tracekit.__file__).resolve().parent.parent)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    )
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
+
+
+def plan_runs(
+    workload: str, out: Path, pythons: Sequence[str | None], name: str | None, force: bool
+) -> list[Run]:
+    """Resolve interpreters and output paths, refusing (before anything runs) to overwrite without force."""
+    resolved = [interpreters.resolve(p) for p in (pythons or [None])]
+    runs: list[Run] = []
+    for interp in resolved:
+        if name and len(resolved) == 1:
+            run_name = name
+        elif name:
+            run_name = f"{name}-{interp.run_name}"
+        else:
+            run_name = interp.run_name
+        if any(r.name == run_name for r in runs):
+            raise CaptureError(
+                f"two interpreters give the same run name {run_name!r} "
+                f"({', '.join(str(r.interpreter.path) for r in runs if r.name == run_name)} and "
+                f"{interp.path}); capture them one at a time with --name"
+            )
+        run_dir = out / workload / run_name
+        runs.append(Run(interp, run_name, run_dir, out / workload / f"{run_name}.parquet"))
+    if not force:
+        for run in runs:
+            for path in (run.parquet, run.run_dir):
+                if path.exists() and (path.is_file() or any(path.iterdir())):
+                    raise OutputExistsError(f"{path} exists; pass --force to overwrite")
+    return runs
+
+
+def check_knobs(workload: str | None, knobs: Mapping[str, object], device: str | None) -> None:
+    """Check --set names and values here, before any interpreter starts (a script accepts extra keys)."""
+    given = {k: str(v) for k, v in knobs.items()}
+    dev = device or "cuda"
+    try:
+        if workload is None:
+            own = {k: v for k, v in given.items() if k in {c.name for c in COMMON_KNOBS}}
+            resolve_knobs(COMMON_KNOBS, own, dev, "--script")
+        else:
+            resolve_knobs(knobs_of(workload), given, dev, f"workload {workload}")
+    except KnobError as exc:
+        raise CaptureError(str(exc)) from None
+
+
+def run_capture(
+    workload: str | None,
+    out: Path,
+    *,
+    pythons: Sequence[str | None] = (),
+    device: str | None = None,
+    knobs: Mapping[str, object] | None = None,
+    schedule: str | Mapping[str, int] | None = None,
+    name: str | None = None,
+    script: Path | None = None,
+    script_args: Sequence[str] = (),
+    force: bool = False,
+    echo: Echo = _stderr,
+) -> list[Path]:
+    """Capture `workload` (or `script`) in each interpreter, one after another; return the Parquet paths.
+
+    `pythons`: paths, commands or versions ("3.9"); empty = the current interpreter. `device`: "cuda",
+    "cpu" or None (cuda when the target's torch sees one). `knobs`: `--set` values. `schedule`: text
+    ("wait=1,warmup=1,active=3,repeat=2") or a dict. Raises CaptureError when a workload fails (its traces
+    so far are kept), KeyboardInterrupt after the child stopped cleanly.
+    """
+    if (workload is None) == (script is None):
+        raise CaptureError("name one built-in workload, or pass --script train.py (not both)")
+    if device not in (None, "cuda", "cpu"):
+        raise CaptureError(f"--device {device}: choose cuda or cpu")
+    knobs = dict(knobs or {})
+    try:
+        sched = parse_schedule(
+            schedule
+            if isinstance(schedule, str) or schedule is None
+            else format_schedule({**parse_schedule(None), **dict(schedule)})
+        )
+    except KnobError as exc:
+        raise CaptureError(str(exc)) from None
+    if script is not None:
+        script = Path(script)
+        if not script.is_file():
+            raise CaptureError(f"--script {script}: no such file")
+    check_knobs(workload, knobs, device)
+    label = workload if workload is not None else script.stem  # type: ignore[union-attr]
+    out = Path(out)
+    runs = plan_runs(label, out, list(pythons) or [None], name, force)
+    written: list[Path] = []
+    for i, run in enumerate(runs, 1):
+        torch_version = interpreters.check_torch(run.interpreter)
+        echo(
+            f"tracekit: [{i}/{len(runs)}] {label} under {run.interpreter.describe()} (torch {torch_version}) "
+            f"→ {run.run_dir}"
+        )
+        manifest = _run_child(run, workload, script, script_args, device, knobs, sched, force, echo)
+        written.append(_parse_run(run, manifest, force, echo))
+    return written
+
+
+def _child_command(
+    run: Run,
+    workload: str | None,
+    script: Path | None,
+    script_args: Sequence[str],
+    device: str | None,
+    knobs: Mapping[str, object],
+    sched: dict[str, int],
+    result: Path,
+) -> list[str]:
+    cmd = [str(run.interpreter.path), "-m", "tracekit.capture"]
+    cmd += [workload] if workload is not None else ["--script", str(Path(script).resolve())]  # type: ignore[arg-type]
+    cmd += ["-o", str(run.run_dir), "--schedule", format_schedule(sched), "--label", run.name]
+    cmd += ["--result", str(result), "--force"]  # plan_runs already refused to overwrite without force
+    if device:
+        cmd += ["--device", device]
+    for key, value in knobs.items():
+        cmd += ["--set", f"{key}={_knob_text(value)}"]
+    if workload is None and script_args:
+        cmd += ["--", *script_args]
+    return cmd
+
+
+def _knob_text(value: object) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _run_child(
+    run: Run,
+    workload: str | None,
+    script: Path | None,
+    script_args: Sequence[str],
+    device: str | None,
+    knobs: Mapping[str, object],
+    sched: dict[str, int],
+    force: bool,
+    echo: Echo,
+) -> dict:
+    if force and run.run_dir.exists():
+        shutil.rmtree(run.run_dir)
+    run.run_dir.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tracekit-result-", suffix=".json")
+    os.close(fd)
+    result_path = Path(tmp)
+    cmd = _child_command(run, workload, script, script_args, device, knobs, sched, result_path)
+    try:
+        proc = subprocess.Popen(cmd, env=child_env())
+        try:
+            rc = proc.wait()
+        except KeyboardInterrupt:
+            # The child got the same SIGINT; let it close the profiler and write its manifest.
+            try:
+                proc.wait(timeout=_INTERRUPT_GRACE_S)
+            except (subprocess.TimeoutExpired, KeyboardInterrupt):
+                proc.kill()
+                proc.wait()
+            echo(f"tracekit: interrupted; traces written so far are kept in {run.run_dir}")
+            raise
+        try:
+            result = json.loads(result_path.read_text() or "{}")
+        except ValueError:
+            result = {}
+    finally:
+        result_path.unlink(missing_ok=True)
+    status = result.get("status")
+    if rc == 130 or status == "interrupted":
+        echo(f"tracekit: interrupted; traces written so far are kept in {run.run_dir}")
+        raise KeyboardInterrupt
+    where = run.interpreter.describe()
+    if status in ("ok", "incomplete") and rc == 0:
+        if status == "incomplete":
+            echo(f"tracekit: warning: {result.get('message')} ({where})")
+        return result.get("manifest") or json.loads((run.run_dir / MANIFEST_NAME).read_text())
+    message = result.get("message") or f"exit status {rc}, no message (see the output above)"
+    if status == "crashed":
+        raise CaptureError(
+            f"{run.name}: the workload failed under {where}: {message.splitlines()[-1]} "
+            f"(its traceback is above); traces written so far are kept in {run.run_dir} "
+            f"(`tracekit parse {run.run_dir}` reads them)"
+        )
+    raise CaptureError(f"{run.name}: capture under {where} failed: {message}")
+
+
+def trace_files(run_dir: Path) -> list[Path]:
+    """The trace files of a run folder (not manifest.json)."""
+    return sorted(p for p in Path(run_dir).iterdir() if p.name.endswith(TRACE_SUFFIX))
+
+
+def _parse_run(run: Run, manifest: dict, force: bool, echo: Echo) -> Path:
+    from tracekit.parse import parse_paths
+    from tracekit.store import write_capture
+
+    files = trace_files(run.run_dir)
+    if not files:
+        raise CaptureError(f"{run.run_dir}: the capture wrote no trace files; check the schedule")
+    capture = parse_paths(files)
+    capture.meta["manifest"] = manifest
+    write_capture(capture, run.parquet, force=force)
+    echo(f"tracekit: wrote {run.parquet} ({len(files)} trace files, {capture.table.num_rows} rows)")
+    return run.parquet

@@ -1,0 +1,79 @@
+"""`tracekit capture WORKLOAD ... -o OUT`: run a workload (or your script) under the profiler, then parse."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from tracekit.cli import app
+from tracekit.errors import CaptureError
+
+
+@app.command(context_settings={"allow_interspersed_args": True})
+def capture(
+    targets: Optional[List[str]] = typer.Argument(
+        None,
+        metavar="WORKLOAD [-- SCRIPT_ARGS]",
+        help="A built-in workload (`tracekit workloads` lists them); with --script, the script's arguments "
+        "after `--`.",
+    ),
+    out: Path = typer.Option(
+        ..., "-o", "--out", help="Output folder: OUT/<workload>/<run>/ and <run>.parquet."
+    ),
+    python: Optional[List[str]] = typer.Option(
+        None,
+        "--python",
+        help="Interpreter: a path, a command, or a version (3.9) from PATH/pyenv/conda/uv. "
+        "Repeat for several; default: this one.",
+    ),
+    device: Optional[str] = typer.Option(
+        None, "--device", help="cuda or cpu (default: cuda when available)."
+    ),
+    schedule: str = typer.Option(
+        "wait=1,warmup=1,active=3,repeat=2", "--schedule", help="torch.profiler schedule."
+    ),
+    sets: Optional[List[str]] = typer.Option(
+        None, "--set", metavar="KEY=VALUE", help="Set a workload knob, e.g. --set num_workers=0 (repeatable)."
+    ),
+    name: Optional[str] = typer.Option(None, "--name", help="Run name (default: py3.11 etc.)."),
+    script: Optional[Path] = typer.Option(
+        None,
+        "--script",
+        help="Capture your own training script (it marks steps with tracekit.capture.session).",
+    ),
+    force: bool = typer.Option(False, "--force", help="Overwrite existing outputs."),
+) -> None:
+    """Capture a workload under torch.profiler in each interpreter and parse it into Parquet."""
+    from tracekit.capture.knobs import KnobError, parse_assignments
+    from tracekit.capture_runner import run_capture
+
+    targets = list(targets or [])
+    if script is None:
+        if len(targets) != 1:
+            raise CaptureError(
+                "name one workload (`tracekit workloads` lists them), or pass --script train.py "
+                f"(got {' '.join(targets) or 'none'})"
+            )
+        workload, script_args = targets[0], []
+    else:
+        workload, script_args = None, targets
+    try:
+        knobs = parse_assignments(sets or [])
+    except KnobError as exc:
+        raise CaptureError(str(exc)) from None
+    paths = run_capture(
+        workload,
+        out,
+        pythons=python or [],
+        device=device,
+        knobs=knobs,
+        schedule=schedule,
+        name=name,
+        script=script,
+        script_args=script_args,
+        force=force,
+    )
+    for path in paths:
+        typer.echo(str(path))
