@@ -366,6 +366,11 @@ class Report:
     profiler_overhead: Optional[ProfilerOverhead] = None
     parameters: Mapping[str, Any] = field(default_factory=dict)  # thresholds used, with units
     version: int = REPORT_VERSION
+    # In-memory evidence for check_invariants and `analyze --store` (not part of the JSON):
+    # idle pieces (rank, device, step, ts_ns, dur_ns, cause) and busy intervals (rank, device, ts_ns, dur_ns)
+    # as pandas DataFrames. None on a Report read back from JSON.
+    idle_intervals: Any = field(default=None, compare=False, repr=False)
+    busy_intervals: Any = field(default=None, compare=False, repr=False)
 
     @property
     def cpu_only(self) -> bool:

@@ -1,0 +1,99 @@
+"""Short advice, only where the evidence is strong. Each rule names its threshold (a fraction of step
+time) and the evidence it quotes; a rule that does not fire says nothing."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tracekit.model import Advice, Report
+
+DATALOADER_MIN_FRACTION = 0.20  # dataloader idle ≥ 20 % of step time
+SYNC_MIN_FRACTION = 0.10  # sync idle ≥ 10 % of step time
+HOST_BOUND_MIN_FRACTION = 0.30  # launch + framework + interpreter idle ≥ 30 % of step time
+TINY_KERNEL_MAX_US = 20.0  # "tiny": median kernel time below 20 µs
+COLLECTIVE_MIN_FRACTION = 0.10  # collective wait ≥ 10 % of step time
+CPU_DISPATCH_MIN_FRACTION = 0.30  # CPU-only: dispatch gaps ≥ 30 % of step time
+
+
+def _fraction(report: Report, causes: tuple[str, ...]) -> float:
+    total = sum(s.dur_ns for d in report.devices for s in d.samples)
+    idle = sum(s.idle_ns.get(c, 0) for d in report.devices for s in d.samples for c in causes)
+    return idle / total if total else 0.0
+
+
+def advise(report: Report) -> list[Advice]:
+    out: list[Advice] = []
+    dl = _fraction(report, ("dataloader",))
+    if dl >= DATALOADER_MIN_FRACTION:
+        it = report.dataloader
+        if it is not None and it.multi_worker is False:
+            msg = "DataLoader stalls with a single-process iterator: set num_workers > 0 and pin_memory=True."
+        else:
+            msg = "DataLoader stalls: raise num_workers or prefetch_factor, or make __getitem__ cheaper."
+        kind = it.iterator if it and it.iterator else "unknown iterator"
+        out.append(
+            Advice("dataloader_workers", msg, f"dataloader idle {dl:.0%} of step time ({kind})", "dataloader")
+        )
+    sy = _fraction(report, ("sync",))
+    if sy >= SYNC_MIN_FRACTION and report.sync_sources:
+        top = report.sync_sources[0]
+        where = top.source or top.op or top.call
+        if top.op in ("aten::item", "aten::_local_scalar_dense"):
+            msg = (
+                f"A host read of a device value (.item()) at {where} drains the GPU queue: "
+                "move it out of the loop or batch the reads."
+            )
+        else:
+            msg = f"Host synchronisation ({top.call}) at {where} drains the GPU queue: remove it or defer it."
+        out.append(
+            Advice(
+                "sync_drain",
+                msg,
+                f"sync idle {sy:.0%} of step time; top source {top.idle_ms_per_step:.3f} ms/step "
+                f"over {top.gaps} gaps",
+                "sync",
+            )
+        )
+    hb = _fraction(report, ("launch", "framework", "interpreter"))
+    medians = [k.kernel.median_ns for k in report.kernel_stats if k.kernel.count]
+    counts = [k.kernel.count for k in report.kernel_stats]
+    if hb >= HOST_BOUND_MIN_FRACTION and medians:
+        med_us = float(np.average(medians, weights=counts)) / 1e3
+        if med_us <= TINY_KERNEL_MAX_US:
+            out.append(
+                Advice(
+                    "cuda_graphs",
+                    "Many tiny kernels and the host cannot keep up: capture the step with CUDA graphs or "
+                    "fuse it with torch.compile.",
+                    f"launch+framework+interpreter idle {hb:.0%} of step time; "
+                    f"typical kernel {med_us:.1f} µs",
+                    "launch",
+                )
+            )
+    for d in report.devices:
+        total = sum(s.dur_ns for s in d.samples)
+        wait = sum(s.collective_wait_ns for s in d.samples)
+        if total and wait / total >= COLLECTIVE_MIN_FRACTION and d.straggler_rank is not None:
+            out.append(
+                Advice(
+                    "straggler",
+                    f"Rank {d.rank} waits for rank {d.straggler_rank} in collectives: balance its work "
+                    "(data, compute, placement).",
+                    f"collective wait {wait / total:.0%} of step time on rank {d.rank} device {d.device}",
+                    None,
+                )
+            )
+    if not report.devices and report.host.steps:
+        total = sum(h.dur_ns for h in report.host.steps)
+        gaps = sum(h.dispatch_gap_ns for h in report.host.steps)
+        if total and gaps / total >= CPU_DISPATCH_MIN_FRACTION:
+            out.append(
+                Advice(
+                    "interpreter",
+                    "The Python interpreter between framework calls dominates the step: batch small "
+                    "operations, or try torch.compile.",
+                    f"host dispatch gaps {gaps / total:.0%} of step time",
+                    "interpreter",
+                )
+            )
+    return out

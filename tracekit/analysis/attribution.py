@@ -1,0 +1,257 @@
+"""Attribution of device idle time to causes (DESIGN.md, "Attribution of GPU idle time").
+
+All rules run vectorised over every idle gap of one device at once; Python loops run only over ranks,
+devices and host threads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from tracekit.analysis import intervals as iv
+from tracekit.analysis.events import DATALOADER, INTERPRETER, LAUNCH, STATE_NAMES, SYNC
+from tracekit.analysis.host import Thread, build_thread
+from tracekit.model import CAUSES
+
+# Cause codes: index into model.CAUSES.
+C_QUEUED, C_DATALOADER, C_SYNC, C_LAUNCH, C_FRAMEWORK, C_INTERPRETER = range(6)
+# host state code → cause code
+STATE_TO_CAUSE = np.array([C_INTERPRETER, 4, C_LAUNCH, C_SYNC, C_DATALOADER], dtype=np.int64)
+assert CAUSES[C_FRAMEWORK] == "framework" and STATE_NAMES[1] == "framework"
+
+DEFAULT_SYNC_TOLERANCE_NS = 2_000
+
+
+@dataclass
+class DeviceGaps:
+    """The idle gaps of one device and how they were attributed (arrays, one row per gap)."""
+
+    rank: int
+    device: int
+    win: np.ndarray  # step window index (into the rank's steps)
+    a: np.ndarray  # gap start
+    b: np.ndarray  # gap end
+    next_kernel: np.ndarray  # object: name of the activity that ends the gap, None for tail gaps
+    thread: np.ndarray  # index into `thread_keys`
+    queued: np.ndarray  # bool
+    drain: np.ndarray  # bool
+    pointer: np.ndarray  # int: index into the thread's sync events, -1 when none
+    # pieces: the gap cut by host state; each piece has its final cause
+    p_gap: np.ndarray
+    p_start: np.ndarray
+    p_end: np.ndarray
+    p_state: np.ndarray  # host state code, or -1 for queued pieces, or LAUNCH for pending launch
+    p_cause: np.ndarray
+    p_pointer: np.ndarray  # for sync pieces: index into the thread's sync events, -1 otherwise
+    thread_keys: list  # (rank, pid, tid)
+
+
+def attribute_device(
+    rank: int,
+    device: int,
+    acts: pd.DataFrame,
+    steps: pd.DataFrame,
+    launches: pd.DataFrame,
+    threads: dict[tuple[int, int, int], Thread],
+    host_by_thread: dict[tuple[int, int, int], pd.DataFrame],
+    *,
+    sync_tolerance_ns: int = DEFAULT_SYNC_TOLERANCE_NS,
+) -> tuple[DeviceGaps, np.ndarray, np.ndarray]:
+    """Attribute every idle gap of one device inside the rank's step windows.
+
+    acts: the device's activities sorted by ts; steps: the rank's disjoint sorted windows;
+    launches: the rank's launch records (one per correlation). Returns (gaps, busy_start, busy_end).
+    `threads` is filled lazily with the host threads the gaps point at.
+    """
+    ws = steps["ts"].to_numpy(np.int64)
+    we = steps["end"].to_numpy(np.int64)
+    k_ts = acts["ts"].to_numpy(np.int64)
+    busy_s, busy_e = iv.union(k_ts, acts["end"].to_numpy(np.int64))
+    win, a, b = iv.gaps_in_windows(busy_s, busy_e, ws, we)
+
+    # Rule 1: the activity K that starts at b ends the gap (none for a tail gap); its launch record L
+    # (same correlation) names the host thread T. Without K or L, T is the thread that owns the step.
+    #
+    #   CPU T   ...|- cudaLaunchKernel (L) -|.............
+    #   GPU     ===K0===]        idle        [=== K ===
+    #                   a                    b
+    pos = np.searchsorted(k_ts, b, side="left")
+    has_k = (pos < k_ts.size) & (k_ts[np.minimum(pos, max(k_ts.size - 1, 0))] == b) if k_ts.size else pos < 0
+    kpos = np.where(has_k, pos, 0)
+    names = acts["name"].to_numpy(object)
+    next_kernel = np.where(has_k, names[kpos] if names.size else None, None)
+    corr = acts["correlation"].to_numpy(dtype=np.float64, na_value=np.nan) if len(acts) else np.zeros(0)
+    k_corr = np.where(has_k, corr[kpos] if corr.size else np.nan, np.nan)
+    lidx = np.full(a.size, -1, dtype=np.int64)
+    ok = ~np.isnan(k_corr)
+    if ok.any() and len(launches):
+        index = pd.Index(launches["correlation"].to_numpy(np.int64))
+        lidx[ok] = index.get_indexer(k_corr[ok].astype(np.int64))
+    has_l = lidx >= 0
+    li = np.where(has_l, lidx, 0)
+    l_end = np.where(has_l, launches["end"].to_numpy(np.int64)[li] if len(launches) else 0, 0)
+    step_pid = steps["pid"].to_numpy(np.int64)[win]
+    step_tid = steps["tid"].to_numpy(np.int64)[win]
+    pid = np.where(has_l, launches["pid"].to_numpy(np.int64)[li] if len(launches) else 0, step_pid)
+    tid = np.where(has_l, launches["tid"].to_numpy(np.int64)[li] if len(launches) else 0, step_tid)
+    keys = pd.MultiIndex.from_arrays([pid, tid])
+    thread_code, uniq = pd.factorize(keys)
+    thread_keys = [(rank, int(p), int(t)) for p, t in uniq]
+
+    # Rule 2, queued: L ended at or before a, so K was already queued when the device went idle.
+    #
+    #   CPU T   |- L -|....................
+    #   GPU     ==K0=======]   idle   [=== K ===
+    #                 L.end <= a      b
+    #   predicate: L exists and L.end <= a
+    queued = has_l & (l_end <= a)
+
+    # Rule 3: slice [a, c) by T's state, c = min(max(L.end, a), b); [c, b) is `launch`: issued, not
+    # yet started (the launch latency of K).
+    #
+    #   CPU T   ....interp....|-- fw --|- L -|.........
+    #   GPU     ==K0==]         idle               [=== K ===
+    #                 a  interp   fw    launch  pending-launch  b
+    c = np.where(has_l, np.clip(l_end, a, b), b)
+    host_a = np.where(queued, a, a)
+    host_b = np.where(queued, a, c)  # queued gaps are not sliced
+
+    # Rule 4, sync drain: T was blocked in a sync (call or sync op) at a, within the tolerance:
+    #
+    #   CPU T   |- aten::item [- cudaStreamSynchronize -] -|..launch..|
+    #   GPU     ==K0===]              idle                            [=== K ===
+    #                  a
+    #   predicate: some sync interval [s, e) on T has s - tol <= a <= e + tol
+    #   (tol = sync_tolerance_ns absorbs the host/device clock offset: the sync returns just
+    #   after the device finished, and the two clocks disagree by a few µs).
+    # The host queued nothing ahead because it waited: the gap's non-dataloader time is `sync`.
+    drain = np.zeros(a.size, dtype=bool)
+    pointer = np.full(a.size, -1, dtype=np.int64)
+    pieces = []
+    for code, key in enumerate(thread_keys):
+        th = threads.get(key)
+        if th is None:
+            th = build_thread(host_by_thread.get(key, _EMPTY))
+            threads[key] = th
+        g = np.flatnonzero(thread_code == code)
+        if th.sync_s.size:
+            us, ue = iv.union(th.sync_s - sync_tolerance_ns, th.sync_e + sync_tolerance_ns)
+            k = np.searchsorted(us, a[g], side="right") - 1
+            hit = (k >= 0) & (ue[np.maximum(k, 0)] >= a[g])
+            drain[g] = hit & ~queued[g]
+            ptr = _sync_pointer(th, a[g], sync_tolerance_ns)
+            pointer[g] = np.where(drain[g], ptr, -1)
+        q, ps, pe, st = th.timeline.slice(host_a[g], host_b[g])
+        pieces.append((g[q], ps, pe, st.astype(np.int64)))
+    p_gap = np.concatenate([p[0] for p in pieces] + [np.zeros(0, np.int64)]).astype(np.int64)
+    p_start = np.concatenate([p[1] for p in pieces] + [np.zeros(0, np.int64)])
+    p_end = np.concatenate([p[2] for p in pieces] + [np.zeros(0, np.int64)])
+    p_state = np.concatenate([p[3] for p in pieces] + [np.zeros(0, np.int64)])
+    # queued gaps: one piece; pending launch pieces [c, b)
+    qg = np.flatnonzero(queued)
+    pend = np.flatnonzero(~queued & (c < b))
+    p_gap = np.concatenate([p_gap, qg, pend])
+    p_start = np.concatenate([p_start, a[qg], c[pend]])
+    p_end = np.concatenate([p_end, b[qg], b[pend]])
+    p_state = np.concatenate([p_state, np.full(qg.size, -1), np.full(pend.size, LAUNCH)])
+    order = np.lexsort((p_start, p_gap))
+    p_gap, p_start, p_end, p_state = p_gap[order], p_start[order], p_end[order], p_state[order]
+
+    p_cause = np.where(p_state < 0, C_QUEUED, STATE_TO_CAUSE[np.maximum(p_state, 0)])
+    drained = drain[p_gap] & (p_state != DATALOADER) & (p_state >= 0)
+    p_cause = np.where(drained, C_SYNC, p_cause)
+
+    # the sync call behind each sync piece: the drain's call, or the sync event the piece lies in
+    p_pointer = np.full(p_gap.size, -1, dtype=np.int64)
+    p_pointer[drained] = pointer[p_gap[drained]]
+    own = (p_state == SYNC) & ~drained
+    if own.any():
+        for code, key in enumerate(thread_keys):
+            m = own & (thread_code[p_gap] == code)
+            if m.any():
+                th = threads[key]
+                p_pointer[m] = iv.innermost_containing(th.sync_s, th.sync_e, th.sync_depth, p_start[m])
+
+    gaps = DeviceGaps(
+        rank=rank,
+        device=device,
+        win=win,
+        a=a,
+        b=b,
+        next_kernel=next_kernel,
+        thread=thread_code.astype(np.int64),
+        queued=queued,
+        drain=drain,
+        pointer=pointer,
+        p_gap=p_gap,
+        p_start=p_start,
+        p_end=p_end,
+        p_state=p_state,
+        p_cause=p_cause,
+        p_pointer=p_pointer,
+        thread_keys=thread_keys,
+    )
+    return gaps, busy_s, busy_e
+
+
+_EMPTY = pd.DataFrame(
+    {
+        "ts": np.zeros(0, np.int64),
+        "end": np.zeros(0, np.int64),
+        "state": np.zeros(0, np.int8),
+        "cat": np.zeros(0, object),
+        "name": np.zeros(0, object),
+    }
+)
+
+
+def _sync_pointer(th: Thread, a: np.ndarray, tol: int) -> np.ndarray:
+    """The sync event behind a drain at a: the innermost sync event at a, else one ending within tol
+    before a, else one starting within tol after a. When that is a sync op (aten::item), the runtime
+    sync call inside it that starts at or after a - tol is preferred: the op's copy may have finished
+    before its cudaStreamSynchronize began."""
+    p = iv.innermost_containing(th.sync_s, th.sync_e, th.sync_depth, a)
+    for t in (a - tol, a + tol):
+        miss = p < 0
+        if not miss.any():
+            break
+        p[miss] = iv.innermost_containing(th.sync_s, th.sync_e, th.sync_depth, t[miss])
+    calls = np.flatnonzero(th.sync_is_call)
+    op = (p >= 0) & ~th.sync_is_call[np.maximum(p, 0)] if th.sync_s.size else p < -1
+    if calls.size and op.any():
+        cs = th.sync_s[calls]
+        order = np.argsort(cs, kind="stable")
+        calls, cs = calls[order], cs[order]
+        k = np.searchsorted(cs, a[op] - tol, side="left")
+        ok = k < cs.size
+        kk = np.minimum(k, cs.size - 1)
+        ok &= cs[kk] < th.sync_e[p[op]]
+        p[np.flatnonzero(op)[ok]] = calls[kk[ok]]
+    return p
+
+
+def cause_totals(gaps: DeviceGaps, n_windows: int) -> np.ndarray:
+    """Idle ns per (window, cause): array (n_windows, len(CAUSES))."""
+    out = np.zeros((n_windows, len(CAUSES)), dtype=np.int64)
+    np.add.at(out, (gaps.win[gaps.p_gap], gaps.p_cause), gaps.p_end - gaps.p_start)
+    return out
+
+
+def gap_causes(gaps: DeviceGaps) -> tuple[np.ndarray, np.ndarray]:
+    """Per gap: ns by cause (n_gaps, len(CAUSES)) and ns by host state + queued (n_gaps, 6)."""
+    n = gaps.a.size
+    by_cause = np.zeros((n, len(CAUSES)), dtype=np.int64)
+    np.add.at(by_cause, (gaps.p_gap, gaps.p_cause), gaps.p_end - gaps.p_start)
+    by_state = np.zeros((n, len(STATE_NAMES) + 1), dtype=np.int64)  # last column: queued
+    np.add.at(
+        by_state,
+        (gaps.p_gap, np.where(gaps.p_state < 0, len(STATE_NAMES), gaps.p_state)),
+        gaps.p_end - gaps.p_start,
+    )
+    return by_cause, by_state
+
+
+__all__ = ["attribute_device", "cause_totals", "gap_causes", "DEFAULT_SYNC_TOLERANCE_NS", "INTERPRETER"]

@@ -1,0 +1,69 @@
+"""Invariants as code (STYLE.md 5). `check_invariants(report)` raises InvariantError naming the first
+broken rule; tests call it after every analysis, and `tracekit analyze --check` runs it."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tracekit.errors import TracekitError
+from tracekit.model import CAUSES, HOST_STATES, Report
+
+
+class InvariantError(TracekitError):
+    """An analysis result broke one of its invariants (a bug in tracekit: please report it)."""
+
+    exit_code = 3
+
+
+def check_invariants(report: Report) -> list[str]:
+    """Check every invariant; returns the names of those checked, raises InvariantError on the first
+    broken one.
+
+    1. per step and device: busy + Σ causes == step duration, the causes are exactly CAUSES, none < 0;
+    2. per host step: Σ host states == step duration;
+    3. idle pieces (when present): per (device, step) they sum to the sample's idle, and no idle
+       piece overlaps a busy interval or another idle piece.
+    """
+    checked = []
+    for d in report.devices:
+        for s in d.samples:
+            if tuple(s.idle_ns) != CAUSES:
+                raise InvariantError(
+                    f"rank {s.rank} device {s.device} step {s.step}: causes {list(s.idle_ns)}"
+                )
+            if any(v < 0 for v in s.idle_ns.values()) or s.busy_ns < 0:
+                raise InvariantError(f"rank {s.rank} device {s.device} step {s.step}: negative time {s}")
+            if s.busy_ns + s.idle_total_ns != s.dur_ns:
+                raise InvariantError(
+                    f"rank {s.rank} device {s.device} step {s.step}: busy {s.busy_ns} + idle "
+                    f"{s.idle_total_ns} != step {s.dur_ns} ns"
+                )
+    checked.append("causes sum to idle per step and device")
+    for h in report.host.steps:
+        if sum(h.breakdown_ns.get(k, 0) for k in HOST_STATES) != h.dur_ns:
+            raise InvariantError(f"rank {h.rank} step {h.step}: host states do not sum to the step")
+    checked.append("host states sum to the step")
+    idle, busy = report.idle_intervals, report.busy_intervals
+    if idle is None or busy is None:
+        return checked
+    want = {(s.rank, s.device, s.step): s.idle_total_ns for d in report.devices for s in d.samples}
+    got = idle.groupby(["rank", "device", "step"])["dur_ns"].sum().to_dict() if len(idle) else {}
+    for key, ns in want.items():
+        if int(got.get(key, 0)) != ns:
+            raise InvariantError(f"rank/device/step {key}: idle pieces sum to {got.get(key, 0)}, sample {ns}")
+    checked.append("idle intervals sum to the samples")
+    for (rank, device), g in idle.groupby(["rank", "device"]):
+        b = busy[(busy["rank"] == rank) & (busy["device"] == device)]
+        s = np.concatenate([g["ts_ns"].to_numpy(np.int64), b["ts_ns"].to_numpy(np.int64)])
+        e = s + np.concatenate([g["dur_ns"].to_numpy(np.int64), b["dur_ns"].to_numpy(np.int64)])
+        order = np.argsort(s, kind="stable")
+        s, e = s[order], e[order]
+        bad = np.flatnonzero(s[1:] < np.maximum.accumulate(e)[:-1])
+        if bad.size:
+            i = int(bad[0]) + 1
+            raise InvariantError(
+                f"rank {rank} device {device}: an idle interval overlaps device activity or another "
+                f"idle interval at {int(s[i])} ns"
+            )
+    checked.append("idle never overlaps busy")
+    return checked

@@ -1,0 +1,83 @@
+"""`tracekit analyze CAPTURE`: why was each GPU idle, step by step (text, --json, --markdown)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from tracekit.cli import app
+
+
+@app.command()
+def analyze(
+    inputs: List[Path] = typer.Argument(
+        ..., help="A capture (.parquet), or trace files / run folders parsed on the fly (one file per rank)."
+    ),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print the JSON report (the contract in docs/DESIGN.md)."
+    ),
+    as_markdown: bool = typer.Option(False, "--markdown", help="Print the report as Markdown."),
+    output: Optional[Path] = typer.Option(
+        None,
+        "-o",
+        "--output",
+        help="Write the report to this file; the format follows its suffix (.txt .json .md).",
+    ),
+    force: bool = typer.Option(False, "--force", help="Overwrite --output if it exists."),
+    check: bool = typer.Option(
+        False, "--check", help="Verify the invariants (causes sum to idle, idle never overlaps busy)."
+    ),
+    store: bool = typer.Option(
+        False,
+        "--store",
+        help="Store the result in the .parquet capture (idle rows + report) so diff does not recompute.",
+    ),
+    sync_tolerance_us: float = typer.Option(
+        2.0,
+        "--sync-tolerance-us",
+        min=0.0,
+        help="How close (µs) a sync call must be to the start of an idle gap to have drained it.",
+    ),
+    width: Optional[int] = typer.Option(None, "--width", min=40, help="Terminal width of the text report."),
+) -> None:
+    """Attribute every nanosecond of GPU idle time in each step to a cause."""
+    from tracekit.analysis import analyze as run_analysis
+    from tracekit.analysis import check_invariants
+    from tracekit.analysis.store import load_inputs, store_report
+    from tracekit.errors import TracekitError
+    from tracekit.render import get_renderer, renderers
+
+    if as_json and as_markdown:
+        raise TracekitError("--json and --markdown both given; pick one")
+    capture = load_inputs(inputs)
+    if store and (capture.path is None or len(inputs) != 1):
+        raise TracekitError(
+            f"--store needs one .parquet capture, got {', '.join(map(str, inputs))}; "
+            "make one with `tracekit parse TRACE -o capture.parquet`"
+        )
+    report = run_analysis(capture, sync_tolerance_ns=int(round(sync_tolerance_us * 1000)))
+    if check:
+        for name in check_invariants(report):
+            typer.echo(f"ok: {name}", err=True)
+    if store:
+        store_report(capture, report)
+        typer.echo(f"stored the analysis in {capture.path}", err=True)
+    fmt = "json" if as_json else "markdown" if as_markdown else "text"
+    if output is not None:
+        by_suffix = {cls.suffix: name for name, cls in renderers().items()}
+        if not (as_json or as_markdown):
+            fmt = by_suffix.get(output.suffix, "text")
+        from tracekit.store import atomic_path, check_output
+
+        check_output(output, force)
+        with atomic_path(output) as tmp, open(tmp, "w", encoding="utf-8") as fh:
+            get_renderer(fmt, **({"width": width or 100, "color": False} if fmt == "text" else {})).render(
+                report, fh
+            )
+        typer.echo(f"wrote {output}", err=True)
+        return
+    opts = {"width": width} if fmt == "text" else {}
+    get_renderer(fmt, **opts).render(report, sys.stdout)

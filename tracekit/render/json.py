@@ -1,0 +1,32 @@
+"""The JSON report: `Report.to_json()` (the contract of DESIGN.md "The JSON report"), one object."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, TextIO
+
+from tracekit.render.base import register
+
+
+def _finite(x: Any) -> Any:
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_finite(v) for v in x]
+    return x
+
+
+@register
+class JsonRenderer:
+    name = "json"
+    suffix = ".json"
+
+    def __init__(self, indent: int | None = 2) -> None:
+        self.indent = indent
+
+    def render(self, result: Any, out: TextIO) -> None:
+        json.dump(_finite(result.to_json()), out, indent=self.indent, allow_nan=False)
+        out.write("\n")

@@ -1,0 +1,41 @@
+"""The report as GitHub-flavoured Markdown (tables), e.g. for a pull request or an issue."""
+
+from __future__ import annotations
+
+from typing import Any, TextIO
+
+from tracekit.render.base import register
+from tracekit.render.sections import advice_lines, header, other_notes, report_sections
+
+
+def _cell(s: str) -> str:
+    return s.replace("|", "\\|").replace("\n", " ")
+
+
+@register
+class MarkdownRenderer:
+    name = "markdown"
+    suffix = ".md"
+
+    def render(self, result: Any, out: TextIO) -> None:
+        head = header(result)
+        out.write(f"# {head[0]}\n\n")
+        for line in head[1:]:
+            out.write(f"{line}\n\n")
+        for sec in report_sections(result):
+            out.write(f"## {sec.title}\n\n")
+            out.write("| " + " | ".join(_cell(c) for c in sec.columns) + " |\n")
+            out.write("|" + "|".join("---:" if a == "r" else "---" for a in sec.alignment()) + "|\n")
+            for row in sec.rows:
+                out.write("| " + " | ".join(_cell(c) for c in row) + " |\n")
+            out.write("\n")
+            for note in sec.notes:
+                out.write(f"{note}\n\n")
+        for n in other_notes(result):
+            out.write(f"{n}\n\n")
+        adv = advice_lines(result)
+        if adv:
+            out.write("## advice\n\n")
+            for a in adv:
+                out.write(f"- {a}\n")
+            out.write("\n")

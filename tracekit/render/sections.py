@@ -1,0 +1,207 @@
+"""A Report laid out as titled tables (`Section`s), shared by the text and Markdown renderers."""
+
+from __future__ import annotations
+
+import statistics
+
+from tracekit.model import CAUSES, HOST_STATES, Report
+from tracekit.render.base import Section
+
+TOP_ROWS = 10  # rows shown in the longer tables (the JSON has everything)
+
+
+def _ms(ns: float) -> str:
+    return f"{ns / 1e6:.3f}"
+
+
+def _us(ns: float) -> str:
+    return f"{ns / 1e3:.1f}"
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def _short(name: str | None, width: int = 60) -> str:
+    if not name:
+        return "-"
+    return name if len(name) <= width else name[: width - 1] + "…"
+
+
+def header(report: Report) -> list[str]:
+    c = report.capture
+    keys = ("workload", "device", "python", "torch", "cuda", "host")
+    parts = [f"{k} {c[k]}" for k in keys if c.get(k)]
+    lines = ["tracekit analysis" + (": " + ", ".join(parts) if parts else "")]
+    if c.get("sources"):
+        lines.append("sources: " + ", ".join(str(s) for s in c["sources"]))
+    return lines
+
+
+def device_sections(report: Report) -> list[Section]:
+    out = []
+    for d in report.devices:
+        step_ns = d.step_ns
+        total = sum(step_ns) or 1
+        per_step = d.idle_ns_per_step()
+        mean_step = total / max(d.steps, 1)
+        rows = [["busy", _ms(mean_step * d.gpu_utilization), _pct(d.gpu_utilization)]]
+        for c in CAUSES:
+            rows.append([f"idle: {c}", _ms(per_step[c]), _pct(per_step[c] / mean_step if mean_step else 0)])
+        notes = [
+            f"{d.steps} steps; step ms mean {_ms(statistics.fmean(step_ns))}, median "
+            f"{_ms(statistics.median(step_ns))}, min {_ms(min(step_ns))}, max {_ms(max(step_ns))}; "
+            f"GPU utilization {_pct(d.gpu_utilization)}; idle gaps per step "
+            f"{sum(s.idle_gaps for s in d.samples) / max(d.steps, 1):.1f}",
+        ]
+        if any(s.collective_wait_ns for s in d.samples) or d.straggler_rank is not None:
+            straggler = "none" if d.straggler_rank is None else f"rank {d.straggler_rank}"
+            notes.append(
+                f"collective wait {d.collective_wait_ms_per_step:.3f} ms/step (inside busy); "
+                f"straggler: {straggler}"
+            )
+        if d.throughput_per_s is not None:
+            notes.append(f"throughput {d.throughput_per_s:.1f} samples/s ({d.samples_per_step} per step)")
+        if d.peak_memory_bytes is not None:
+            notes.append(f"peak device memory {d.peak_memory_bytes / 2**20:.1f} MiB")
+        name = f" ({d.name})" if d.name else ""
+        out.append(
+            Section(
+                f"rank {d.rank} device {d.device}{name}: where the step time went",
+                ["", "ms/step", "% of step"],
+                rows,
+                notes,
+            )
+        )
+    return out
+
+
+def host_section(report: Report) -> Section:
+    h = report.host
+    rows = [[k, f"{v:.3f}"] for k, v in h.breakdown_ms_per_step.items()]
+    j = h.to_json()
+    notes = [
+        f"host dispatch gaps per step: {h.dispatch_gaps_per_step:.1f} gaps, "
+        f"{h.dispatch_gap_ms_per_step:.3f} ms, "
+        f"median {j['dispatch_gap_median_us']:.1f} µs, p95 {j['dispatch_gap_p95_us']:.1f} µs"
+    ]
+    return Section("host (step thread): what it did, ms/step", ["state", "ms/step"], rows, notes)
+
+
+def sync_section(report: Report) -> Section | None:
+    if not report.sync_sources:
+        return None
+    rows = [
+        [s.source or "-", s.op or "-", s.call, f"{s.idle_ms_per_step:.3f}", str(s.gaps)]
+        for s in report.sync_sources[:TOP_ROWS]
+    ]
+    return Section("sync sources", ["source", "op", "call", "idle ms/step", "gaps"], rows, align="lllrr")
+
+
+def gaps_section(report: Report) -> Section | None:
+    if not report.top_gaps:
+        return None
+    rows = []
+    for g in report.top_gaps[:TOP_ROWS]:
+        detail = ", ".join(f"{k} {_us(v)}" for k, v in g.slices_ns.items())
+        if g.sync is not None:
+            detail += f"; after {g.sync.call} in {g.sync.op or '-'} at {g.sync.source or '-'}"
+        rows.append(
+            [str(g.step), f"{g.rank}:{g.device}", _us(g.dur_ns), g.cause, _short(g.next_kernel, 32), detail]
+        )
+    return Section(
+        "largest idle gaps",
+        ["step", "rank:dev", "µs", "cause", "ended by", "host during the gap (µs)"],
+        rows,
+        align="rrrlll",
+    )
+
+
+def histogram_section(report: Report) -> Section | None:
+    h = report.gap_histogram
+    if h is None or not sum(h.counts):
+        return None
+    rows = []
+    edges = list(h.edges_us)
+    for i, (n, ns) in enumerate(zip(h.counts, h.idle_ns)):
+        if not n:
+            continue
+        hi = f"{edges[i + 1]:g}" if i + 1 < len(edges) else "∞"
+        top = max(CAUSES, key=lambda c: h.idle_ns_by_cause.get(c, (0,) * len(edges))[i])
+        rows.append([f"[{edges[i]:g}, {hi})", str(n), _ms(ns), top])
+    return Section("idle gaps by length (µs)", ["µs", "gaps", "idle ms", "mostly"], rows, align="lrrl")
+
+
+def kernel_section(report: Report) -> Section | None:
+    if not report.kernel_stats:
+        return None
+    rows = [
+        [
+            _short(k.name, 50),
+            str(k.kernel.count),
+            _us(k.api.mean_ns),
+            _us(k.queue.mean_ns),
+            _us(k.kernel.mean_ns),
+            _ms(k.kernel.total_ns),
+        ]
+        for k in report.kernel_stats[:TOP_ROWS]
+    ]
+    return Section(
+        "kernels (launch API / queue / kernel, mean µs)",
+        ["kernel", "calls", "API µs", "queue µs", "kernel µs", "total ms"],
+        rows,
+    )
+
+
+def op_section(report: Report) -> Section | None:
+    if not report.op_stats:
+        return None
+    rows = []
+    for o in report.op_stats[:TOP_ROWS]:
+        n = max(len(o.steps), 1)
+        rows.append(
+            [_short(o.name, 50), f"{o.calls / n:.1f}", f"{o.us_per_call:.1f}", _ms(sum(o.ns_per_step) / n)]
+        )
+    return Section("framework ops (CPU, inclusive)", ["op", "calls/step", "µs/call", "ms/step"], rows)
+
+
+def other_notes(report: Report) -> list[str]:
+    notes = []
+    if report.dataloader is not None:
+        dl = report.dataloader
+        kind = (
+            "multi-worker" if dl.multi_worker else "single-process" if dl.multi_worker is False else "unknown"
+        )
+        notes.append(f"DataLoader: {dl.iterator} ({kind}), {dl.ns_per_step / 1e6:.3f} ms/step in __next__")
+    if report.profiler_overhead is not None:
+        p = report.profiler_overhead
+        notes.append(
+            f"profiler overhead: step {p.profiled_step_ms:.3f} ms profiled vs {p.unprofiled_step_ms:.3f} ms "
+            f"without ({p.overhead_ratio:+.1%})"
+        )
+    if report.cpu_only:
+        notes.append("CPU-only capture: no device activity; the host breakdown is the whole story.")
+    return notes
+
+
+def report_sections(report: Report) -> list[Section]:
+    """Every table of the report, in reading order."""
+    out = device_sections(report)
+    out.append(host_section(report))
+    for s in (
+        sync_section(report),
+        gaps_section(report),
+        histogram_section(report),
+        kernel_section(report),
+        op_section(report),
+    ):
+        if s is not None:
+            out.append(s)
+    return out
+
+
+def advice_lines(report: Report) -> list[str]:
+    return [f"{a.message} (evidence: {a.evidence})" for a in report.advice]
+
+
+__all__ = ["report_sections", "header", "other_notes", "advice_lines", "HOST_STATES"]

@@ -1,0 +1,57 @@
+"""The terminal report (rich). Width and colour are parameters so golden files can pin them."""
+
+from __future__ import annotations
+
+from typing import Any, TextIO
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from tracekit.render.base import register
+from tracekit.render.sections import advice_lines, header, other_notes, report_sections
+
+
+@register
+class TextRenderer:
+    name = "text"
+    suffix = ".txt"
+
+    def __init__(self, width: int | None = None, color: bool | None = None) -> None:
+        self.width = width
+        self.color = color
+
+    def render(self, result: Any, out: TextIO) -> None:
+        console = Console(
+            file=out,
+            width=self.width,
+            force_terminal=self.color,
+            no_color=self.color is False,
+            color_system="auto" if self.color else None,
+            highlight=False,
+            emoji=False,
+        )
+        for line in header(result):
+            console.print(line, style="bold", markup=False)
+        for sec in report_sections(result):
+            console.print()
+            console.print(sec.title, style="bold", markup=False)
+            table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+            for col, al in zip(sec.columns, sec.alignment()):
+                table.add_column(col, justify="right" if al == "r" else "left", overflow="fold")
+            for row in sec.rows:
+                table.add_row(*row)
+            console.print(table)
+            for note in sec.notes:
+                console.print("  " + note, markup=False)
+        notes = other_notes(result)
+        if notes:
+            console.print()
+            for n in notes:
+                console.print(n, markup=False)
+        adv = advice_lines(result)
+        if adv:
+            console.print()
+            console.print("advice", style="bold")
+            for a in adv:
+                console.print("  - " + a, markup=False)
