@@ -56,7 +56,7 @@ def test_diff_with_itself_is_zero_everywhere_and_never_significant(a):
         assert f.verdict in (
             "no significant change",
             "too few steps for an interval",
-            "one value per capture: no interval",
+            "one value each: no interval",
         ), (f.key, f.verdict)
 
 

@@ -102,7 +102,7 @@ class FigureDiff:
             missing = " and ".join(s for s, v in (("A", self.a), ("B", self.b)) if v is None)
             return f"not in {missing}" if missing else "no data"
         if e.shift_ci is None:
-            return "one value per capture: no interval"
+            return "one value each: no interval"
         if not e.shift_ci.bounded:
             return "too few steps for an interval"
         if not e.significant:
@@ -188,6 +188,7 @@ class StepValues:
     samples_per_step: Optional[int]
     peak_memory_bytes: Optional[int]
     unprofiled_step_ns: Optional[np.ndarray]
+    peak_memory_per_step: Optional[np.ndarray]  # bytes, when the manifest has them per step
     ops_per_call_ns: Mapping[str, np.ndarray]  # op → CPU ns per call in each step it was called
     ops_ns_per_step: Mapping[str, float]  # op → mean CPU ns per step (for the listing threshold)
     ops_calls_per_step: Mapping[str, float]  # op → median calls per step (workload fingerprint)
@@ -207,12 +208,30 @@ def _max_by_step(rows: Sequence[tuple[int, float]], steps: Sequence[int]) -> np.
     return np.array([acc[s] for s in steps], dtype=np.float64)
 
 
-def _manifest_list(manifest: Mapping[str, Any], *keys: str) -> Optional[np.ndarray]:
-    for key in keys:
+def _unprofiled_step_ns(manifest: Mapping[str, Any]) -> Optional[np.ndarray]:
+    """Step times measured without the profiler just before the profiled run (capture manifest)."""
+    for key, scale in (("unprofiled_step_ns", 1.0), ("unprofiled_step_ms", 1e6)):
         value = manifest.get(key)
         if isinstance(value, (list, tuple)) and value:
-            return np.asarray(value, dtype=np.float64)
+            return np.asarray(value, dtype=np.float64) * scale
     return None
+
+
+def _peak_memory_per_step(manifest: Mapping[str, Any]) -> Optional[np.ndarray]:
+    """Peak device memory of each profiled step, max over ranks (capture manifest, when recorded)."""
+    per_rank = []
+    for rec in manifest.get("ranks") or []:
+        peaks = (rec.get("profiled") or {}).get("peak_memory_bytes") if isinstance(rec, Mapping) else None
+        if (
+            isinstance(peaks, (list, tuple))
+            and peaks
+            and all(isinstance(p, (int, float)) and p for p in peaks)
+        ):
+            per_rank.append(peaks)
+    if not per_rank:
+        return None
+    n = min(len(p) for p in per_rank)
+    return np.max(np.asarray([p[:n] for p in per_rank], dtype=np.float64), axis=0)
 
 
 def step_values(report: Report) -> StepValues:
@@ -275,7 +294,8 @@ def step_values(report: Report) -> StepValues:
         dispatch_gaps=gaps,
         samples_per_step=spp,
         peak_memory_bytes=max(peaks) if peaks else None,
-        unprofiled_step_ns=_manifest_list(manifest, "unprofiled_step_ns", "unprofiled_step_times_ns"),
+        unprofiled_step_ns=_unprofiled_step_ns(manifest),
+        peak_memory_per_step=_peak_memory_per_step(manifest),
         ops_per_call_ns=per_call,
         ops_ns_per_step=per_step,
         ops_calls_per_step=calls_med,
@@ -327,7 +347,7 @@ def _figures(a: StepValues, b: StepValues, confidence: float) -> list[FigureDiff
     out.append(
         FigureDiff(
             "total_time",
-            "total time (profiled steps)",
+            "total time, profiled steps",
             "s",
             SECTION_TIME,
             "lower",
@@ -377,17 +397,31 @@ def _figures(a: StepValues, b: StepValues, confidence: float) -> list[FigureDiff
         if ca is not None and cb is not None:
             est = bootstrap_shift(ca, cb, lambda x: _sum_ratio(x) * 100, confidence)
         out.append(
-            FigureDiff("gpu_util_mean", "GPU utilisation (mean)", "%", SECTION_DEVICE, "higher", ua, ub, est)
+            FigureDiff("gpu_util_mean", "GPU utilisation, mean", "%", SECTION_DEVICE, "higher", ua, ub, est)
         )
         pa = None if a.utilization is None else float(a.utilization.max()) * 100
         pb = None if b.utilization is None else float(b.utilization.max()) * 100
         est = single_values(pa, pb) if pa is not None and pb is not None else None
         out.append(
             FigureDiff(
-                "gpu_util_peak", "GPU utilisation (peak step)", "%", SECTION_DEVICE, "higher", pa, pb, est
+                "gpu_util_peak", "GPU utilisation, peak step", "%", SECTION_DEVICE, "higher", pa, pb, est
             )
         )
-    if a.peak_memory_bytes or b.peak_memory_bytes:
+    if a.peak_memory_per_step is not None and b.peak_memory_per_step is not None:
+        out.append(
+            _ranked(
+                "peak_memory",
+                "peak device memory",
+                "MiB",
+                SECTION_DEVICE,
+                "lower",
+                a.peak_memory_per_step,
+                b.peak_memory_per_step,
+                1 / 2**20,
+                confidence,
+            )
+        )
+    elif a.peak_memory_bytes or b.peak_memory_bytes:
         ma = a.peak_memory_bytes / 2**20 if a.peak_memory_bytes else None
         mb = b.peak_memory_bytes / 2**20 if b.peak_memory_bytes else None
         est = single_values(ma, mb) if ma is not None and mb is not None else None
@@ -461,7 +495,7 @@ def _figures(a: StepValues, b: StepValues, confidence: float) -> list[FigureDiff
         out.append(
             _ranked(
                 "dispatch_gap",
-                "host dispatch gaps (time)",
+                "host dispatch gaps, time",
                 "ms",
                 SECTION_HOST,
                 "lower",
@@ -474,7 +508,7 @@ def _figures(a: StepValues, b: StepValues, confidence: float) -> list[FigureDiff
         out.append(
             _ranked(
                 "dispatch_gaps",
-                "host dispatch gaps (count)",
+                "host dispatch gaps, count",
                 "",
                 SECTION_HOST,
                 None,
@@ -566,14 +600,16 @@ def composition(report: Report, label: str) -> Composition:
     )
 
 
-def default_labels(reports: Sequence[Report]) -> list[str]:
-    """A label per capture: its run name or Python version, made unique."""
+def default_labels(reports: Sequence[Report], fallbacks: Optional[Sequence[str]] = None) -> list[str]:
+    """A label per capture: its run name, else its Python version, else the fallback (say, the file
+    name); made unique by appending #1, #2."""
     raw = []
     for i, r in enumerate(reports):
         m = r.capture or {}
         py = m.get("python")
         py = py.get("version") if isinstance(py, Mapping) else py
-        raw.append(str(m.get("run") or m.get("name") or (f"py{py}" if py else None) or f"capture {i + 1}"))
+        fallback = fallbacks[i] if fallbacks else f"capture {i + 1}"
+        raw.append(str(m.get("run") or (f"py{py}" if py else None) or fallback))
     out = []
     for i, label in enumerate(raw):
         out.append(label if raw.count(label) == 1 else f"{label} #{raw[: i + 1].count(label)}")

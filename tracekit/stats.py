@@ -10,7 +10,8 @@ shows is compared on those per-step values, with an interval, never as two singl
   p-value is 2/20), so the interval is unbounded and the change is never called significant.
   The same estimate on ``log`` values is the log ratio B/A (for positive quantities).
 - `bootstrap_shift` — for figures that are ratios of sums over steps (GPU utilisation = Σbusy / Σdur,
-  total time = Σdur): a percentile bootstrap over steps.
+  total time = Σdur): a percentile bootstrap over steps. It gives no interval where the rank test could
+  not either (too few steps).
 
 Both are deterministic and **exactly antisymmetric**: ``estimate(B, A) == -estimate(A, B)`` bit for bit,
 and ``estimate(A, A)`` is 0 and never significant. The rank estimate gets this from the symmetry of the
@@ -229,13 +230,30 @@ def bootstrap_shift(
         return None
     pa = float(stat(xa[None, ...])[0])
     pb = float(stat(xb[None, ...])[0])
+    log_ratio = math.log(pb) - math.log(pa) if pa > 0 and pb > 0 else None
+    if _rank_k(len(xa), len(xb), confidence) == 0:
+        # A handful of steps has only a handful of distinct resamples, and their spread understates the
+        # noise badly (3 steps: 10 resamples). Where not even the exact rank test could give an interval
+        # of this confidence, the bootstrap gives none either.
+        unbounded = Interval(-math.inf, math.inf)
+        return Estimate(
+            METHOD_BOOTSTRAP,
+            len(xa),
+            len(xb),
+            pb - pa,
+            unbounded,
+            log_ratio,
+            unbounded if log_ratio is not None else None,
+            confidence,
+        )
     ra = _resampled_stats(xa, stat, resamples)
     rb = _resampled_stats(xb, stat, resamples)
     shift_ci = _symmetric_interval(rb - ra, confidence)
-    log_ratio = log_ci = None
-    if pa > 0 and pb > 0 and (ra > 0).all() and (rb > 0).all():
-        log_ratio = math.log(pb) - math.log(pa)
+    log_ci = None
+    if log_ratio is not None and (ra > 0).all() and (rb > 0).all():
         log_ci = _symmetric_interval(np.log(rb) - np.log(ra), confidence)
+    elif log_ratio is not None:
+        log_ratio = None  # a resample with a zero: no interval on the ratio, so no ratio either
     return Estimate(METHOD_BOOTSTRAP, len(xa), len(xb), pb - pa, shift_ci, log_ratio, log_ci, confidence)
 
 

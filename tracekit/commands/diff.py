@@ -1,0 +1,96 @@
+"""`tracekit diff A B [C ...]`: what changed between captures (each later one against the first)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from tracekit.cli import app
+
+
+def load_report(path: Path):  # -> tracekit.model.Report
+    """The analysis of a capture: the one stored in it (`analyze --store`) when this tracekit wrote it,
+    else analysed now. `path` is a .parquet capture, a trace file or a run folder."""
+    from tracekit import __version__
+    from tracekit.analysis import analyze
+    from tracekit.model import REPORT_VERSION, Report
+    from tracekit.parse import load_capture
+
+    capture = load_capture(path)
+    stored = capture.meta.get("analysis")
+    if (
+        isinstance(stored, dict)
+        and stored.get("tracekit_report") == REPORT_VERSION
+        and stored.get("tracekit_version", capture.meta.get("tracekit_version")) == __version__
+    ):
+        return Report.from_json(stored)
+    return analyze(capture)
+
+
+def _label_of(path: Path) -> str:
+    name = path.name
+    for suffix in (".gz", ".json", ".pt.trace", ".parquet"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+    return name or str(path)
+
+
+@app.command()
+def diff(
+    captures: List[Path] = typer.Argument(
+        ...,
+        help="Captures to compare (.parquet, trace files or run folders); each later one against the first.",
+    ),
+    json_out: bool = typer.Option(False, "--json", help="Print the comparison as JSON."),
+    markdown: bool = typer.Option(False, "--markdown", help="Print the comparison as Markdown."),
+    plot: Optional[Path] = typer.Option(
+        None, "--plot", help="Also write a PNG: one stacked bar per capture (busy and each idle cause)."
+    ),
+    label: List[str] = typer.Option([], "--label", help="A name per capture, in order (default: run name)."),
+    confidence: float = typer.Option(0.95, "--confidence", help="Confidence of the intervals, e.g. 0.95."),
+    top_ops: int = typer.Option(
+        10, "--top-ops", help="Framework ops listed (largest change per call first)."
+    ),
+    width: Optional[int] = typer.Option(
+        None, "--width", help="Terminal table width (default: the terminal's)."
+    ),
+    force: bool = typer.Option(False, "--force", help="Overwrite the --plot file if it exists."),
+) -> None:
+    """Compare captures: step time, throughput, GPU utilisation, idle per cause, host dispatch gaps and
+    framework op time per call, each with an interval; says plainly when captures are not comparable."""
+    from tracekit.diff import default_labels
+    from tracekit.diff import diff as diff_reports
+    from tracekit.errors import NotComparableError, TracekitError
+    from tracekit.render_diff import JsonRenderer, MarkdownRenderer, PlotRenderer, TerminalRenderer
+    from tracekit.store import check_output
+
+    if len(captures) < 2:
+        raise NotComparableError(
+            f"diff needs at least two captures, got {len(captures)}: `tracekit diff A B`"
+        )
+    if json_out and markdown:
+        raise TracekitError("--json and --markdown both given; choose one")
+    if label and len(label) != len(captures):
+        raise TracekitError(
+            f"{len(label)} --label for {len(captures)} captures; give one per capture, in order"
+        )
+    if plot is not None:
+        if plot.suffix.lower() != ".png":
+            raise TracekitError(f"--plot {plot}: the plot is a PNG; name it with .png")
+        check_output(plot, force)
+    reports = [load_report(p) for p in captures]
+    labels = label or default_labels(reports, [_label_of(p) for p in captures])
+    result = diff_reports(reports, labels, confidence=confidence, top_ops=top_ops)
+    if json_out:
+        JsonRenderer().render(result, sys.stdout)
+    elif markdown:
+        MarkdownRenderer().render(result, sys.stdout)
+    else:
+        tty = sys.stdout.isatty()
+        TerminalRenderer(width=width or (None if tty else 120), color=tty).render(result, sys.stdout)
+    if plot is not None:
+        PlotRenderer().render_to(result, plot)
+        typer.echo(f"wrote {plot}", err=True)

@@ -1,0 +1,389 @@
+"""Renderers of a `DiffResult`: terminal table (rich), JSON, Markdown, and a PNG of stacked bars.
+
+Each renderer declares its suffix and writes the result to a stream (`render(result, out)`); the PNG one
+writes to a path. None of them computes anything: every number comes from the `DiffResult`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import IO, Any, Optional
+
+from tracekit.diff import (
+    DIFF_VERSION,
+    CaptureInfo,
+    DiffResult,
+    FigureDiff,
+    PairDiff,
+)
+from tracekit.stats import Interval
+
+# -- numbers as text --------------------------------------------------------------------------------------
+
+
+def _num(v: Optional[float]) -> str:
+    if v is None:
+        return "—"
+    if v == 0:
+        return "0"
+    a = abs(v)
+    if a >= 1000:
+        return f"{v:,.0f}"
+    if a >= 100:
+        return f"{v:.1f}"
+    if a >= 1:
+        return f"{v:.2f}"
+    if a >= 0.01:
+        return f"{v:.3f}"
+    return f"{v:.2e}"
+
+
+def _pct(x: float) -> str:
+    text = f"{x * 100:+.1f}%"
+    return "+0.0%" if text == "-0.0%" else text
+
+
+def _signed(x: float, unit: str) -> str:
+    text = _num(abs(x))
+    sign = "+" if x > 0 else ("−" if x < 0 else "±")
+    return f"{sign}{text} {unit}".rstrip()
+
+
+def change_text(f: FigureDiff) -> str:
+    """'−9.9%' (relative, from the log ratio) or '+2.00 ms' (a shift, when a value is zero)."""
+    if f.estimate is None:
+        return "—"
+    if f.change is not None:
+        return _pct(f.change).replace("-", "−")
+    return _signed(f.estimate.shift, f.unit)
+
+
+def interval_text(f: FigureDiff) -> str:
+    e = f.estimate
+    if e is None or e.shift_ci is None:
+        return "—"
+    if not e.shift_ci.bounded:
+        return "unbounded"
+    if f.change_ci is not None:
+        lo, hi = f.change_ci
+        return f"[{_pct(lo)}, {_pct(hi)}]".replace("-", "−")
+    ci = e.shift_ci
+    return f"[{_signed(ci.low, '')}, {_signed(ci.high, f.unit)}]"
+
+
+def _label(f: FigureDiff) -> str:
+    return f"{f.label} ({f.unit})" if f.unit else f.label
+
+
+def _who(c: CaptureInfo) -> str:
+    bits = [c.workload, f"Python {c.python}" if c.python else None, f"torch {c.torch}" if c.torch else None]
+    bits.append(c.device)
+    return " · ".join(b for b in bits if b)
+
+
+def _zero_both(f: FigureDiff) -> bool:
+    return f.a == 0 and f.b == 0 and f.estimate is not None and f.estimate.shift == 0
+
+
+def _sections(pair: PairDiff) -> list[tuple[str, list[FigureDiff]]]:
+    """Figures by section, leaving out those that are zero in both captures (say, dataloader idle of a
+    model without a DataLoader); `_hidden_line` counts them."""
+    out: list[tuple[str, list[FigureDiff]]] = []
+    for f in pair.figures + pair.ops:
+        if _zero_both(f):
+            continue
+        if not out or out[-1][0] != f.section:
+            out.append((f.section, []))
+        out[-1][1].append(f)
+    return out
+
+
+def _hidden_line(pair: PairDiff) -> Optional[str]:
+    hidden = [f.label for f in pair.figures if _zero_both(f)]
+    return f"zero in both, not shown: {', '.join(hidden)}" if hidden else None
+
+
+def _method_line(result: DiffResult) -> str:
+    return (
+        f"{result.confidence:.0%} intervals on per-step values (Hodges–Lehmann with the exact Mann–Whitney "
+        "interval; utilisation and total time: bootstrap over steps). Change = B/A − 1. A change is "
+        "significant only when its interval excludes zero."
+    )
+
+
+def _headline(pair: PairDiff) -> str:
+    """One sentence on step time, the figure people ask about first."""
+    f = pair.figure("step_time")
+    if f.significant:
+        speed = "faster" if f.improved else "slower"
+        return f"Step time {change_text(f)} {interval_text(f)}: {pair.b.label} is {speed}."
+    return f"Step time: no significant change ({change_text(f)}, interval {interval_text(f)})."
+
+
+# -- terminal ---------------------------------------------------------------------------------------------
+
+
+class TerminalRenderer:
+    """A rich table per pair. `width` pins the layout (golden tests); `color` adds verdict colours."""
+
+    suffix = ".txt"
+
+    def __init__(self, width: Optional[int] = None, color: bool = False) -> None:
+        self.width = width
+        self.color = color
+
+    def render(self, result: DiffResult, out: IO[str]) -> None:
+        from rich import box
+        from rich.console import Console
+        from rich.table import Table
+        from rich.text import Text
+
+        console = Console(
+            file=out,
+            width=self.width,
+            force_terminal=self.color,
+            color_system="standard" if self.color else None,
+            highlight=False,
+            soft_wrap=False,
+        )
+        for i, pair in enumerate(result.pairs):
+            if i:
+                console.print()
+            console.print(Text(f"{pair.b.label} against {pair.a.label}", style="bold"))
+            console.print(f"  A  {pair.a.label}: {_who(pair.a)}, {pair.a.steps} steps")
+            console.print(f"  B  {pair.b.label}: {_who(pair.b)}, {pair.b.steps} steps")
+            comp = pair.comparability
+            style = "green" if comp.comparable else "bold red"
+            console.print(Text("  " + comp.summary(), style=style))
+            for note in comp.notes:
+                console.print(f"  note: {note.describe()}")
+            for line in comp.unchecked:
+                console.print(f"  note: {line}")
+            console.print("  " + _headline(pair))
+            table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+            table.add_column("figure", no_wrap=True, min_width=32)
+            for name in (pair.a.label, pair.b.label):
+                table.add_column(name, justify="right", no_wrap=True, min_width=max(8, len(name)))
+            table.add_column("change", justify="right", no_wrap=True, min_width=9)
+            table.add_column("interval", justify="right", no_wrap=True, min_width=18)
+            table.add_column("verdict", min_width=14)
+            for section, figures in _sections(pair):
+                table.add_row(Text(section, style="bold"), "", "", "", "", "")
+                for f in figures:
+                    verdict_style = {True: "green", False: "red"}.get(f.improved, "")
+                    if f.significant and f.improved is None:
+                        verdict_style = "yellow"
+                    table.add_row(
+                        "  " + _label(f),
+                        _num(f.a),
+                        _num(f.b),
+                        change_text(f),
+                        interval_text(f),
+                        Text(f.verdict, style=verdict_style),
+                    )
+            console.print(table)
+            hidden = _hidden_line(pair)
+            if hidden:
+                console.print("  " + hidden, style="dim")
+        console.print(_method_line(result), style="dim")
+
+
+# -- JSON -------------------------------------------------------------------------------------------------
+
+
+def _interval(ci: Optional[Interval]) -> Optional[list[Optional[float]]]:
+    if ci is None:
+        return None
+    return [ci.low if math.isfinite(ci.low) else None, ci.high if math.isfinite(ci.high) else None]
+
+
+def figure_json(f: FigureDiff) -> dict[str, Any]:
+    e = f.estimate
+    return {
+        "key": f.key,
+        "label": f.label,
+        "unit": f.unit,
+        "section": f.section,
+        "better": f.better,
+        "a": f.a,
+        "b": f.b,
+        "change": f.change,
+        "change_ci": list(f.change_ci) if f.change_ci else None,
+        "shift": e.shift if e else None,
+        "shift_ci": _interval(e.shift_ci) if e else None,
+        "log_ratio": e.log_ratio if e else None,
+        "log_ratio_ci": _interval(e.log_ratio_ci) if e else None,
+        "method": e.method if e else None,
+        "n_a": e.n_a if e else None,
+        "n_b": e.n_b if e else None,
+        "significant": f.significant,
+        "direction": f.direction,
+        "verdict": f.verdict,
+    }
+
+
+def to_json(result: DiffResult) -> dict[str, Any]:
+    """The `tracekit diff --json` document (unbounded interval ends are null)."""
+
+    def info(c: CaptureInfo) -> dict[str, Any]:
+        return {k: getattr(c, k) for k in c.__dataclass_fields__}
+
+    return {
+        "tracekit_diff": DIFF_VERSION,
+        "confidence": result.confidence,
+        "parameters": dict(result.parameters),
+        "captures": [info(c) for c in result.captures],
+        "compositions": [
+            {"label": c.label, "kind": c.kind, "ms_per_step": dict(c.parts)} for c in result.compositions
+        ],
+        "pairs": [
+            {
+                "a": p.a.label,
+                "b": p.b.label,
+                "comparable": p.comparability.comparable,
+                "summary": p.comparability.summary(),
+                "differences": [
+                    {"field": d.field, "label": d.label, "a": d.a, "b": d.b, "role": d.role.value}
+                    for d in p.comparability.differences
+                ],
+                "unchecked": list(p.comparability.unchecked),
+                "figures": [figure_json(f) for f in p.figures],
+                "ops": [figure_json(f) for f in p.ops],
+            }
+            for p in result.pairs
+        ],
+    }
+
+
+class JsonRenderer:
+    suffix = ".json"
+
+    def render(self, result: DiffResult, out: IO[str]) -> None:
+        json.dump(to_json(result), out, indent=2, default=str)
+        out.write("\n")
+
+
+# -- Markdown ---------------------------------------------------------------------------------------------
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+class MarkdownRenderer:
+    suffix = ".md"
+
+    def render(self, result: DiffResult, out: IO[str]) -> None:
+        w = out.write
+        for pair in result.pairs:
+            w(f"### {_md(pair.b.label)} against {_md(pair.a.label)}\n\n")
+            w(f"- A: **{_md(pair.a.label)}** — {_md(_who(pair.a))}, {pair.a.steps} steps\n")
+            w(f"- B: **{_md(pair.b.label)}** — {_md(_who(pair.b))}, {pair.b.steps} steps\n")
+            comp = pair.comparability
+            w(f"- {'' if comp.comparable else '**'}{_md(comp.summary())}{'' if comp.comparable else '**'}\n")
+            for note in comp.notes:
+                w(f"- note: {_md(note.describe())}\n")
+            for line in comp.unchecked:
+                w(f"- note: {_md(line)}\n")
+            w(f"- {_md(_headline(pair))}\n\n")
+            w(f"| figure | {_md(pair.a.label)} | {_md(pair.b.label)} | change | interval | verdict |\n")
+            w("|---|---:|---:|---:|---:|---|\n")
+            for section, figures in _sections(pair):
+                w(f"| **{_md(section)}** | | | | | |\n")
+                for f in figures:
+                    verdict = f"**{f.verdict}**" if f.significant else f.verdict
+                    w(
+                        f"| {_md(_label(f))} | {_num(f.a)} | {_num(f.b)} | {change_text(f)} | "
+                        f"{interval_text(f)} | {verdict} |\n"
+                    )
+            hidden = _hidden_line(pair)
+            if hidden:
+                w(f"\n{_md(hidden)}\n")
+            w("\n")
+        w(f"_{_method_line(result)}_\n")
+
+
+# -- PNG --------------------------------------------------------------------------------------------------
+
+# One colour per part, fixed so that the same cause looks the same in every plot.
+PART_COLOURS = {
+    "busy": "#4c72b0",
+    "queued": "#8c8c8c",
+    "dataloader": "#dd8452",
+    "sync": "#c44e52",
+    "launch": "#8172b3",
+    "framework": "#937860",
+    "interpreter": "#da8bc3",
+}
+
+
+class PlotRenderer:
+    """One stacked bar per capture, side by side: mean step time split into busy and each idle cause
+    (or, for CPU-only captures, the host states). Above each later bar: its step time change against
+    the first capture, marked significant or not."""
+
+    suffix = ".png"
+
+    def render_to(self, result: DiffResult, path: Path) -> Path:
+        import matplotlib
+
+        matplotlib.use("Agg", force=True)
+        import matplotlib.pyplot as plt
+
+        comps = result.compositions
+        names: list[str] = []
+        for c in comps:
+            names += [k for k, _ in c.parts if k not in names]
+        fig, ax = plt.subplots(figsize=(max(4.0, 1.6 * len(comps) + 3.0), 4.8), dpi=110)
+        xs = range(len(comps))
+        bottoms = [0.0] * len(comps)
+        for name in names:
+            heights = [dict(c.parts).get(name, 0.0) for c in comps]
+            if not any(h > 0 for h in heights):
+                continue
+            label = name if name in ("busy",) or comps[0].kind == "host" else f"idle: {name}"
+            ax.bar(xs, heights, bottom=bottoms, width=0.6, color=PART_COLOURS.get(name), label=label)
+            for x, h, b, c in zip(xs, heights, bottoms, comps):
+                if c.total_ms and h / c.total_ms >= 0.08:
+                    ax.text(
+                        x,
+                        b + h / 2,
+                        f"{h / c.total_ms:.0%}",
+                        ha="center",
+                        va="center",
+                        fontsize=8,
+                        color="white",
+                    )
+            bottoms = [b + h for b, h in zip(bottoms, heights)]
+        top = max(bottoms) if bottoms else 1.0
+        for i, total in enumerate(bottoms):
+            text = f"{total:.3g} ms"
+            if i:
+                f = result.pairs[i - 1].figure("step_time")
+                text += f"\n{change_text(f)}" + (" (significant)" if f.significant else " (noise)")
+            ax.text(i, total + top * 0.02, text, ha="center", va="bottom", fontsize=8)
+        ax.set_xticks(list(xs), [c.label for c in comps])
+        ax.set_ylabel("mean time per step (ms)")
+        ax.set_ylim(0, top * 1.25)
+        workloads = sorted({c.workload for c in result.captures if c.workload})
+        ax.set_title(("step time by cause" + (f": {', '.join(workloads)}" if workloads else "")), fontsize=10)
+        handles, labels = ax.get_legend_handles_labels()  # top of the stack first, as drawn
+        ax.legend(
+            handles[::-1],
+            labels[::-1],
+            fontsize=8,
+            loc="upper left",
+            bbox_to_anchor=(1.0, 1.0),
+            frameon=False,
+        )
+        ax.spines[["top", "right"]].set_visible(False)
+        fig.tight_layout()
+        path = Path(path)
+        fig.savefig(path)
+        plt.close(fig)
+        return path
+
+
+RENDERERS = {r.suffix: r for r in (TerminalRenderer, JsonRenderer, MarkdownRenderer)}
