@@ -256,6 +256,7 @@ class SyncSource:
             "idle_ms_per_step": self.idle_ms_per_step,
             "gaps": self.gaps,
             "idle_ns": self.idle_ns,
+            "steps": self.steps,
         }
 
 

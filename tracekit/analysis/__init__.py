@@ -148,7 +148,7 @@ def analyze(
                 device=device,
                 samples=tuple(samples),
                 straggler_rank=stragglers.get((rank, device)),
-                peak_memory_bytes=_peak_memory(manifest, rank, device),
+                peak_memory_bytes=fr.peak_memory.get((rank, device), _peak_memory(manifest, rank, device)),
                 samples_per_step=manifest.get("samples_per_step") or manifest.get("batch_size"),
                 name=names.get((rank, device)),
             )

@@ -61,6 +61,7 @@ class Frames:
     steps: pd.DataFrame  # rank, step, pid, tid, ts, end (disjoint per rank, sorted)
     launches: pd.DataFrame  # rank, correlation, pid, tid, ts, end, name (one per correlation)
     has_device: bool
+    peak_memory: dict  # (rank, device) → max "Total Allocated" of [memory] instants, bytes
 
 
 _COLUMNS = (
@@ -155,7 +156,30 @@ def load_frames(table: pa.Table) -> Frames:
     launches = launches.reset_index(drop=True)
 
     steps = _steps(t, host, dev)
-    return Frames(host=host, device=dev, steps=steps, launches=launches, has_device=has_device)
+    return Frames(
+        host=host,
+        device=dev,
+        steps=steps,
+        launches=launches,
+        has_device=has_device,
+        peak_memory=_peak_memory(table),
+    )
+
+
+def _peak_memory(table: pa.Table) -> dict[tuple[int, int], int]:
+    """Peak allocated bytes per (rank, device) from [memory] instants (profile_memory=True)."""
+    if "total_allocated" not in table.column_names:
+        return {}
+    t = table.select(["name", "rank", "device", "total_allocated"])
+    t = t.filter(
+        pc.and_(pc.equal(pc.cast(t["name"], pa.string()), "[memory]"), pc.is_valid(t["total_allocated"]))
+    )
+    if t.num_rows == 0:
+        return {}
+    df = t.select(["rank", "device", "total_allocated"]).to_pandas().dropna()
+    df = df[df["device"] >= 0]
+    peaks = df.groupby(["rank", "device"])["total_allocated"].max()
+    return {(int(r), int(d)): int(v) for (r, d), v in peaks.items()}
 
 
 def runtime_mask(host: pd.DataFrame) -> pd.Series:

@@ -1,0 +1,372 @@
+"""Attribution rules on tiny synthetic traces with hand-computed answers (times in µs, answers in ns).
+
+Each test reads GIVEN (the timeline), WHEN (analyze), THEN (the split of idle time).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.tracebuilder import TraceBuilder
+from tracekit.analysis import analyze, check_invariants
+from tracekit.model import CAUSES, Report
+from tracekit.parse import parse_paths
+
+US = 1000
+
+
+def run(tmp_path: Path, *builders: TraceBuilder, **kw) -> Report:
+    paths = [b.write(tmp_path / f"rank{i}.pt.trace.json") for i, b in enumerate(builders)]
+    report = analyze(parse_paths(paths), **kw)
+    check_invariants(report)
+    return report
+
+
+def idle(report: Report, rank: int = 0, device: int = 0, step: int | None = None) -> dict[str, int]:
+    """Idle ns by cause (non-zero only), summed over steps (or one step)."""
+    dev = next(d for d in report.devices if d.rank == rank and d.device == device)
+    out = dict.fromkeys(CAUSES, 0)
+    for s in dev.samples:
+        if step is None or s.step == step:
+            for c, v in s.idle_ns.items():
+                out[c] += v
+    return {c: v for c, v in out.items() if v}
+
+
+def test_fully_busy_step_has_no_idle(tmp_path):
+    # GIVEN a kernel covering the whole step
+    t = TraceBuilder()
+    t.step(1, 0, 100)
+    t.kernel("k", 0, 100)
+    # WHEN / THEN
+    r = run(tmp_path, t)
+    assert idle(r) == {}
+    assert r.devices[0].gpu_utilization == 1.0
+
+
+def test_slicing_interpreter_framework_launch(tmp_path):
+    # GIVEN   CPU  ....interp....|-- aten::add [30,50) --|
+    #                                 |- L [40,45) -|
+    #         GPU  [K0 0,10)                 idle            [K 60,100)
+    t = TraceBuilder()
+    t.step(1, 0, 100)
+    t.kernel("k0", 0, 10)
+    t.op("aten::add", 30, 20)
+    t.launch(40, 5, corr=1)
+    t.kernel("k", 60, 40, corr=1)
+    r = run(tmp_path, t)
+    # THEN [10,30) interpreter, [30,40) framework, [40,45) launch call + [45,60) issued-not-started
+    assert idle(r) == {"interpreter": 20 * US, "framework": 10 * US, "launch": 20 * US}
+    assert r.devices[0].samples[0].busy_ns == 50 * US
+
+
+def test_kernel_launched_before_the_gap_is_queued(tmp_path):
+    # GIVEN   CPU  |L [2,4)|
+    #         GPU  [K0 0,10)   idle   [K 60,100)   (K waits on a dependency)
+    t = TraceBuilder()
+    t.step(1, 0, 100)
+    t.kernel("k0", 0, 10)
+    t.launch(2, 2, corr=1)
+    t.kernel("k", 60, 40, corr=1)
+    r = run(tmp_path, t)
+    assert idle(r) == {"queued": 50 * US}
+
+
+def test_launch_ending_exactly_at_gap_start_is_queued(tmp_path):
+    # GIVEN L ends at a = 10: the work was queued when the GPU went idle (predicate L.end <= a)
+    t = TraceBuilder()
+    t.step(1, 0, 100)
+    t.kernel("k0", 0, 10)
+    t.launch(5, 5, corr=1)
+    t.kernel("k", 60, 40, corr=1)
+    assert idle(run(tmp_path, t)) == {"queued": 50 * US}
+
+
+def test_overlapping_streams_count_once_and_tail_gap(tmp_path):
+    # GIVEN   stream 7 [0,30)  stream 8 [20,50)  → busy [0,50); tail [50,100) with no kernel after it
+    #         CPU op aten::mm [60,70) during the tail
+    t = TraceBuilder()
+    t.step(1, 0, 100)
+    t.kernel("a", 0, 30, stream=7)
+    t.kernel("b", 20, 30, stream=8)
+    t.op("aten::mm", 60, 10)
+    r = run(tmp_path, t)
+    assert r.devices[0].samples[0].busy_ns == 50 * US
+    assert idle(r) == {"interpreter": 40 * US, "framework": 10 * US}
+    tail = max(r.top_gaps, key=lambda g: g.dur_ns)
+    assert tail.next_kernel is None and tail.dur_ns == 50 * US
+
+
+def test_gap_at_step_start(tmp_path):
+    # GIVEN step [0,100); CPU L [10,20); GPU K [30,100) → gap [0,30) from the window's start
+    t = TraceBuilder()
+    t.step(1, 0, 100)
+    t.launch(10, 10, corr=1)
+    t.kernel("k", 30, 70, corr=1)
+    assert idle(run(tmp_path, t)) == {"interpreter": 10 * US, "launch": 20 * US}
+
+
+def test_activity_outside_the_window_is_clipped(tmp_path):
+    # GIVEN a kernel [-10, 20) that started before the step [0,100)
+    t = TraceBuilder()
+    t.step(1, 0, 100)
+    t.kernel("k0", -10, 30)
+    r = run(tmp_path, t)
+    assert r.devices[0].samples[0].busy_ns == 20 * US
+    assert idle(r) == {"interpreter": 80 * US}
+
+
+def test_gap_across_step_boundary_is_split(tmp_path):
+    # GIVEN steps [0,50) and [50,100); kernels [0,10) and [80,100) without launch records
+    t = TraceBuilder()
+    t.step(1, 0, 50)
+    t.step(2, 50, 50 + 50)
+    t.kernel("a", 0, 10)
+    t.kernel("b", 80, 20)
+    r = run(tmp_path, t)
+    assert idle(r, step=1) == {"interpreter": 40 * US}
+    assert idle(r, step=2) == {"interpreter": 30 * US}
+    assert [s.idle_gaps for s in r.devices[0].samples] == [1, 1]
+
+
+def test_nested_annotations_dataloader_wins(tmp_path):
+    # GIVEN   CPU |--- DataLoader.__next__ [0,60) ------------|  |L [62,65)|
+    #              |- aten::copy_ [10,20) [cudaMemcpy 12,18] -|
+    #         GPU                 idle                                     [K 70,100)
+    t = TraceBuilder()
+    t.step(1, 0, 100)
+    t.dataloader(0, 60)
+    t.op("aten::copy_", 10, 10)
+    t.sync(12, 6, name="cudaMemcpy")
+    t.launch(62, 3, corr=1)
+    t.kernel("k", 70, 30, corr=1)
+    r = run(tmp_path, t)
+    assert idle(r) == {"dataloader": 60 * US, "interpreter": 2 * US, "launch": 8 * US}
+    assert r.dataloader.iterator == "_SingleProcessDataLoaderIter" and r.dataloader.multi_worker is False
+
+
+def test_sync_spanning_the_gap_start_drains(tmp_path):
+    # GIVEN   CPU  |-- cudaStreamSynchronize [5,22) --|....|- aten::mm [30,40) [L 32,35] -|
+    #         GPU  [K0 0,20)          idle [20,50)                               [K 50,100)
+    t = TraceBuilder()
+    t.step(1, 0, 100)
+    t.kernel("k0", 0, 20)
+    t.sync(5, 17, name="cudaStreamSynchronize")
+    t.op("aten::mm", 30, 10)
+    t.launch(32, 3, corr=1)
+    t.kernel("k", 50, 50, corr=1)
+    r = run(tmp_path, t)
+    # THEN the whole gap is a sync drain, with the host slices kept as detail
+    assert idle(r) == {"sync": 30 * US}
+    gap = r.top_gaps[0]
+    assert gap.cause == "sync" and gap.sync.call == "cudaStreamSynchronize"
+    assert gap.slices_ns == {"sync": 2 * US, "interpreter": 8 * US, "framework": 2 * US, "launch": 18 * US}
+    assert [(s.call, s.idle_ns, s.gaps) for s in r.sync_sources] == [("cudaStreamSynchronize", 30 * US, 1)]
+
+
+@pytest.mark.parametrize(("tol_ns", "expected"), [(2_000, {"sync": 30_000}), (0, {"interpreter": 30_000})])
+def test_sync_drain_tolerance(tmp_path, tol_ns, expected):
+    # GIVEN a sync that returned 1 µs before the GPU went idle (clock offset), nothing else on the host
+    t = TraceBuilder()
+    t.step(1, 0, 100)
+    t.kernel("k0", 0, 20)
+    t.sync(5, 14, name="cudaDeviceSynchronize")  # ends at 19
+    t.kernel("k", 50, 50)  # no launch record: the step thread is T
+    # THEN within the tolerance it drained the queue; with no tolerance it did not
+    assert idle(run(tmp_path, t, sync_tolerance_ns=tol_ns)) == expected
+
+
+def test_missing_correlation_uses_step_thread(tmp_path):
+    # GIVEN K without a correlation id: no launch record, so no queued / pending-launch piece
+    t = TraceBuilder()
+    t.step(1, 0, 100)
+    t.kernel("k0", 0, 20)
+    t.op("aten::mm", 30, 10)
+    t.kernel("k", 50, 50)
+    assert idle(run(tmp_path, t)) == {"interpreter": 20 * US, "framework": 10 * US}
+
+
+def test_launch_on_another_thread_slices_that_thread(tmp_path):
+    # GIVEN the backward thread (tid 200) launched K; the main thread is busy in an op meanwhile
+    t = TraceBuilder()
+    t.step(1, 0, 100)
+    t.kernel("k0", 0, 20)
+    t.op("aten::mm", 0, 100)  # main thread: framework the whole time
+    t.op("autograd::engine::evaluate_function", 30, 20, tid=200)
+    t.launch(40, 5, corr=1, tid=200)
+    t.kernel("k", 60, 40, corr=1)
+    # THEN the gap [20,60) is sliced by tid 200: [20,30) interp, [30,40) fw, [40,60) launch
+    assert idle(run(tmp_path, t)) == {"interpreter": 10 * US, "framework": 10 * US, "launch": 20 * US}
+
+
+def test_item_sync_source_names_op_and_user_line(tmp_path):
+    # GIVEN   py   train.py(57): main [0,100) > torch/_tensor.py(1): item [3,30)
+    #         CPU  |- aten::item [4,28) > aten::_local_scalar_dense [5,27) > cudaStreamSynchronize [6,26) -|
+    #         GPU  [K0 0,20)  idle [20,50)  [K 50,100)
+    t = TraceBuilder()
+    t.step(1, 0, 100)
+    t.python("train.py(57): main", 0, 100, py_id=1)
+    t.python("torch/_tensor.py(1): item", 3, 27, py_id=2, parent=1)
+    t.op("aten::item", 4, 24)
+    t.op("aten::_local_scalar_dense", 5, 22)
+    t.sync(6, 20, name="cudaStreamSynchronize")
+    t.kernel("k0", 0, 20)
+    t.kernel("k", 50, 50)
+    r = run(tmp_path, t)
+    assert idle(r) == {"sync": 30 * US}
+    (src,) = r.sync_sources
+    assert (src.source, src.op, src.call, src.gaps) == (
+        "train.py:57",
+        "aten::item",
+        "cudaStreamSynchronize",
+        1,
+    )
+    assert src.idle_ms_per_step == pytest.approx(0.030)
+
+
+def test_item_after_copy_finished_points_at_its_stream_sync(tmp_path):
+    # GIVEN the DtoH copy ended (a = 20) before cudaStreamSynchronize [21,30) began, inside aten::item
+    t = TraceBuilder()
+    t.step(1, 0, 100)
+    t.op("aten::item", 10, 22)
+    t.memcpy(15, 5)
+    t.sync(21, 9, name="cudaStreamSynchronize")
+    t.kernel("k", 50, 50)
+    r = run(tmp_path, t)
+    # THEN the item op spans a = 20: drain; the pointer is the stream sync inside it. Before the copy,
+    # [0,10) is interpreter and [10,15) the host inside aten::item (sync state, not a drain)
+    assert idle(r) == {"interpreter": 10 * US, "sync": 35 * US}
+    assert r.sync_sources[0].call == "cudaStreamSynchronize" and r.sync_sources[0].op == "aten::item"
+
+
+def test_several_devices_of_one_rank(tmp_path):
+    # GIVEN device 0 busy [0,50), device 1 busy [0,80) in the same step
+    t = TraceBuilder()
+    t.step(1, 0, 100)
+    t.kernel("a", 0, 50, device=0)
+    t.kernel("b", 0, 80, device=1)
+    r = run(tmp_path, t)
+    assert [(d.device, d.samples[0].busy_ns) for d in r.devices] == [(0, 50 * US), (1, 80 * US)]
+    assert idle(r, device=1) == {"interpreter": 20 * US}
+
+
+def test_collective_wait_names_the_straggler(tmp_path):
+    # GIVEN   rank 0 GPU [fwd 0,20)[===== ncclAllReduce 20,80 (waits) =====]
+    #         rank 1 GPU [========== fwd 0,70 ==========][nccl 70,80]
+    nccl = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+    r0 = TraceBuilder(rank=0, world_size=2)
+    r0.step(1, 0, 100)
+    r0.kernel("fwd", 0, 20)
+    r0.kernel(nccl, 20, 60)
+    r1 = TraceBuilder(rank=1, world_size=2)
+    r1.step(1, 0, 100)
+    r1.kernel("fwd", 0, 70)
+    r1.kernel(nccl, 70, 10)
+    r = run(tmp_path, r0, r1)
+    d0, d1 = sorted(r.devices, key=lambda d: d.rank)
+    # THEN rank 0 waited 60 - 10 = 50 µs for rank 1; rank 1 waited for nobody
+    assert d0.samples[0].collective_wait_ns == 50 * US and d0.straggler_rank == 1
+    assert d1.samples[0].collective_wait_ns == 0 and d1.straggler_rank is None
+    assert d0.samples[0].busy_ns == 80 * US  # the collective counts as busy
+
+
+def test_cpu_only_capture_reports_host_breakdown(tmp_path):
+    # GIVEN no device activity; ops [10,30) and [40,50) in a step [0,100)
+    t = TraceBuilder()
+    t.step(1, 0, 100)
+    t.op("aten::mm", 10, 20)
+    t.op("aten::add", 40, 10)
+    r = run(tmp_path, t)
+    assert r.cpu_only and r.devices == ()
+    (h,) = r.host.steps
+    assert h.breakdown_ns == {
+        "dataloader": 0,
+        "sync": 0,
+        "launch": 0,
+        "framework": 30 * US,
+        "interpreter": 70 * US,
+    }
+    assert (h.dispatch_gaps, h.dispatch_gap_ns) == (1, 10 * US)
+
+
+def test_trace_without_steps_is_one_step(tmp_path):
+    # GIVEN no ProfilerStep spans: one step spans the trace [0,100)
+    t = TraceBuilder()
+    t.op("aten::mm", 0, 10)
+    t.kernel("k", 20, 80)
+    r = run(tmp_path, t)
+    s = r.devices[0].samples[0]
+    assert (s.dur_ns, s.busy_ns) == (100 * US, 80 * US)
+    assert idle(r) == {"framework": 10 * US, "interpreter": 10 * US}
+
+
+def test_kernel_stats_split_api_queue_kernel(tmp_path):
+    # GIVEN L [10,15) → K [20,30): API 5 µs, queue 5 µs, kernel 10 µs
+    t = TraceBuilder()
+    t.step(1, 0, 100)
+    t.launch(10, 5, corr=1)
+    t.kernel("k", 20, 10, corr=1)
+    t.kernel("nolaunch", 40, 10)
+    r = run(tmp_path, t)
+    k = next(k for k in r.kernel_stats if k.name == "k")
+    assert (k.api.mean_ns, k.queue.mean_ns, k.kernel.mean_ns, k.launched) == (5 * US, 5 * US, 10 * US, 1)
+    n = next(k for k in r.kernel_stats if k.name == "nolaunch")
+    assert (n.launched, n.api.count, n.kernel.count) == (0, 0, 1)
+
+
+def test_op_stats_per_step(tmp_path):
+    t = TraceBuilder()
+    t.step(1, 0, 100)
+    t.step(2, 100, 200)
+    t.op("aten::linear", 10, 20)
+    t.op("aten::linear", 40, 20)
+    t.op("aten::linear", 110, 40)
+    r = run(tmp_path, t)
+    o = next(o for o in r.op_stats if o.name == "aten::linear")
+    assert (o.steps, o.calls_per_step, o.ns_per_step) == ((1, 2), (2, 1), (40 * US, 40 * US))
+    assert o.us_per_call == pytest.approx(80 / 3)
+
+
+def test_gap_histogram_buckets(tmp_path):
+    # GIVEN gaps of 3 µs and 30 µs
+    t = TraceBuilder()
+    t.step(1, 0, 100)
+    t.kernel("a", 0, 10)
+    t.kernel("b", 13, 57)
+    t.kernel("c", 100 - 0, 0)
+    r = run(tmp_path, t)
+    h = r.gap_histogram
+    edges = list(h.edges_us)
+    assert h.counts[edges.index(2)] == 1 and h.idle_ns[edges.index(2)] == 3 * US
+    assert h.counts[edges.index(20)] == 1 and h.idle_ns[edges.index(20)] == 30 * US
+    assert sum(h.counts) == 2
+
+
+def test_advice_only_with_strong_evidence(tmp_path):
+    # GIVEN a DataLoader stall of 80 % of the step with a single-process iterator
+    t = TraceBuilder()
+    t.step(1, 0, 100)
+    t.dataloader(0, 80)
+    t.kernel("k", 80, 20)
+    r = run(tmp_path, t)
+    assert [a.kind for a in r.advice] == ["dataloader_workers"]
+    # GIVEN a busy GPU: no advice
+    t2 = TraceBuilder()
+    t2.step(1, 0, 100)
+    t2.kernel("k", 0, 100)
+    (tmp_path / "b").mkdir()
+    assert run(tmp_path / "b", t2).advice == ()
+
+
+def test_report_json_round_trip(tmp_path):
+    t = TraceBuilder()
+    t.step(1, 0, 100)
+    t.kernel("k0", 0, 20)
+    t.sync(5, 17, name="cudaStreamSynchronize")
+    t.kernel("k", 50, 50)
+    r = run(tmp_path, t)
+    back = Report.from_json(r.to_json())
+    assert back == r
+    assert back.to_json() == r.to_json()
