@@ -197,8 +197,33 @@ def test_launch_on_another_thread_slices_that_thread(tmp_path):
     t.op("autograd::engine::evaluate_function", 30, 20, tid=200)
     t.launch(40, 5, corr=1, tid=200)
     t.kernel("k", 60, 40, corr=1)
-    # THEN the gap [20,60) is sliced by tid 200: [20,30) interp, [30,40) fw, [40,60) launch
+    # THEN the gap [20,60) is sliced by tid 200, an autograd engine thread (no Python between its ops):
+    # [20,40) framework, [40,60) launch
+    assert idle(run(tmp_path, t)) == {"framework": 20 * US, "launch": 20 * US}
+
+
+def test_launch_on_a_plain_thread_between_ops_is_interpreter(tmp_path):
+    # GIVEN a user thread (tid 300, not the autograd engine) launched K
+    t = TraceBuilder()
+    t.step(1, 0, 100)
+    t.kernel("k0", 0, 20)
+    t.op("aten::mm", 30, 10, tid=300)
+    t.launch(40, 5, corr=1, tid=300)
+    t.kernel("k", 60, 40, corr=1)
     assert idle(run(tmp_path, t)) == {"interpreter": 10 * US, "framework": 10 * US, "launch": 20 * US}
+
+
+def test_step_thread_blocked_in_backward_is_framework(tmp_path):
+    # GIVEN   step thread  |- aten::sum [0,10) -|........ backward() ........
+    #         engine 200                          |- evaluate_function [20,80) -|
+    t = TraceBuilder()
+    t.step(1, 0, 100)
+    t.op("aten::sum", 0, 10)
+    t.op("autograd::engine::evaluate_function: AddmmBackward0", 20, 60, tid=200)
+    r = run(tmp_path, t)
+    # THEN the step thread is framework while the engine works, interpreter otherwise
+    (h,) = r.host.steps
+    assert (h.breakdown_ns["framework"], h.breakdown_ns["interpreter"]) == (70 * US, 30 * US)
 
 
 def test_item_sync_source_names_op_and_user_line(tmp_path):

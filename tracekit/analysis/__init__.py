@@ -26,7 +26,7 @@ from tracekit.analysis.attribution import (
 )
 from tracekit.analysis.collective import collective_waits
 from tracekit.analysis.events import STATE_NAMES, load_frames
-from tracekit.analysis.host import dataloader_info, host_steps, op_stats
+from tracekit.analysis.host import Threads, dataloader_info, host_steps, op_stats
 from tracekit.analysis.invariants import InvariantError, check_invariants
 from tracekit.analysis.launch import kernel_stats
 from tracekit.analysis.sync import pointer_of, resolve_pointers, sync_sources
@@ -63,16 +63,8 @@ def analyze(
     to keep as evidence. `top_kernels`: kernel names kept in the launch statistics (None: all)."""
     fr = load_frames(capture.table)
     steps = fr.steps
-    host_by_thread = {k: g for k, g in fr.host.groupby(["rank", "pid", "tid"], sort=False)}
-    threads: dict = {}
-    for key in steps[["rank", "pid", "tid"]].drop_duplicates().itertuples(index=False):
-        k = (int(key[0]), int(key[1]), int(key[2]))
-        if k in host_by_thread:
-            from tracekit.analysis.host import build_thread
-
-            threads[k] = build_thread(host_by_thread[k])
-
-    hsteps = host_steps(threads, fr.host, steps)
+    threads = Threads(fr.host, steps)
+    hsteps = host_steps(threads, steps)
     hstep_by = {(h.rank, h.step): h for h in hsteps}
     manifest = dict(capture.manifest or {})
 
@@ -103,7 +95,6 @@ def analyze(
             rsteps,
             launches,
             threads,
-            host_by_thread,
             sync_tolerance_ns=sync_tolerance_ns,
         )
         all_gaps.append(gaps)
@@ -154,7 +145,7 @@ def analyze(
             )
         )
 
-    pointers = resolve_pointers(all_gaps, threads, host_by_thread)
+    pointers = resolve_pointers(all_gaps, threads)
     top = _top_gaps(all_gaps, steps, pointers, top_gaps)
     n_steps = len(steps)
     srcs = sync_sources(all_gaps, pointers, n_steps=sum(d.steps for d in devices))

@@ -13,7 +13,7 @@ import pandas as pd
 
 from tracekit.analysis import intervals as iv
 from tracekit.analysis.events import DATALOADER, INTERPRETER, LAUNCH, STATE_NAMES, SYNC
-from tracekit.analysis.host import Thread, build_thread
+from tracekit.analysis.host import Thread, Threads
 from tracekit.model import CAUSES
 
 # Cause codes: index into model.CAUSES.
@@ -55,8 +55,7 @@ def attribute_device(
     acts: pd.DataFrame,
     steps: pd.DataFrame,
     launches: pd.DataFrame,
-    threads: dict[tuple[int, int, int], Thread],
-    host_by_thread: dict[tuple[int, int, int], pd.DataFrame],
+    threads: Threads,
     *,
     sync_tolerance_ns: int = DEFAULT_SYNC_TOLERANCE_NS,
 ) -> tuple[DeviceGaps, np.ndarray, np.ndarray]:
@@ -64,7 +63,7 @@ def attribute_device(
 
     acts: the device's activities sorted by ts; steps: the rank's disjoint sorted windows;
     launches: the rank's launch records (one per correlation). Returns (gaps, busy_start, busy_end).
-    `threads` is filled lazily with the host threads the gaps point at.
+    `threads` builds the host threads the gaps point at on first use.
     """
     ws = steps["ts"].to_numpy(np.int64)
     we = steps["end"].to_numpy(np.int64)
@@ -132,10 +131,7 @@ def attribute_device(
     pointer = np.full(a.size, -1, dtype=np.int64)
     pieces = []
     for code, key in enumerate(thread_keys):
-        th = threads.get(key)
-        if th is None:
-            th = build_thread(host_by_thread.get(key, _EMPTY))
-            threads[key] = th
+        th = threads[key]
         g = np.flatnonzero(thread_code == code)
         if th.sync_s.size:
             us, ue = iv.union(th.sync_s - sync_tolerance_ns, th.sync_e + sync_tolerance_ns)
@@ -195,17 +191,6 @@ def attribute_device(
         thread_keys=thread_keys,
     )
     return gaps, busy_s, busy_e
-
-
-_EMPTY = pd.DataFrame(
-    {
-        "ts": np.zeros(0, np.int64),
-        "end": np.zeros(0, np.int64),
-        "state": np.zeros(0, np.int8),
-        "cat": np.zeros(0, object),
-        "name": np.zeros(0, object),
-    }
-)
 
 
 def _sync_pointer(th: Thread, a: np.ndarray, tol: int) -> np.ndarray:

@@ -19,7 +19,15 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analysis import intervals as iv
-from tracekit.analysis.events import DATALOADER, DATALOADER_RE, FRAMEWORK, LAUNCH, STATE_NAMES, SYNC
+from tracekit.analysis.events import (
+    DATALOADER,
+    DATALOADER_RE,
+    FRAMEWORK,
+    INTERPRETER,
+    LAUNCH,
+    STATE_NAMES,
+    SYNC,
+)
 from tracekit.model import DataLoaderInfo, HostStep, OpStat
 
 
@@ -37,15 +45,29 @@ class Thread:
     op_e: np.ndarray
     op_depth: np.ndarray
     op_name: np.ndarray
+    wait_s: np.ndarray  # union of the intervals this thread waits on another thread (backward())
+    wait_e: np.ndarray
 
 
-def build_thread(ev: pd.DataFrame) -> Thread:
-    """ev: the host events of one thread (events.Frames.host rows)."""
+ENGINE_OP_PREFIX = "autograd::engine::evaluate_function"
+
+
+def build_thread(
+    ev: pd.DataFrame, *, default: int = INTERPRETER, waits_on: tuple[np.ndarray, np.ndarray] | None = None
+) -> Thread:
+    """ev: the host events of one thread (events.Frames.host rows).
+
+    `default`: the state where no event covers the thread (INTERPRETER; FRAMEWORK for an autograd
+    engine thread, which runs no Python between its ops). `waits_on`: intervals during which this
+    thread is blocked in framework code run by another thread (backward() waiting for the autograd
+    engine): they count as `framework` where the thread has nothing innermost of its own."""
     st = ev["state"].to_numpy()
     s = ev["ts"].to_numpy(np.int64)
     e = ev["end"].to_numpy(np.int64)
     families = [(s[st == code], e[st == code]) for code in (FRAMEWORK, LAUNCH, SYNC, DATALOADER)]
-    timeline = iv.StateTimeline.build(families)
+    wait_s, wait_e = iv.union(*(waits_on or (np.zeros(0, np.int64), np.zeros(0, np.int64))))
+    families[0] = (np.concatenate([families[0][0], wait_s]), np.concatenate([families[0][1], wait_e]))
+    timeline = iv.StateTimeline.build(families, default=default)
     sm = st == SYNC
     om = st >= FRAMEWORK
     om &= (ev["cat"] == "cpu_op").to_numpy()
@@ -61,20 +83,77 @@ def build_thread(ev: pd.DataFrame) -> Thread:
         op_e=e[om],
         op_depth=iv.nesting_depth(s[om], e[om]),
         op_name=names[om],
+        wait_s=wait_s,
+        wait_e=wait_e,
     )
 
 
-def host_steps(
-    threads: dict[tuple[int, int, int], Thread], host: pd.DataFrame, steps: pd.DataFrame
-) -> list[HostStep]:
+class Threads:
+    """Host threads by (rank, pid, tid), built on first use.
+
+    Autograd engine threads (those running `autograd::engine::evaluate_function` ops) default to
+    `framework`; a step thread is `framework` (not `interpreter`) while an engine thread of its process
+    runs ops, because it is blocked in backward() then:
+
+        step thread  |- aten::sum -|........ backward() blocked .........|
+        engine T'                   |- evaluate_function -|  |- eval... -|
+        state        fw            fw (waits on T')        fw            ...
+    """
+
+    def __init__(self, host: pd.DataFrame, steps: pd.DataFrame) -> None:
+        self.host_by_thread = {
+            (int(k[0]), int(k[1]), int(k[2])): g for k, g in host.groupby(["rank", "pid", "tid"], sort=False)
+        }
+        ops = host[host["cat"] == "cpu_op"]
+        eng = ops[ops["name"].astype(str).str.startswith(ENGINE_OP_PREFIX)]
+        self.engine = {
+            (int(r), int(p), int(t)) for r, p, t in eng[["rank", "pid", "tid"]].drop_duplicates().to_numpy()
+        }
+        self.step_threads = {
+            (int(r), int(p), int(t)) for r, p, t in steps[["rank", "pid", "tid"]].drop_duplicates().to_numpy()
+        }
+        self._built: dict[tuple[int, int, int], Thread] = {}
+
+    def __getitem__(self, key: tuple[int, int, int]) -> Thread:
+        th = self._built.get(key)
+        if th is None:
+            ev = self.host_by_thread.get(key, _EMPTY_HOST)
+            if key in self.engine:
+                th = build_thread(ev, default=FRAMEWORK)
+            elif key in self.step_threads:
+                th = build_thread(ev, waits_on=self._engine_ops(key[0], key[1]))
+            else:
+                th = build_thread(ev)
+            self._built[key] = th
+        return th
+
+    def _engine_ops(self, rank: int, pid: int) -> tuple[np.ndarray, np.ndarray] | None:
+        parts = [self.host_by_thread[k] for k in sorted(self.engine) if k[0] == rank and k[1] == pid]
+        if not parts:
+            return None
+        ops = pd.concat(parts)
+        ops = ops[ops["cat"] == "cpu_op"]
+        return ops["ts"].to_numpy(np.int64), ops["end"].to_numpy(np.int64)
+
+
+_EMPTY_HOST = pd.DataFrame(
+    {
+        "ts": np.zeros(0, np.int64),
+        "end": np.zeros(0, np.int64),
+        "state": np.zeros(0, np.int8),
+        "cat": np.zeros(0, object),
+        "name": np.zeros(0, object),
+    }
+)
+
+
+def host_steps(threads: Threads, steps: pd.DataFrame) -> list[HostStep]:
     """Per step, the breakdown of the step thread's time by state, and its dispatch gaps."""
     out: list[HostStep] = []
     for (rank, pid, tid), grp in steps.groupby(["rank", "pid", "tid"], sort=True):
-        th = threads.get((rank, pid, tid))
+        th = threads[(int(rank), int(pid), int(tid))]
         ws = grp["ts"].to_numpy(np.int64)
         we = grp["end"].to_numpy(np.int64)
-        if th is None:
-            th = build_thread(host.iloc[0:0])
         totals = th.timeline.totals(ws, we, len(STATE_NAMES))
         gwin, gs, ge = dispatch_gaps(th, ws, we)
         glen = ge - gs
@@ -105,8 +184,9 @@ def dispatch_gaps(th: Thread, ws: np.ndarray, we: np.ndarray) -> tuple[np.ndarra
                             ^^^^^^^               ^^^^^^^
 
     predicate: [end_i, start_{i+1}) for consecutive depth-0 ops i, i+1 with end_i < start_{i+1}, both
-    inside one step window (a gap across a step boundary holds profiler bookkeeping and is dropped).
-    Returns (window_index, start, end)."""
+    inside one step window (a gap across a step boundary holds profiler bookkeeping and is dropped),
+    minus the time the thread is blocked in backward() while the autograd engine runs ops (that is
+    framework time, not Python). Returns (window_index, start, end) of the remaining pieces."""
     top = th.op_depth == 0
     s = np.sort(th.op_s[top])
     e = np.sort(th.op_e[top])
@@ -120,7 +200,12 @@ def dispatch_gaps(th: Thread, ws: np.ndarray, we: np.ndarray) -> tuple[np.ndarra
     ok = wi >= 0
     wk = np.where(ok, wi, 0)
     ok &= (ge <= we[wk]) & (gs >= ws[wk])
-    return wk[ok], gs[ok], ge[ok]
+    gs, ge = gs[ok], ge[ok]
+    if th.wait_s.size:
+        fs, fe = iv.complement(th.wait_s, th.wait_e)
+        _, _, gs, ge = iv.intersect_windows(fs, fe, gs, ge)
+    wi = np.searchsorted(ws, gs, side="right") - 1
+    return wi, gs, ge
 
 
 def op_stats(host: pd.DataFrame, steps: pd.DataFrame) -> list[OpStat]:

@@ -17,15 +17,13 @@ import pandas as pd
 from tracekit.analysis import intervals as iv
 from tracekit.analysis.attribution import C_SYNC, DeviceGaps
 from tracekit.analysis.events import python_frames
-from tracekit.analysis.host import Thread
+from tracekit.analysis.host import Threads
 from tracekit.model import SyncPointer, SyncSource
 
 Key = tuple  # ((rank, pid, tid), sync event index)
 
 
-def resolve_pointers(
-    all_gaps: list[DeviceGaps], threads: dict[tuple, Thread], host_by_thread: dict[tuple, pd.DataFrame]
-) -> pd.DataFrame:
+def resolve_pointers(all_gaps: list[DeviceGaps], threads: Threads) -> pd.DataFrame:
     """One row per sync event some gap or sync piece points at (vectorised per thread):
     thread ("rank:pid:tid"), ptr (index into the thread's sync events), call, op, source,
     start_ns, dur_ns."""
@@ -43,7 +41,7 @@ def resolve_pointers(
         top = iv.top_level_containing(th.op_s, th.op_e, th.op_depth, starts)
         op_names = th.op_name if th.op_name.size else np.array([None], dtype=object)
         ops = np.where(top >= 0, op_names[np.maximum(top, 0)], None)
-        py = python_frames(host_by_thread.get(key, _NO_HOST))
+        py = python_frames(threads.host_by_thread.get(key, _NO_HOST))
         if len(py):
             ps = py["ts"].to_numpy(np.int64)
             pe = py["end"].to_numpy(np.int64)
