@@ -180,6 +180,28 @@ class TraceBuilder:
             "Memcpy HtoD (Pageable -> Device)", ts, dur, corr, cat="gpu_memcpy", extra={"bytes": nbytes}, **kw
         )
 
+    def memory(self, ts: float, nbytes: int, total_allocated: int, device: int = 0) -> dict:
+        """A [memory] instant (profile_memory=True): an allocation (nbytes > 0) or a free (< 0)."""
+        ev = {
+            "ph": "i",
+            "cat": "cpu_instant_event",
+            "s": "t",
+            "name": "[memory]",
+            "pid": self.pid,
+            "tid": self.tid,
+            "ts": ts,
+            "args": {
+                "Total Reserved": total_allocated * 2,
+                "Total Allocated": total_allocated,
+                "Bytes": nbytes,
+                "Addr": 140000000 + len(self.events),
+                "Device Type": 1,
+                "Device Id": device,
+            },
+        }
+        self.events.append(ev)
+        return ev
+
     # -- output ----------------------------------------------------------------------------------
     def build(self) -> dict:
         return {**self.meta, "traceEvents": list(self.events)}

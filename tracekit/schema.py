@@ -70,14 +70,18 @@ COLUMNS: tuple[Column, ...] = (
     Column("tid", "tid", pa.int64(), "", "thread id, or stream for device activity"),
     Column("ts_ns", "ts", pa.int64(), "ns", "start time"),
     Column("dur_ns", "dur", pa.int64(), "ns", "duration (0 for instants, flows, metadata)"),
-    Column("device", "args.device", pa.int32(), "", "device index of device activity"),
+    Column(
+        "device", "args.device", pa.int32(), "", "device of device activity (else pid); [memory]: Device Id"
+    ),
     Column("stream", "args.stream", pa.int64(), "", "stream of device activity / cuda_sync"),
     Column("correlation", "args.correlation", pa.int64(), "", "links a runtime call to its activity"),
     Column("external_id", "args.External id", pa.int64(), "", "links a cpu_op to its runtime calls"),
     Column("flow_id", "id", pa.int64(), "", "flow id of s/f events"),
     Column("seq", "args.Sequence number", pa.int64(), "", "autograd sequence number"),
     Column("fwd_tid", "args.Fwd thread id", pa.int64(), "", "forward thread of a backward op"),
-    Column("bytes", "args.bytes", pa.int64(), "bytes", "bytes moved by memcpy / memset"),
+    Column(
+        "bytes", "args.bytes", pa.int64(), "bytes", "bytes moved by memcpy / memset; [memory]: args.Bytes"
+    ),
     Column("sync_kind", "args.cuda_sync_kind", _STR, "", "cuda_sync kind: Stream Sync, Event Sync ..."),
     Column("wait_stream", "args.wait_on_stream", pa.int64(), "", "stream waited on (cuda_sync)"),
     Column("py_id", "args.Python id", pa.int64(), "", "python_function node id"),
@@ -89,6 +93,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("label", "args.name", _STR, "", "process/thread name of M events"),
     Column("step", "-", pa.int32(), "", "derived rows: the step number N of ProfilerStep#N"),
     Column("cause", "-", _STR, "", "idle rows: attributed cause"),
+    Column("total_allocated", "args.Total Allocated", pa.int64(), "bytes", "[memory] instants: allocated"),
+    Column("total_reserved", "args.Total Reserved", pa.int64(), "bytes", "[memory] instants: reserved"),
 )
 
 SCHEMA = pa.schema([pa.field(c.name, c.type) for c in COLUMNS])

@@ -1,0 +1,166 @@
+"""The parser on real traces: HTA's test traces (fixtures/hta, see SOURCES.md) and the H200 probes."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from collections import Counter
+from decimal import Decimal
+from pathlib import Path
+
+import numpy as np
+import pyarrow.compute as pc
+import pytest
+
+from tracekit.parse import parse_paths
+
+ROOT = Path(__file__).resolve().parent.parent
+HTA = ROOT / "fixtures" / "hta"
+SHARED_HTA = ROOT.parent / "shared" / "traces" / "hta"
+H200 = ROOT / "fixtures" / "h200_probe"
+
+TRACES = sorted(HTA.glob("*.json.gz")) + sorted(H200.glob("*.json.gz"))
+SHARED_ONLY = sorted(p for p in SHARED_HTA.glob("*.json.gz") if not (HTA / p.name).exists())
+
+KEPT_X_CATS = {
+    "cpu_op",
+    "user_annotation",
+    "gpu_user_annotation",
+    "python_function",
+    "cuda_runtime",
+    "cuda_driver",
+    "kernel",
+    "gpu_memcpy",
+    "gpu_memset",
+    "cuda_sync",
+}
+_cache: dict[Path, object] = {}
+
+
+def parsed(path: Path):
+    if path not in _cache:
+        _cache[path] = parse_paths([path])
+    return _cache[path]
+
+
+def of_kind(capture, kind: str):
+    t = capture.table
+    return t.filter(pc.equal(t.column("kind").cast("string"), kind))
+
+
+def check_invariants(capture) -> None:
+    """What every parsed capture satisfies, whatever the trace."""
+    events = of_kind(capture, "event")
+    assert events.num_rows > 0
+    assert events.column("ts_ns").null_count == 0
+    steps = of_kind(capture, "step")
+    ranks = set(events.column("rank").to_pylist())
+    assert set(steps.column("rank").to_pylist()) == ranks  # every rank has at least one step
+    assert "gpu_user_annotation" not in set(steps.column("cat").to_pylist())
+    busy = of_kind(capture, "busy").to_pandas()
+    for _, g in busy.groupby(["rank", "device"]):
+        s, e = g.ts_ns.to_numpy(), (g.ts_ns + g.dur_ns).to_numpy()
+        assert (g.dur_ns > 0).all() and (np.diff(s) > 0).all() and (s[1:] > e[:-1]).all()  # disjoint
+    gaps = of_kind(capture, "dispatch_gap").to_pandas()[["rank", "step", "ts_ns", "dur_ns"]]
+    st = steps.to_pandas()[["rank", "step", "ts_ns", "dur_ns"]]
+    assert not st.duplicated(["rank", "step"]).any()
+    m = gaps.merge(st, on=["rank", "step"], suffixes=("", "_w"), how="left", validate="many_to_one")
+    assert m.ts_ns_w.notna().all() and (m.dur_ns > 0).all()
+    assert (m.ts_ns >= m.ts_ns_w).all() and (m.ts_ns + m.dur_ns <= m.ts_ns_w + m.dur_ns_w).all()
+
+
+@pytest.mark.parametrize("path", TRACES + SHARED_ONLY, ids=lambda p: p.name)
+def test_every_real_trace_parses(path):
+    capture = parsed(path)
+    check_invariants(capture)
+    raw = json.loads(gzip.decompress(path.read_bytes()))
+    kept = KEPT_X_CATS | {"Kernel", "Runtime"}
+    want = Counter(e.get("cat") for e in raw["traceEvents"] if e.get("ph") == "X" and e.get("cat") in kept)
+    x = of_kind(capture, "event").filter(pc.equal(of_kind(capture, "event").column("ph").cast("string"), "X"))
+    got = Counter(x.column("cat").cast("string").to_pylist())
+    alias = {"Kernel": "kernel", "Runtime": "cuda_runtime"}
+    assert got == Counter({alias.get(k, k): v for k, v in want.items()})
+
+
+@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name)
+def test_times_match_the_decimal_text_exactly(path):
+    """Every X event's ts/dur in ns equals its JSON text × 1000, read as a decimal (never a float)."""
+    text = gzip.decompress(path.read_bytes()).decode()
+    raw = json.loads(text, parse_float=Decimal)
+    want = sorted(
+        (int(Decimal(e["ts"]) * 1000), int(Decimal(e["dur"]) * 1000), e["name"])
+        for e in raw["traceEvents"]
+        if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "kernel", "cuda_runtime", "Kernel", "Runtime")
+    )
+    ev = of_kind(parsed(path), "event").to_pandas()
+    sub = ev[(ev.ph == "X") & ev.cat.isin(["cpu_op", "kernel", "cuda_runtime"])]
+    got = sorted(zip(sub.ts_ns, sub.dur_ns, sub.name))
+    assert got == want
+
+
+def test_old_kineto_inference_trace():
+    c = parsed(HTA / "inference_rank_1.json.gz")
+    ev = of_kind(c, "event").to_pandas()
+    assert set(ev.cat.dropna()) == {"kernel", "cuda_runtime", "ac2g"}
+    k = ev[ev.cat == "kernel"]
+    assert k.external_id.notna().all() and (k.device == 0).all() and (k.stream == 7).all()
+    assert c.traces[0]["rank"] == 1
+
+
+def test_async_cpu_to_gpu_flows_become_ac2g():
+    ev = of_kind(parsed(HTA / "control.json.gz"), "event").to_pandas()
+    flows = ev[ev.cat == "ac2g"]
+    assert len(flows) == 24692 + 9450 and flows.flow_id.notna().all()
+    assert parsed(HTA / "control.json.gz").traces[0]["rank"] == 3
+
+
+def test_rocm_trace_streams_and_devices():
+    ev = of_kind(parsed(HTA / "mi250_minitoy_train_ROCm6_2_kineto.json.gz"), "event").to_pandas()
+    rt = ev[ev.cat == "cuda_runtime"]
+    assert rt.stream.notna().any() and set(rt.stream.dropna()) == {0}  # written "0x0"
+    assert set(ev[ev.cat == "kernel"].device) == {2}
+
+
+def test_ns_display_unit_trace_is_still_microseconds():
+    c = parsed(HTA / "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz")
+    assert c.traces[0]["metadata"]["displayTimeUnit"] == "ns"
+    assert c.traces[0]["time_unit"] == "us"
+    steps = of_kind(c, "step").to_pandas()
+    assert steps.dur_ns.between(1e6, 60e9).all()  # steps of ms..s, as a µs reading gives
+
+
+def test_triton_driver_launch_and_sync_events():
+    ev = of_kind(parsed(HTA / "triton_example.json.gz"), "event").to_pandas()
+    drv = ev[ev.cat == "cuda_driver"]
+    assert list(drv.name) == ["cuLaunchKernel"] and drv.correlation.notna().all()
+    sync = of_kind(parsed(HTA / "benchmark_result_2869224_1695835535_trace.json.gz"), "event").to_pandas()
+    cs = sync[sync.cat == "cuda_sync"]
+    assert len(cs) == 41 and cs.sync_kind.notna().all() and cs.wait_stream.notna().sum() == 20
+
+
+def test_nccl_collective_args():
+    ev = of_kind(parsed(HTA / "nccl_data.json.gz"), "event").to_pandas()
+    coll = ev[ev.collective.notna()]
+    assert (
+        len(coll) == 48 and set(coll.pg_ranks) == {"[0, 1]", "[]"} and (coll.pg_ranks == "[0, 1]").sum() == 42
+    )
+
+
+def test_sampled_rank_pair_is_one_capture():
+    c = parse_paths([HTA / "sampled_rank-0.json.gz", HTA / "sampled_rank-1.json.gz"])
+    check_invariants(c)
+    steps = of_kind(c, "step").to_pandas()
+    assert sorted(set(steps["rank"])) == [0, 1]
+    names = steps.groupby("rank").name.apply(list).to_dict()
+    assert all(re.fullmatch(r"ProfilerStep#\d+", n) for ns in names.values() for n in ns)
+
+
+def test_h200_probe_steps_and_python_stack():
+    c = parsed(H200 / "sync.pt.trace.json.gz")
+    steps = of_kind(c, "step").to_pandas()
+    assert list(steps.step) == [2, 3, 4]
+    ev = of_kind(c, "event").to_pandas()
+    py = ev[ev.cat == "python_function"]
+    assert len(py) == 611 and py.py_id.notna().all()
+    assert c.traces[0]["metadata"]["cuda_runtime_version"] == 13000
