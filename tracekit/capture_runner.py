@@ -32,7 +32,7 @@ from tracekit.capture.knobs import (
     parse_schedule,
     resolve_knobs,
 )
-from tracekit.capture.session import MANIFEST_NAME, TRACE_SUFFIX
+from tracekit.capture.recorder import MANIFEST_NAME, TRACE_SUFFIX
 from tracekit.capture.workload import knobs_of
 from tracekit.errors import CaptureError, OutputExistsError
 
@@ -153,9 +153,10 @@ def run_capture(
     runs = plan_runs(label, out, list(pythons) or [None], name, force)
     written: list[Path] = []
     for i, run in enumerate(runs, 1):
-        torch_version = interpreters.check_torch(run.interpreter)
+        interpreters.require_torch(run.interpreter)  # the child reports a torch that fails to import
         echo(
-            f"tracekit: [{i}/{len(runs)}] {label} under {run.interpreter.describe()} (torch {torch_version}) "
+            f"tracekit: [{i}/{len(runs)}] {label} under {run.interpreter.describe()} "
+            f"(torch {run.interpreter.torch_version or '?'}) "
             f"→ {run.run_dir}"
         )
         manifest = _run_child(run, workload, script, script_args, device, knobs, sched, force, echo)

@@ -26,7 +26,9 @@ _PROBE = (
     "print(json.dumps({'version': platform.python_version(), "
     "'implementation': platform.python_implementation(), 'executable': sys.executable, "
     "'prefix': sys.prefix, 'free_threaded': bool(sysconfig.get_config_var('Py_GIL_DISABLED')), "
-    "'torch': importlib.util.find_spec('torch') is not None}))"
+    "'torch': importlib.util.find_spec('torch') is not None}))\n"
+    "try:\n    from importlib.metadata import version; print(version('torch'))\n"
+    "except Exception:\n    print('')"
 )
 _PROBE_TIMEOUT_S = 20
 
@@ -41,6 +43,7 @@ class Interpreter:
     prefix: str
     free_threaded: bool
     has_torch: bool  # torch is installed (found on its path); importing it is checked by check_torch
+    torch_version: str = ""  # from the package metadata, without importing torch
 
     @property
     def run_name(self) -> str:
@@ -65,7 +68,9 @@ def probe(path: str) -> Interpreter | None:
     if proc.returncode != 0:
         return None
     try:
-        doc = json.loads(proc.stdout.strip().splitlines()[-1])
+        lines = proc.stdout.splitlines()
+        doc = json.loads(lines[0])
+        torch_version = lines[1].strip() if len(lines) > 1 else ""
     except (ValueError, IndexError):
         return None
     return Interpreter(
@@ -75,6 +80,7 @@ def probe(path: str) -> Interpreter | None:
         prefix=doc["prefix"],
         free_threaded=doc["free_threaded"],
         has_torch=doc["torch"],
+        torch_version=torch_version,
     )
 
 
@@ -217,8 +223,21 @@ def resolve(spec: str | None) -> Interpreter:
     return (with_torch or matches)[0]
 
 
+def _install_hint(interp: Interpreter) -> str:
+    return (
+        f"install it with `{interp.path} -m pip install torch` (CPU-only: add "
+        "--index-url https://download.pytorch.org/whl/cpu), or pick another interpreter with --python"
+    )
+
+
+def require_torch(interp: Interpreter) -> None:
+    """Fail early, without importing it, when torch is not installed in `interp`."""
+    if not interp.has_torch:
+        raise CaptureError(f"{interp.describe()} has no torch; {_install_hint(interp)}")
+
+
 def check_torch(interp: Interpreter) -> str:
-    """Import torch in `interp` and return its version; a CaptureError says how to install it otherwise."""
+    """Import torch in `interp` (seconds) and return its version; a CaptureError says how to install it."""
     code = "import torch, sys; sys.stdout.write(torch.__version__)"
     try:
         proc = subprocess.run(
@@ -228,9 +247,5 @@ def check_torch(interp: Interpreter) -> str:
         raise CaptureError(f"cannot run {interp.describe()}: {exc}") from None
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["(no message)"])[-1]
-        raise CaptureError(
-            f"{interp.describe()} cannot import torch ({last}); install it with "
-            f"`{interp.path} -m pip install torch` (CPU-only: add "
-            "--index-url https://download.pytorch.org/whl/cpu), or pick another interpreter with --python"
-        )
+        raise CaptureError(f"{interp.describe()} cannot import torch ({last}); {_install_hint(interp)}")
     return proc.stdout.strip()

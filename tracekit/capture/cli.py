@@ -29,12 +29,11 @@ from tracekit.capture import api
 from tracekit.capture.knobs import (
     COMMON_KNOBS,
     KnobError,
-    format_schedule,
     parse_assignments,
     parse_schedule,
     resolve_knobs,
 )
-from tracekit.capture.session import (
+from tracekit.capture.recorder import (
     MANIFEST_NAME,
     TRACE_SUFFIX,
     CaptureConfig,
@@ -132,6 +131,17 @@ def _import_torch() -> Any:
     return torch
 
 
+def _cuda_torch() -> Any:
+    torch = _import_torch()
+    if not torch.cuda.is_available():
+        raise CaptureFailure(
+            f"--device cuda, but torch {torch.__version__} in {sys.executable} sees no CUDA device; "
+            "use --device cpu or an interpreter with a CUDA build of torch",
+            EXIT_ENV,
+        )
+    return torch
+
+
 def _capture(args: argparse.Namespace, argv: List[str], script_args: List[str]) -> Dict[str, Any]:
     if bool(args.workload) == bool(args.script):
         raise KnobError("name one built-in WORKLOAD or pass --script train.py (not both)")
@@ -139,14 +149,11 @@ def _capture(args: argparse.Namespace, argv: List[str], script_args: List[str]) 
         raise KnobError("-o RUN_DIR is required")
     schedule = parse_schedule(args.schedule)
     given = parse_assignments(args.sets)
-    torch = _import_torch()
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    if device == "cuda" and not torch.cuda.is_available():
-        raise CaptureFailure(
-            f"--device cuda, but torch {torch.__version__} in {sys.executable} sees no CUDA device; "
-            "use --device cpu or an interpreter with a CUDA build of torch",
-            EXIT_ENV,
-        )
+    torch = None
+    device = args.device
+    if device is None:
+        torch = _import_torch()
+        device = "cuda" if torch.cuda.is_available() else "cpu"
     if args.script:
         script = os.path.abspath(args.script)
         if not os.path.isfile(script):
@@ -165,12 +172,14 @@ def _capture(args: argparse.Namespace, argv: List[str], script_args: List[str]) 
     if not launched:
         _prepare_out(args.out, args.force)
     if nproc > 1 and not launched:
-        if device == "cuda" and nproc > torch.cuda.device_count():
+        # A CPU launcher does not import torch: torchrun and its ranks do (seconds each on a small box).
+        if device == "cuda" and nproc > _cuda_torch().cuda.device_count():
             raise CaptureFailure(
-                f"--set nproc={nproc}, but only {torch.cuda.device_count()} CUDA devices are visible",
+                f"--set nproc={nproc}, but only {_cuda_torch().cuda.device_count()} CUDA devices are visible",
                 EXIT_ENV,
             )
         return _launch_ranks(args, argv, nproc)
+    torch = _cuda_torch() if device == "cuda" else (torch or _import_torch())
     rank = int(os.environ.get("RANK", "0"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     config = CaptureConfig(
@@ -276,21 +285,18 @@ def _launch_ranks(args: argparse.Namespace, argv: List[str], nproc: int) -> Dict
     """Start one process per rank through torch.distributed.run (torchrun) and merge their manifests."""
     forwarded: List[str] = []
     skip = False
-    for i, tok in enumerate(argv):  # the ranks must not write the launcher's --result document
+    for tok in argv:  # the ranks must not write the launcher's --result document
         if skip:
             skip = False
-            continue
-        if tok == "--result":
+        elif tok == "--result":
             skip = True
-            continue
-        if tok.startswith("--result="):
-            continue
-        forwarded.append(tok)
-        del i
+        elif not tok.startswith("--result="):
+            forwarded.append(tok)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1"]
     cmd += [f"--nproc_per_node={nproc}", "-m", "tracekit.capture", *forwarded]
     env = dict(os.environ)
     env[_LAUNCHED_ENV] = "1"
+    env.setdefault("OMP_NUM_THREADS", "1")  # what torchrun picks anyway, without its banner
     sys.stderr.write(f"tracekit.capture: starting {nproc} ranks with torch.distributed.run\n")
     sys.stderr.flush()
     proc = subprocess.Popen(cmd, env=env)
@@ -326,7 +332,3 @@ def _launch_ranks(args: argparse.Namespace, argv: List[str], nproc: int) -> Dict
         if os.path.exists(path):
             os.remove(path)
     return {"status": manifest["status"], "message": manifest["error"] or "", "manifest": manifest}
-
-
-def schedule_arg(schedule: Dict[str, int]) -> str:
-    return format_schedule(schedule)

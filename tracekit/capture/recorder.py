@@ -20,6 +20,7 @@ import json
 import os
 import sys
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, TextIO, Tuple
 
@@ -92,6 +93,9 @@ class Session:
         self.entered = True
         self.started_at = utc_now()
         self.env = environment(self.config.device)
+        # torch.profiler's first start imports torch._inductor (`hasattr(torch, "_inductor")`, torch 2.13:
+        # seconds on a small CPU). Pay that here, before any step is timed.
+        hasattr(torch, "_inductor")
         if self._cuda:
             torch.cuda.reset_peak_memory_stats()
         if self.n_untimed + self.n_timed == 0:
@@ -170,6 +174,8 @@ class Session:
         if self._cuda:
             activities.append(ProfilerActivity.CUDA)
         os.makedirs(self.config.out_dir, exist_ok=True)
+        # One file per cycle is what we want; torch >= 2.5 warns about it once per process.
+        warnings.filterwarnings("ignore", message="Profiler clears events at the end of each cycle")
         self._prof = profile(
             activities=activities,
             schedule=schedule(

@@ -1,0 +1,237 @@
+"""Real CPU captures, end to end: the capture child, its traces and manifest, and the Parquet file."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tracekit.capture_runner import child_env, plan_runs, run_capture
+from tracekit.errors import CaptureError, OutputExistsError
+
+TRACE_NAME = re.compile(r"^rank(\d+)\.\d+\.pt\.trace\.json\.gz$")
+TINY_MLP = {"batch_size": 4, "in_features": 16, "hidden": 32, "layers": 1, "out_features": 8}
+QUICK = {"timing_warmup": 1, "timing_steps": 2}
+MANIFEST_KEYS = {
+    "workload", "knobs", "knobs_set", "schedule", "python", "torch", "device", "host", "started_at",
+    "finished_at", "unprofiled_step_ms", "samples_per_step", "peak_memory_bytes", "ranks", "status",
+    "world_size",
+}  # fmt: skip
+
+
+def _traces(run_dir: Path) -> list[str]:
+    return sorted(p.name for p in run_dir.iterdir() if p.name.endswith(".pt.trace.json.gz"))
+
+
+def _step_names(trace: Path) -> list[str]:
+    doc = json.loads(gzip.decompress(trace.read_bytes()))
+    return sorted(e["name"] for e in doc["traceEvents"] if e.get("name", "").startswith("ProfilerStep#"))
+
+
+def test_heavy_mlp_cpu_capture_writes_logdir_manifest_and_parquet(tmp_path, capfd):
+    # GIVEN a tiny heavy_mlp on CPU with the default schedule (wait=1, warmup=1, active=3, repeat=2)
+    # WHEN it is captured through the library API
+    paths = run_capture("heavy_mlp", tmp_path, device="cpu", knobs={**TINY_MLP, **QUICK})
+    # THEN OUT/heavy_mlp/py3.X/ holds one gzip trace per cycle, named <worker>.<time>.pt.trace.json.gz
+    run = f"py{sys.version_info[0]}.{sys.version_info[1]}"
+    run_dir = tmp_path / "heavy_mlp" / run
+    assert paths == [tmp_path / "heavy_mlp" / f"{run}.parquet"]
+    names = _traces(run_dir)
+    assert len(names) == 2 and all(TRACE_NAME.match(n) for n in names)
+    # each cycle recorded its 3 active steps (steps are counted from the first profiled one)
+    assert [_step_names(run_dir / n) for n in names] == [
+        ["ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"],
+        ["ProfilerStep#7", "ProfilerStep#8", "ProfilerStep#9"],
+    ]
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert set(manifest) >= MANIFEST_KEYS
+    assert manifest["status"] == "ok" and manifest["workload"] == "heavy_mlp"
+    assert manifest["schedule"] == {"wait": 1, "warmup": 1, "active": 3, "repeat": 2, "skip_first": 0}
+    assert manifest["knobs"]["hidden"] == 32 and manifest["knobs"]["amp"] is False  # every knob, resolved
+    assert manifest["knobs_set"]["hidden"] == "32"
+    assert manifest["python"]["version"] == ".".join(map(str, sys.version_info[:3]))
+    assert manifest["python"]["implementation"] and manifest["torch"]["version"]
+    assert manifest["device"] == {"type": "cpu", "name": manifest["device"]["name"], "count": 1}
+    assert manifest["host"]["cpu_count"] == os.cpu_count() and manifest["host"]["os"]
+    assert len(manifest["unprofiled_step_ms"]) == 2 and all(t > 0 for t in manifest["unprofiled_step_ms"])
+    assert manifest["samples_per_step"] == 4 and manifest["peak_memory_bytes"] is None
+    assert manifest["ranks"][0]["traces"] == names
+    assert manifest["ranks"][0]["steps_completed"] == 1 + 2 + 10
+    # progress lines name the interpreter and the step
+    assert f"[{run}] heavy_mlp step 13/13 (profiled active)" in capfd.readouterr().err
+    # AND the Parquet capture holds the events with the manifest in its metadata
+    from tracekit.store import read_capture
+
+    cap = read_capture(paths[0])
+    assert cap.manifest == manifest
+    assert cap.table.num_rows > 0
+
+
+def test_dataloader_train_cpu_capture_with_workers_through_the_cli(tmp_path):
+    # GIVEN dataloader_train with two worker processes and an epoch shorter than the capture
+    from typer.testing import CliRunner
+
+    from tracekit.cli import get_app
+
+    args = ["capture", "dataloader_train", "--device", "cpu", "-o", str(tmp_path), "--name", "w2"]
+    args += ["--schedule", "wait=1,warmup=1,active=2,repeat=1"]
+    for kv in ("dataset_size=64", "batch_size=8", "features=16", "hidden=16", "num_workers=2", "log_every=0"):
+        args += ["--set", kv]
+    for kv in QUICK.items():
+        args += ["--set", "=".join(map(str, kv))]
+    # WHEN it is captured with `tracekit capture`
+    result = CliRunner().invoke(get_app(), args)
+    # THEN the trace shows the multi-process DataLoader and the manifest its throughput figures
+    assert result.exit_code == 0, result.output
+    run_dir = tmp_path / "dataloader_train" / "w2"
+    (name,) = _traces(run_dir)
+    doc = json.loads(gzip.decompress((run_dir / name).read_bytes()))
+    assert any("_MultiProcessingDataLoaderIter.__next__" in e.get("name", "") for e in doc["traceEvents"])
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["knobs"]["num_workers"] == 2 and manifest["knobs"]["pin_memory"] is False
+    assert manifest["samples_per_step"] == 8 and manifest["ranks"][0]["steps_completed"] == 7
+    assert str(tmp_path / "dataloader_train" / "w2.parquet") in result.output
+
+
+def test_existing_outputs_are_not_overwritten_without_force(tmp_path):
+    (tmp_path / "heavy_mlp").mkdir()
+    (tmp_path / "heavy_mlp" / "mine.parquet").write_bytes(b"keep me")
+    with pytest.raises(OutputExistsError, match=r"mine\.parquet exists; pass --force"):
+        plan_runs("heavy_mlp", tmp_path, [None], "mine", force=False)
+    assert plan_runs("heavy_mlp", tmp_path, [None], "mine", force=True)[0].name == "mine"
+    assert (tmp_path / "heavy_mlp" / "mine.parquet").read_bytes() == b"keep me"  # nothing ran yet
+
+
+def test_bad_knob_is_refused_before_anything_runs(tmp_path):
+    with pytest.raises(CaptureError, match=r"heavy_mlp has no knob num_wokers; its knobs are .*batch_size"):
+        run_capture("heavy_mlp", tmp_path, device="cpu", knobs={"num_wokers": 0})
+    with pytest.raises(CaptureError, match=r"--set amp=maybe: expected true or false"):
+        run_capture("heavy_mlp", tmp_path, device="cpu", knobs={"amp": "maybe"})
+    with pytest.raises(CaptureError, match=r"unknown workload 'resnet'"):
+        run_capture("resnet", tmp_path, device="cpu")
+    assert not any(tmp_path.iterdir())
+
+
+SCRIPT = textwrap.dedent(
+    """
+    import sys
+    import torch
+    from tracekit.capture import session, steps
+
+    out, fail_at, sig_at = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    model = torch.nn.Linear(8, 4)
+    seen = 0
+    for i in steps(range(100), samples_per_step=16):
+        if i == fail_at:
+            raise ValueError(f"boom at {i}")
+        if i == sig_at:
+            import os, signal
+            os.kill(os.getpid(), signal.SIGINT)
+        model(torch.randn(16, 8)).sum().backward()
+        seen += 1
+    with session() as s:  # a second session in the same run is a no-op
+        s.step()
+    open(out, "w").write(str(seen))
+    """
+)
+
+
+def _script(tmp_path: Path) -> Path:
+    path = tmp_path / "train.py"
+    path.write_text(SCRIPT)
+    return path
+
+
+def test_script_api_is_a_no_op_without_tracekit(tmp_path):
+    script = _script(tmp_path)
+    seen = tmp_path / "seen.txt"
+    subprocess.run([sys.executable, str(script), str(seen), "-1", "-1"], check=True, env=child_env())
+    assert seen.read_text() == "100"  # every item, nothing stopped the loop
+
+
+def test_script_capture_marks_steps_and_stops_when_the_schedule_is_done(tmp_path):
+    script = _script(tmp_path)
+    seen = tmp_path / "seen.txt"
+    sched = "wait=1,warmup=1,active=2,repeat=1"
+    paths = run_capture(
+        None, tmp_path / "out", device="cpu", knobs=QUICK, schedule=sched, script=script,
+        script_args=[str(seen), "-1", "-1"],
+    )  # fmt: skip
+    assert seen.read_text() == str(1 + 2 + 4)  # timing steps, then wait+warmup+active
+    run_dir = tmp_path / "out" / "train" / f"py{sys.version_info[0]}.{sys.version_info[1]}"
+    (name,) = _traces(run_dir)
+    assert _step_names(run_dir / name) == ["ProfilerStep#2", "ProfilerStep#3"]
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["workload"] == "train" and manifest["samples_per_step"] == 16
+    assert manifest["script"]["args"] == [str(seen), "-1", "-1"]
+    assert paths[0].exists()
+
+
+def test_a_crashing_script_keeps_its_traces_and_shows_its_error(tmp_path, capfd):
+    # GIVEN a script that raises in the first active step of the second profiler cycle
+    script = _script(tmp_path)
+    sched = "wait=1,warmup=1,active=2,repeat=2"  # timing steps 0-2; cycles over 3-6 and 7-10
+    # WHEN it is captured
+    with pytest.raises(CaptureError, match=r"ValueError: boom at 9 .*traces written so far are kept"):
+        run_capture(
+            None, tmp_path / "out", device="cpu", knobs=QUICK, schedule=sched, script=script,
+            script_args=["unused", "9", "-1"], name="crash",
+        )  # fmt: skip
+    # THEN the traceback is shown, the full first cycle and the partial second one are on disk
+    assert 'raise ValueError(f"boom at {i}")' in capfd.readouterr().err
+    run_dir = tmp_path / "out" / "train" / "crash"
+    names = _traces(run_dir)
+    assert [_step_names(run_dir / n) for n in names] == [
+        ["ProfilerStep#2", "ProfilerStep#3"],
+        ["ProfilerStep#6"],
+    ]
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "crashed" and "ValueError: boom at 9" in manifest["error"]
+    assert not (tmp_path / "out" / "train" / "crash.parquet").exists()
+
+
+def test_ctrl_c_stops_the_capture_cleanly_and_keeps_what_was_written(tmp_path):
+    script = _script(tmp_path)
+    run_dir = tmp_path / "run"
+    cmd = [sys.executable, "-m", "tracekit.capture", "--script", str(script), "-o", str(run_dir)]
+    cmd += ["--device", "cpu", "--schedule", "wait=1,warmup=1,active=2,repeat=2"]
+    cmd += ["--set", "timing_warmup=1", "--set", "timing_steps=2", "--", "unused", "-1", "8"]
+    proc = subprocess.run(cmd, env=child_env(), capture_output=True, text=True)
+    assert proc.returncode == 128 + signal.SIGINT, proc.stderr
+    assert "interrupted at step 9" in proc.stderr
+    assert len(_traces(run_dir)) == 1  # the first cycle
+    assert json.loads((run_dir / "manifest.json").read_text())["status"] == "interrupted"
+
+
+def test_cpu_ddp_capture_writes_one_trace_per_rank(tmp_path):
+    # GIVEN heavy_mlp under DDP with 2 gloo processes, rank 1 slowed down
+    knobs = {**TINY_MLP, **QUICK, "nproc": 2, "slow_rank": 1, "slow_ms": 5}
+    # WHEN captured
+    paths = run_capture(
+        "heavy_mlp", tmp_path, device="cpu", knobs=knobs, schedule="wait=1,warmup=1,active=2,repeat=1",
+        name="ddp",
+    )  # fmt: skip
+    # THEN each rank wrote its trace, and the merged manifest lists both ranks
+    run_dir = tmp_path / "heavy_mlp" / "ddp"
+    names = _traces(run_dir)
+    assert sorted(int(TRACE_NAME.match(n).group(1)) for n in names) == [0, 1]
+    for n in names:
+        doc = json.loads(gzip.decompress((run_dir / n).read_bytes()))
+        assert doc["distributedInfo"]["world_size"] == 2
+        assert any(e.get("name") == "gloo:all_reduce" for e in doc["traceEvents"])
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["world_size"] == 2 and [r["rank"] for r in manifest["ranks"]] == [0, 1]
+    assert manifest["global_samples_per_step"] == 8
+    assert not list(run_dir.glob(".manifest.rank*"))
+    from tracekit.store import read_capture
+
+    ranks = set(read_capture(paths[0]).table.column("rank").to_pylist())
+    assert ranks == {0, 1}
