@@ -28,7 +28,7 @@ from tracekit.analysis.events import (
     STATE_NAMES,
     SYNC,
 )
-from tracekit.model import DataLoaderInfo, HostStep, OpStat
+from tracekit.model import HOST_STATES, DataLoaderInfo, HostStep, OpStat
 
 
 @dataclass
@@ -167,7 +167,7 @@ def host_steps(threads: Threads, steps: pd.DataFrame) -> list[HostStep]:
                     step=int(step),
                     start_ns=int(a),
                     dur_ns=int(b - a),
-                    breakdown_ns={name: int(totals[i, code]) for code, name in enumerate(STATE_NAMES)},
+                    breakdown_ns={name: int(totals[i, STATE_NAMES.index(name)]) for name in HOST_STATES},
                     dispatch_gaps=int(g.size),
                     dispatch_gap_ns=int(g.sum()),
                     dispatch_gap_median_ns=int(np.median(g)) if g.size else 0,
