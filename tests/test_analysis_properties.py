@@ -1,0 +1,141 @@
+"""Property tests (Hypothesis): the interval algebra against brute force on a unit grid, and the
+invariants of the whole analysis on random timelines."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.tracebuilder import TraceBuilder
+from tracekit.analysis import analyze, check_invariants
+from tracekit.analysis import intervals as iv
+from tracekit.parse import parse_paths
+
+GRID = 60
+intervals = st.lists(
+    st.tuples(st.integers(0, GRID), st.integers(0, 20)).map(lambda t: (t[0], t[0] + t[1])), max_size=12
+)
+
+
+def cover(ivs, n=GRID + 25) -> np.ndarray:
+    m = np.zeros(n, dtype=bool)
+    for a, b in ivs:
+        m[a:b] = True
+    return m
+
+
+@given(intervals)
+def test_union_matches_brute_force(ivs):
+    s, e = iv.union([a for a, _ in ivs], [b for _, b in ivs])
+    assert np.all(e[:-1] < s[1:])  # disjoint, not touching, sorted
+    assert np.array_equal(cover(zip(s, e)), cover(ivs))
+
+
+@given(intervals, st.lists(st.integers(0, GRID + 20), min_size=2, max_size=6, unique=True))
+def test_gaps_in_windows_is_window_minus_busy(busy, cuts):
+    cuts = sorted(cuts)
+    ws, we = np.array(cuts[:-1]), np.array(cuts[1:])
+    bs, be = iv.union([a for a, _ in busy], [b for _, b in busy])
+    win, gs, ge = iv.gaps_in_windows(bs, be, ws, we)
+    want = cover(zip(ws, we)) & ~cover(busy)
+    assert np.array_equal(cover(zip(gs, ge)), want)
+    assert np.all((gs >= ws[win]) & (ge <= we[win]))
+    assert np.array_equal(iv.total_overlap(bs, be, ws, we), [cover(busy)[a:b].sum() for a, b in zip(ws, we)])
+
+
+@given(
+    st.lists(intervals, min_size=1, max_size=4), st.lists(st.tuples(st.integers(0, GRID), st.integers(0, 30)))
+)
+def test_state_timeline_is_max_priority_cover(families, queries):
+    fam = [
+        (np.array([a for a, _ in f], dtype=np.int64), np.array([b for _, b in f], dtype=np.int64))
+        for f in families
+    ]
+    tl = iv.StateTimeline.build(fam)
+    n = GRID + 25
+    brute = np.zeros(n, dtype=np.int64)
+    for p, f in enumerate(families):
+        brute[cover(f, n)] = p + 1
+    a = np.array([q[0] for q in queries], dtype=np.int64)
+    b = a + np.array([q[1] for q in queries], dtype=np.int64)
+    tot = tl.totals(a, b, len(families) + 1)
+    for i, (x, y) in enumerate(zip(a, b)):
+        assert list(tot[i]) == [int((brute[x:y] == k).sum()) for k in range(len(families) + 1)]
+
+
+@given(intervals)
+def test_innermost_containing_on_nested_family(ivs):
+    # make the family properly nested: keep intervals that nest with all kept so far
+    kept: list[tuple[int, int]] = []
+    for a, b in sorted(ivs, key=lambda t: (t[0], -t[1])):
+        if b > a and all(b <= y or a >= y for x, y in kept if x <= a):
+            kept.append((a, b))
+    s = np.array([a for a, _ in kept], dtype=np.int64)
+    e = np.array([b for _, b in kept], dtype=np.int64)
+    depth = iv.nesting_depth(s, e)
+    t = np.arange(GRID + 25)
+    got = iv.innermost_containing(s, e, depth, t)
+    for x in t:
+        inside = [i for i, (a, b) in enumerate(kept) if a <= x < b]
+        if not inside:
+            assert got[x] == -1
+        else:
+            assert kept[got[x]] == min((kept[i] for i in inside), key=lambda k: k[1] - k[0])
+
+
+# -- whole analysis on random timelines --------------------------------------------------------
+
+kernel = st.tuples(
+    st.integers(0, 400), st.integers(1, 60), st.integers(0, 1), st.integers(0, 1)
+)  # ts dur stream dev
+host_ev = st.tuples(
+    st.sampled_from(["op", "launch", "sync", "dl", "item"]), st.integers(0, 400), st.integers(1, 50)
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    kernels=st.lists(kernel, max_size=15),
+    host=st.lists(host_ev, max_size=15),
+    steps=st.lists(st.integers(1, 450), min_size=1, max_size=3, unique=True),
+    linked=st.lists(st.booleans(), min_size=15, max_size=15),
+)
+def test_random_timelines_keep_the_invariants(kernels, host, steps, linked):
+    t = TraceBuilder()
+    cuts = [0, *sorted(steps)]
+    for n, (a, b) in enumerate(zip(cuts[:-1], cuts[1:]), start=1):
+        t.step(n, a, b)
+    corr = 0
+    for i, (ts, dur, stream, dev) in enumerate(kernels):
+        if linked[i] and host:
+            # a launch record shortly before (or after: clock skew) the kernel
+            corr += 1
+            t.launch(max(0, ts - 7), 3, corr=corr, tid=100 + 100 * (i % 2))
+            t.kernel(f"k{i % 3}", ts, dur, corr=corr, stream=7 + stream, device=dev)
+        else:
+            t.kernel(f"k{i % 3}", ts, dur, stream=7 + stream, device=dev)
+    for kind, ts, dur in host:
+        if kind == "op":
+            t.op("aten::mm", ts, dur)
+        elif kind == "launch":
+            t.runtime("cudaLaunchKernel", ts, dur)
+        elif kind == "sync":
+            t.sync(ts, dur, name="cudaStreamSynchronize")
+        elif kind == "dl":
+            t.dataloader(ts, dur)
+        else:
+            t.op("aten::item", ts, dur)
+    with tempfile.TemporaryDirectory() as d:
+        path = t.write(Path(d) / "r.pt.trace.json")
+        report = analyze(parse_paths([path]))
+    check_invariants(report)
+    for dev in report.devices:
+        for s in dev.samples:
+            assert s.busy_ns + sum(s.idle_ns.values()) == s.dur_ns
+    # the host breakdown also partitions each step
+    for h in report.host.steps:
+        assert sum(h.breakdown_ns.values()) == h.dur_ns
