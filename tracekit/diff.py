@@ -46,7 +46,7 @@ SECTION_TIME = "time"
 SECTION_DEVICE = "device"
 SECTION_IDLE = "idle per step"
 SECTION_HOST = "host per step"
-SECTION_OPS = "framework ops (CPU time per call)"
+SECTION_OPS = "framework ops, CPU time per call"
 
 
 @dataclass(frozen=True)
@@ -102,9 +102,9 @@ class FigureDiff:
             missing = " and ".join(s for s, v in (("A", self.a), ("B", self.b)) if v is None)
             return f"not in {missing}" if missing else "no data"
         if e.shift_ci is None:
-            return "one value each: no interval"
+            return "no interval (one value)"
         if not e.shift_ci.bounded:
-            return "too few steps for an interval"
+            return "too few steps"
         if not e.significant:
             return "no significant change"
         word = self.direction or ""
@@ -149,6 +149,11 @@ class PairDiff:
     comparability: Comparability
     figures: tuple[FigureDiff, ...]
     ops: tuple[FigureDiff, ...]
+    ops_compared: int = 0  # ops that passed the listing threshold; the op intervals are Bonferroni over them
+
+    @property
+    def ops_confidence(self) -> float:
+        return self.ops[0].estimate.confidence if self.ops and self.ops[0].estimate else 0.0
 
     def figure(self, key: str) -> FigureDiff:
         for f in self.figures + self.ops:
@@ -521,21 +526,45 @@ def _figures(a: StepValues, b: StepValues, confidence: float) -> list[FigureDiff
     return out
 
 
-def _op_figures(a: StepValues, b: StepValues, confidence: float, top: int) -> list[FigureDiff]:
+def op_candidates(a: StepValues, b: StepValues) -> list[str]:
+    """Ops in both captures, called in at least OP_MIN_STEPS steps of each, and taking at least
+    OP_MIN_SHARE of the step in one of them."""
     step_a = float(np.mean(a.dur_ns)) if len(a.dur_ns) else 0.0
     step_b = float(np.mean(b.dur_ns)) if len(b.dur_ns) else 0.0
-    candidates = []
+    names = []
     for name in sorted(set(a.ops_per_call_ns) & set(b.ops_per_call_ns)):
-        xa, xb = a.ops_per_call_ns[name], b.ops_per_call_ns[name]
-        if len(xa) < OP_MIN_STEPS or len(xb) < OP_MIN_STEPS:
+        if len(a.ops_per_call_ns[name]) < OP_MIN_STEPS or len(b.ops_per_call_ns[name]) < OP_MIN_STEPS:
             continue
         share_a = a.ops_ns_per_step.get(name, 0.0) / step_a if step_a else 0.0
         share_b = b.ops_ns_per_step.get(name, 0.0) / step_b if step_b else 0.0
-        if max(share_a, share_b) < OP_MIN_SHARE:
-            continue
-        candidates.append(
-            _ranked(f"op:{name}", name, "µs/call", SECTION_OPS, "lower", xa, xb, 1e-3, confidence)
+        if max(share_a, share_b) >= OP_MIN_SHARE:
+            names.append(name)
+    return names
+
+
+def ops_confidence(confidence: float, candidates: int) -> float:
+    """The per-op confidence that keeps the whole op listing at `confidence` (Bonferroni): screening
+    dozens of ops at 95 % each would call some of them changed by chance alone."""
+    return 1.0 - (1.0 - confidence) / max(candidates, 1)
+
+
+def _op_figures(a: StepValues, b: StepValues, confidence: float, top: int) -> list[FigureDiff]:
+    names = op_candidates(a, b)
+    conf = ops_confidence(confidence, len(names))
+    candidates = [
+        _ranked(
+            f"op:{n}",
+            n,
+            "µs/call",
+            SECTION_OPS,
+            "lower",
+            a.ops_per_call_ns[n],
+            b.ops_per_call_ns[n],
+            1e-3,
+            conf,
         )
+        for n in names
+    ]
 
     def order(f: FigureDiff) -> tuple[int, float, str]:
         lr = f.estimate.log_ratio if f.estimate and f.estimate.log_ratio is not None else 0.0
@@ -633,6 +662,7 @@ def diff_pair(
         comparability=comp,
         figures=tuple(_figures(va, vb, confidence)),
         ops=tuple(_op_figures(va, vb, confidence, top_ops)),
+        ops_compared=len(op_candidates(va, vb)),
     )
 
 

@@ -41,7 +41,7 @@ def _num(v: Optional[float]) -> str:
 
 
 def _pct(x: float) -> str:
-    text = f"{x * 100:+.1f}%"
+    text = f"{x * 100:+.0f}%" if abs(x) >= 10 else f"{x * 100:+.1f}%"
     return "+0.0%" if text == "-0.0%" else text
 
 
@@ -74,7 +74,9 @@ def interval_text(f: FigureDiff) -> str:
 
 
 def _label(f: FigureDiff) -> str:
-    return f"{f.label} ({f.unit})" if f.unit else f.label
+    # Backward nodes are named "autograd::engine::evaluate_function: AddmmBackward0": keep the node.
+    label = f.label.replace("autograd::engine::evaluate_function: ", "autograd: ")
+    return f"{label} ({f.unit})" if f.unit else label
 
 
 def _who(c: CaptureInfo) -> str:
@@ -91,13 +93,25 @@ def _sections(pair: PairDiff) -> list[tuple[str, list[FigureDiff]]]:
     """Figures by section, leaving out those that are zero in both captures (say, dataloader idle of a
     model without a DataLoader); `_hidden_line` counts them."""
     out: list[tuple[str, list[FigureDiff]]] = []
-    for f in pair.figures + pair.ops:
+    for f in pair.figures:
         if _zero_both(f):
             continue
         if not out or out[-1][0] != f.section:
             out.append((f.section, []))
         out[-1][1].append(f)
+    if pair.ops:
+        out.append((pair.ops[0].section, list(pair.ops)))
     return out
+
+
+def _ops_line(pair: PairDiff) -> Optional[str]:
+    if not pair.ops:
+        return None
+    return (
+        f"framework ops: the {len(pair.ops)} largest changes of {pair.ops_compared} ops compared; each op's "
+        f"interval is {pair.ops_confidence:.2%} so that the listing as a whole holds at "
+        f"{1 - (1 - pair.ops_confidence) * pair.ops_compared:.0%} (Bonferroni)"
+    )
 
 
 def _hidden_line(pair: PairDiff) -> Optional[str]:
@@ -107,15 +121,22 @@ def _hidden_line(pair: PairDiff) -> Optional[str]:
 
 def _method_line(result: DiffResult) -> str:
     return (
-        f"{result.confidence:.0%} intervals on per-step values (Hodges–Lehmann with the exact Mann–Whitney "
-        "interval; utilisation and total time: bootstrap over steps). Change = B/A − 1. A change is "
-        "significant only when its interval excludes zero."
+        f"A and B: medians of per-step values. Change B/A − 1: the Hodges–Lehmann estimate (median of all "
+        f"step-to-step ratios; in noisy data it can differ from the ratio of the medians) with its "
+        f"{result.confidence:.0%} interval from the exact Mann–Whitney distribution; utilisation and total "
+        "time: ratio of sums, bootstrap over steps. Significant only when the interval excludes zero."
     )
 
 
 def _headline(pair: PairDiff) -> str:
     """One sentence on step time, the figure people ask about first."""
     f = pair.figure("step_time")
+    e = f.estimate
+    if e is not None and e.shift_ci is not None and not e.shift_ci.bounded:
+        return (
+            f"Step time {change_text(f)}, but {e.n_a} and {e.n_b} steps are too few for a {e.confidence:.0%} "
+            "interval: capture more steps (e.g. --schedule wait=1,warmup=1,active=5,repeat=2)."
+        )
     if f.significant:
         speed = "faster" if f.improved else "slower"
         return f"Step time {change_text(f)} {interval_text(f)}: {pair.b.label} is {speed}."
@@ -163,12 +184,12 @@ class TerminalRenderer:
                 console.print(f"  note: {line}")
             console.print("  " + _headline(pair))
             table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-            table.add_column("figure", no_wrap=True, min_width=32)
+            table.add_column("figure", no_wrap=True, min_width=30, max_width=36, overflow="ellipsis")
             for name in (pair.a.label, pair.b.label):
                 table.add_column(name, justify="right", no_wrap=True, min_width=max(8, len(name)))
             table.add_column("change", justify="right", no_wrap=True, min_width=9)
-            table.add_column("interval", justify="right", no_wrap=True, min_width=18)
-            table.add_column("verdict", min_width=14)
+            table.add_column("interval", justify="right", no_wrap=True, min_width=9)
+            table.add_column("verdict", no_wrap=True, min_width=21)
             for section, figures in _sections(pair):
                 table.add_row(Text(section, style="bold"), "", "", "", "", "")
                 for f in figures:
@@ -184,9 +205,9 @@ class TerminalRenderer:
                         Text(f.verdict, style=verdict_style),
                     )
             console.print(table)
-            hidden = _hidden_line(pair)
-            if hidden:
-                console.print("  " + hidden, style="dim")
+            for line in (_ops_line(pair), _hidden_line(pair)):
+                if line:
+                    console.print("  " + line, style="dim")
         console.print(_method_line(result), style="dim")
 
 
@@ -251,6 +272,7 @@ def to_json(result: DiffResult) -> dict[str, Any]:
                 "unchecked": list(p.comparability.unchecked),
                 "figures": [figure_json(f) for f in p.figures],
                 "ops": [figure_json(f) for f in p.ops],
+                "ops_compared": p.ops_compared,
             }
             for p in result.pairs
         ],
@@ -298,9 +320,9 @@ class MarkdownRenderer:
                         f"| {_md(_label(f))} | {_num(f.a)} | {_num(f.b)} | {change_text(f)} | "
                         f"{interval_text(f)} | {verdict} |\n"
                     )
-            hidden = _hidden_line(pair)
-            if hidden:
-                w(f"\n{_md(hidden)}\n")
+            for line in (_ops_line(pair), _hidden_line(pair)):
+                if line:
+                    w(f"\n{_md(line)}\n")
             w("\n")
         w(f"_{_method_line(result)}_\n")
 
