@@ -227,9 +227,16 @@ def split_document(buf: bytes | mmap.mmap, path: Path, *, salvage: bool, gz_trun
         raise TraceFormatError(f"{path}: empty file, not a trace")
     first = view[start : start + 1].tobytes()
     if first not in (b"{", b"["):
+        try:
+            value = _ANY_DECODER.decode(view)
+        except msgspec.DecodeError:
+            raise TraceFormatError(
+                f"{path}: not JSON (starts with {bytes(view[start : start + 12])!r}); "
+                "expected a PyTorch profiler trace (*.pt.trace.json[.gz])"
+            ) from None
         raise TraceFormatError(
-            f"{path}: not JSON (starts with {bytes(view[start : start + 12])!r}); "
-            "expected a PyTorch profiler trace (*.pt.trace.json[.gz])"
+            f"{path}: JSON, but not a Chrome trace (the top level is a {type(value).__name__}, "
+            "expected an object with 'traceEvents')"
         )
     try:
         if first == b"[":

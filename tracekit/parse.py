@@ -50,7 +50,7 @@ def parse_paths(paths: list[Path], *, salvage: bool = False, progress: Optional[
         traces.append(trace)
     events = pa.concat_tables(tables)
     if events.num_rows == 0:
-        names = ", ".join(d for _, d in files)
+        names = ", ".join(str(p) for p, _ in files)
         raise TraceFormatError(f"{names}: no profiler events in the trace; nothing to parse")
     table = pa.concat_tables([events, derive_rows(events)])
     return Capture(table=table, meta={"sources": sources, "traces": traces, "manifest": None})
@@ -116,8 +116,9 @@ def parse_file(
     size = os.path.getsize(path)
     if progress:
         progress(display, 0, size)
-    doc = _decode.split_document(buf, Path(display), salvage=salvage, gz_truncated=gz_truncated)
-    batch, stats = _decode.decode_events(doc.events, where=display)
+    # Errors name the path as the user gave it; the capture's metadata keeps only `display`.
+    doc = _decode.split_document(buf, path, salvage=salvage, gz_truncated=gz_truncated)
+    batch, stats = _decode.decode_events(doc.events, where=str(path))
     unit = time_unit(doc.metadata, stats)
     rank = rank_of(doc.metadata, display)
     table, dropped = _to_schema(pa.Table.from_batches([batch]), rank=rank, unit=unit)

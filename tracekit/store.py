@@ -54,7 +54,7 @@ class Capture:
             }
         )
         by_kind = {row["values"]: row["counts"] for row in pc.value_counts(kind).to_pylist() if row["values"]}
-        cats = pc.value_counts(pc.fill_null(_decoded(events, "cat"), "(none)")).to_pylist()
+        cats = pc.value_counts(pc.fill_null(_decoded(events, "cat"), "(no cat)")).to_pylist()
         by_cat = dict(sorted(((row["values"], row["counts"]) for row in cats), key=lambda x: (-x[1], x[0])))
         ranks = sorted(set(t.column("rank").to_pylist()) - {None})
         return {
@@ -120,7 +120,7 @@ def read_meta(path: Path) -> dict:
         raise InputNotFound(f"{path}: no such file")
     try:
         schema = pq.read_schema(path)
-    except (pa.ArrowInvalid, OSError) as exc:
+    except (pa.ArrowException, OSError) as exc:
         raise CaptureFileError(f"{path}: not a Parquet file ({exc})") from None
     raw = (schema.metadata or {}).get(METADATA_KEY)
     if raw is None:
@@ -154,6 +154,6 @@ def read_capture(path: Path, columns: list[str] | None = None) -> Capture:
     meta = read_meta(path)
     try:
         table = pq.read_table(path, columns=columns)
-    except (pa.ArrowInvalid, OSError) as exc:
+    except (pa.ArrowException, OSError) as exc:
         raise CaptureFileError(f"{path}: cannot read capture ({exc})") from None
     return Capture(table=table, meta=meta, path=path)

@@ -1,0 +1,73 @@
+"""`tracekit info`: what a capture holds, as text and as JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.tracebuilder import TraceBuilder
+from tracekit.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+PROBE = ROOT / "fixtures" / "h200_probe" / "mlp.pt.trace.json.gz"
+
+
+def run(argv: list[str], capsys) -> tuple[int, str, str]:
+    try:
+        main(argv)
+        code = 0
+    except SystemExit as exc:
+        code = exc.code or 0
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_info_json_of_a_parsed_capture(tmp_path, capsys):
+    out = tmp_path / "c.parquet"
+    assert run(["parse", str(PROBE), "-o", str(out)], capsys)[0] == 0
+    code, stdout, _ = run(["info", str(out), "--json"], capsys)
+    assert code == 0
+    doc = json.loads(stdout)
+    assert doc["schema_version"] == 1 and doc["manifest"] is None
+    assert doc["ranks"] == [0] and doc["devices"] == [{"rank": 0, "device": 0}]
+    assert [s["name"] for s in doc["steps"]] == ["ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"]
+    assert doc["rows_by_kind"] == {"event": 2405, "step": 3, "busy": 243, "dispatch_gap": 215}
+    assert doc["events_by_cat"]["kernel"] == 237 and doc["events_by_cat"]["cpu_op"] == 1170
+    [trace] = doc["traces"]
+    assert trace["device_names"] == ["NVIDIA H200"] and trace["cuda_runtime_version"] == 13000
+    assert doc["sources"][0]["path"] == PROBE.name
+
+
+def test_info_text(tmp_path, capsys):
+    for r in (0, 1):
+        t = TraceBuilder(rank=r, world_size=2)
+        t.step(5, 0, 1000)
+        t.step(6, 1000, 3000)
+        t.kernel("k", 10, 20)
+        t.write(tmp_path / f"rank{r}.json")
+    code, stdout, _ = run(["info", str(tmp_path)], capsys)
+    assert code == 0
+    lines = stdout.splitlines()
+    assert lines[0] == str(tmp_path)  # parsed on the fly: no schema line
+    assert "manifest: none (parsed from profiler traces, not captured by tracekit)" in lines
+    assert "ranks: 0, 1" in lines
+    assert "devices: rank 0 device 0, rank 1 device 0" in lines
+    assert "steps: 4" in lines
+    assert (
+        "  rank 1: 2 step(s), ProfilerStep#5 .. ProfilerStep#6; step time mean 1.500 ms, min 1.000, max 2.000"
+        in lines
+    )
+    assert "rows by kind: event 8, step 4, busy 2" in lines
+
+
+def test_info_cpu_only_and_errors(tmp_path, capsys):
+    t = TraceBuilder()
+    t.op("aten::add", 0, 5)
+    trace = t.write(tmp_path / "cpu.json")
+    code, stdout, _ = run(["info", str(trace)], capsys)
+    assert code == 0 and "devices: none (no device activity: a CPU-only capture)" in stdout
+    code, _, err = run(["info", str(tmp_path / "missing.parquet")], capsys)
+    assert (
+        code == 2
+        and err.strip() == f"tracekit: error: {tmp_path / 'missing.parquet'}: no such file or folder"
+    )

@@ -1,0 +1,138 @@
+"""Capture files: parse → Parquet → read loses nothing; atomic writes; version and ownership checks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.tracebuilder import TraceBuilder
+from tracekit.errors import CaptureFileError, InputNotFound, OutputExistsError
+from tracekit.parse import parse_paths
+from tracekit.schema import METADATA_KEY, SCHEMA, SCHEMA_VERSION
+from tracekit.store import read_capture, read_meta, write_capture
+
+# Times with up to three decimals, as Kineto writes them, up to ~1.7e15 µs (epoch µs).
+TIMES = st.decimals(min_value=0, max_value=1_800_000_000_000_000, places=3, allow_nan=False)
+DURS = st.decimals(min_value=0, max_value=10_000_000, places=3, allow_nan=False)
+
+
+@st.composite
+def traces(draw) -> TraceBuilder:
+    t = TraceBuilder(rank=draw(st.none() | st.integers(0, 64)))
+    corr = 0
+    for _ in range(draw(st.integers(0, 3))):
+        a = draw(TIMES)
+        t.step(draw(st.integers(0, 10**6)), a, a + draw(DURS))
+    for _ in range(draw(st.integers(1, 8))):
+        kind = draw(st.sampled_from(["op", "kernel", "launch", "memory", "python"]))
+        ts, dur = draw(TIMES), draw(DURS)
+        if kind == "op":
+            t.op(draw(st.text(min_size=1, max_size=6)), ts, dur, tid=draw(st.sampled_from([None, 7])))
+        elif kind == "kernel":
+            t.kernel(
+                "k", ts, dur, corr=corr, device=draw(st.integers(0, 7)), stream=draw(st.integers(0, 2**40))
+            )
+        elif kind == "launch":
+            t.launch(ts, dur, corr=corr)
+        elif kind == "memory":
+            t.memory(ts, draw(st.integers(-(2**40), 2**40)), draw(st.integers(0, 2**50)))
+        else:
+            t.python("f.py(1): g", ts, dur, py_id=draw(st.integers(0, 10**6)))
+    return t
+
+
+def _write(t: TraceBuilder, path: Path) -> Path:
+    # Write the Decimal times as JSON numbers with their exact text.
+    doc = t.build()
+    text = json.dumps(doc, default=lambda d: f"@@{d}@@").replace('"@@', "").replace('@@"', "")
+    path.write_text(text)
+    return path
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(t=traces())
+def test_parse_write_read_loses_nothing(tmp_path, t):
+    trace = _write(t, tmp_path / "t.pt.trace.json")
+    capture = parse_paths([trace])
+    out = write_capture(capture, tmp_path / "c.parquet", force=True)
+    back = read_capture(out)
+    assert back.table.schema.remove_metadata() == SCHEMA
+    assert back.table.to_pylist() == capture.table.cast(SCHEMA).to_pylist()
+    assert back.meta["sources"] == capture.meta["sources"]
+    assert back.meta["traces"] == json.loads(json.dumps(capture.meta["traces"]))
+    assert back.meta["schema_version"] == SCHEMA_VERSION
+    # and the times are the exact decimal text × 1000
+    want = sorted(int(e["ts"] * 1000) for e in t.events if e["ph"] != "M")
+    got = sorted(r["ts_ns"] for r in back.table.to_pylist() if r["kind"] == "event" and r["ph"] != "M")
+    assert got == want
+
+
+def _capture(tmp_path: Path):
+    t = TraceBuilder()
+    t.step(1, 0, 10)
+    t.kernel("k", 1, 2)
+    return parse_paths([t.write(tmp_path / "t.pt.trace.json")])
+
+
+def test_existing_output_is_kept_without_force(tmp_path):
+    out = tmp_path / "c.parquet"
+    out.write_bytes(b"precious")
+    with pytest.raises(OutputExistsError, match="--force"):
+        write_capture(_capture(tmp_path), out)
+    assert out.read_bytes() == b"precious"
+    write_capture(_capture(tmp_path), out, force=True)
+    assert read_capture(out).table.num_rows > 0
+
+
+def test_failed_write_leaves_no_file(tmp_path, monkeypatch):
+    out = tmp_path / "c.parquet"
+
+    def boom(*args, **kwargs):
+        Path(args[1]).write_bytes(b"half a file")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pq, "write_table", boom)
+    with pytest.raises(KeyboardInterrupt):
+        write_capture(_capture(tmp_path), out)
+    assert not out.exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["t.pt.trace.json"]  # no temp file left
+
+
+def _rewrite_meta(path: Path, **changes) -> None:
+    table = pq.read_table(path)
+    meta = json.loads(table.schema.metadata[METADATA_KEY])
+    meta.update(changes)
+    pq.write_table(table.replace_schema_metadata({METADATA_KEY: json.dumps(meta).encode()}), path)
+
+
+def test_newer_schema_version_names_the_version(tmp_path):
+    out = write_capture(_capture(tmp_path), tmp_path / "c.parquet")
+    _rewrite_meta(out, schema_version=SCHEMA_VERSION + 7)
+    with pytest.raises(CaptureFileError, match=f"version {SCHEMA_VERSION + 7} needs a newer tracekit"):
+        read_capture(out)
+
+
+def test_older_schema_version_says_reparse(tmp_path):
+    out = write_capture(_capture(tmp_path), tmp_path / "c.parquet")
+    _rewrite_meta(out, schema_version=0)
+    with pytest.raises(CaptureFileError, match="re-parse"):
+        read_meta(out)
+
+
+def test_parquet_that_is_not_ours(tmp_path):
+    other = tmp_path / "other.parquet"
+    pq.write_table(pa.table({"a": [1, 2]}), other)
+    with pytest.raises(CaptureFileError, match="not a tracekit capture"):
+        read_capture(other)
+    junk = tmp_path / "junk.parquet"
+    junk.write_bytes(b"PAR1 not really")
+    with pytest.raises(CaptureFileError, match="not a Parquet file"):
+        read_capture(junk)
+    with pytest.raises(InputNotFound):
+        read_capture(tmp_path / "missing.parquet")
