@@ -1,0 +1,130 @@
+"""`tracekit diff` as users run it, on the real H200 probe traces (fixtures/h200_probe/): different
+workloads are called not comparable, a capture against itself changes nothing, errors are one line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tracekit.cli import get_app, main
+
+PROBE = Path(__file__).resolve().parent.parent / "fixtures" / "h200_probe"
+MLP = str(PROBE / "mlp.pt.trace.json.gz")
+SYNC = str(PROBE / "sync.pt.trace.json.gz")
+TINY = str(PROBE / "tiny.pt.trace.json.gz")
+
+
+def _run(*args: str):
+    return CliRunner().invoke(get_app(), ["diff", *args], catch_exceptions=False)
+
+
+def _main(capsys, *args: str) -> tuple[int, str, str]:
+    """Through `main()`, the one place errors become messages."""
+    try:
+        main(["diff", *args])
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(scope="module")
+def probe_json() -> dict:
+    result = _run(MLP, SYNC, TINY, "--json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+def test_different_workloads_are_not_comparable(probe_json):
+    for pair in probe_json["pairs"]:
+        assert pair["comparable"] is False
+        assert pair["summary"].startswith("NOT comparable: framework op calls per step overlap")
+        assert any("no capture manifest" in u for u in pair["unchecked"])
+    assert [p["b"] for p in probe_json["pairs"]] == ["sync", "tiny"]
+
+
+def test_real_gpu_figures_are_there(probe_json):
+    keys = {f["key"] for f in probe_json["pairs"][0]["figures"]}
+    assert {"step_time", "gpu_util_mean", "gpu_util_peak", "idle", "idle.sync", "dispatch_gap"} <= keys
+    mlp, sync = probe_json["compositions"][:2]
+    assert mlp["kind"] == "device"
+    # the sync probe spends its steps draining the queue: its sync idle dwarfs the MLP's
+    assert sync["ms_per_step"]["sync"] > 10 * mlp["ms_per_step"]["sync"]
+    # 3 profiled steps each: the rank test cannot give a 95 % interval, so nothing is called significant
+    pair = probe_json["pairs"][0]
+    step = next(f for f in pair["figures"] if f["key"] == "step_time")
+    assert step["verdict"] == "too few steps" and not step["significant"]
+
+
+def test_a_real_capture_against_itself_changes_nothing():
+    result = _run(MLP, MLP, "--json")
+    doc = json.loads(result.output)
+    pair = doc["pairs"][0]
+    assert pair["comparable"] is True and pair["differences"] == []
+    for f in pair["figures"] + pair["ops"]:
+        assert f["shift"] == 0.0, f["key"]
+        assert f["log_ratio"] in (None, 0.0), f["key"]
+        assert not f["significant"], f["key"]
+
+
+def test_terminal_and_markdown(tmp_path):
+    text = _run(MLP, SYNC, "--width", "120").output
+    assert "sync against mlp" in text
+    assert "NOT comparable" in text
+    assert "too few steps" in text
+    md = _run(MLP, SYNC, "--markdown").output
+    assert md.startswith("### sync against mlp")
+    assert "| figure | mlp | sync | change | interval | verdict |" in md
+
+
+def test_labels_and_plot(tmp_path):
+    png = tmp_path / "probe.png"
+    result = _run(MLP, SYNC, "--label", "compute", "--label", "item", "--plot", str(png))
+    assert result.exit_code == 0
+    assert "item against compute" in result.output
+    assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_plot_is_not_overwritten_without_force(tmp_path, capsys):
+    png = tmp_path / "p.png"
+    png.write_bytes(b"mine")
+    code, out, err = _main(capsys, MLP, SYNC, "--plot", str(png))
+    assert code == 2 and "exists; pass --force" in err and "Traceback" not in err
+    assert png.read_bytes() == b"mine"
+    code, _, _ = _main(capsys, MLP, SYNC, "--plot", str(png), "--force")
+    assert code == 0 and png.read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        ((MLP,), "at least two captures"),
+        ((MLP, "no/such/trace.json"), "no such file"),
+        ((MLP, SYNC, "--json", "--markdown"), "choose one"),
+        ((MLP, SYNC, "--label", "only-one"), "one per capture"),
+        ((MLP, SYNC, "--plot", "out.svg"), "PNG"),
+        ((MLP, SYNC, "--confidence", "1.5"), "confidence"),
+    ],
+)
+def test_mistakes_are_one_line_errors(capsys, args, message):
+    code, _, err = _main(capsys, *args)
+    assert code == 2
+    assert message in err
+    assert "Traceback" not in err
+
+
+def test_python_dash_m_tracekit_diff():
+    proc = subprocess.run(
+        [sys.executable, "-m", "tracekit", "diff", MLP, MLP, "--markdown"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "- comparable" in proc.stdout
