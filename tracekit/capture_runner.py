@@ -242,7 +242,7 @@ def _run_child(
         raise CaptureError(
             f"{run.name}: the workload failed under {where}: {message.splitlines()[-1]} "
             f"(its traceback is above); traces written so far are kept in {run.run_dir} "
-            f"(`tracekit parse {run.run_dir}` reads them)"
+            f"(`tracekit parse {run.run_dir}/*{TRACE_SUFFIX}` reads them)"
         )
     raise CaptureError(f"{run.name}: capture under {where} failed: {message}")
 

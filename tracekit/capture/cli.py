@@ -96,7 +96,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     except KeyboardInterrupt:
         result.update(status="interrupted", message="interrupted before the capture started")
         code = EXIT_INTERRUPTED
-    if code and result.get("message") and result["status"] == "error":
+    if code and result.get("message") and result["status"] == "error" and not args.result:
         sys.stderr.write(f"tracekit.capture: error: {result['message']}\n")
     if args.result:
         write_json(args.result, result)
