@@ -1,0 +1,209 @@
+"""Event files (written with TensorBoard's classes, read back with its loader) and `tracekit view`."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tracekit.analysis import analyze
+from tracekit.errors import InputNotFound, OutputExistsError
+from tracekit.model import CAUSES, HOST_STATES
+from tracekit.parse import load_capture
+from tracekit.tensorboard import (
+    EVENT_GLOB,
+    TEXT_TAG,
+    event_files,
+    read_events,
+    report_scalars,
+    write_events,
+    write_run_summaries,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+PROBE = ROOT / "fixtures" / "h200_probe"
+
+
+def make_logdir(tmp: Path, names: tuple[str, ...] = ("mlp", "sync")) -> Path:
+    """The probe traces laid out as `tracekit capture` lays out OUT: OUT/<workload>/<run>/<file>."""
+    for name in names:
+        run = tmp / "probe" / name
+        run.mkdir(parents=True)
+        shutil.copy(PROBE / f"{name}.pt.trace.json.gz", run / f"h200.{name}.pt.trace.json.gz")
+    return tmp
+
+
+# -- the writer ------------------------------------------------------------------------------------------
+
+
+def test_events_round_trip_through_tensorboards_loader(tmp_path):
+    # GIVEN two steps of scalars and a markdown text
+    scalars = {3: {"step_time_ms": 12.5, "idle_ms/sync": 0.25}, 2: {"step_time_ms": 11.0}}
+    # WHEN written and read back with TensorBoard's EventFileLoader
+    path = write_events(tmp_path, scalars, {TEXT_TAG: "# report\n\n| a | b |"})
+    got, texts = read_events(tmp_path)
+    # THEN every value is there at its step, and the file is tracekit's own
+    assert path.name.endswith(".tracekit") and path.parent == tmp_path
+    assert got == {"step_time_ms": [(2, 11.0), (3, 12.5)], "idle_ms/sync": [(3, 0.25)]}
+    assert texts == {TEXT_TAG: "# report\n\n| a | b |"}
+
+
+def test_rewrite_replaces_only_tracekits_event_files(tmp_path):
+    foreign = tmp_path / "events.out.tfevents.1.host.1.0"  # e.g. the user's own SummaryWriter
+    foreign.write_bytes(b"")
+    first = write_events(tmp_path, {1: {"x": 1.0}})
+    second = write_events(tmp_path, {1: {"x": 2.0}})
+    assert event_files(tmp_path) == [second] and not first.exists() or first == second
+    assert foreign.exists()
+    assert read_events(tmp_path)[0] == {"x": [(1, 2.0)]}
+    # no temporary folder is left beside the run
+    assert [p.name for p in tmp_path.parent.iterdir() if p.name.startswith(f".{tmp_path.name}.")] == []
+
+
+# -- from a real report ----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def dataloader_report():
+    return analyze(load_capture(PROBE / "dataloader.pt.trace.json.gz"))
+
+
+def test_report_scalars_match_the_report_samples(dataloader_report):
+    report = dataloader_report
+    (dev,) = report.devices
+    rows = report_scalars(report)[""]
+    assert sorted(rows) == [s.step for s in dev.samples]
+    for s in dev.samples:
+        row = rows[s.step]
+        assert row["step_time_ms"] == s.dur_ns / 1e6
+        assert row["gpu_utilization"] == pytest.approx(s.busy_ns / s.dur_ns)
+        assert sum(row[f"idle_ms/{c}"] for c in CAUSES) == pytest.approx(row["idle_ms/total"])
+        # busy + idle is the step (DESIGN.md invariant), seen through the scalars
+        assert row["gpu_utilization"] * row["step_time_ms"] + row["idle_ms/total"] == pytest.approx(
+            row["step_time_ms"]
+        )
+    # the DataLoader probe sleeps 0.5 ms per sample, 32 samples per batch: its idle is dataloader time
+    assert all(rows[s]["idle_ms/dataloader"] > 10 for s in rows)
+    host = {h.step: h for h in report.host.steps}
+    for step, row in rows.items():
+        assert row["dispatch_gap_ms"] == host[step].dispatch_gap_ns / 1e6
+        assert sum(row[f"host/{k}_ms"] for k in HOST_STATES) == pytest.approx(host[step].dur_ns / 1e6)
+
+
+def test_write_run_summaries_beside_the_traces(tmp_path, dataloader_report):
+    run = make_logdir(tmp_path, ("dataloader",)) / "probe" / "dataloader"
+    (path,) = write_run_summaries(run, dataloader_report)
+    assert path.parent == run
+    scalars, texts = read_events(run)
+    tags = set(scalars)
+    assert {
+        "step_time_ms",
+        "gpu_utilization",
+        "idle_ms/total",
+        "collective_wait_ms",
+        "dispatch_gap_ms",
+    } <= tags
+    assert {f"idle_ms/{c}" for c in CAUSES} <= tags
+    assert "dataloader" in texts[TEXT_TAG] and texts[TEXT_TAG].startswith("# ")
+    with pytest.raises(OutputExistsError, match="--force"):
+        write_run_summaries(run, dataloader_report, force=False)
+    write_run_summaries(run, dataloader_report, force=True)
+    assert len(list(run.glob(EVENT_GLOB))) == 1
+
+
+def test_write_run_summaries_needs_the_folder(tmp_path, dataloader_report):
+    with pytest.raises(InputNotFound, match="no-such"):
+        write_run_summaries(tmp_path / "no-such", dataloader_report)
+
+
+# -- tracekit view ----------------------------------------------------------------------------------------
+
+
+def _get(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return json.loads(r.read())
+
+
+def start_view(logdir: Path, *extra: str) -> tuple[subprocess.Popen, str]:
+    """`python -m tracekit view LOGDIR` as a user runs it; returns the process and its address."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tracekit", "view", str(logdir), *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    line = proc.stdout.readline()
+    if not line.startswith("TensorBoard at http://127.0.0.1:"):
+        proc.kill()
+        raise AssertionError(f"view printed {line!r}; stderr: {proc.stderr.read()[-2000:]}")
+    return proc, line.split()[2]
+
+
+def stop_view(proc: subprocess.Popen) -> tuple[int, str]:
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=30)
+    return proc.returncode, out
+
+
+def wait_for(fn, timeout_s: float = 60.0):
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = fn()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(0.5)
+
+
+def test_view_serves_scalars_and_profiler_runs_on_localhost(tmp_path, dataloader_report):
+    logdir = make_logdir(tmp_path, ("dataloader", "mlp"))
+    write_run_summaries(logdir / "probe" / "dataloader", dataloader_report)
+    proc, url = start_view(logdir)
+    try:
+        assert url.startswith("http://127.0.0.1:")
+        want = ["probe/dataloader", "probe/mlp"]
+        runs = wait_for(lambda: _get(url + "data/plugin/pytorch_profiler/runs")["runs"] == want)
+        assert runs, _get(url + "data/plugin/pytorch_profiler/runs")
+        tags = wait_for(lambda: _get(url + "data/plugin/scalars/tags"))
+        assert "idle_ms/dataloader" in tags["probe/dataloader"]
+        q = urllib.parse.urlencode({"run": "probe/dataloader", "tag": "step_time_ms"})
+        points = _get(url + f"data/plugin/scalars/scalars?{q}")
+        steps = [p[1] for p in points]
+        assert steps == [s.step for s in dataloader_report.devices[0].samples]
+    finally:
+        rc, out = stop_view(proc)
+    assert rc == 0 and "stopped" in out
+
+
+def test_view_port_option_and_sigterm(tmp_path):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc, url = start_view(make_logdir(tmp_path, ("mlp",)), "--port", str(port))
+    assert url == f"http://127.0.0.1:{port}/"
+    proc.terminate()
+    assert proc.wait(timeout=30) == 0
+
+
+def test_view_missing_folder_is_one_line(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "tracekit", "view", str(tmp_path / "nope")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert "nope: no such directory" in proc.stderr and "Traceback" not in proc.stderr

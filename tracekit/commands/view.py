@@ -1,0 +1,32 @@
+"""`tracekit view OUT`: TensorBoard on the capture folder, bound to localhost, until Ctrl-C."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+import typer
+
+from tracekit.cli import app
+
+
+@app.command()
+def view(
+    logdir: Path = typer.Argument(..., help="The OUT folder of `tracekit capture` (a TensorBoard logdir)."),
+    port: int = typer.Option(0, "--port", help="Port on 127.0.0.1; 0 picks a free one."),
+) -> None:
+    """Open captures in TensorBoard: tracekit's scalars and report, and the PyTorch Profiler tab."""
+    from tracekit.tensorboard import TensorBoardServer, find_trace_runs, iter_event_runs
+
+    server = TensorBoardServer(logdir, port=port)
+    # A plain `kill` stops it as Ctrl-C does, so the profiler plugin's loader processes are shut down too.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    url = server.start()
+    traces, events = len(find_trace_runs(logdir)), len(list(iter_event_runs(logdir)))
+    typer.echo(f"TensorBoard at {url} ({traces} trace runs, {events} tracekit runs); Ctrl-C stops it")
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        typer.echo("stopped")
