@@ -56,7 +56,7 @@ def test_state_timeline_is_max_priority_cover(families, queries):
         for f in families
     ]
     tl = iv.StateTimeline.build(fam)
-    n = GRID + 25
+    n = GRID + 31  # covers every query [a, a + 30]
     brute = np.zeros(n, dtype=np.int64)
     for p, f in enumerate(families):
         brute[cover(f, n)] = p + 1

@@ -212,7 +212,7 @@ def _idle_frame(all_gaps: list[DeviceGaps], steps: pd.DataFrame) -> pd.DataFrame
                     "step": rsteps[g.win[g.p_gap]] if g.p_gap.size else np.zeros(0, np.int64),
                     "ts_ns": g.p_start,
                     "dur_ns": g.p_end - g.p_start,
-                    "cause": np.asarray(CAUSES, dtype=object)[g.p_cause],
+                    "cause": pd.Categorical.from_codes(g.p_cause, categories=pd.Index(CAUSES, dtype=object)),
                 }
             )
         )

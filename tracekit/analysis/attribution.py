@@ -96,8 +96,8 @@ def attribute_device(
     step_tid = steps["tid"].to_numpy(np.int64)[win]
     pid = np.where(has_l, launches["pid"].to_numpy(np.int64)[li] if len(launches) else 0, step_pid)
     tid = np.where(has_l, launches["tid"].to_numpy(np.int64)[li] if len(launches) else 0, step_tid)
-    keys = pd.MultiIndex.from_arrays([pid, tid])
-    thread_code, uniq = pd.factorize(keys)
+    uniq, thread_code = np.unique(np.stack([pid, tid], axis=1), axis=0, return_inverse=True)
+    thread_code = thread_code.reshape(-1)
     thread_keys = [(rank, int(p), int(t)) for p, t in uniq]
 
     # Rule 2, queued: L ended at or before a, so K was already queued when the device went idle.

@@ -85,75 +85,136 @@ _COLUMNS = (
 )
 
 
-def _strings(col: pd.Series) -> pd.Series:
-    return col.astype(object).where(col.notna(), None)
+def dict_codes(col: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """A string column as (int codes, -1 for null; categories as an object array), one dictionary."""
+    if not pa.types.is_dictionary(col.type):
+        col = pc.dictionary_encode(col)
+    col = col.unify_dictionaries()
+    if col.num_chunks == 0:
+        return np.zeros(0, np.int64), np.zeros(0, object)
+    cats = np.asarray(col.chunks[0].dictionary.to_pylist(), dtype=object)
+    codes = np.concatenate(
+        [c.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64) for c in col.chunks]
+    )
+    return codes, cats
+
+
+def _classify(codes: np.ndarray, cats: np.ndarray, pred) -> np.ndarray:
+    """Row mask of a predicate on category strings, evaluated once per category."""
+    m = np.array([bool(pred(c)) for c in cats] + [False], dtype=bool)
+    return m[np.where(codes >= 0, codes, len(cats))]
+
+
+def _ints(t: pa.Table, name: str, fill: int = 0) -> np.ndarray:
+    return t[name].fill_null(fill).to_numpy().astype(np.int64, copy=False)
+
+
+def _floats(t: pa.Table, name: str) -> np.ndarray:
+    """An integer column with nulls as float64 NaN (ids: exact below 2**53)."""
+    return np.asarray(t[name].to_numpy(zero_copy_only=False), dtype=np.float64)
 
 
 def load_frames(table: pa.Table) -> Frames:
-    """Split the capture table into host/device/step/launch frames."""
+    """Split the capture table into host/device/step/launch frames (vectorised; strings stay
+    categorical and are classified once per distinct value)."""
     names = [c for c in _COLUMNS if c in table.column_names]
-    t = table.select(names)
-    kind = pc.cast(t["kind"], pa.string())
-    ev = t.filter(pc.and_(pc.equal(kind, S.KIND_EVENT), pc.equal(pc.cast(t["ph"], pa.string()), "X")))
-    df = ev.to_pandas()
-    for c in ("rank", "pid", "tid", "ts_ns", "dur_ns"):
-        df[c] = df[c].fillna(0).astype(np.int64)
-    df["end"] = df["ts_ns"] + df["dur_ns"].clip(lower=0)
-    df = df.rename(columns={"ts_ns": "ts"})
-    cat = df["cat"].astype(str)
-
-    dev_mask = cat.isin(S.DEVICE_ACTIVITY_CATS)
-    dev = df.loc[
-        dev_mask, ["rank", "pid", "tid", "ts", "end", "cat", "name", "correlation", "device", "stream"]
-    ]
-    dev = dev.assign(
-        device=dev["device"].fillna(dev["pid"]).astype(np.int64),
-        stream=dev["stream"].fillna(dev["tid"]).astype(np.int64),
-        cat=dev["cat"].astype(str),
-        name=_strings(dev["name"]),
+    t = table.select(names).unify_dictionaries()
+    kcodes, kcats = dict_codes(t["kind"])
+    pcodes, pcats = dict_codes(t["ph"])
+    keep = _classify(kcodes, kcats, lambda v: v == S.KIND_EVENT) & _classify(
+        pcodes, pcats, lambda v: v == "X"
     )
-    dev["nccl"] = dev["name"].str.contains(NCCL_RE, na=False)
-    dev = dev.sort_values(["rank", "device", "ts", "end"], kind="stable").reset_index(drop=True)
+    ev = t.filter(pa.array(keep))
+    ccodes, ccats = dict_codes(ev["cat"])
+    ncodes, ncats = dict_codes(ev["name"])
+    name = pd.Categorical.from_codes(ncodes, categories=pd.Index(ncats, dtype=object), validate=False)
+    ts = _ints(ev, "ts_ns")
+    end = ts + np.maximum(_ints(ev, "dur_ns"), 0)
+    rank, pid, tid = _ints(ev, "rank"), _ints(ev, "pid"), _ints(ev, "tid")
+    correlation = _floats(ev, "correlation")
+
+    is_dev = _classify(ccodes, ccats, lambda v: v in S.DEVICE_ACTIVITY_CATS)
+    di = np.flatnonzero(is_dev)
+    device_col = _floats(ev, "device")
+    stream_col = _floats(ev, "stream")
+    dev = pd.DataFrame(
+        {
+            "rank": rank[di],
+            "pid": pid[di],
+            "tid": tid[di],
+            "ts": ts[di],
+            "end": end[di],
+            "cat": pd.Categorical.from_codes(
+                ccodes[di], categories=pd.Index(ccats, dtype=object), validate=False
+            ),
+            "name": name[di],
+            "correlation": correlation[di],
+            "device": np.where(np.isnan(device_col[di]), pid[di], np.nan_to_num(device_col[di])).astype(
+                np.int64
+            ),
+            "stream": np.where(np.isnan(stream_col[di]), tid[di], np.nan_to_num(stream_col[di])).astype(
+                np.int64
+            ),
+            "nccl": _classify(ncodes, ncats, NCCL_RE.search)[di],
+        }
+    )
+    order = np.lexsort(
+        (dev["end"].to_numpy(), dev["ts"].to_numpy(), dev["device"].to_numpy(), dev["rank"].to_numpy())
+    )
+    dev = dev.iloc[order].reset_index(drop=True)
 
     host_cats = (S.CAT_CPU_OP, S.CAT_RUNTIME, S.CAT_DRIVER, S.CAT_USER_ANNOTATION, S.CAT_PYTHON_FUNCTION)
-    host = df.loc[cat.isin(host_cats)].copy()
-    host["cat"] = host["cat"].astype(str)
-    host_name = host["name"].astype("category")
-    cats = host_name.cat.categories.astype(str)
-    sync_call_cat = np.array([is_sync_call(n) for n in cats], dtype=bool)
-    sync_op_cat = np.isin(cats, list(SYNC_OPS))
-    dl_cat = np.array([bool(DATALOADER_RE.match(n)) for n in cats], dtype=bool)
-    codes = host_name.cat.codes.to_numpy()
-    valid = codes >= 0
-    cc = np.where(valid, codes, 0)
-    is_sync_call_ev = valid & sync_call_cat[cc] if cats.size else np.zeros(len(host), bool)
-    is_sync_op = valid & sync_op_cat[cc] if cats.size else np.zeros(len(host), bool)
-    is_dl = valid & dl_cat[cc] if cats.size else np.zeros(len(host), bool)
-    hc = host["cat"].to_numpy()
-    runtime = (hc == S.CAT_RUNTIME) | (hc == S.CAT_DRIVER)
-    cpu_op = hc == S.CAT_CPU_OP
+    hi = np.flatnonzero(_classify(ccodes, ccats, lambda v: v in host_cats))
+    cat_of = np.append(ccats, None)[np.where(ccodes[hi] >= 0, ccodes[hi], len(ccats))]
+    runtime = (cat_of == S.CAT_RUNTIME) | (cat_of == S.CAT_DRIVER)
+    cpu_op = cat_of == S.CAT_CPU_OP
+    hn = ncodes[hi]
+    is_sync_call_ev = _classify(hn, ncats, is_sync_call)
+    is_sync_op = _classify(hn, ncats, lambda v: v in SYNC_OPS)
+    is_dl = _classify(hn, ncats, lambda v: DATALOADER_RE.match(v))
     has_device = bool(len(dev))
-    state = np.full(
-        len(host), -1, dtype=np.int8
-    )  # -1: no state of its own (python_function, other annotations)
+    state = np.full(hi.size, -1, dtype=np.int8)  # -1: no state of its own (python_function, annotations)
     state[cpu_op] = FRAMEWORK
     state[runtime] = LAUNCH
     # An aten::item on a CPU tensor does not wait for a device: sync ops count only when there is one.
     state[(runtime & is_sync_call_ev) | (cpu_op & is_sync_op & has_device)] = SYNC
-    state[(hc == S.CAT_USER_ANNOTATION) & is_dl] = DATALOADER
-    host["state"] = state
-    host["name"] = _strings(host["name"])
-    host = host.sort_values(["rank", "pid", "tid", "ts", "end"], ascending=[True, True, True, True, False])
-    host = host.reset_index(drop=True)
+    state[(cat_of == S.CAT_USER_ANNOTATION) & is_dl] = DATALOADER
+    host = pd.DataFrame(
+        {
+            "rank": rank[hi],
+            "pid": pid[hi],
+            "tid": tid[hi],
+            "ts": ts[hi],
+            "end": end[hi],
+            "state": state,
+            "cat": pd.Categorical.from_codes(
+                ccodes[hi], categories=pd.Index(ccats, dtype=object), validate=False
+            ),
+            "name": name[hi],
+            "correlation": correlation[hi],
+        }
+    )
+    for col in ("py_id", "py_parent"):
+        if col in ev.column_names:
+            host[col] = _floats(ev, col)[hi]
 
-    launches = host.loc[
-        runtime_mask(host) & host["correlation"].notna(),
-        ["rank", "correlation", "pid", "tid", "ts", "end", "name"],
-    ]
-    launches = launches.assign(correlation=launches["correlation"].astype(np.int64))
+    lm = runtime & ~np.isnan(correlation[hi])
+    launches = pd.DataFrame(
+        {
+            "rank": rank[hi][lm],
+            "correlation": correlation[hi][lm].astype(np.int64),
+            "pid": pid[hi][lm],
+            "tid": tid[hi][lm],
+            "ts": ts[hi][lm],
+            "end": end[hi][lm],
+        }
+    )
     # cuLaunchKernel inside cudaLaunchKernelExC may repeat a correlation: keep the outermost call.
-    launches = launches.sort_values(["rank", "correlation", "ts"]).drop_duplicates(["rank", "correlation"])
-    launches = launches.reset_index(drop=True)
+    order = np.lexsort(
+        (launches["ts"].to_numpy(), launches["correlation"].to_numpy(), launches["rank"].to_numpy())
+    )
+    launches = launches.iloc[order]
+    launches = launches[~launches.duplicated(["rank", "correlation"])].reset_index(drop=True)
 
     steps = _steps(t, host, dev)
     return Frames(
@@ -170,10 +231,11 @@ def _peak_memory(table: pa.Table) -> dict[tuple[int, int], int]:
     """Peak allocated bytes per (rank, device) from [memory] instants (profile_memory=True)."""
     if "total_allocated" not in table.column_names:
         return {}
-    t = table.select(["name", "rank", "device", "total_allocated"])
-    t = t.filter(
-        pc.and_(pc.equal(pc.cast(t["name"], pa.string()), "[memory]"), pc.is_valid(t["total_allocated"]))
-    )
+    valid = pc.is_valid(table["total_allocated"])
+    if not pc.any(valid).as_py():
+        return {}
+    t = table.select(["name", "rank", "device", "total_allocated"]).filter(valid)
+    t = t.filter(pc.equal(pc.cast(t["name"], pa.string()), "[memory]"))
     if t.num_rows == 0:
         return {}
     df = t.select(["rank", "device", "total_allocated"]).to_pandas().dropna()
@@ -193,8 +255,8 @@ def _steps(t: pa.Table, host: pd.DataFrame, dev: pd.DataFrame) -> pd.DataFrame:
     """Step windows per rank: the parser's step rows; else ProfilerStep#N annotations; else one step
     spanning the rank's events (DESIGN.md "Words"). Windows of one rank are made disjoint (a window is
     cut at the next one's start)."""
-    kind = pc.cast(t["kind"], pa.string())
-    rows = t.filter(pc.equal(kind, S.KIND_STEP)).to_pandas()
+    kcodes, kcats = dict_codes(t["kind"])
+    rows = t.filter(pa.array(_classify(kcodes, kcats, lambda v: v == S.KIND_STEP))).to_pandas()
     if len(rows):
         steps = pd.DataFrame(
             {
@@ -209,7 +271,8 @@ def _steps(t: pa.Table, host: pd.DataFrame, dev: pd.DataFrame) -> pd.DataFrame:
             }
         )
     else:
-        ann = host[(host["cat"] == S.CAT_USER_ANNOTATION) & host["name"].astype(str).str.match(_STEP_RE)]
+        ann = host[host["cat"] == S.CAT_USER_ANNOTATION]
+        ann = ann[ann["name"].astype(str).str.match(_STEP_RE)]
         steps = pd.DataFrame(
             {
                 "rank": ann["rank"],

@@ -69,20 +69,20 @@ def build_thread(
     families[0] = (np.concatenate([families[0][0], wait_s]), np.concatenate([families[0][1], wait_e]))
     timeline = iv.StateTimeline.build(families, default=default)
     sm = st == SYNC
-    om = st >= FRAMEWORK
-    om &= (ev["cat"] == "cpu_op").to_numpy()
-    names = ev["name"].to_numpy(object)
+    is_op = (ev["cat"] == "cpu_op").to_numpy()
+    om = (st >= FRAMEWORK) & is_op
+    names = ev["name"].array
     return Thread(
         timeline=timeline,
         sync_s=s[sm],
         sync_e=e[sm],
         sync_depth=iv.nesting_depth(s[sm], e[sm]),
-        sync_name=names[sm],
-        sync_is_call=(ev["cat"] != "cpu_op").to_numpy()[sm],
+        sync_name=np.asarray(names[sm], dtype=object),
+        sync_is_call=~is_op[sm],
         op_s=s[om],
         op_e=e[om],
         op_depth=iv.nesting_depth(s[om], e[om]),
-        op_name=names[om],
+        op_name=np.asarray(names[om], dtype=object),
         wait_s=wait_s,
         wait_e=wait_e,
     )
@@ -105,7 +105,10 @@ class Threads:
             (int(k[0]), int(k[1]), int(k[2])): g for k, g in host.groupby(["rank", "pid", "tid"], sort=False)
         }
         ops = host[host["cat"] == "cpu_op"]
-        eng = ops[ops["name"].astype(str).str.startswith(ENGINE_OP_PREFIX)]
+        cats = ops["name"].cat.categories
+        is_engine = np.array([str(c).startswith(ENGINE_OP_PREFIX) for c in cats] + [False], dtype=bool)
+        codes = ops["name"].cat.codes.to_numpy()
+        eng = ops[is_engine[np.where(codes >= 0, codes, len(cats))]]
         self.engine = {
             (int(r), int(p), int(t)) for r, p, t in eng[["rank", "pid", "tid"]].drop_duplicates().to_numpy()
         }
@@ -156,9 +159,11 @@ def host_steps(threads: Threads, steps: pd.DataFrame) -> list[HostStep]:
         we = grp["end"].to_numpy(np.int64)
         totals = th.timeline.totals(ws, we, len(STATE_NAMES))
         gwin, gs, ge = dispatch_gaps(th, ws, we)
-        glen = ge - gs
-        for i, (step, a, b) in enumerate(zip(grp["step"], ws, we)):
-            g = glen[gwin == i]
+        order = np.lexsort((ge - gs, gwin))
+        gwin, glen = gwin[order], (ge - gs)[order]
+        bounds = np.searchsorted(gwin, np.arange(len(ws) + 1))
+        for i, (step, a, b) in enumerate(zip(grp["step"], ws, we)):  # one loop per step
+            g = glen[bounds[i] : bounds[i + 1]]
             out.append(
                 HostStep(
                     rank=int(rank),
@@ -170,11 +175,21 @@ def host_steps(threads: Threads, steps: pd.DataFrame) -> list[HostStep]:
                     breakdown_ns={name: int(totals[i, STATE_NAMES.index(name)]) for name in HOST_STATES},
                     dispatch_gaps=int(g.size),
                     dispatch_gap_ns=int(g.sum()),
-                    dispatch_gap_median_ns=int(np.median(g)) if g.size else 0,
-                    dispatch_gap_p95_ns=int(np.percentile(g, 95)) if g.size else 0,
+                    dispatch_gap_median_ns=_quantile_sorted(g, 0.5),
+                    dispatch_gap_p95_ns=_quantile_sorted(g, 0.95),
                 )
             )
     return out
+
+
+def _quantile_sorted(g: np.ndarray, q: float) -> int:
+    """np.percentile's linear interpolation on an already sorted array, as an int (ns)."""
+    if g.size == 0:
+        return 0
+    pos = q * (g.size - 1)
+    lo = int(np.floor(pos))
+    hi = min(lo + 1, g.size - 1)
+    return int(g[lo] + (g[hi] - g[lo]) * (pos - lo))
 
 
 def dispatch_gaps(th: Thread, ws: np.ndarray, we: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -210,48 +225,40 @@ def dispatch_gaps(th: Thread, ws: np.ndarray, we: np.ndarray) -> tuple[np.ndarra
 
 def op_stats(host: pd.DataFrame, steps: pd.DataFrame) -> list[OpStat]:
     """Calls and inclusive CPU time per framework op name and step (ops starting inside a step window
-    of their rank, on any host thread)."""
+    of their rank, on any host thread). Vectorised over name codes × steps."""
     ops = host[host["cat"] == "cpu_op"]
     if not len(ops) or not len(steps):
         return []
-    parts = []
+    all_steps = np.array(sorted(steps["step"].unique()), dtype=np.int64)
+    cats = ops["name"].cat.categories
+    codes_all = ops["name"].cat.codes.to_numpy().astype(np.int64)
+    calls = np.zeros((len(cats), all_steps.size), dtype=np.int64)
+    ns = np.zeros((len(cats), all_steps.size), dtype=np.int64)
     for rank, grp in steps.groupby("rank"):  # one loop per rank
-        o = ops[ops["rank"] == rank]
+        m = (ops["rank"] == rank).to_numpy() & (codes_all >= 0)
+        t = ops["ts"].to_numpy(np.int64)[m]
+        dur = ops["end"].to_numpy(np.int64)[m] - t
         ws = grp["ts"].to_numpy(np.int64)
         we = grp["end"].to_numpy(np.int64)
-        t = o["ts"].to_numpy(np.int64)
         wi = np.searchsorted(ws, t, side="right") - 1
         ok = wi >= 0
         wk = np.where(ok, wi, 0)
         ok &= t < we[wk]
-        parts.append(
-            pd.DataFrame(
-                {
-                    "name": o["name"].to_numpy(object)[ok],
-                    "step": grp["step"].to_numpy(np.int64)[wk[ok]],
-                    "dur": (o["end"] - o["ts"]).to_numpy(np.int64)[ok],
-                }
-            )
+        col = np.searchsorted(all_steps, grp["step"].to_numpy(np.int64)[wk[ok]])
+        np.add.at(calls, (codes_all[m][ok], col), 1)
+        np.add.at(ns, (codes_all[m][ok], col), dur[ok])
+    used = np.flatnonzero(calls.sum(axis=1))
+    used = used[np.argsort(-ns[used].sum(axis=1), kind="stable")]
+    steps_t = tuple(int(s) for s in all_steps)
+    return [
+        OpStat(
+            name=str(cats[c]),
+            steps=steps_t,
+            calls_per_step=tuple(int(x) for x in calls[c]),
+            ns_per_step=tuple(int(x) for x in ns[c]),
         )
-    df = pd.concat(parts, ignore_index=True)
-    if not len(df):
-        return []
-    agg = df.groupby(["name", "step"], sort=True)["dur"].agg(["size", "sum"]).reset_index()
-    all_steps = tuple(int(s) for s in sorted(steps["step"].unique()))
-    out = []
-    for name, g in agg.groupby("name", sort=False):
-        calls = dict(zip(g["step"], g["size"]))
-        ns = dict(zip(g["step"], g["sum"]))
-        out.append(
-            OpStat(
-                name=str(name),
-                steps=all_steps,
-                calls_per_step=tuple(int(calls.get(s, 0)) for s in all_steps),
-                ns_per_step=tuple(int(ns.get(s, 0)) for s in all_steps),
-            )
-        )
-    out.sort(key=lambda o: -sum(o.ns_per_step))
-    return out
+        for c in used
+    ]
 
 
 def dataloader_info(host: pd.DataFrame, n_steps: int) -> DataLoaderInfo | None:

@@ -160,7 +160,8 @@ class StateTimeline:
         pts = [np.array([NEG_INF, POS_INF], dtype=I64)]
         for s, e in families:
             pts += [as_i64(s), as_i64(e)]
-        bounds = np.unique(np.concatenate(pts))
+        bounds = np.sort(np.concatenate(pts))
+        bounds = bounds[np.concatenate([[True], bounds[1:] != bounds[:-1]])]
         mids = bounds[:-1]
         state = np.full(mids.size, default, dtype=np.int8)
         for p, (s, e) in enumerate(families):
