@@ -259,3 +259,30 @@ def test_relative_change_display_is_derived_from_the_log_ratio():
     assert f.estimate.log_ratio == pytest.approx(math.log(1.25))
     back = diff_pair(gpu_report([x * 1.25 for x in SLOW]), gpu_report(SLOW)).figure("step_time")
     assert back.change == pytest.approx(-0.2)  # +25 % one way is −20 % the other; the log ratio negates
+
+
+def test_several_ranks_step_time_is_the_slowest_rank_and_idle_the_mean():
+    from dataclasses import replace
+
+    from tracekit.model import DeviceReport
+
+    r0 = gpu_report([10.0, 10.0, 10.0, 10.0], {"sync": [1.0] * 4})
+    r1 = gpu_report([12.0, 12.0, 12.0, 12.0], {"sync": [3.0] * 4})
+    dev1 = r1.devices[0]
+    dev1 = DeviceReport(
+        rank=1,
+        device=0,
+        samples=tuple(replace(s, rank=1, collective_wait_ns=2_000_000) for s in dev1.samples),
+        name=dev1.name,
+    )
+    both = Report(capture={}, devices=(r0.devices[0], dev1), host=r0.host)
+    v = step_values(both)
+    assert list(v.dur_ns) == [12e6] * 4
+    assert list(v.idle_ns["sync"]) == [2e6] * 4
+    assert list(v.collective_wait_ns) == [1e6] * 4
+    pair = diff([both, both]).pairs[0]
+    assert pair.figure("collective_wait").a == pytest.approx(1.0)
+    assert pair.comparability.comparable
+    # one rank against two: not comparable, and said so
+    comp = diff_pair(r0, both).comparability
+    assert not comp.comparable and "ranks: 1 vs 2" in comp.summary()

@@ -128,3 +128,54 @@ def test_python_dash_m_tracekit_diff():
     )
     assert proc.returncode == 0, proc.stderr
     assert "- comparable" in proc.stdout
+
+
+def test_real_diff_is_exactly_antisymmetric():
+    ab = json.loads(_run(MLP, SYNC, "--json").output)["pairs"][0]
+    ba = json.loads(_run(SYNC, MLP, "--json").output)["pairs"][0]
+    assert [f["key"] for f in ab["figures"]] == [f["key"] for f in ba["figures"]]
+    for fab, fba in zip(ab["figures"] + ab["ops"], ba["figures"] + ba["ops"]):
+        assert (fab["a"], fab["b"]) == (fba["b"], fba["a"])
+        assert fab["shift"] == -fba["shift"], fab["key"]
+        if fab["log_ratio"] is not None:
+            assert fab["log_ratio"] == -fba["log_ratio"], fab["key"]
+
+
+def test_stored_analysis_is_used_when_this_tracekit_wrote_it(tmp_path, monkeypatch):
+    import tracekit.analysis as analysis
+    from tracekit.analysis.store import store_report
+    from tracekit.commands.diff import load_report
+    from tracekit.parse import load_capture, parse_to_file
+    from tracekit.store import write_capture
+
+    paths = []
+    for trace in (MLP, SYNC):
+        path = tmp_path / Path(trace).name.replace(".pt.trace.json.gz", ".parquet")
+        parse_to_file([Path(trace)], path)
+        capture = load_capture(path)
+        store_report(capture, analysis.analyze(capture))
+        paths.append(str(path))
+    before = json.loads(_run(MLP, SYNC, "--json").output)
+
+    def no_analysis(_capture):
+        raise AssertionError("analysed again instead of using the stored analysis")
+
+    monkeypatch.setattr(analysis, "analyze", no_analysis)
+    after = json.loads(_run(*paths, "--json").output)
+    # the diff from the stored analyses is the diff from fresh ones
+    assert after["pairs"][0]["figures"] == before["pairs"][0]["figures"]
+    assert after["pairs"][0]["ops"] == before["pairs"][0]["ops"]
+
+    # stored by another tracekit version: analysed again
+    import tracekit
+
+    with monkeypatch.context() as m:
+        m.setattr(tracekit, "__version__", "0.0.0-other")
+        with pytest.raises(AssertionError, match="analysed again"):
+            load_report(Path(paths[0]))
+    # a stored report of another report version: analysed again
+    capture = load_capture(Path(paths[0]))
+    capture.meta["analysis"]["tracekit_report"] = 999
+    write_capture(capture, Path(paths[0]), force=True)
+    with pytest.raises(AssertionError, match="analysed again"):
+        load_report(Path(paths[0]))

@@ -384,7 +384,7 @@ class PlotRenderer:
             text = f"{total:.3g} ms"
             if i:
                 f = result.pairs[i - 1].figure("step_time")
-                text += f"\n{change_text(f)}" + (" (significant)" if f.significant else " (noise)")
+                text += f"\n{change_text(f)}" + (" (significant)" if f.significant else " (not significant)")
             ax.text(i, total + top * 0.02, text, ha="center", va="bottom", fontsize=8)
         ax.set_xticks(list(xs), [c.label for c in comps])
         ax.set_ylabel("mean time per step (ms)")
