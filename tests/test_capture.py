@@ -150,11 +150,14 @@ def _script(tmp_path: Path) -> Path:
     return path
 
 
-def test_script_api_is_a_no_op_without_tracekit(tmp_path):
-    script = _script(tmp_path)
-    seen = tmp_path / "seen.txt"
-    subprocess.run([sys.executable, str(script), str(seen), "-1", "-1"], check=True, env=child_env())
-    assert seen.read_text() == "100"  # every item, nothing stopped the loop
+def test_script_api_is_a_no_op_without_tracekit():
+    # outside `python -m tracekit.capture --script` nothing is pending: the API changes nothing
+    from tracekit.capture import NullSession, session, steps
+
+    assert list(steps(range(100))) == list(range(100))
+    with session(samples_per_step=8) as s:
+        assert isinstance(s, NullSession) and s.done is False and s.knobs == {}
+        s.step()
 
 
 def test_script_capture_marks_steps_and_stops_when_the_schedule_is_done(tmp_path):
@@ -235,3 +238,18 @@ def test_cpu_ddp_capture_writes_one_trace_per_rank(tmp_path):
 
     ranks = set(read_capture(paths[0]).table.column("rank").to_pylist())
     assert ranks == {0, 1}
+
+
+def test_a_regular_install_puts_only_tracekit_and_workloads_on_the_childs_path(tmp_path, monkeypatch):
+    import tracekit
+    from tracekit.capture_runner import capture_env
+
+    site = tmp_path / "lib" / "python3.11" / "site-packages"
+    for pkg in ("tracekit", "workloads", "numpy"):
+        (site / pkg).mkdir(parents=True)
+    monkeypatch.setattr(tracekit, "__file__", str(site / "tracekit" / "__init__.py"))
+    with capture_env() as env:
+        first = Path(env["PYTHONPATH"].split(os.pathsep)[0])
+        assert first != site and sorted(p.name for p in first.iterdir()) == ["tracekit", "workloads"]
+        assert (first / "workloads").resolve() == site / "workloads"
+    assert not first.exists()

@@ -19,9 +19,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
 import tracekit
 from tracekit import interpreters
@@ -55,15 +56,34 @@ class Run:
     parquet: Path
 
 
-def child_env() -> dict[str, str]:
-    """The environment of a capture child: tracekit's parent folder first on PYTHONPATH."""
-    root = str(Path(tracekit.__file__).resolve().parent.parent)
+def child_env(root: str | Path | None = None) -> dict[str, str]:
+    """The environment of a capture child: `root` (default: tracekit's parent folder) first on PYTHONPATH."""
+    root = str(root or Path(tracekit.__file__).resolve().parent.parent)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
         [root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     )
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env
+
+
+@contextmanager
+def capture_env() -> Iterator[dict[str, str]]:
+    """`child_env()`, made safe for a non-editable install.
+
+    From a source checkout or an editable install, tracekit's parent folder is the repository root. From a
+    regular install it is this environment's site-packages, which must not land on another interpreter's
+    path (its compiled packages would shadow the target's); the child then gets a temporary folder holding
+    only links to the `tracekit` and `workloads` packages.
+    """
+    root = Path(tracekit.__file__).resolve().parent.parent
+    if root.name not in ("site-packages", "dist-packages"):
+        yield child_env(root)
+        return
+    with tempfile.TemporaryDirectory(prefix="tracekit-path-") as tmp:
+        for pkg in ("tracekit", "workloads"):
+            os.symlink(root / pkg, Path(tmp) / pkg)
+        yield child_env(tmp)
 
 
 def plan_runs(
@@ -187,6 +207,14 @@ def _child_command(
     return cmd
 
 
+def _has_fileno() -> bool:
+    try:
+        sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        return False
+    return True
+
+
 def _knob_text(value: object) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
@@ -210,18 +238,20 @@ def _run_child(
     result_path = Path(tmp)
     cmd = _child_command(run, workload, script, script_args, device, knobs, sched, result_path)
     try:
-        proc = subprocess.Popen(cmd, env=child_env())
-        try:
-            rc = proc.wait()
-        except KeyboardInterrupt:
-            # The child got the same SIGINT; let it close the profiler and write its manifest.
+        # The child's stdout (a workload's own prints) goes to stderr: stdout carries only the results.
+        with capture_env() as env:
+            proc = subprocess.Popen(cmd, env=env, stdout=sys.stderr.fileno() if _has_fileno() else None)
             try:
-                proc.wait(timeout=_INTERRUPT_GRACE_S)
-            except (subprocess.TimeoutExpired, KeyboardInterrupt):
-                proc.kill()
-                proc.wait()
-            echo(f"tracekit: interrupted; traces written so far are kept in {run.run_dir}")
-            raise
+                rc = proc.wait()
+            except KeyboardInterrupt:
+                # The child got the same SIGINT; let it close the profiler and write its manifest.
+                try:
+                    proc.wait(timeout=_INTERRUPT_GRACE_S)
+                except (subprocess.TimeoutExpired, KeyboardInterrupt):
+                    proc.kill()
+                    proc.wait()
+                echo(f"tracekit: interrupted; traces written so far are kept in {run.run_dir}")
+                raise
         try:
             result = json.loads(result_path.read_text() or "{}")
         except ValueError:

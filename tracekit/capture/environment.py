@@ -67,7 +67,19 @@ def device_info(device: str) -> Dict[str, Any]:
             "total_memory_bytes": int(props.total_memory),
             "multi_processor_count": int(props.multi_processor_count),
         }
-    return {"type": "cpu", "name": platform.processor() or platform.machine(), "count": 1}
+    return {"type": "cpu", "name": cpu_name(), "count": 1}
+
+
+def cpu_name() -> str:
+    """The CPU model ("AMD EPYC 9654 96-Core Processor"), else the architecture."""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def environment(device: str) -> Dict[str, Any]:
