@@ -96,9 +96,12 @@ def attribute_device(
     step_tid = steps["tid"].to_numpy(np.int64)[win]
     pid = np.where(has_l, launches["pid"].to_numpy(np.int64)[li] if len(launches) else 0, step_pid)
     tid = np.where(has_l, launches["tid"].to_numpy(np.int64)[li] if len(launches) else 0, step_tid)
-    uniq, thread_code = np.unique(np.stack([pid, tid], axis=1), axis=0, return_inverse=True)
-    thread_code = thread_code.reshape(-1)
-    thread_keys = [(rank, int(p), int(t)) for p, t in uniq]
+    pcode, puniq = pd.factorize(pid)
+    tcode, tuniq = pd.factorize(tid)
+    thread_code, combo = pd.factorize(pcode.astype(np.int64) * max(len(tuniq), 1) + tcode)
+    thread_keys = [
+        (rank, int(puniq[c // max(len(tuniq), 1)]), int(tuniq[c % max(len(tuniq), 1)])) for c in combo
+    ]
 
     # Rule 2, queued: L ended at or before a, so K was already queued when the device went idle.
     #

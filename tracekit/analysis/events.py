@@ -106,7 +106,10 @@ def _classify(codes: np.ndarray, cats: np.ndarray, pred) -> np.ndarray:
 
 
 def _ints(t: pa.Table, name: str, fill: int = 0) -> np.ndarray:
-    return t[name].fill_null(fill).to_numpy().astype(np.int64, copy=False)
+    col = t[name]
+    if col.null_count:
+        col = col.fill_null(fill)
+    return col.to_numpy().astype(np.int64, copy=False)
 
 
 def _floats(t: pa.Table, name: str) -> np.ndarray:
@@ -124,7 +127,7 @@ def load_frames(table: pa.Table) -> Frames:
     keep = _classify(kcodes, kcats, lambda v: v == S.KIND_EVENT) & _classify(
         pcodes, pcats, lambda v: v == "X"
     )
-    ev = t.filter(pa.array(keep))
+    ev = t  # rows are picked by index below: cheaper than filtering every column
     ccodes, ccats = dict_codes(ev["cat"])
     ncodes, ncats = dict_codes(ev["name"])
     name = pd.Categorical.from_codes(ncodes, categories=pd.Index(ncats, dtype=object), validate=False)
@@ -133,20 +136,15 @@ def load_frames(table: pa.Table) -> Frames:
     rank, pid, tid = _ints(ev, "rank"), _ints(ev, "pid"), _ints(ev, "tid")
     correlation = _floats(ev, "correlation")
 
-    is_dev = _classify(ccodes, ccats, lambda v: v in S.DEVICE_ACTIVITY_CATS)
+    is_dev = keep & _classify(ccodes, ccats, lambda v: v in S.DEVICE_ACTIVITY_CATS)
     di = np.flatnonzero(is_dev)
     device_col = _floats(ev, "device")
     stream_col = _floats(ev, "stream")
     dev = pd.DataFrame(
         {
             "rank": rank[di],
-            "pid": pid[di],
-            "tid": tid[di],
             "ts": ts[di],
             "end": end[di],
-            "cat": pd.Categorical.from_codes(
-                ccodes[di], categories=pd.Index(ccats, dtype=object), validate=False
-            ),
             "name": name[di],
             "correlation": correlation[di],
             "device": np.where(np.isnan(device_col[di]), pid[di], np.nan_to_num(device_col[di])).astype(
@@ -164,7 +162,7 @@ def load_frames(table: pa.Table) -> Frames:
     dev = dev.iloc[order].reset_index(drop=True)
 
     host_cats = (S.CAT_CPU_OP, S.CAT_RUNTIME, S.CAT_DRIVER, S.CAT_USER_ANNOTATION, S.CAT_PYTHON_FUNCTION)
-    hi = np.flatnonzero(_classify(ccodes, ccats, lambda v: v in host_cats))
+    hi = np.flatnonzero(keep & _classify(ccodes, ccats, lambda v: v in host_cats))
     cat_of = np.append(ccats, None)[np.where(ccodes[hi] >= 0, ccodes[hi], len(ccats))]
     runtime = (cat_of == S.CAT_RUNTIME) | (cat_of == S.CAT_DRIVER)
     cpu_op = cat_of == S.CAT_CPU_OP
@@ -191,12 +189,8 @@ def load_frames(table: pa.Table) -> Frames:
                 ccodes[hi], categories=pd.Index(ccats, dtype=object), validate=False
             ),
             "name": name[hi],
-            "correlation": correlation[hi],
         }
     )
-    for col in ("py_id", "py_parent"):
-        if col in ev.column_names:
-            host[col] = _floats(ev, col)[hi]
 
     lm = runtime & ~np.isnan(correlation[hi])
     launches = pd.DataFrame(
