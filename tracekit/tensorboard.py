@@ -8,16 +8,16 @@ Scalars dashboard. The event files are written with TensorBoard's own classes (`
 
 Tags (x axis: the step number N of ProfilerStep#N):
 
-====================  =================================================================================
-``step_time_ms``      step window length (device sample; the host step on CPU-only captures)
-``gpu_utilization``   busy / step window, 0..1
-``idle_ms/<cause>``   idle time of the step by cause (queued, dataloader, sync, launch, framework,
-                      interpreter), and ``idle_ms/total``
-``collective_wait_ms`` part of NCCL kernels spent waiting for the slowest peer
-``dispatch_gap_ms``   host dispatch gaps of the step thread (Python between framework calls)
-``host/<state>_ms``   what the step thread did: dataloader, sync, launch, framework, interpreter
-``host/dispatch_gaps`` number of dispatch gaps in the step
-====================  =================================================================================
+=========================  ============================================================================
+``step/time_ms``           step window length (device sample; the host step on CPU-only captures)
+``step/gpu_utilization``   busy / step window, 0..1
+``step/collective_wait_ms`` part of NCCL kernels spent waiting for the slowest peer
+``step/dispatch_gap_ms``   host dispatch gaps of the step thread (Python between framework calls)
+``idle_ms/<cause>``        idle time of the step by cause (queued, dataloader, sync, launch, framework,
+                           interpreter), and ``idle_ms/total``
+``host/<state>_ms``        what the step thread did: dataloader, sync, launch, framework, interpreter
+``host/dispatch_gaps``     number of dispatch gaps in the step
+=========================  ============================================================================
 
 A capture with several ranks writes one sub-run per rank (``<run>/rank<r>/``) so that each rank's curves
 overlay with the same rank of another capture; a rank with several devices prefixes its device tags with
@@ -167,16 +167,16 @@ def report_scalars(report: Report) -> dict[str, dict[int, dict[str, float]]]:
         prefix = f"gpu{d.device}/" if per_rank_devices[d.rank] > 1 else ""
         for s in d.samples:
             row = out[sub[d.rank]][s.step]
-            row[f"{prefix}step_time_ms"] = s.dur_ns / 1e6
-            row[f"{prefix}gpu_utilization"] = s.busy_ns / s.dur_ns if s.dur_ns else 0.0
+            row[f"{prefix}step/time_ms"] = s.dur_ns / 1e6
+            row[f"{prefix}step/gpu_utilization"] = s.busy_ns / s.dur_ns if s.dur_ns else 0.0
             for cause in CAUSES:
                 row[f"{prefix}idle_ms/{cause}"] = s.idle_ns.get(cause, 0) / 1e6
             row[f"{prefix}idle_ms/total"] = s.idle_total_ns / 1e6
-            row[f"{prefix}collective_wait_ms"] = s.collective_wait_ns / 1e6
+            row[f"{prefix}step/collective_wait_ms"] = s.collective_wait_ns / 1e6
     for h in report.host.steps:
         row = out[sub[h.rank]][h.step]
-        row.setdefault("step_time_ms", h.dur_ns / 1e6)  # CPU-only captures: the host step
-        row["dispatch_gap_ms"] = h.dispatch_gap_ns / 1e6
+        row.setdefault("step/time_ms", h.dur_ns / 1e6)  # CPU-only captures: the host step
+        row["step/dispatch_gap_ms"] = h.dispatch_gap_ns / 1e6
         row["host/dispatch_gaps"] = float(h.dispatch_gaps)
         for state in HOST_STATES:
             row[f"host/{state}_ms"] = h.breakdown_ns.get(state, 0) / 1e6
