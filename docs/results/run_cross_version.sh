@@ -83,18 +83,22 @@ for w in $WORKLOADS; do
     done
     files=()
     for r in "${runs[@]}"; do
-        files+=("$OUT/$w/$r.parquet")
+        files+=("$r.parquet")
     done
-    "${TK[@]}" diff "${files[@]}" --markdown > "$RESULTS/$w.md"
-    "${TK[@]}" diff "${files[@]}" --json > "$RESULTS/$w.json"
-    "${TK[@]}" diff "${files[@]}" --plot "$RESULTS/$w.png" --force --width 120 > "$RESULTS/$w.txt"
-    for f in "${files[@]}"; do
-        size=$(stat -c %s "$f")
-        if [ "$size" -lt 2000000 ]; then
-            cp "$f" "$RESULTS/${w}_$(basename "$f")"
-        else
-            echo "not keeping $f ($size bytes > 2 MB)" >&2
-        fi
-    done
+    # Diffed from inside the workload folder, so that the reports name the captures without /tmp paths.
+    (
+        cd "$OUT/$w"
+        "${TK[@]}" diff "${files[@]}" --markdown > "$RESULTS/$w.md"
+        "${TK[@]}" diff "${files[@]}" --json > "$RESULTS/$w.json"
+        "${TK[@]}" diff "${files[@]}" --plot "$RESULTS/$w.png" --force --width 120 > "$RESULTS/$w.txt"
+        for f in "${files[@]}"; do
+            size=$(stat -c %s "$f")
+            if [ "$size" -lt 2000000 ]; then
+                cp "$f" "$RESULTS/${w}_$f"
+            else
+                echo "not keeping $f ($size bytes > 2 MB)" >&2
+            fi
+        done
+    )
 done
 echo "results in $RESULTS" >&2

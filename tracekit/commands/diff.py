@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import List, Optional
 
@@ -28,6 +29,11 @@ def load_report(path: Path):  # -> tracekit.model.Report
     ):
         return Report.from_json(stored)
     return analyze(capture)
+
+
+def _named(report, path: Path):
+    """The report with the capture's path as the user named it (relative paths stay relative)."""
+    return replace(report, capture={**report.capture, "path": str(path)})
 
 
 def _label_of(path: Path) -> str:
@@ -81,7 +87,7 @@ def diff(
         if plot.suffix.lower() != ".png":
             raise TracekitError(f"--plot {plot}: the plot is a PNG; name it with .png")
         check_output(plot, force)
-    reports = [load_report(p) for p in captures]
+    reports = [_named(load_report(p), p) for p in captures]
     labels = label or default_labels(reports, [_label_of(p) for p in captures])
     result = diff_reports(reports, labels, confidence=confidence, top_ops=top_ops)
     if json_out:
