@@ -73,3 +73,15 @@ def test_an_interpreter_without_torch_gets_a_clear_message(tmp_path):
 def test_two_interpreters_with_one_run_name_are_refused(tmp_path):
     with pytest.raises(CaptureError, match=r"two interpreters give the same run name 'py3\.\d+'"):
         run_capture("heavy_mlp", tmp_path, pythons=[None, sys.executable], device="cpu")
+
+
+def test_several_interpreters_get_one_run_each_named_by_version(tmp_path):
+    from tracekit.capture_runner import plan_runs
+
+    _pyenv_39()
+    runs = plan_runs("heavy_mlp", tmp_path, ["3.9", None], None, force=False)
+    here = f"py{sys.version_info[0]}.{sys.version_info[1]}"
+    assert [r.name for r in runs] == ["py3.9", here]
+    assert [r.parquet for r in runs] == [tmp_path / "heavy_mlp" / f"{n}.parquet" for n in ("py3.9", here)]
+    named = plan_runs("heavy_mlp", tmp_path, ["3.9", None], "base", force=False)
+    assert [r.run_dir.name for r in named] == ["base-py3.9", f"base-{here}"]

@@ -288,7 +288,11 @@ def _parse_run(run: Run, manifest: dict, force: bool, echo: Echo) -> Path:
 
     files = trace_files(run.run_dir)
     if not files:
-        raise CaptureError(f"{run.run_dir}: the capture wrote no trace files; check the schedule")
+        why = manifest.get("error") or "no profiler cycle completed"
+        raise CaptureError(
+            f"{run.run_dir}: the capture wrote no trace files ({why}); run more steps, or shorten "
+            "--schedule (e.g. wait=0,warmup=1,active=1,repeat=1) and --set timing_steps=1"
+        )
     capture = parse_paths(files)
     capture.meta["manifest"] = manifest
     write_capture(capture, run.parquet, force=force)
