@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 OUT="${OUT:-benchmarks/data/gpu}"
 PY="${PYTHON:-python3}"
 DEVICE="${DEVICE:-cuda}"  # DEVICE=cpu tries the script out on a CPU box (CPU default sizes, gloo DDP)
-SCHED="wait=1,warmup=1,active=3,repeat=1"
+SCHED="${SCHED:-wait=1,warmup=1,active=3,repeat=1}"
 WORK="$(mktemp -d)"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 mkdir -p "$OUT"
