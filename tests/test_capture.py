@@ -36,6 +36,7 @@ def _step_names(trace: Path) -> list[str]:
     return sorted(e["name"] for e in doc["traceEvents"] if e.get("name", "").startswith("ProfilerStep#"))
 
 
+@pytest.mark.slow
 def test_heavy_mlp_cpu_capture_writes_logdir_manifest_and_parquet(tmp_path, capfd):
     # GIVEN a tiny heavy_mlp on CPU with the default schedule (wait=1, warmup=1, active=3, repeat=2)
     # WHEN it is captured through the library API
@@ -75,6 +76,7 @@ def test_heavy_mlp_cpu_capture_writes_logdir_manifest_and_parquet(tmp_path, capf
     assert cap.table.num_rows > 0
 
 
+@pytest.mark.slow
 def test_dataloader_train_cpu_capture_with_workers_through_the_cli(tmp_path):
     # GIVEN dataloader_train with two worker processes and an epoch shorter than the capture
     from typer.testing import CliRunner
@@ -160,6 +162,7 @@ def test_script_api_is_a_no_op_without_tracekit():
         s.step()
 
 
+@pytest.mark.slow
 def test_script_capture_marks_steps_and_stops_when_the_schedule_is_done(tmp_path):
     script = _script(tmp_path)
     seen = tmp_path / "seen.txt"
@@ -178,6 +181,7 @@ def test_script_capture_marks_steps_and_stops_when_the_schedule_is_done(tmp_path
     assert paths[0].exists()
 
 
+@pytest.mark.slow
 def test_a_crashing_script_keeps_its_traces_and_shows_its_error(tmp_path, capfd):
     # GIVEN a script that raises in the first active step of the second profiler cycle
     script = _script(tmp_path)
@@ -201,6 +205,7 @@ def test_a_crashing_script_keeps_its_traces_and_shows_its_error(tmp_path, capfd)
     assert not (tmp_path / "out" / "train" / "crash.parquet").exists()
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_the_capture_cleanly_and_keeps_what_was_written(tmp_path):
     script = _script(tmp_path)
     run_dir = tmp_path / "run"
@@ -214,6 +219,7 @@ def test_ctrl_c_stops_the_capture_cleanly_and_keeps_what_was_written(tmp_path):
     assert json.loads((run_dir / "manifest.json").read_text())["status"] == "interrupted"
 
 
+@pytest.mark.slow
 def test_cpu_ddp_capture_writes_one_trace_per_rank(tmp_path):
     # GIVEN heavy_mlp under DDP with 2 gloo processes, rank 1 slowed down
     knobs = {**TINY_MLP, **QUICK, "nproc": 2, "slow_rank": 1, "slow_ms": 5}
