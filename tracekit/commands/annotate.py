@@ -1,0 +1,27 @@
+"""`tracekit annotate CAPTURE -o out.pt.trace.json.gz`: the trace plus a track of labelled idle gaps."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from tracekit.cli import app
+
+
+@app.command()
+def annotate(
+    capture: Path = typer.Argument(
+        ..., help="A trace file, a run folder with one trace, or a .parquet capture beside its run folder."
+    ),
+    output: Path = typer.Option(..., "-o", "--output", help="The annotated trace (.json or .json.gz)."),
+    force: bool = typer.Option(False, "--force", help="Overwrite OUTPUT if it exists."),
+) -> None:
+    """Write the trace with an idle-gap track (cause + evidence) for TensorBoard's trace view / Perfetto."""
+    from tracekit.annotate import annotate as run
+
+    done = run(capture, output, force=force)
+    causes = ", ".join(f"{c} {n}" for c, n in sorted(done.gaps_by_cause.items(), key=lambda kv: -kv[1]))
+    typer.echo(
+        f"tracekit: wrote {done.output}: {done.source.name} + {done.gaps} idle gaps ({causes or 'none'})"
+    )
