@@ -66,6 +66,9 @@ def test_heavy_mlp_cpu_capture_writes_logdir_manifest_and_parquet(tmp_path, capf
     assert manifest["samples_per_step"] == 4 and manifest["peak_memory_bytes"] is None
     assert manifest["ranks"][0]["traces"] == names
     assert manifest["ranks"][0]["steps_completed"] == 1 + 2 + 10
+    profiled = manifest["ranks"][0]["profiled"]
+    active = [n for n, ph in zip(profiled["profiler_step"], profiled["phases"]) if ph == "active"]
+    assert active == [2, 3, 4, 7, 8, 9]  # the ProfilerStep#N numbers in the traces
     # progress lines name the interpreter and the step
     assert f"[{run}] heavy_mlp step 13/13 (profiled active)" in capfd.readouterr().err
     # AND the Parquet capture holds the events with the manifest in its metadata

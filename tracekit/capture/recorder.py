@@ -254,7 +254,10 @@ class Session:
                 "peak_memory_bytes": self.peak_bytes[first_timed:first_prof],
                 "samples": self.samples[first_timed:first_prof],
             },
+            # Entry i of each profiled list is ProfilerStep#i in the traces (torch numbers the steps from the
+            # profiler's start); `phases` says which were recorded (active).
             "profiled": {
+                "profiler_step": list(range(len(self.host_ms[first_prof:]))),
                 "host_step_ms": [round(x, 4) for x in self.host_ms[first_prof:]],
                 "peak_memory_bytes": self.peak_bytes[first_prof:],
                 "samples": self.samples[first_prof:],
