@@ -6,7 +6,6 @@ import gzip
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import textwrap
@@ -139,7 +138,7 @@ SCRIPT = textwrap.dedent(
             raise ValueError(f"boom at {i}")
         if i == sig_at:
             import os, signal
-            os.kill(os.getpid(), signal.SIGINT)
+            os.killpg(os.getpgrp(), signal.SIGINT)  # Ctrl-C reaches the whole foreground group
         model(torch.randn(16, 8)).sum().backward()
         seen += 1
     with session() as s:  # a second session in the same run is a no-op
@@ -210,16 +209,22 @@ def test_a_crashing_script_keeps_its_traces_and_shows_its_error(tmp_path, capfd)
 
 @pytest.mark.slow
 def test_ctrl_c_stops_the_capture_cleanly_and_keeps_what_was_written(tmp_path):
+    # GIVEN `tracekit capture --script` in its own process group, and a Ctrl-C at step 9
     script = _script(tmp_path)
-    run_dir = tmp_path / "run"
-    cmd = [sys.executable, "-m", "tracekit.capture", "--script", str(script), "-o", str(run_dir)]
-    cmd += ["--device", "cpu", "--schedule", "wait=1,warmup=1,active=2,repeat=2"]
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "tracekit", "capture", "--script", str(script), "-o", str(out)]
+    cmd += ["--device", "cpu", "--schedule", "wait=1,warmup=1,active=2,repeat=2", "--name", "ctrlc"]
     cmd += ["--set", "timing_warmup=1", "--set", "timing_steps=2", "--", "unused", "-1", "8"]
-    proc = subprocess.run(cmd, env=child_env(), capture_output=True, text=True)
-    assert proc.returncode == 128 + signal.SIGINT, proc.stderr
-    assert "interrupted at step 9" in proc.stderr
-    assert len(_traces(run_dir)) == 1  # the first cycle
+    # WHEN it runs
+    proc = subprocess.run(cmd, env=child_env(), capture_output=True, text=True, start_new_session=True)
+    # THEN both processes stop cleanly: exit 130, the first cycle's trace and the manifest kept, no Parquet
+    assert proc.returncode == 130, proc.stderr
+    assert "tracekit.capture: interrupted at step 9" in proc.stderr and "Traceback" not in proc.stderr
+    assert "tracekit: interrupted" in proc.stderr
+    run_dir = out / "train" / "ctrlc"
+    assert len(_traces(run_dir)) == 1
     assert json.loads((run_dir / "manifest.json").read_text())["status"] == "interrupted"
+    assert not (out / "train" / "ctrlc.parquet").exists()
 
 
 @pytest.mark.slow

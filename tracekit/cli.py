@@ -59,7 +59,10 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point of `tracekit` and `python -m tracekit`: the one place TracekitError is caught."""
     _register_commands()
     try:
-        app(args=argv, standalone_mode=False)
+        rc = app(args=argv, standalone_mode=False)
+        # Typer (0.29 here) turns Ctrl-C and typer.Exit(code) into a *returned* exit code when not standalone.
+        if isinstance(rc, int) and not isinstance(rc, bool) and rc != 0:
+            sys.exit(rc)
     except TracekitError as exc:
         typer.secho(f"tracekit: error: {exc}", err=True, fg=typer.colors.RED)
         sys.exit(exc.exit_code)

@@ -175,7 +175,7 @@ class Session:
             activities.append(ProfilerActivity.CUDA)
         os.makedirs(self.config.out_dir, exist_ok=True)
         # One file per cycle is what we want; torch >= 2.5 warns about it once per process.
-        warnings.filterwarnings("ignore", message="Profiler clears events at the end of each cycle")
+        warnings.filterwarnings("ignore", message=".*Profiler clears events at the end of each cycle")
         self._prof = profile(
             activities=activities,
             schedule=schedule(
