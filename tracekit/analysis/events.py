@@ -93,9 +93,13 @@ def dict_codes(col: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
     if col.num_chunks == 0:
         return np.zeros(0, np.int64), np.zeros(0, object)
     cats = np.asarray(col.chunks[0].dictionary.to_pylist(), dtype=object)
-    codes = np.concatenate(
-        [c.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64) for c in col.chunks]
-    )
+    parts = []
+    for c in col.chunks:
+        idx = c.indices
+        if idx.null_count:
+            idx = idx.fill_null(-1)
+        parts.append(idx.to_numpy(zero_copy_only=False))
+    codes = np.concatenate(parts).astype(np.int64, copy=False)
     return codes, cats
 
 
@@ -107,9 +111,10 @@ def _classify(codes: np.ndarray, cats: np.ndarray, pred) -> np.ndarray:
 
 def _ints(t: pa.Table, name: str, fill: int = 0) -> np.ndarray:
     col = t[name]
-    if col.null_count:
-        col = col.fill_null(fill)
-    return col.to_numpy().astype(np.int64, copy=False)
+    if not col.null_count:
+        return col.to_numpy().astype(np.int64, copy=False)
+    # not through float64: ns timestamps since the epoch need all 63 bits
+    return col.fill_null(fill).to_numpy().astype(np.int64, copy=False)
 
 
 def _floats(t: pa.Table, name: str) -> np.ndarray:
