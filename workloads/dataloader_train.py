@@ -13,7 +13,7 @@ import sys
 import time
 from typing import Any, Iterator
 
-from tracekit.capture.knobs import Knob
+from tracekit.capture.knobs import Knob, KnobError
 from tracekit.capture.workload import Context
 from workloads._train import TRAIN_KNOBS, Trainer, layered
 
@@ -86,8 +86,10 @@ class DataLoaderTrain:
             **extra,
         )
         if len(self.loader) == 0:
-            raise ValueError(
-                f"dataset_size={k['dataset_size']} holds no full batch of batch_size={k['batch_size']}"
+            raise KnobError(
+                f"--set dataset_size={k['dataset_size']} holds no full batch of batch_size={k['batch_size']}"
+                + (f" per rank ({ctx.world_size} ranks)" if ctx.distributed else "")
+                + "; raise dataset_size or lower batch_size"
             )
         nn = torch.nn
         module = layered(

@@ -56,7 +56,6 @@ def session(samples_per_step: Optional[int] = None) -> Any:
     sess, _pending = _pending, None
     if sess is None:
         return NullSession()
-    sess.active = True
     if samples_per_step is not None:
         sess.config.samples_per_step = samples_per_step
     _taken = sess

@@ -233,6 +233,9 @@ def _run(config: CaptureConfig, torch: Any) -> Dict[str, Any]:
                 while not sess.done:
                     runner.step()
                     sess.step()
+    except KnobError:  # a setting the workload cannot use, or a script that never marked a step
+        sess.close(None)
+        raise
     except KeyboardInterrupt:
         sess.close(KeyboardInterrupt())
         status, error = "interrupted", f"interrupted at step {sess.index + 1}"

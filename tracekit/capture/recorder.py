@@ -75,6 +75,7 @@ class Session:
         self.index = 0  # steps completed so far
         self.done = False
         self.entered = False
+        self.active = True  # a real capture (NullSession.active is False)
         self.started_at: Optional[str] = None
         self.env: Dict[str, Any] = {}
         self.host_ms: List[float] = []
