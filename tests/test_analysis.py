@@ -395,3 +395,26 @@ def test_report_json_round_trip(tmp_path):
     back = Report.from_json(r.to_json())
     assert back == r
     assert back.to_json() == r.to_json()
+
+
+def test_manifest_figures_overhead_throughput_memory(tmp_path):
+    # GIVEN a 100 µs step, a manifest with 80 µs unprofiled steps, 32 samples per step, a memory peak
+    t = TraceBuilder()
+    t.step(1, 0, 100)
+    t.kernel("k", 0, 50)
+    cap = parse_paths([t.write(tmp_path / "m.pt.trace.json")])
+    cap.meta["manifest"] = {
+        "workload": "toy",
+        "python": {"version": "3.12.3"},
+        "unprofiled_step_ms": [0.08, 0.08, 0.09],
+        "samples_per_step": 32,
+        "peak_memory_bytes": 1 << 20,
+    }
+    r = analyze(cap)
+    check_invariants(r)
+    d = r.devices[0]
+    # THEN overhead = 0.100 / 0.080 - 1, throughput = 32 samples / 100 µs
+    assert r.profiler_overhead.overhead_ratio == pytest.approx(0.25)
+    assert d.throughput_per_s == pytest.approx(320_000)
+    assert d.peak_memory_bytes == 1 << 20
+    assert r.capture["workload"] == "toy"

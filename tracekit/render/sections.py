@@ -30,8 +30,13 @@ def _short(name: str | None, width: int = 60) -> str:
 
 def header(report: Report) -> list[str]:
     c = report.capture
-    keys = ("workload", "device", "python", "torch", "cuda", "host")
-    parts = [f"{k} {c[k]}" for k in keys if c.get(k)]
+    parts = []
+    for key in ("workload", "run", "device", "python", "torch", "host"):
+        v = c.get(key)
+        if isinstance(v, dict):  # the capture manifest's environment records
+            v = v.get("version") or v.get("name")
+        if v:
+            parts.append(f"{key} {v}")
     lines = ["tracekit analysis" + (": " + ", ".join(parts) if parts else "")]
     if c.get("sources"):
         lines.append("sources: " + ", ".join(str(s) for s in c["sources"]))
