@@ -202,3 +202,71 @@ def test_view_missing_folder_is_one_line(tmp_path):
     )
     assert proc.returncode == 2
     assert "nope: no such directory" in proc.stderr and "Traceback" not in proc.stderr
+
+
+# -- tracekit tb ------------------------------------------------------------------------------------------
+
+
+def test_tb_writes_every_run_then_keeps_them_unless_forced(tmp_path):
+    from typer.testing import CliRunner
+
+    from tracekit.cli import get_app
+
+    logdir = make_logdir(tmp_path, ("mlp", "sync"))
+    runner = CliRunner()
+    first = runner.invoke(get_app(), ["tb", str(logdir)])
+    assert first.exit_code == 0, first.output
+    assert first.output.count("wrote 1 event file") == 2
+    for name in ("mlp", "sync"):
+        scalars, texts = read_events(logdir / "probe" / name)
+        assert "step/time_ms" in scalars and TEXT_TAG in texts
+    kept = runner.invoke(get_app(), ["tb", str(logdir)])
+    assert kept.output.count("kept: has event files (pass --force to rewrite)") == 2
+    forced = runner.invoke(get_app(), ["tb", str(logdir), "--force"])
+    assert forced.output.count("wrote 1 event file") == 2
+    assert all(len(event_files(logdir / "probe" / n)) == 1 for n in ("mlp", "sync"))
+
+
+def test_tb_reads_the_parquet_capture_beside_the_run(tmp_path):
+    from tracekit.parse import parse_to_file
+    from tracekit.store import read_capture, write_capture
+    from tracekit.tensorboard import capture_of_run
+
+    logdir = make_logdir(tmp_path, ("mlp",))
+    run = logdir / "probe" / "mlp"
+    capture = parse_to_file([run], run.with_name("mlp.parquet"))
+    capture.meta["manifest"] = {"workload": "heavy_mlp", "python": "3.11.7"}
+    write_capture(capture, run.with_name("mlp.parquet"), force=True)
+    got = capture_of_run(run)
+    assert got.path == run.with_name("mlp.parquet")
+    assert got.manifest == read_capture(run.with_name("mlp.parquet")).manifest
+
+
+def test_tb_on_a_folder_without_traces(tmp_path):
+    from typer.testing import CliRunner
+
+    from tracekit.cli import get_app
+
+    result = CliRunner().invoke(get_app(), ["tb", str(tmp_path)])
+    assert result.exit_code != 0
+    assert "no profiler traces" in str(result.exception or result.output)
+
+
+def test_cpu_only_capture_gets_host_scalars(tmp_path):
+    from tests.tracebuilder import TraceBuilder
+    from tracekit.parse import parse_paths
+
+    t = TraceBuilder()
+    for n, start in ((1, 0), (2, 100)):
+        t.step(n, start, start + 100)
+        t.op("aten::mm", start + 10, 30)
+        t.op("aten::add", start + 60, 20)
+    t.write(tmp_path / "cpu.pt.trace.json")
+    report = analyze(parse_paths([tmp_path / "cpu.pt.trace.json"]))
+    assert report.cpu_only
+    rows = report_scalars(report)[""]
+    assert sorted(rows) == [1, 2]
+    for row in rows.values():
+        assert row["step/time_ms"] == pytest.approx(0.1)
+        assert not any(k.startswith(("idle_ms/", "step/gpu")) for k in row)
+        assert sum(row[f"host/{k}_ms"] for k in HOST_STATES) == pytest.approx(0.1)

@@ -26,6 +26,7 @@ overlay with the same rank of another capture; a rank with several devices prefi
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -270,3 +271,47 @@ class TensorBoardServer:
         except program.TensorBoardServerException as exc:
             raise TracekitError(f"TensorBoard could not start: {exc.msg}; pass another --port") from None
         return self.url
+
+
+# -- (re)writing the event files of existing captures --------------------------------------------------
+
+
+def capture_of_run(run_dir: Path):
+    """The capture of a run folder: its ``<run>.parquet`` beside it when there is one, else its traces
+    parsed now (with ``manifest.json`` as the manifest when `tracekit capture` wrote one)."""
+    import json
+
+    from tracekit.parse import parse_paths
+    from tracekit.store import read_capture
+
+    run_dir = Path(run_dir)
+    parquet = run_dir.with_name(run_dir.name + ".parquet")
+    if parquet.is_file():
+        return read_capture(parquet)
+    traces = sorted(p for pattern in TRACE_GLOBS for p in run_dir.glob(pattern))
+    capture = parse_paths(traces)
+    manifest = run_dir / "manifest.json"
+    if manifest.is_file():
+        # a broken manifest only loses the capture details in the report header
+        with contextlib.suppress(ValueError):
+            capture.meta["manifest"] = json.loads(manifest.read_text())
+    return capture
+
+
+def summarize_logdir(logdir: Path, *, force: bool = False) -> Iterable[tuple[Path, str]]:
+    """Analyse every trace run under `logdir` and write its event files. Yields (run folder, what was
+    done): "wrote N files", or "kept: has event files (pass --force to rewrite)"."""
+    from tracekit.analysis import analyze
+
+    logdir = Path(logdir)
+    if not logdir.is_dir():
+        raise InputNotFound(f"{logdir}: no such directory; pass the OUT folder of `tracekit capture`")
+    runs = find_trace_runs(logdir)
+    if not runs:
+        raise InputNotFound(f"{logdir}: no profiler traces (*.pt.trace.json[.gz]) under this folder")
+    for run_dir in runs:
+        if not force and event_files(run_dir):
+            yield run_dir, "kept: has event files (pass --force to rewrite)"
+            continue
+        written = write_run_summaries(run_dir, analyze(capture_of_run(run_dir)), force=True)
+        yield run_dir, f"wrote {len(written)} event file{'s' if len(written) != 1 else ''}"

@@ -1,0 +1,22 @@
+"""`tracekit tb OUT`: (re)write the TensorBoard event files of every capture under OUT."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from tracekit.cli import app
+
+
+@app.command()
+def tb(
+    logdir: Path = typer.Argument(..., help="The OUT folder of `tracekit capture`, or one run folder."),
+    force: bool = typer.Option(False, "--force", help="Rewrite runs that already have tracekit event files."),
+) -> None:
+    """Write per-step scalars and the markdown report beside each capture's traces, for TensorBoard."""
+    from tracekit.tensorboard import summarize_logdir
+
+    for run_dir, done in summarize_logdir(logdir, force=force):
+        typer.echo(f"tracekit: {run_dir}: {done}")
+    typer.echo(f"open them with: tracekit view {logdir}")
