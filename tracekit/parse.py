@@ -2,31 +2,41 @@
 
     capture = parse_paths([Path("run/")])          # a run folder, or trace files (one per rank)
     write_capture(capture, Path("capture.parquet"))
+    parse_to_file([Path("run/")], Path("capture.parquet"))  # the same, streamed: bounded memory
     capture = load_capture(Path("capture.parquet"))  # or a trace / folder, parsed on the fly
 
-Format quirks are handled here and in `_decode.py`, once, and listed in docs/QUIRKS.md.
+How a file is read (see _decode.py): the traceEvents array is located from the text around it, cut into
+chunks of whole events, and the chunks are decoded in parallel worker processes (forked, sharing the
+file's pages). Any surprise (a cut inside a string, a truncated or malformed file) falls back to one
+validating decode of the whole file, which also produces the precise error message. Format quirks are
+handled once, here and in `_decode.py`, and listed in docs/QUIRKS.md.
 """
 
 from __future__ import annotations
 
 import decimal
 import hashlib
+import json
+import mmap
+import multiprocessing
 import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Iterator, Optional
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from tracekit import _decode
-from tracekit.derive import derive_rows
+from tracekit.derive import derive_rows, needed_for_derive
 from tracekit.errors import InputNotFound, OutputExistsError, TraceFormatError
 from tracekit.schema import KIND_EVENT, SCHEMA
-from tracekit.store import Capture, check_output, read_capture, write_capture
+from tracekit.store import Capture, CaptureWriter, check_output, read_capture
 
 TRACE_SUFFIXES = (".json", ".json.gz")
+MANIFEST_NAME = "manifest.json"  # written by `tracekit capture` beside the traces; not a trace
 PARQUET_MAGIC = b"PAR1"
+CHUNK_BYTES = 24 << 20  # bytes of event JSON per decode task (memory per worker is a few × this)
 
 # Progress callback: (source name, bytes done, bytes total).
 Progress = Callable[[str, int, int], None]
@@ -42,18 +52,57 @@ def parse_paths(paths: list[Path], *, salvage: bool = False, progress: Optional[
     ``rank_3``, ``rank3``), else 0. With `salvage`, a truncated file keeps every complete event.
     Raises a TracekitError subclass for anything that is not a readable trace."""
     files = find_trace_files(paths)
-    tables, sources, traces = [], [], []
-    for path, display in files:
-        table, source, trace = parse_file(path, display, salvage=salvage, progress=progress)
-        tables.append(table)
-        sources.append(source)
-        traces.append(trace)
-    events = pa.concat_tables(tables)
-    if events.num_rows == 0:
-        names = ", ".join(str(p) for p, _ in files)
-        raise TraceFormatError(f"{names}: no profiler events in the trace; nothing to parse")
+    tables: list[pa.Table] = []
+    sources, traces = _parse_files(files, salvage=salvage, progress=progress, sink=tables.append)
+    events = pa.concat_tables(tables) if tables else SCHEMA.empty_table()
+    _require_events(events.num_rows, files)
     table = pa.concat_tables([events, derive_rows(events)])
-    return Capture(table=table, meta={"sources": sources, "traces": traces, "manifest": None})
+    meta = {"sources": sources, "traces": traces, "manifest": find_manifest(paths)}
+    return Capture(table=table, meta=meta)
+
+
+def parse_to_file(
+    paths: list[Path],
+    output: Path,
+    *,
+    force: bool = False,
+    salvage: bool = False,
+    progress: Optional[Progress] = None,
+) -> Capture:
+    """`tracekit parse`: parse `paths` and write the capture to `output` atomically, streaming.
+
+    Event tables go to the Parquet file as they are decoded; only the columns the derived rows need are
+    kept in memory. An existing `output` is kept unless `force` (checked before any parsing). Returns
+    the Capture holding the derived rows only (its meta is the file's)."""
+    output = Path(output)
+    check_output(output, force)
+    files = find_trace_files(paths)
+    for p, _ in files:
+        if p.resolve() == output.resolve():
+            raise OutputExistsError(f"{output} is also an input; choose another output path")
+    plans: dict = {}  # survives a restart: which files need the slow path or the ns unit
+    while True:
+        kept: list[pa.Table] = []
+        count = [0]
+        try:
+            with CaptureWriter(output, force=force) as writer:
+
+                def sink(table: pa.Table) -> None:
+                    writer.write(table)
+                    count[0] += table.num_rows
+                    kept.append(needed_for_derive(table))
+
+                sources, traces = _parse_files(
+                    files, salvage=salvage, progress=progress, sink=sink, plans=plans, streaming=True
+                )
+                _require_events(count[0], files)
+                derived = derive_rows(pa.concat_tables(kept))
+                writer.write(derived)
+                writer.meta = {"sources": sources, "traces": traces, "manifest": find_manifest(paths)}
+        except _Restart:
+            continue  # a file needs its slow path: the output so far is discarded
+        break
+    return Capture(table=derived, meta=dict(writer.meta, event_rows=count[0]), path=output)
 
 
 def load_capture(path: Path) -> Capture:
@@ -81,7 +130,11 @@ def find_trace_files(paths: list[Path]) -> list[tuple[Path, str]]:
         if not p.exists():
             raise InputNotFound(f"{p}: no such file or folder")
         if p.is_dir():
-            inside = sorted(q for q in p.iterdir() if q.is_file() and q.name.endswith(TRACE_SUFFIXES))
+            inside = sorted(
+                q
+                for q in p.iterdir()
+                if q.is_file() and q.name.endswith(TRACE_SUFFIXES) and q.name != MANIFEST_NAME
+            )
             if not inside:
                 subdirs = sorted(q.name for q in p.iterdir() if q.is_dir())
                 hint = f" (it has folders: {', '.join(subdirs[:5])}; name one run folder)" if subdirs else ""
@@ -90,6 +143,21 @@ def find_trace_files(paths: list[Path]) -> list[tuple[Path, str]]:
         else:
             found.append((p, p.name))
     return found
+
+
+def find_manifest(paths: list[Path]) -> Optional[dict]:
+    """The capture manifest (manifest.json, written by `tracekit capture`) of the first named run folder
+    that has one, or None. An unreadable manifest is ignored: the traces are still worth parsing."""
+    for p in paths:
+        candidate = Path(p) / MANIFEST_NAME
+        if Path(p).is_dir() and candidate.is_file():
+            try:
+                doc = json.loads(candidate.read_text())
+            except (OSError, ValueError):
+                continue
+            if isinstance(doc, dict):
+                return doc
+    return None
 
 
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
@@ -108,40 +176,6 @@ def rank_of(metadata: dict, name: str) -> int:
     return int(m.group(1)) if m else 0
 
 
-def parse_file(
-    path: Path, display: str, *, salvage: bool = False, progress: Optional[Progress] = None
-) -> tuple[pa.Table, dict, dict]:
-    """One trace file → (table of its raw events in schema.SCHEMA, source entry, trace entry)."""
-    buf, gz_truncated = _decode.read_trace_bytes(path)
-    size = os.path.getsize(path)
-    if progress:
-        progress(display, 0, size)
-    # Errors name the path as the user gave it; the capture's metadata keeps only `display`.
-    doc = _decode.split_document(buf, path, salvage=salvage, gz_truncated=gz_truncated)
-    batch, stats = _decode.decode_events(doc.events, where=str(path))
-    unit = time_unit(doc.metadata, stats)
-    rank = rank_of(doc.metadata, display)
-    table, dropped = _to_schema(pa.Table.from_batches([batch]), rank=rank, unit=unit)
-    if progress:
-        progress(display, size, size)
-    source = {"path": display, "rank": rank, "bytes": size, "sha256": _sha256(path)}
-    metadata = dict(doc.metadata)
-    if isinstance(metadata.get("traceName"), str):
-        # Kineto writes the absolute temp path it traced to; keep only the file name.
-        metadata["traceName"] = Path(metadata["traceName"]).name
-    trace = {
-        "rank": rank,
-        "source": display,
-        "time_unit": unit,
-        "events": table.num_rows,
-        "events_in_file": stats["events_seen"],
-        "dropped_events_without_time": dropped,
-        "salvaged_dropped_bytes": doc.dropped_bytes if salvage else None,
-        "metadata": metadata,
-    }
-    return table, source, trace
-
-
 def time_unit(metadata: dict, stats: dict) -> str:
     """'us' or 'ns': the unit of the trace's ts/dur numbers.
 
@@ -158,30 +192,200 @@ def time_unit(metadata: dict, stats: dict) -> str:
     return "us"
 
 
-def _to_schema(raw: pa.Table, *, rank: int, unit: str) -> tuple[pa.Table, int]:
-    """Raw decoded columns → schema.SCHEMA (kind=event, rank; times rescaled if the trace is in ns)."""
-    columns = {name: raw.column(name).combine_chunks() for name in raw.column_names}
-    ts_ns = _decode.to_int64_ns(columns.pop("ts"), unit)
-    dur_ns = _decode.to_int64_ns(columns.pop("dur"), unit)
-    # An event without a usable time (missing, not a number, out of range) cannot be placed: drop it.
-    timed = pc.is_valid(ts_ns)
-    dropped = len(ts_ns) - pc.sum(timed).as_py() if len(ts_ns) else 0
-    if dropped:
-        columns = {k: v.filter(timed) for k, v in columns.items()}
-        ts_ns, dur_ns = ts_ns.filter(timed), dur_ns.filter(timed)
-    columns["ts_ns"], columns["dur_ns"] = ts_ns, pc.fill_null(dur_ns, 0)
-    n = len(ts_ns)
+# ---------------------------------------------------------------------------------------------------
+# Driving the decode of each file
+
+
+class _Restart(Exception):
+    """Internal: a streamed parse must start over (a file needs the slow path or another unit)."""
+
+
+def _require_events(n: int, files: list[tuple[Path, str]]) -> None:
+    if n == 0:
+        names = ", ".join(str(p) for p, _ in files)
+        raise TraceFormatError(f"{names}: no profiler events in the trace; nothing to parse")
+
+
+def _parse_files(
+    files: list[tuple[Path, str]],
+    *,
+    salvage: bool,
+    progress: Optional[Progress],
+    sink: Callable[[pa.Table], None],
+    plans: Optional[dict] = None,
+    streaming: bool = False,
+) -> tuple[list[dict], list[dict]]:
+    """Decode every file, passing schema.SCHEMA event tables to `sink`; return (sources, traces).
+
+    Each file is tried on the fast path with the µs unit; a file whose decode says otherwise is redone
+    (in memory: just that file; streaming: `_Restart`, and the caller starts over with the plan kept)."""
+    plans = {} if plans is None else plans
+    sources, traces = [], []
+    with ThreadPoolExecutor(1) as hasher:
+        for path, display in files:
+            digest = hasher.submit(_sha256, path)
+            key = (str(path), os.path.getsize(path))
+            while True:
+                plan = plans.setdefault(key, {"fast": True, "unit": "us"})
+                pending: list[pa.Table] = []
+                emit = sink if streaming else pending.append
+                try:
+                    info = _parse_one(path, display, plan, salvage=salvage, progress=progress, sink=emit)
+                except _Redo as redo:
+                    plan.update(redo.plan)
+                    if streaming:
+                        raise _Restart() from None
+                    continue
+                for t in pending:
+                    sink(t)
+                break
+            source = {"path": display, "rank": info["rank"], "bytes": os.path.getsize(path)}
+            source["sha256"] = digest.result()
+            sources.append(source)
+            traces.append(info)
+    return sources, traces
+
+
+class _Redo(Exception):
+    def __init__(self, plan: dict) -> None:
+        super().__init__(plan)
+        self.plan = plan
+
+
+def _parse_one(
+    path: Path,
+    display: str,
+    plan: dict,
+    *,
+    salvage: bool,
+    progress: Optional[Progress],
+    sink: Callable[[pa.Table], None],
+) -> dict:
+    """Decode one file into `sink`; return its trace entry. Raises _Redo to change the plan."""
+    buf, gz_truncated = _decode.read_trace_bytes(path)
+    size = len(buf)
+    if progress:
+        progress(display, 0, size)
+    located = _decode.locate_events(buf) if plan["fast"] and not gz_truncated else None
+    dropped_bytes = 0
+    if located is not None:
+        metadata, start, end = located
+        ranges = _decode.split_points(buf, start, end, CHUNK_BYTES)
+        source = buf
+    else:
+        # One validating decode of the whole file: exact errors, truncation and --salvage.
+        doc = _decode.split_document(buf, path, salvage=salvage, gz_truncated=gz_truncated)
+        metadata, dropped_bytes = doc.metadata, doc.dropped_bytes
+        source = doc.events
+        ranges = [(1, len(doc.events) - 1)]
+    rank = rank_of(metadata, display)
+    stats_all = {"events_seen": 0, "max_abs_ts": "0", "fractional": False, "dropped_no_time": 0}
+    rows = 0
+    done = 0
+    try:
+        for batch, stats in _decode_ranges(source, ranges, unit=plan["unit"], where=str(path)):
+            table = _with_rank(batch, rank)
+            rows += table.num_rows
+            _merge_stats(stats_all, stats)
+            sink(table)
+            done += stats.get("bytes", 0)
+            if progress:
+                progress(display, min(done, size), size)
+    except TraceFormatError:
+        if located is None:
+            raise
+        raise _Redo({"fast": False}) from None
+    unit = time_unit(metadata, stats_all)
+    if unit != plan["unit"]:
+        raise _Redo({"unit": unit})
+    if progress:
+        progress(display, size, size)
+    metadata = dict(metadata)
+    if isinstance(metadata.get("traceName"), str):
+        # Kineto writes the absolute temp path it traced to; keep only the file name.
+        metadata["traceName"] = Path(metadata["traceName"]).name
+    return {
+        "rank": rank,
+        "source": display,
+        "time_unit": unit,
+        "events": rows,
+        "events_in_file": stats_all["events_seen"],
+        "dropped_events_without_time": stats_all["dropped_no_time"],
+        "salvaged_dropped_bytes": dropped_bytes if salvage else None,
+        "metadata": metadata,
+    }
+
+
+def _merge_stats(into: dict, stats: dict) -> None:
+    into["events_seen"] += stats["events_seen"]
+    into["dropped_no_time"] += stats["dropped_no_time"]
+    into["fractional"] = into["fractional"] or stats["fractional"]
+    if decimal.Decimal(stats["max_abs_ts"]) > decimal.Decimal(into["max_abs_ts"]):
+        into["max_abs_ts"] = stats["max_abs_ts"]
+
+
+def workers() -> int:
+    """Decode processes: TRACEKIT_WORKERS, else one per CPU."""
+    env = os.environ.get("TRACEKIT_WORKERS", "")
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    return max(1, os.cpu_count() or 1)
+
+
+# The buffer the forked workers read (set before the pool forks; never pickled).
+_SHARED: dict = {}
+
+
+def _decode_range(job: tuple[int, int, str, str]) -> tuple[pa.RecordBatch, dict]:
+    a, b, unit, where = job
+    buf = _SHARED["buf"]
+    data = b"[" + bytes(buf[a:b]) + b"]"
+    if isinstance(buf, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
+        # Drop the file pages this worker touched from its resident set (they stay in the page cache).
+        page = mmap.PAGESIZE
+        lo = a - a % page
+        buf.madvise(mmap.MADV_DONTNEED, lo, b - lo)
+    batch, stats = _decode.decode_events(data, where=where, unit=unit)
+    stats["bytes"] = b - a
+    return batch, stats
+
+
+def _decode_ranges(
+    buf, ranges: list[tuple[int, int]], *, unit: str, where: str
+) -> Iterator[tuple[pa.RecordBatch, dict]]:
+    """Decode each range of whole events, in order; in worker processes when there are several."""
+    jobs = [(a, b, unit, where) for a, b in ranges]
+    n = min(workers(), len(jobs))
+    if n <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        _SHARED["buf"] = buf
+        try:
+            for job in jobs:
+                yield _decode_range(job)
+        finally:
+            _SHARED.clear()
+        return
+    _SHARED["buf"] = buf
+    try:
+        with multiprocessing.get_context("fork").Pool(n) as pool:
+            yield from pool.imap(_decode_range, jobs)
+    finally:
+        _SHARED.clear()
+
+
+def _with_rank(batch: pa.RecordBatch, rank: int) -> pa.Table:
+    """An EVENT_SCHEMA batch → a schema.SCHEMA table (kind=event, rank)."""
+    n = batch.num_rows
     arrays = []
     for field in SCHEMA:
         if field.name == "kind":
             arrays.append(pa.DictionaryArray.from_arrays(pa.array([0] * n, pa.int32()), [KIND_EVENT]))
         elif field.name == "rank":
             arrays.append(pa.array([rank] * n, pa.int32()))
-        elif field.name in columns:
-            arrays.append(columns[field.name].cast(field.type))
+        elif field.name in batch.schema.names:
+            arrays.append(batch.column(field.name))
         else:
             arrays.append(pa.nulls(n, field.type))
-    return pa.Table.from_arrays(arrays, schema=SCHEMA), dropped
+    return pa.Table.from_arrays(arrays, schema=SCHEMA)
 
 
 def _sha256(path: Path) -> str:
@@ -190,24 +394,3 @@ def _sha256(path: Path) -> str:
         for block in iter(lambda: fh.read(1 << 22), b""):
             h.update(block)
     return h.hexdigest()
-
-
-def parse_to_file(
-    paths: list[Path],
-    output: Path,
-    *,
-    force: bool = False,
-    salvage: bool = False,
-    progress: Optional[Progress] = None,
-) -> Capture:
-    """`tracekit parse`: parse `paths` and write the capture to `output` atomically.
-
-    An existing `output` is kept unless `force` (checked before any parsing)."""
-    output = Path(output)
-    check_output(output, force)
-    for p in paths:
-        if Path(p).exists() and Path(p).resolve() == output.resolve():
-            raise OutputExistsError(f"{output} is also an input; choose another output path")
-    capture = parse_paths(paths, salvage=salvage, progress=progress)
-    write_capture(capture, output, force=force)
-    return capture
