@@ -72,3 +72,24 @@ def test_kernel_stats_cover_every_kernel_in_steps(name):
     # every busy ns is some kernel's; kernel time sums to at least busy (streams may overlap)
     kernel_ns = sum(k.kernel.total_ns for k in r.kernel_stats)
     assert kernel_ns >= sum(s.busy_ns for s in dev.samples) * 0.99
+
+
+HTA = Path(__file__).parent.parent / "fixtures" / "hta"
+
+
+def test_two_rank_trace_names_the_peer_it_waited_for():
+    # HTA's sampled 2-rank training traces: NCCL collectives on both ranks
+    r = analyze(parse_paths([HTA / "sampled_rank-0.json.gz", HTA / "sampled_rank-1.json.gz"]))
+    check_invariants(r)
+    by_rank = {d.rank: d for d in r.devices}
+    assert set(by_rank) == {0, 1}
+    for rank, d in by_rank.items():
+        assert d.collective_wait_ms_per_step > 1.0
+        assert d.straggler_rank == 1 - rank
+
+
+@pytest.mark.parametrize("path", sorted(HTA.glob("*.json.gz")), ids=lambda p: p.name.split(".")[0])
+def test_hta_sample_traces_keep_the_invariants(path):
+    r = analyze(parse_paths([path]))
+    check_invariants(r)
+    assert r.devices or r.host.steps

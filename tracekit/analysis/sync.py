@@ -38,9 +38,7 @@ def resolve_pointers(all_gaps: list[DeviceGaps], threads: Threads) -> pd.DataFra
         th = threads[key]
         idx = np.unique(np.concatenate(arrays))
         starts = th.sync_s[idx]
-        top = iv.top_level_containing(th.op_s, th.op_e, th.op_depth, starts)
-        op_names = th.op_name if th.op_name.size else np.array([None], dtype=object)
-        ops = np.where(top >= 0, op_names[np.maximum(top, 0)], None)
+        ops = _enclosing_op(th, starts)
         py = python_frames(threads.host_by_thread.get(key, _NO_HOST))
         if len(py):
             ps = py["ts"].to_numpy(np.int64)
@@ -66,6 +64,23 @@ def resolve_pointers(all_gaps: list[DeviceGaps], threads: Threads) -> pd.DataFra
     if not parts:
         return pd.DataFrame(columns=["thread", "ptr", "call", "op", "source", "start_ns", "dur_ns"])
     return pd.concat(parts, ignore_index=True)
+
+
+def _enclosing_op(th: Threads, t: np.ndarray) -> np.ndarray:
+    """The outermost `aten::` op around each time (what user code called, e.g. aten::item), else the
+    top-level cpu_op (e.g. a module's `forward` record_function), else None."""
+    out = np.full(t.size, None, dtype=object)
+    if th.op_s.size == 0:
+        return out
+    aten = np.fromiter((str(n).startswith("aten::") for n in th.op_name), dtype=bool, count=th.op_name.size)
+    for mask in (aten, np.ones_like(aten)):
+        miss = np.flatnonzero(out == None)  # noqa: E711 (element-wise)
+        if miss.size == 0 or not mask.any():
+            continue
+        s, e, names = th.op_s[mask], th.op_e[mask], th.op_name[mask]
+        top = iv.top_level_containing(s, e, iv.nesting_depth(s, e), t[miss])
+        out[miss] = np.where(top >= 0, names[np.maximum(top, 0)], None)
+    return out
 
 
 def _tkey(key: tuple) -> str:
