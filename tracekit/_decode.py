@@ -27,8 +27,10 @@ import msgspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from msgspec.structs import astuple
 
 from tracekit.errors import InputNotFound, TraceFormatError, TruncatedTraceError
+from tracekit.schema import SCHEMA
 
 # ---------------------------------------------------------------------------------------------------
 # The typed view of one event. Field names are the Chrome-trace / Kineto keys; every value is `Any` so
@@ -112,37 +114,9 @@ MEMORY_NAME = "[memory]"
 _STR = pa.dictionary(pa.int32(), pa.string())
 US = pa.decimal128(38, 3)  # times as written: µs (or ns), three decimals, exact
 
-# The columns decode_events produces (a subset of schema.SCHEMA, plus the raw-µs flag column).
-RAW_SCHEMA = pa.schema(
-    [
-        ("ph", _STR),
-        ("cat", _STR),
-        ("name", _STR),
-        ("pid", pa.int64()),
-        ("tid", pa.int64()),
-        ("ts", US),  # as written: µs (or ns, see parse.time_unit), exact
-        ("dur", US),
-        ("device", pa.int32()),
-        ("stream", pa.int64()),
-        ("correlation", pa.int64()),
-        ("external_id", pa.int64()),
-        ("flow_id", pa.int64()),
-        ("seq", pa.int64()),
-        ("fwd_tid", pa.int64()),
-        ("bytes", pa.int64()),
-        ("sync_kind", _STR),
-        ("wait_stream", pa.int64()),
-        ("py_id", pa.int64()),
-        ("py_parent", pa.int64()),
-        ("collective", _STR),
-        ("msg_nelems", pa.int64()),
-        ("group_size", pa.int32()),
-        ("pg_ranks", _STR),
-        ("label", _STR),
-        ("total_allocated", pa.int64()),
-        ("total_reserved", pa.int64()),
-    ]
-)
+# The columns decode_events produces: schema.SCHEMA without the ones the parser adds (kind, rank) and the
+# derived-row ones (step, cause).
+EVENT_SCHEMA = pa.schema([f for f in SCHEMA if f.name not in ("kind", "rank", "step", "cause")])
 
 
 @contextmanager
@@ -241,7 +215,9 @@ def split_document(buf: bytes | mmap.mmap, path: Path, *, salvage: bool, gz_trun
     try:
         if first == b"[":
             # The Chrome trace "JSON Array Format": a bare list of events, no metadata.
-            return Document({}, view)
+            msgspec.json.decode(view, type=msgspec.Raw)  # validates; raises like the object case
+            end = len(bytes(view).rstrip())
+            return Document({}, view[start:end])
         top = _TOP_DECODER.decode(view)
     except msgspec.DecodeError as exc:
         if _is_truncation(exc) or gz_truncated:
@@ -266,6 +242,70 @@ def split_document(buf: bytes | mmap.mmap, path: Path, *, salvage: bool, gz_trun
     if _first_non_ws(events) is None or events[_first_non_ws(events)] != ord("["):
         raise TraceFormatError(f"{path}: not a Chrome trace ('traceEvents' is not a list)")
     return Document(metadata, events)
+
+
+def locate_events(buf: bytes | mmap.mmap, max_tail: int = 8 << 20) -> tuple[dict, int, int] | None:
+    """Fast path: (metadata, start, end) with buf[start:end] the traceEvents array ('[' ... ']').
+
+    Reads only the text around the array: the metadata before it (Kineto writes most keys first) and
+    after it. Returns None whenever the layout is not the plain one (then split_document, which
+    validates the whole file, is used); the chunk decoders validate the array itself."""
+    head = bytes(buf[: min(len(buf), 64 << 20)])
+    m = _EVENTS_KEY.search(head)
+    if m is None:
+        return None
+    opening = head.lstrip()
+    if not opening.startswith(b"{"):
+        return None
+    header = head[len(head) - len(opening) + 1 : m.start()].rstrip()
+    if header.endswith(b","):
+        header = header[:-1]
+    try:
+        metadata = _ANY_DECODER.decode(b"{" + header + b"}")
+    except msgspec.DecodeError:
+        return None
+    start = m.end() - 1
+    tail_from = max(start + 1, len(buf) - max_tail)
+    tail = bytes(buf[tail_from:])
+    pos = len(tail)
+    while True:
+        pos = tail.rfind(b"]", 0, pos)
+        if pos < 0:
+            return None
+        before = tail[:pos].rstrip()
+        after = tail[pos + 1 :].strip()
+        if before.endswith((b"}", b"[")) and after.endswith(b"}"):
+            body = after[1:].lstrip() if after.startswith(b",") else after
+            text = b"{" + body if body.startswith((b'"', b"}")) else None
+            if text is not None:
+                try:
+                    trailer = _ANY_DECODER.decode(text)
+                except msgspec.DecodeError:
+                    trailer = None
+                if isinstance(trailer, dict) and isinstance(metadata, dict):
+                    return {**metadata, **trailer}, start, tail_from + pos + 1
+
+
+_SEPARATOR = re.compile(rb"\}\s*,\s*\{")
+
+
+def split_points(buf: bytes | mmap.mmap, start: int, end: int, chunk_bytes: int) -> list[tuple[int, int]]:
+    """Cut the events array buf[start:end] ('[' ... ']') into ranges of whole events, about chunk_bytes
+    each; each range runs from an event's '{' to an event's '}'. A cut that lands inside a string or a
+    nested object makes its chunk fail to decode, and the caller falls back to one decode of the array."""
+    first = buf.find(b"{", start, end)
+    last = buf.rfind(b"}", start, end)
+    if first < 0 or last < 0:
+        return [(start + 1, end - 1)]
+    ranges, a = [], first
+    while a + chunk_bytes < last:
+        m = _SEPARATOR.search(buf, a + chunk_bytes, min(last + 1, a + chunk_bytes + (4 << 20)))
+        if m is None:
+            break
+        ranges.append((a, m.start() + 1))
+        a = m.end() - 1
+    ranges.append((a, last + 1))
+    return ranges
 
 
 def _first_non_ws(view: memoryview | bytes) -> int | None:
@@ -355,12 +395,14 @@ def _salvage_header(header: bytes) -> dict:
 # Events → Arrow columns
 
 
-def decode_events(data: bytes | memoryview, *, where: str = "trace") -> tuple[pa.RecordBatch, dict]:
-    """Decode one JSON array of events into a RecordBatch of RAW_SCHEMA (kept events only).
+def decode_events(
+    data: bytes | memoryview, *, where: str = "trace", unit: str = "us"
+) -> tuple[pa.RecordBatch, dict]:
+    """Decode one JSON array of events into a RecordBatch of EVENT_SCHEMA (kept, timed events only).
 
-    Times stay as written (decimal128, exact); `parse.py` decides the unit of the whole trace and converts
-    them to int64 ns. Returns the batch and stats: events seen, the largest |ts| and whether any time has a
-    fractional part (both feed the unit decision)."""
+    Times are converted to int64 ns reading the numbers in `unit` ("us" or "ns"); `parse.time_unit`
+    decides the unit of a whole trace from the returned stats (the largest |ts| as written and whether
+    any time has a fractional part) and re-decodes in the rare case the guess was wrong."""
     with gc_paused():
         try:
             events = _EVENTS_DECODER.decode(data)
@@ -372,18 +414,36 @@ def decode_events(data: bytes | memoryview, *, where: str = "trace") -> tuple[pa
                     f"{where}: the JSON ends early ({exc}); pass --salvage to keep every complete event"
                 ) from None
             raise TraceFormatError(f"{where}: not valid JSON ({exc})") from None
-        return _columns(events)
+        return _columns(events, unit)
 
 
-def _columns(events: list) -> tuple[pa.RecordBatch, dict]:
-    events = [e for e in events if e is not None]
+_N_ARGS = len(_Args.__struct_fields__)
+_NO_ARGS = (None,) * _N_ARGS
+_ARG_INDEX = {name: i for i, name in enumerate(_Args.__struct_fields__)}
+
+
+def _columns(events: list, unit: str) -> tuple[pa.RecordBatch, dict]:
+    if None in events:  # JSON null items
+        events = [e for e in events if e is not None]
     seen = len(events)
-    ph = _strings([e.ph for e in events])
-    cat = _strings([e.cat for e in events])
-    name = _strings([e.name for e in events])
-    cat = _normalise_cats(cat)
-    ts = _times([e.ts for e in events])
-    dur = _times([e.dur for e in events])
+    if not events:
+        return _empty(), {
+            "events_seen": 0,
+            "max_abs_ts": "0",
+            "fractional": False,
+            "dropped_no_time": 0,
+        }
+    # One C-level pass turns the structs into tuples, one more transposes them into columns: far
+    # cheaper than one Python comprehension per field.
+    ph, cat, name, pid, tid, ts, dur, flow, args = zip(*map(astuple, events))
+    arg_cols = list(zip(*[_NO_ARGS if a is None else astuple(a) for a in args]))
+
+    def arg(field: str) -> tuple:
+        return arg_cols[_ARG_INDEX[field]]
+
+    ph, cat, name = _strings(ph), _normalise_cats(_strings(cat)), _strings(name)
+    ts_dec, dur_dec = _times(ts), _times(dur)
+    ts_ns, dur_ns = to_int64_ns(ts_dec, unit), to_int64_ns(dur_dec, unit)
 
     keep = pc.or_(
         pc.or_(pc.is_in(cat, value_set=pa.array(KEEP_CATS)), pc.is_in(ph, value_set=pa.array(["s", "f"]))),
@@ -393,68 +453,84 @@ def _columns(events: list) -> tuple[pa.RecordBatch, dict]:
         ),
     )
     keep = pc.fill_null(keep, False)
-    keep_np = keep.to_numpy(zero_copy_only=False)
-    idx = np.flatnonzero(keep_np)
-    kept = [events[i] for i in idx] if len(idx) != len(events) else events
-    take = pa.array(idx, pa.int64())
+    kept_any = pc.sum(keep).as_py() or 0
+    # An event without a usable time (missing, not a number, out of range) cannot be placed: drop it.
+    timed = pc.and_(keep, pc.is_valid(ts_ns))
+    dropped_no_time = kept_any - (pc.sum(timed).as_py() or 0)
 
-    ph, cat, name = ph.take(take), cat.take(take), name.take(take)
-    ts, dur = ts.take(take), dur.take(take)
-    args = [e.args or _EMPTY_ARGS for e in kept]
-
-    pid = _ints([e.pid for e in kept])
-    tid = _ints([e.tid for e in kept])
-    device = _ints([a.device for a in args])
-    stream = _ints([a.stream for a in args])
-    device_side = pc.is_in(cat, value_set=pa.array(DEVICE_SIDE_CATS))
-    device = pc.if_else(pc.and_(device_side, pc.is_null(device)), pid, device)
-    stream = pc.if_else(pc.and_(device_side, pc.is_null(stream)), tid, stream)
-    is_memory = pc.fill_null(pc.equal(name, MEMORY_NAME), False)
-    mem_device = _ints([a.device_id for a in args])
-    device = pc.if_else(is_memory, mem_device, device)
-    nbytes = pc.if_else(is_memory, _ints([a.mem_bytes for a in args]), _ints([a.bytes for a in args]))
-    ext = _ints([a.external_id for a in args])
-    ext_old = _ints([a.external_id_old for a in args])
-    ext = pc.coalesce(ext, ext_old)
-    is_flow = pc.is_in(ph, value_set=pa.array(["s", "f"]))
-    flow_id = pc.if_else(is_flow, _ints([e.id for e in kept]), pa.nulls(len(kept), pa.int64()))
-    is_meta = pc.fill_null(pc.equal(ph, "M"), False)
-    label = pc.if_else(is_meta, _plain_strings([a.name for a in args]), pa.nulls(len(kept), pa.string()))
-
-    columns = {
+    columns: dict[str, pa.Array] = {
         "ph": ph,
         "cat": cat,
         "name": name,
-        "pid": pid,
-        "tid": tid,
-        "ts": ts,
-        "dur": dur,
-        "device": device,
-        "stream": stream,
-        "correlation": _ints([a.correlation for a in args]),
-        "external_id": ext,
-        "flow_id": flow_id,
-        "seq": _ints([a.seq for a in args]),
-        "fwd_tid": _ints([a.fwd_tid for a in args]),
-        "bytes": nbytes,
-        "sync_kind": _plain_strings([a.sync_kind for a in args]),
-        "wait_stream": _ints([a.wait_stream for a in args]),
-        "py_id": _ints([a.py_id for a in args]),
-        "py_parent": _ints([a.py_parent for a in args]),
-        "collective": _plain_strings([a.collective for a in args]),
-        "msg_nelems": _ints([a.msg_nelems for a in args]),
-        "group_size": _ints([a.group_size for a in args]),
-        "pg_ranks": _plain_strings([a.pg_ranks for a in args]),
-        "label": label,
-        "total_allocated": _ints([a.total_allocated for a in args]),
-        "total_reserved": _ints([a.total_reserved for a in args]),
+        "pid": _ints(pid),
+        "tid": _ints(tid),
+        "ts_ns": ts_ns,
+        "dur_ns": pc.fill_null(dur_ns, 0),
     }
-    arrays = [_cast(columns[f.name], f.type) for f in RAW_SCHEMA]
-    batch = pa.RecordBatch.from_arrays(arrays, schema=RAW_SCHEMA)
-    max_ts = pc.max(pc.abs(ts)).as_py() if len(ts) else None
-    fractional = any(len(x) and bool(pc.any(pc.not_equal(x, pc.round(x, 0))).as_py()) for x in (ts, dur))
-    stats = {"events_seen": seen, "max_abs_ts": str(max_ts or 0), "fractional": fractional}
+    device, stream = _ints(arg("device")), _ints(arg("stream"))
+    device_side = pc.fill_null(pc.is_in(cat, value_set=pa.array(DEVICE_SIDE_CATS)), False)
+    device = pc.if_else(pc.and_(device_side, pc.is_null(device)), columns["pid"], device)
+    stream = pc.if_else(pc.and_(device_side, pc.is_null(stream)), columns["tid"], stream)
+    is_memory = pc.fill_null(pc.equal(name, MEMORY_NAME), False)
+    mem_device = _ints(arg("device_id"))
+    if mem_device.null_count != len(mem_device):
+        device = pc.if_else(is_memory, mem_device, device)
+    nbytes = _ints(arg("bytes"))
+    mem_bytes = _ints(arg("mem_bytes"))
+    if mem_bytes.null_count != len(mem_bytes):
+        nbytes = pc.if_else(is_memory, mem_bytes, nbytes)
+    ext = _ints(arg("external_id"))
+    ext_old = _ints(arg("external_id_old"))
+    if ext_old.null_count != len(ext_old):
+        ext = pc.coalesce(ext, ext_old)
+    is_flow = pc.fill_null(pc.is_in(ph, value_set=pa.array(["s", "f"])), False)
+    flow_id = _ints(flow)
+    if flow_id.null_count != len(flow_id):
+        flow_id = pc.if_else(is_flow, flow_id, pa.nulls(seen, pa.int64()))
+    label = _plain_strings(arg("name"))
+    if label.null_count != len(label):
+        is_meta = pc.fill_null(pc.equal(ph, "M"), False)
+        label = pc.if_else(is_meta, label, pa.nulls(seen, pa.string()))
+    columns.update(
+        {
+            "device": device,
+            "stream": stream,
+            "correlation": _ints(arg("correlation")),
+            "external_id": ext,
+            "flow_id": flow_id,
+            "seq": _ints(arg("seq")),
+            "fwd_tid": _ints(arg("fwd_tid")),
+            "bytes": nbytes,
+            "sync_kind": _plain_strings(arg("sync_kind")),
+            "wait_stream": _ints(arg("wait_stream")),
+            "py_id": _ints(arg("py_id")),
+            "py_parent": _ints(arg("py_parent")),
+            "collective": _plain_strings(arg("collective")),
+            "msg_nelems": _ints(arg("msg_nelems")),
+            "group_size": _ints(arg("group_size")),
+            "pg_ranks": _plain_strings(arg("pg_ranks")),
+            "label": label,
+            "total_allocated": _ints(arg("total_allocated")),
+            "total_reserved": _ints(arg("total_reserved")),
+        }
+    )
+    arrays = [_cast(columns[f.name], f.type) for f in EVENT_SCHEMA]
+    batch = pa.RecordBatch.from_arrays(arrays, schema=EVENT_SCHEMA)
+    if (pc.sum(timed).as_py() or 0) != seen:
+        batch = batch.filter(timed)
+    max_ts = pc.max(pc.abs(ts_dec)).as_py()
+    fractional = any(bool(pc.any(pc.not_equal(x, pc.round(x, 0))).as_py()) for x in (ts_dec, dur_dec))
+    stats = {
+        "events_seen": seen,
+        "max_abs_ts": str(max_ts or 0),
+        "fractional": fractional,
+        "dropped_no_time": dropped_no_time,
+    }
     return batch, stats
+
+
+def _empty() -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays([pa.array([], f.type) for f in EVENT_SCHEMA], schema=EVENT_SCHEMA)
 
 
 def _cast(arr: pa.Array, typ: pa.DataType) -> pa.Array:
@@ -474,7 +550,7 @@ def _cast(arr: pa.Array, typ: pa.DataType) -> pa.Array:
     return arr.cast(typ)
 
 
-def _strings(values: list) -> pa.Array:
+def _strings(values: tuple | list) -> pa.Array:
     """A dictionary-encoded string column; non-string values are written as JSON text."""
     try:
         arr = pa.array(values, pa.string())
@@ -483,7 +559,9 @@ def _strings(values: list) -> pa.Array:
     return pc.dictionary_encode(arr)
 
 
-def _plain_strings(values: list) -> pa.Array:
+def _plain_strings(values: tuple | list) -> pa.Array:
+    if values.count(None) == len(values):
+        return pa.nulls(len(values), pa.string())
     try:
         return pa.array(values, pa.string())
     except (pa.ArrowInvalid, pa.ArrowTypeError):
@@ -510,9 +588,11 @@ def _normalise_cats(cat: pa.DictionaryArray) -> pa.DictionaryArray:
 _INT_RE = re.compile(r"\s*(-?(?:0[xX][0-9a-fA-F]+|\d+))\s*$")
 
 
-def _ints(values: list) -> pa.Array:
+def _ints(values: tuple | list) -> pa.Array:
     """An int64 column from JSON ints, or from strings holding ints ("7", "0x0" as ROCm writes streams,
     "stream 7"); floats (which arrive as text) keep their integer part only if it is exact."""
+    if values.count(None) == len(values):
+        return pa.nulls(len(values), pa.int64())
     try:
         return pa.array(values, pa.int64())
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):

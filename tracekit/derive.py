@@ -44,6 +44,29 @@ STEP_NAME = re.compile(r"ProfilerStep#(\d+)$")
 TRACE_STEP_NAME = "trace"  # the name of the one step of a trace without ProfilerStep spans
 
 
+# The columns the derive functions read.
+DERIVE_COLUMNS = ("rank", "ph", "cat", "name", "pid", "tid", "ts_ns", "dur_ns", "device")
+_DERIVE_CATS = (CAT_USER_ANNOTATION, CAT_CPU_OP, *DEVICE_ACTIVITY_CATS)
+
+
+def needed_for_derive(events: pa.Table) -> pa.Table:
+    """The rows and columns of `events` that derive_rows needs (so a streamed parse keeps only these).
+
+    Complete events of the step / cpu_op / device categories, plus the rows holding each rank's
+    earliest start and latest end (a trace without steps gets one step spanning exactly those)."""
+    mask = _dict_mask(events, "ph", lambda v: v == "X") & _dict_mask(
+        events, "cat", lambda v: v in _DERIVE_CATS
+    )
+    timed = ~_dict_mask(events, "ph", lambda v: v == "M")
+    rank, ts = _np(events, "rank"), _np(events, "ts_ns")
+    end = ts + np.maximum(_np(events, "dur_ns"), 0)
+    for r in np.unique(rank[timed]) if timed.any() else []:
+        idx = np.flatnonzero(timed & (rank == r))
+        mask[idx[np.argmin(ts[idx])]] = True
+        mask[idx[np.argmax(end[idx])]] = True
+    return events.select(list(DERIVE_COLUMNS)).filter(pa.array(mask))
+
+
 def derive_rows(events: pa.Table) -> pa.Table:
     """All derived rows (steps, busy intervals, dispatch gaps) of a table of raw events."""
     steps = derive_steps(events)

@@ -82,27 +82,39 @@ def parse_to_file(
             raise OutputExistsError(f"{output} is also an input; choose another output path")
     plans: dict = {}  # survives a restart: which files need the slow path or the ns unit
     while True:
-        kept: list[pa.Table] = []
-        count = [0]
         try:
-            with CaptureWriter(output, force=force) as writer:
-
-                def sink(table: pa.Table) -> None:
-                    writer.write(table)
-                    count[0] += table.num_rows
-                    kept.append(needed_for_derive(table))
-
-                sources, traces = _parse_files(
-                    files, salvage=salvage, progress=progress, sink=sink, plans=plans, streaming=True
-                )
-                _require_events(count[0], files)
-                derived = derive_rows(pa.concat_tables(kept))
-                writer.write(derived)
-                writer.meta = {"sources": sources, "traces": traces, "manifest": find_manifest(paths)}
+            return _stream_once(files, output, force=force, salvage=salvage, progress=progress, plans=plans)
         except _Restart:
-            continue  # a file needs its slow path: the output so far is discarded
-        break
-    return Capture(table=derived, meta=dict(writer.meta, event_rows=count[0]), path=output)
+            continue  # a file needs its slow path or another unit: the output so far is discarded
+
+
+def _stream_once(
+    files: list[tuple[Path, str]],
+    output: Path,
+    *,
+    force: bool,
+    salvage: bool,
+    progress: Optional[Progress],
+    plans: dict,
+) -> Capture:
+    kept: list[pa.Table] = []
+    rows = 0
+    with CaptureWriter(output, force=force) as writer:
+
+        def sink(table: pa.Table) -> None:
+            nonlocal rows
+            writer.write(table)
+            rows += table.num_rows
+            kept.append(needed_for_derive(table))
+
+        sources, traces = _parse_files(
+            files, salvage=salvage, progress=progress, sink=sink, plans=plans, streaming=True
+        )
+        _require_events(rows, files)
+        derived = derive_rows(pa.concat_tables(kept))
+        writer.write(derived)
+        writer.meta = {"sources": sources, "traces": traces, "manifest": None}
+    return Capture(table=derived, meta=dict(writer.meta, event_rows=rows), path=output)
 
 
 def load_capture(path: Path) -> Capture:

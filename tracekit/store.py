@@ -113,16 +113,57 @@ def write_capture(capture: Capture, path: Path, *, force: bool = False) -> Path:
     return path
 
 
+class CaptureWriter:
+    """Write a capture in pieces (bounded memory): event tables as they are parsed, the metadata last.
+
+        with CaptureWriter(path, force=force) as w:
+            w.write(table)                     # any number of times, schema.SCHEMA tables
+            w.meta = {"sources": [...], "traces": [...]}
+    The file appears (atomically) only if the block succeeds."""
+
+    def __init__(self, path: Path, *, force: bool = False) -> None:
+        self.path = Path(path)
+        check_output(self.path, force)
+        self.meta: dict = {}
+        self._atomic = atomic_path(self.path)
+        self._writer: pq.ParquetWriter | None = None
+
+    def __enter__(self) -> CaptureWriter:
+        tmp = self._atomic.__enter__()
+        self._writer = pq.ParquetWriter(tmp, SCHEMA, compression="zstd")
+        return self
+
+    def write(self, table: pa.Table) -> None:
+        assert self._writer is not None
+        if table.num_rows:
+            self._writer.write_table(table.cast(SCHEMA))
+
+    def __exit__(self, exc_type, exc, tb) -> bool | None:
+        assert self._writer is not None
+        if exc_type is None:
+            self._writer.add_key_value_metadata(
+                file_metadata(
+                    sources=self.meta.get("sources", []),
+                    traces=self.meta.get("traces", []),
+                    manifest=self.meta.get("manifest"),
+                    analysis=self.meta.get("analysis"),
+                )
+            )
+        self._writer.close()
+        return self._atomic.__exit__(exc_type, exc, tb)
+
+
 def read_meta(path: Path) -> dict:
     """The tracekit metadata document of a capture file, with its schema version checked."""
     path = Path(path)
     if not path.exists():
         raise InputNotFound(f"{path}: no such file")
     try:
-        schema = pq.read_schema(path)
+        # The file's key-value metadata (written at close by CaptureWriter, or from the schema).
+        kv = pq.read_metadata(path).metadata
     except (pa.ArrowException, OSError) as exc:
         raise CaptureFileError(f"{path}: not a Parquet file ({exc})") from None
-    raw = (schema.metadata or {}).get(METADATA_KEY)
+    raw = (kv or {}).get(METADATA_KEY)
     if raw is None:
         raise CaptureFileError(
             f"{path}: a Parquet file, but not a tracekit capture (no '{METADATA_KEY.decode()}' metadata); "

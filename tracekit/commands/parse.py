@@ -35,8 +35,10 @@ def parse(
                 f"dropped the last {dropped} bytes",
                 err=True,
             )
-    s = capture.summary()
+    events = sum(t["events"] for t in capture.traces)
+    ranks = sorted({t["rank"] for t in capture.traces})
+    steps = capture.summary()["steps"]  # the returned capture holds the derived rows
     typer.echo(
-        f"wrote {output}: {s['events']} events, {len(s['ranks'])} rank(s), {s['steps']} step(s) "
+        f"wrote {output}: {events} events, {len(ranks)} rank(s), {steps} step(s) "
         f"from {len(capture.meta['sources'])} file(s) in {time.perf_counter() - started:.1f} s"
     )
