@@ -379,8 +379,11 @@ class Report:
 
     def to_json(self) -> dict[str, Any]:
         """The JSON report (DESIGN.md contract): plain dicts/lists/numbers, ready for json.dumps."""
+        from tracekit import __version__
+
         return {
             "tracekit_report": self.version,
+            "tracekit_version": __version__,
             "capture": dict(self.capture),
             "cpu_only": self.cpu_only,
             "devices": [d.to_json() for d in self.devices],
