@@ -272,7 +272,7 @@ def _run_child(
         raise CaptureError(
             f"{run.name}: the workload failed under {where}: {message.splitlines()[-1]} "
             f"(its traceback is above); traces written so far are kept in {run.run_dir} "
-            f"(`tracekit parse {run.run_dir}/*{TRACE_SUFFIX}` reads them)"
+            f"(`tracekit parse {run.run_dir}` reads them)"
         )
     raise CaptureError(f"{run.name}: capture under {where} failed: {message}")
 
@@ -293,7 +293,7 @@ def _parse_run(run: Run, manifest: dict, force: bool, echo: Echo) -> Path:
             f"{run.run_dir}: the capture wrote no trace files ({why}); run more steps, or shorten "
             "--schedule (e.g. wait=0,warmup=1,active=1,repeat=1) and --set timing_steps=1"
         )
-    capture = parse_paths(files)
+    capture = parse_paths([run.run_dir])  # the run folder: its traces (manifest.json is not one)
     capture.meta["manifest"] = manifest
     write_capture(capture, run.parquet, force=force)
     echo(f"tracekit: wrote {run.parquet} ({len(files)} trace files, {capture.table.num_rows} rows)")
