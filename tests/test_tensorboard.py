@@ -270,3 +270,28 @@ def test_cpu_only_capture_gets_host_scalars(tmp_path):
         assert row["step/time_ms"] == pytest.approx(0.1)
         assert not any(k.startswith(("idle_ms/", "step/gpu")) for k in row)
         assert sum(row[f"host/{k}_ms"] for k in HOST_STATES) == pytest.approx(0.1)
+
+
+def test_two_ranks_write_one_sub_run_each(tmp_path):
+    from tests.tracebuilder import TraceBuilder
+    from tracekit.parse import parse_paths
+    from tracekit.tensorboard import write_capture_summaries
+
+    # GIVEN rank 0 busy 60 of 100 µs per step and rank 1 busy 30
+    for rank, busy in ((0, 60), (1, 30)):
+        t = TraceBuilder(rank=rank, world_size=2)
+        for n, start in ((1, 0), (2, 100)):
+            t.step(n, start, start + 100)
+            t.op("aten::mm", start + 1, 5)
+            t.launch(start + 2, 2, corr=10 * n + rank)
+            t.kernel("gemm", start + 10, busy, corr=10 * n + rank)
+        t.write(tmp_path / f"rank{rank}.pt.trace.json")
+    capture = parse_paths([tmp_path / "rank0.pt.trace.json", tmp_path / "rank1.pt.trace.json"])
+    # WHEN the event files are written
+    written = write_capture_summaries(tmp_path, capture)
+    # THEN the capture's own run holds the report, and each rank its own scalars under the same tags
+    assert sorted(p.parent.name for p in written) == sorted([tmp_path.name, "rank0", "rank1"])
+    assert TEXT_TAG in read_events(tmp_path)[1]
+    for rank, busy in ((0, 60), (1, 30)):
+        scalars, _ = read_events(tmp_path / f"rank{rank}")
+        assert [v for _, v in scalars["step/gpu_utilization"]] == pytest.approx([busy / 100] * 2)
