@@ -254,6 +254,8 @@ class TensorBoardServer:
         _tb()
         from tensorboard import program
 
+        # The profiler plugin logs every run it finds at INFO on stderr; keep the terminal for the address.
+        os.environ.setdefault("TORCH_PROFILER_LOG_LEVEL", "WARNING")
         self.logdir = logdir
         self._tb = program.TensorBoard()
         argv = [
