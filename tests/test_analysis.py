@@ -19,8 +19,9 @@ US = 1000
 
 def run(tmp_path: Path, *builders: TraceBuilder, **kw) -> Report:
     paths = [b.write(tmp_path / f"rank{i}.pt.trace.json") for i, b in enumerate(builders)]
-    report = analyze(parse_paths(paths), **kw)
-    check_invariants(report)
+    capture = parse_paths(paths)
+    report = analyze(capture, **kw)
+    check_invariants(report, capture)
     return report
 
 
@@ -418,3 +419,27 @@ def test_manifest_figures_overhead_throughput_memory(tmp_path):
     assert d.throughput_per_s == pytest.approx(320_000)
     assert d.peak_memory_bytes == 1 << 20
     assert r.capture["workload"] == "toy"
+
+
+def test_check_invariants_catches_a_broken_report(tmp_path):
+    from dataclasses import replace
+
+    from tracekit.analysis import InvariantError
+
+    t = TraceBuilder()
+    t.step(1, 0, 100)
+    t.kernel("k0", 0, 20)
+    t.kernel("k", 50, 50)
+    capture = parse_paths([t.write(tmp_path / "r.pt.trace.json")])
+    r = analyze(capture)
+    # a sample whose causes no longer sum to its idle time
+    d = r.devices[0]
+    s = d.samples[0]
+    bad = replace(s, idle_ns={**s.idle_ns, "sync": s.idle_ns["sync"] + 1})
+    with pytest.raises(InvariantError, match="busy"):
+        check_invariants(replace(r, devices=(replace(d, samples=(bad,)),)))
+    # an idle piece moved onto a kernel
+    idle = r.idle_intervals.copy()
+    idle.loc[0, "ts_ns"] = 55_000
+    with pytest.raises(InvariantError, match="overlaps"):
+        check_invariants(replace(r, idle_intervals=idle, busy_intervals=r.busy_intervals.iloc[0:0]), capture)

@@ -131,8 +131,9 @@ def test_random_timelines_keep_the_invariants(kernels, host, steps, linked):
             t.op("aten::item", ts, dur)
     with tempfile.TemporaryDirectory() as d:
         path = t.write(Path(d) / "r.pt.trace.json")
-        report = analyze(parse_paths([path]))
-    check_invariants(report)
+        capture = parse_paths([path])
+        report = analyze(capture)
+    check_invariants(report, capture)
     for dev in report.devices:
         for s in dev.samples:
             assert s.busy_ns + sum(s.idle_ns.values()) == s.dur_ns

@@ -14,8 +14,9 @@ FIXTURES = Path(__file__).parent.parent / "fixtures" / "h200_probe"
 
 
 def load(name: str) -> Report:
-    report = analyze(parse_paths([FIXTURES / f"{name}.pt.trace.json.gz"]))
-    check_invariants(report)
+    capture = parse_paths([FIXTURES / f"{name}.pt.trace.json.gz"])
+    report = analyze(capture)
+    check_invariants(report, capture)
     return report
 
 

@@ -3,6 +3,8 @@ broken rule; tests call it after every analysis, and `tracekit analyze --check` 
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from tracekit.errors import TracekitError
@@ -15,14 +17,16 @@ class InvariantError(TracekitError):
     exit_code = 3
 
 
-def check_invariants(report: Report) -> list[str]:
+def check_invariants(report: Report, capture: Any = None) -> list[str]:
     """Check every invariant; returns the names of those checked, raises InvariantError on the first
     broken one.
 
     1. per step and device: busy + Σ causes == step duration, the causes are exactly CAUSES, none < 0;
     2. per host step: Σ host states == step duration;
     3. idle pieces (when present): per (device, step) they sum to the sample's idle, and no idle
-       piece overlaps a busy interval or another idle piece.
+       piece overlaps a busy interval or another idle piece;
+    4. with `capture`: no idle piece overlaps any raw device activity event of the capture (checked
+       against the events themselves, independently of the busy-interval algebra).
     """
     checked = []
     for d in report.devices:
@@ -66,4 +70,29 @@ def check_invariants(report: Report) -> list[str]:
                 f"idle interval at {int(s[i])} ns"
             )
     checked.append("idle never overlaps busy")
+    if capture is not None:
+        _check_against_events(idle, capture)
+        checked.append("idle never overlaps a device activity event")
     return checked
+
+
+def _check_against_events(idle, capture: Any) -> None:
+    from tracekit.analysis.events import load_frames
+
+    dev = load_frames(capture.table).device
+    for (rank, device), g in idle.groupby(["rank", "device"]):
+        acts = dev[(dev["rank"] == rank) & (dev["device"] == device)]
+        if acts.empty:
+            continue
+        order = np.argsort(acts["ts"].to_numpy(np.int64), kind="stable")
+        a_s = acts["ts"].to_numpy(np.int64)[order]
+        reach = np.maximum.accumulate(acts["end"].to_numpy(np.int64)[order])
+        ps = g["ts_ns"].to_numpy(np.int64)
+        pe = ps + g["dur_ns"].to_numpy(np.int64)
+        k = np.searchsorted(a_s, pe, side="left") - 1  # last activity starting before the piece ends
+        hit = (k >= 0) & (reach[np.maximum(k, 0)] > ps)
+        if hit.any():
+            i = int(np.flatnonzero(hit)[0])
+            raise InvariantError(
+                f"rank {rank} device {device}: idle piece at {int(ps[i])} ns overlaps a device activity event"
+            )

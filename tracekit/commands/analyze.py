@@ -60,7 +60,7 @@ def analyze(
         )
     report = run_analysis(capture, sync_tolerance_ns=int(round(sync_tolerance_us * 1000)))
     if check:
-        for name in check_invariants(report):
+        for name in check_invariants(report, capture):
             typer.echo(f"ok: {name}", err=True)
     if store:
         store_report(capture, report)
