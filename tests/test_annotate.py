@@ -166,3 +166,15 @@ def test_cli(tmp_path):
     assert f"wrote {out}" in result.output and "idle gaps (sync " in result.output
     again = runner.invoke(get_app(), args)
     assert again.exit_code != 0
+
+
+def test_cpu_only_trace_has_nothing_to_annotate(tmp_path):
+    from tests.tracebuilder import TraceBuilder
+
+    t = TraceBuilder()
+    t.step(1, 0, 100)
+    t.op("aten::mm", 10, 30)
+    trace = t.write(tmp_path / "cpu.pt.trace.json")
+    with pytest.raises(TracekitError, match="CPU-only trace"):
+        annotate(trace, tmp_path / "out.json")
+    assert not (tmp_path / "out.json").exists()

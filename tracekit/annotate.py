@@ -102,6 +102,11 @@ def annotate(capture_path: Path, output: Path, *, force: bool = False) -> Annota
         raise TracekitError(f"{output}: is the input trace; write the annotated trace to another file")
     capture = parse_paths([trace])
     report = analyze(capture, top_gaps=sys.maxsize)
+    if report.cpu_only:
+        raise TracekitError(
+            f"{trace}: a CPU-only trace (no kernels, memcpys or memsets): there are no GPU idle gaps to "
+            "annotate; `tracekit analyze` shows what the host did in each step"
+        )
     unit = capture.traces[0].get("time_unit", "us")
     events = list(idle_events(report, capture, unit))
     data = splice(trace, events)
