@@ -25,7 +25,7 @@ LOG="$OUT/log.txt"
 : >"$LOG"
 
 ALL_RUNS="heavy_mlp heavy_mlp_amp dataloader_train dataloader_workers0 dataloader_nopin dataloader_slow
-sync_per_layer tiny_ops ddp_slow_rank1"
+sync_per_layer tiny_ops ddp_slow_rank1 sync_heavy article_heavy_mlp article_dataloader"
 RUNS="${RUNS:-$ALL_RUNS}"
 
 args_for() {  # run name -> workload and --set flags
@@ -39,6 +39,11 @@ args_for() {  # run name -> workload and --set flags
     sync_per_layer)      echo "heavy_mlp --set sync_every_layer=true --set in_features=512 --set hidden=512 --set layers=16 --set out_features=512 --set batch_size=64 --set with_stack=true" ;;
     tiny_ops)            echo "tiny_ops --set n_ops=300 --set with_stack=true" ;;
     ddp_slow_rank1)      echo "heavy_mlp --set nproc=2 --set slow_rank=1 --set slow_ms=20" ;;
+    # the article's MLP with an .item() after every layer: kernels long enough that the host waits in sync
+    sync_heavy)          echo "heavy_mlp --set sync_every_layer=true --set with_stack=true" ;;
+    # the articles' own timing: 500 iterations after 10 warm-up (heavy_mlp); most of an epoch (dataloader)
+    article_heavy_mlp)   echo "heavy_mlp --set timing_steps=500 --set timing_warmup=10" ;;
+    article_dataloader)  echo "dataloader_train --set timing_steps=70 --set timing_warmup=5" ;;
     *) return 1 ;;
   esac
 }
