@@ -91,13 +91,16 @@ class Chromium:
         )
         os.close(cmd_r)
         os.close(resp_w)
-        targets = self._call("Target.getTargets")["targetInfos"]
-        page = next(t for t in targets if t["type"] == "page")
-        self.session = self._call("Target.attachToTarget", targetId=page["targetId"], flatten=True)[
-            "sessionId"
-        ]
-        self.call("Page.enable")
-        self.call("Runtime.enable")
+        try:
+            targets = self._call("Target.getTargets")["targetInfos"]
+            page = next(t for t in targets if t["type"] == "page")
+            attached = self._call("Target.attachToTarget", targetId=page["targetId"], flatten=True)
+            self.session = attached["sessionId"]
+            self.call("Page.enable")
+            self.call("Runtime.enable")
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
         return self
 
     def __exit__(self, *exc: object) -> None:
