@@ -83,14 +83,19 @@ def device_sections(report: Report) -> list[Section]:
 
 def host_section(report: Report) -> Section:
     h = report.host
-    rows = [[k, f"{v:.3f}"] for k, v in h.breakdown_ms_per_step.items()]
+    step_ms = statistics.fmean([s.dur_ns for s in h.steps]) / 1e6 if h.steps else 0.0
+    rows = [
+        [k, f"{v:.3f}", _pct(v / step_ms if step_ms else 0.0)] for k, v in h.breakdown_ms_per_step.items()
+    ]
     j = h.to_json()
     notes = [
+        f"{len(h.steps)} step(s) over {len({(s.rank, s.pid, s.tid) for s in h.steps})} step thread(s); "
+        f"mean step {step_ms:.3f} ms",
         f"host dispatch gaps per step: {h.dispatch_gaps_per_step:.1f} gaps, "
         f"{h.dispatch_gap_ms_per_step:.3f} ms, "
-        f"median {j['dispatch_gap_median_us']:.1f} µs, p95 {j['dispatch_gap_p95_us']:.1f} µs"
+        f"median {j['dispatch_gap_median_us']:.1f} µs, p95 {j['dispatch_gap_p95_us']:.1f} µs",
     ]
-    return Section("host (step thread): what it did, ms/step", ["state", "ms/step"], rows, notes)
+    return Section("host (step thread): what it did", ["state", "ms/step", "% of step"], rows, notes)
 
 
 def sync_section(report: Report) -> Section | None:

@@ -6,7 +6,9 @@ from typing import Any, TextIO
 
 from rich import box
 from rich.console import Console
+from rich.padding import Padding
 from rich.table import Table
+from rich.text import Text
 
 from tracekit.render.base import register
 from tracekit.render.sections import advice_lines, header, other_notes, report_sections
@@ -43,7 +45,7 @@ class TextRenderer:
                 table.add_row(*row)
             console.print(table)
             for note in sec.notes:
-                console.print("  " + note, markup=False)
+                console.print(Padding(Text(note), (0, 0, 0, 2), expand=False))
         notes = other_notes(result)
         if notes:
             console.print()
@@ -54,4 +56,4 @@ class TextRenderer:
             console.print()
             console.print("advice", style="bold")
             for a in adv:
-                console.print("  - " + a, markup=False)
+                console.print(Padding(Text("- " + a), (0, 0, 0, 2), expand=False))
