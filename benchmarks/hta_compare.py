@@ -109,7 +109,7 @@ def main() -> None:
         [args.hta_python, __file__, "--hta-side", *paths], capture_output=True, text=True, check=True
     )
     hta = json.loads(proc.stdout)
-    rows = []
+    rows, rounded = [], []
     for n, p in zip(TRACES, paths):
         h = hta[Path(p).name]
         cat = {"host_wait": 0.0, "kernel_wait": 0.0, "other": 0.0}
@@ -122,6 +122,7 @@ def main() -> None:
         (d,) = r.devices
         idle = {c: sum(s.idle_ns[c] for s in d.samples) / 1e3 for c in d.samples[0].idle_ns}
         rows.append((n, cat, h, ours, emulated, idle))
+        rounded.append((n, *_rounding_damage(cap)))
     print(
         "| trace | HTA host_wait | HTA kernel_wait | HTA other | HTA total | HTA rules on tracekit's table "
         "| per-stream gaps, all kernels, exact ns | tracekit idle in steps | tracekit causes (µs) "
@@ -138,6 +139,22 @@ def main() -> None:
             f"{sum(ours.values()):.0f} (host_wait {ours['host_wait']:.0f}) | "
             f"{sum(idle.values()):.0f} | {top} | {temporal} |"
         )
+    print()
+    print("| trace | device events | zero length after HTA's µs rounding | negative length |")
+    print("|---|---:|---:|---:|")
+    for n, total, zero, neg in rounded:
+        print(f"| {n} | {total} | {zero} | {neg} |")
+
+
+def _rounding_damage(capture) -> tuple[int, int, int]:
+    """Device events whose duration becomes 0 / negative when ts is rounded up and end down to µs."""
+    import numpy as np
+
+    from tracekit.analysis.events import load_frames
+
+    dev = load_frames(capture.table).device
+    dur = np.floor(dev["end"].to_numpy() / 1e3) - np.ceil(dev["ts"].to_numpy() / 1e3)
+    return len(dev), int((dur == 0).sum()), int((dur < 0).sum())
 
 
 if __name__ == "__main__":
