@@ -443,3 +443,40 @@ def test_check_invariants_catches_a_broken_report(tmp_path):
     idle.loc[0, "ts_ns"] = 55_000
     with pytest.raises(InvariantError, match="overlaps"):
         check_invariants(replace(r, idle_intervals=idle, busy_intervals=r.busy_intervals.iloc[0:0]), capture)
+
+
+def test_dispatch_gaps_skip_step_boundaries_and_backward(tmp_path):
+    # GIVEN   step 1 [0,100): ops [10,20) [30,40) [90,95); engine op [50,80) on tid 200
+    #         step 2 [100,200): op [110,120)
+    t = TraceBuilder()
+    t.step(1, 0, 100)
+    t.step(2, 100, 200)
+    for a, b in ((10, 20), (30, 40), (90, 95), (110, 120)):
+        t.op("aten::add", a, b - a)
+    t.op("autograd::engine::evaluate_function: AddBackward0", 50, 30, tid=200)
+    r = run(tmp_path, t)
+    h1, h2 = r.host.steps
+    # THEN step 1: [20,30) = 10 µs, and [40,90) minus the backward wait [50,80) = 10 + 10 µs;
+    # the gap [95,110) crosses into step 2 and is dropped
+    assert (h1.dispatch_gaps, h1.dispatch_gap_ns) == (3, 30 * US)
+    assert (h2.dispatch_gaps, h2.dispatch_gap_ns) == (0, 0)
+
+
+def test_item_on_a_cpu_only_capture_is_not_sync(tmp_path):
+    t = TraceBuilder()
+    t.step(1, 0, 100)
+    t.op("aten::item", 10, 20)
+    r = run(tmp_path, t)
+    assert r.host.steps[0].breakdown_ns["sync"] == 0
+    assert r.host.steps[0].breakdown_ns["framework"] == 20 * US
+
+
+def test_multi_worker_dataloader_advice(tmp_path):
+    t = TraceBuilder()
+    t.step(1, 0, 100)
+    t.dataloader(0, 80, kind="_MultiProcessingDataLoaderIter")
+    t.kernel("k", 80, 20)
+    r = run(tmp_path, t)
+    assert r.dataloader.multi_worker is True
+    (a,) = r.advice
+    assert a.kind == "dataloader_workers" and "num_workers" in a.message and "single-process" not in a.message
