@@ -60,8 +60,8 @@ def served(tmp_path_factory):
         with Chromium() as browser:
             yield browser, url
     finally:
-        rc, out = stop_view(proc)
-        assert rc == 0, out
+        rc, out, err = stop_view(proc)
+        assert rc == 0, out + err
 
 
 def shot(browser: Chromium, name: str) -> Path:

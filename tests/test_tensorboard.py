@@ -145,10 +145,11 @@ def start_view(logdir: Path, *extra: str) -> tuple[subprocess.Popen, str]:
     return proc, line.split()[2]
 
 
-def stop_view(proc: subprocess.Popen) -> tuple[int, str]:
+def stop_view(proc: subprocess.Popen) -> tuple[int, str, str]:
+    """Ctrl-C, as a user stops it: (exit code, rest of stdout, stderr)."""
     proc.send_signal(signal.SIGINT)
-    out, _ = proc.communicate(timeout=30)
-    return proc.returncode, out
+    out, err = proc.communicate(timeout=30)
+    return proc.returncode, out, err
 
 
 def wait_for(fn, timeout_s: float = 60.0):
@@ -176,8 +177,10 @@ def test_view_serves_scalars_and_profiler_runs_on_localhost(tmp_path, dataloader
         steps = [p[1] for p in points]
         assert steps == [s.step for s in dataloader_report.devices[0].samples]
     finally:
-        rc, out = stop_view(proc)
+        rc, out, err = stop_view(proc)
     assert rc == 0 and "stopped" in out
+    # the run without event files is named, with the command that writes them
+    assert "1 of 2 trace runs have no tracekit scalars yet" in err and f"tracekit tb {logdir}" in err
 
 
 def test_view_port_option_and_sigterm(tmp_path):

@@ -17,15 +17,25 @@ def view(
     port: int = typer.Option(0, "--port", help="Port on 127.0.0.1; 0 picks a free one."),
 ) -> None:
     """Open captures in TensorBoard: tracekit's scalars and report, and the PyTorch Profiler tab."""
-    from tracekit.tensorboard import TensorBoardServer, find_trace_runs, iter_event_runs
+    from tracekit.tensorboard import TensorBoardServer, event_files, find_trace_runs, iter_event_runs
 
     server = TensorBoardServer(logdir, port=port)
     # A plain `kill` stops it as Ctrl-C does, so the profiler plugin's loader processes are shut down too.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
-    url = server.start()
-    traces, events = len(find_trace_runs(logdir)), len(list(iter_event_runs(logdir)))
-    typer.echo(f"TensorBoard at {url} ({traces} trace runs, {events} tracekit runs); Ctrl-C stops it")
     try:
+        url = server.start()
+        traces = find_trace_runs(logdir)
+        events = len(list(iter_event_runs(logdir)))
+        typer.echo(
+            f"TensorBoard at {url} ({len(traces)} trace runs, {events} tracekit runs); Ctrl-C stops it"
+        )
+        bare = [r for r in traces if not event_files(r)]
+        if bare:
+            typer.echo(
+                f"tracekit: {len(bare)} of {len(traces)} trace runs have no tracekit scalars yet "
+                f"(e.g. {bare[0]}); write them with `tracekit tb {logdir}`",
+                err=True,
+            )
         while True:
             time.sleep(3600)
     except KeyboardInterrupt:
