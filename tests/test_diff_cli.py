@@ -179,3 +179,13 @@ def test_stored_analysis_is_used_when_this_tracekit_wrote_it(tmp_path, monkeypat
     write_capture(capture, Path(paths[0]), force=True)
     with pytest.raises(AssertionError, match="analysed again"):
         load_report(Path(paths[0]))
+
+
+def test_repeats_joined_with_a_comma_are_pooled(capsys):
+    doc = json.loads(_run(f"{MLP},{MLP}", MLP, "--json").output)
+    assert [c["steps"] for c in doc["captures"]] == [6, 3]
+    assert doc["captures"][0]["label"] == "mlp ×2"
+    pair = doc["pairs"][0]
+    assert pair["comparable"] and not any(f["significant"] for f in pair["figures"])
+    code, _, err = _main(capsys, f"{MLP},{SYNC}", MLP)
+    assert code == 2 and "not repeats of one configuration" in err

@@ -349,18 +349,19 @@ def _figures(a: StepValues, b: StepValues, confidence: float) -> list[FigureDiff
         _ranked("step_time", "step time", "ms", SECTION_TIME, "lower", a.dur_ns, b.dur_ns, ms, confidence),
     ]
     total_a, total_b = a.dur_ns * s, b.dur_ns * s
-    out.append(
-        FigureDiff(
-            "total_time",
-            "total time, profiled steps",
-            "s",
-            SECTION_TIME,
-            "lower",
-            float(total_a.sum()),
-            float(total_b.sum()),
-            bootstrap_shift(total_a, total_b, _sum, confidence),
+    if len(total_a) == len(total_b):  # totals over different numbers of steps say nothing
+        out.append(
+            FigureDiff(
+                "total_time",
+                "total time, profiled steps",
+                "s",
+                SECTION_TIME,
+                "lower",
+                float(total_a.sum()),
+                float(total_b.sum()),
+                bootstrap_shift(total_a, total_b, _sum, confidence),
+            )
         )
-    )
     if a.samples_per_step and b.samples_per_step:
         out.append(
             _ranked(
@@ -578,7 +579,8 @@ def _op_figures(a: StepValues, b: StepValues, confidence: float, top: int) -> li
 # -- the diff ---------------------------------------------------------------------------------------------
 
 
-def _facts(report: Report, values: StepValues) -> Facts:
+def facts(report: Report, values: StepValues) -> Facts:
+    """What the traces tell about a capture, for the comparability check."""
     names = tuple(sorted({d.name for d in report.devices if d.name}))
     ranks = len({d.rank for d in report.devices} | {h.rank for h in report.host.steps}) or 1
     return Facts(report.cpu_only, names, ranks, values.ops_calls_per_step)
@@ -655,7 +657,7 @@ def diff_pair(
 ) -> PairDiff:
     """B against A."""
     va, vb = step_values(a), step_values(b)
-    comp = comparable.check(a.capture, b.capture, _facts(a, va), _facts(b, vb))
+    comp = comparable.check(a.capture, b.capture, facts(a, va), facts(b, vb))
     return PairDiff(
         a=capture_info(a, labels[0], va),
         b=capture_info(b, labels[1], vb),

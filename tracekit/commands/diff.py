@@ -36,6 +36,18 @@ def _named(report, path: Path):
     return replace(report, capture={**report.capture, "path": str(path)})
 
 
+def _load_side(arg: str):
+    """One side of the diff: a capture, or several runs of one configuration joined with ','."""
+    from tracekit.diff_group import merge_reports
+
+    paths = [Path(p) for p in arg.split(",") if p]
+    reports = [_named(load_report(p), p) for p in paths]
+    if len(reports) == 1:
+        return reports[0]
+    names = [str(r.capture.get("run") or _label_of(p)) for r, p in zip(reports, paths)]
+    return _named(merge_reports(reports, names), Path(arg))
+
+
 def _label_of(path: Path) -> str:
     name = path.name
     for suffix in (".gz", ".json", ".pt.trace", ".parquet"):
@@ -48,7 +60,8 @@ def _label_of(path: Path) -> str:
 def diff(
     captures: List[Path] = typer.Argument(
         ...,
-        help="Captures to compare (.parquet, trace files or run folders); each later one against the first.",
+        help="Captures to compare (.parquet, trace files or run folders); each later one against the first. "
+        "Repeats of one configuration joined with ',' (A1,A2,A3) are pooled into one side.",
     ),
     json_out: bool = typer.Option(False, "--json", help="Print the comparison as JSON."),
     markdown: bool = typer.Option(False, "--markdown", help="Print the comparison as Markdown."),
@@ -87,8 +100,8 @@ def diff(
         if plot.suffix.lower() != ".png":
             raise TracekitError(f"--plot {plot}: the plot is a PNG; name it with .png")
         check_output(plot, force)
-    reports = [_named(load_report(p), p) for p in captures]
-    labels = label or default_labels(reports, [_label_of(p) for p in captures])
+    reports = [_load_side(str(p)) for p in captures]
+    labels = label or default_labels(reports, [_label_of(Path(str(p).split(",")[0])) for p in captures])
     result = diff_reports(reports, labels, confidence=confidence, top_ops=top_ops)
     if json_out:
         JsonRenderer().render(result, sys.stdout)

@@ -1,0 +1,120 @@
+"""Several runs of one configuration as one side of a diff (`tracekit diff A1,A2,A3 B1,B2,B3`).
+
+The steps of one run share the machine's state while it ran (other load, clock, cache): they vary less
+among themselves than between runs, so intervals from one run per side understate the noise when that
+state drifts. Repeating each configuration and alternating the runs (A B B A ...) spreads the drift over
+both sides; `merge_reports` then pools the steps of the repeats, so that the intervals see the
+run-to-run variation too.
+
+Pooling is refused unless the runs are repeats: the same workload, knobs, schedule, versions and Python
+(`comparable.compare_manifests`; only notes such as the host name may differ).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from typing import Any, Mapping, Sequence
+
+from tracekit import comparable
+from tracekit.comparable import Role
+from tracekit.errors import NotComparableError
+from tracekit.model import DeviceReport, HostReport, OpStat, Report
+
+STEP_OFFSET = 1_000_000  # run i's step n becomes i·STEP_OFFSET + n, so pooled step numbers never collide
+
+
+def group_label(runs: Sequence[str]) -> str:
+    """'py3.9-1', 'py3.9-2' → 'py3.9 ×2' (the common name, less a trailing run number)."""
+    names = [r for r in runs if r]
+    if not names:
+        return f"×{len(runs)}"
+    prefix = names[0]
+    for n in names[1:]:
+        while not n.startswith(prefix):
+            prefix = prefix[:-1]
+    prefix = re.sub(r"[-_ #.]*\d*$", "", prefix) if len(set(names)) > 1 else prefix
+    return f"{prefix or names[0]} ×{len(runs)}"
+
+
+def _check_repeats(reports: Sequence[Report], names: Sequence[str]) -> None:
+    from tracekit.diff import facts, step_values
+
+    first = reports[0]
+    first_facts = facts(first, step_values(first))
+    for r, name in zip(reports[1:], names[1:]):
+        verdict = comparable.check(first.capture, r.capture, first_facts, facts(r, step_values(r)))
+        diffs = [d for d in verdict.differences if d.role is not Role.NOTE]
+        if diffs:
+            raise NotComparableError(
+                f"{names[0]} and {name} are grouped with ',' but are not repeats of one configuration "
+                f"({'; '.join(d.describe() for d in diffs)}); group only runs of the same configuration"
+            )
+
+
+def _merge_manifests(manifests: Sequence[Mapping[str, Any]], label: str) -> dict[str, Any]:
+    merged = dict(manifests[0])
+    merged["run"] = label
+    merged["group"] = [m.get("run") for m in manifests]
+    for key in ("unprofiled_step_ms", "unprofiled_step_ns"):
+        lists = [m.get(key) for m in manifests]
+        if all(isinstance(v, (list, tuple)) for v in lists):
+            merged[key] = [x for v in lists for x in v]
+    # per-step peak memory: each rank's profiled steps, run after run
+    rank_lists = [m.get("ranks") or [] for m in manifests]
+    records = all(isinstance(rec, Mapping) for runs in rank_lists for rec in runs)
+    if records and rank_lists[0] and all(len(r) == len(rank_lists[0]) for r in rank_lists):
+        ranks = []
+        for j, rec in enumerate(rank_lists[0]):
+            peaks = []
+            for runs in rank_lists:
+                p = (runs[j].get("profiled") or {}).get("peak_memory_bytes")
+                peaks.extend(p if isinstance(p, (list, tuple)) else [])
+            ranks.append({**rec, "profiled": {**(rec.get("profiled") or {}), "peak_memory_bytes": peaks}})
+        merged["ranks"] = ranks
+    return merged
+
+
+def merge_reports(reports: Sequence[Report], names: Sequence[str] | None = None) -> Report:
+    """The steps of several runs of one configuration as one Report (step numbers offset per run)."""
+    if len(reports) == 1:
+        return reports[0]
+    names = (
+        list(names)
+        if names
+        else [str((r.capture or {}).get("run") or f"run {i + 1}") for i, r in enumerate(reports)]
+    )
+    _check_repeats(reports, names)
+
+    devices: dict[tuple[int, int], list] = {}
+    first_device: dict[tuple[int, int], DeviceReport] = {}
+    peaks: dict[tuple[int, int], int] = {}
+    host = []
+    ops: dict[str, list[tuple[int, int, int]]] = {}
+    for i, r in enumerate(reports):
+        off = i * STEP_OFFSET
+        for d in r.devices:
+            key = (d.rank, d.device)
+            first_device.setdefault(key, d)
+            devices.setdefault(key, []).extend(replace(s, step=s.step + off) for s in d.samples)
+            if d.peak_memory_bytes:
+                peaks[key] = max(peaks.get(key, 0), d.peak_memory_bytes)
+        host.extend(replace(h, step=h.step + off) for h in r.host.steps)
+        for op in r.op_stats:
+            ops.setdefault(op.name, []).extend(
+                (s + off, c, ns) for s, c, ns in zip(op.steps, op.calls_per_step, op.ns_per_step)
+            )
+    label = group_label(names)
+    return replace(
+        reports[0],
+        capture=_merge_manifests([r.capture or {} for r in reports], label),
+        devices=tuple(
+            replace(first_device[k], samples=tuple(v), peak_memory_bytes=peaks.get(k))
+            for k, v in devices.items()
+        ),
+        host=HostReport(tuple(host)),
+        op_stats=tuple(
+            OpStat(name, tuple(s for s, _, _ in v), tuple(c for _, c, _ in v), tuple(ns for _, _, ns in v))
+            for name, v in ops.items()
+        ),
+    )
