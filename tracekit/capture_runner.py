@@ -35,7 +35,7 @@ from tracekit.capture.knobs import (
 )
 from tracekit.capture.recorder import MANIFEST_NAME, TRACE_SUFFIX
 from tracekit.capture.workload import knobs_of
-from tracekit.errors import CaptureError, OutputExistsError
+from tracekit.errors import CaptureError, OutputExistsError, TracekitError
 
 Echo = Callable[[str], None]
 _INTERRUPT_GRACE_S = 60
@@ -297,4 +297,12 @@ def _parse_run(run: Run, manifest: dict, force: bool, echo: Echo) -> Path:
     capture.meta["manifest"] = manifest
     write_capture(capture, run.parquet, force=force)
     echo(f"tracekit: wrote {run.parquet} ({len(files)} trace files, {capture.table.num_rows} rows)")
+    # TensorBoard event files (per-step scalars + the report) beside the traces, so `tracekit view OUT`
+    # overlays runs at once. The capture is already safe on disk: a failure here only costs the summaries.
+    from tracekit.tensorboard import write_capture_summaries
+
+    try:
+        write_capture_summaries(run.run_dir, capture)
+    except TracekitError as exc:
+        echo(f"tracekit: warning: no TensorBoard summaries for {run.run_dir}: {exc} (retry: tracekit tb)")
     return run.parquet
