@@ -445,8 +445,37 @@ def test_check_invariants_catches_a_broken_report(tmp_path):
         check_invariants(replace(r, idle_intervals=idle, busy_intervals=r.busy_intervals.iloc[0:0]), capture)
 
 
-def test_dispatch_gaps_skip_step_boundaries_and_backward(tmp_path):
-    # GIVEN   step 1 [0,100): ops [10,20) [30,40) [90,95); engine op [50,80) on tid 200
+def stored_dispatch_gaps(capture) -> dict[tuple[int, int], tuple[int, int]]:
+    """(rank, step) → (count, ns) of the parser's dispatch_gap rows on each rank's step thread."""
+    import pyarrow.compute as pc
+
+    from tracekit import schema as S
+
+    t = capture.table
+    rows = t.filter(pc.equal(t["kind"].cast("string"), S.KIND_DISPATCH_GAP)).to_pandas()
+    steps = t.filter(pc.equal(t["kind"].cast("string"), S.KIND_STEP)).to_pandas()
+    owners = set(zip(steps["rank"], steps["pid"], steps["tid"]))
+    mine = [(r, p, t) in owners for r, p, t in zip(rows["rank"], rows["pid"], rows["tid"])]
+    agg = rows[mine].groupby(["rank", "step"])["dur_ns"].agg(["count", "sum"])
+    return {(int(r), int(s)): (int(c), int(n)) for (r, s), (c, n) in agg.iterrows()}
+
+
+def assert_dispatch_gaps_match_stored_rows(report: Report, capture) -> None:
+    stored = stored_dispatch_gaps(capture)
+    for h in report.host.steps:
+        assert stored.get((h.rank, h.step), (0, 0)) == (h.dispatch_gaps, h.dispatch_gap_ns), (h.rank, h.step)
+
+
+def run_host(tmp_path: Path, t: TraceBuilder) -> Report:
+    capture = parse_paths([t.write(tmp_path / "rank0.pt.trace.json")])
+    report = analyze(capture)
+    check_invariants(report, capture)
+    assert_dispatch_gaps_match_stored_rows(report, capture)
+    return report
+
+
+def test_dispatch_gaps_are_clipped_to_steps_minus_backward(tmp_path):
+    # GIVEN   step 1 [0,100): ops [10,20) [30,40) [90,95); engine op [50,80) on tid 200 (GPU backward)
     #         step 2 [100,200): op [110,120)
     t = TraceBuilder()
     t.step(1, 0, 100)
@@ -454,12 +483,68 @@ def test_dispatch_gaps_skip_step_boundaries_and_backward(tmp_path):
     for a, b in ((10, 20), (30, 40), (90, 95), (110, 120)):
         t.op("aten::add", a, b - a)
     t.op("autograd::engine::evaluate_function: AddBackward0", 50, 30, tid=200)
-    r = run(tmp_path, t)
+    # WHEN
+    r = run_host(tmp_path, t)
     h1, h2 = r.host.steps
-    # THEN step 1: [20,30) = 10 µs, and [40,90) minus the backward wait [50,80) = 10 + 10 µs;
-    # the gap [95,110) crosses into step 2 and is dropped
-    assert (h1.dispatch_gaps, h1.dispatch_gap_ns) == (3, 30 * US)
-    assert (h2.dispatch_gaps, h2.dispatch_gap_ns) == (0, 0)
+    # THEN step 1: [20,30) = 10, [40,90) minus the backward window [50,80) = 10 + 10, and [95,100) = 5
+    # (the gap [95,110) crosses the step boundary: each step keeps its piece); step 2: [100,110) = 10
+    assert (h1.dispatch_gaps, h1.dispatch_gap_ns) == (4, 35 * US)
+    assert (h2.dispatch_gaps, h2.dispatch_gap_ns) == (1, 10 * US)
+    assert h1.breakdown_ns["framework"] == (25 + 30) * US and h1.breakdown_ns["interpreter"] == 45 * US
+
+
+def test_cpu_backward_on_the_step_thread_is_framework_only_inside_the_engine(tmp_path):
+    # GIVEN a CPU step [0,200) on one thread: forward ops, loss, backward run by the engine on the
+    #       calling thread (two engine ops, a gap between them), then an optimizer op
+    #   main |lin 10-40| |lin 50-80| |sum 85-90| |ev 100-120| |ev 125-150|      |opt 170-180|
+    #                                            |mm 102-118|
+    t = TraceBuilder()
+    t.step(1, 0, 200)
+    t.op("aten::linear", 10, 30)
+    t.op("aten::linear", 50, 30)
+    t.op("aten::sum", 85, 5)
+    t.op("autograd::engine::evaluate_function: AddmmBackward0", 100, 20)
+    t.op("aten::mm", 102, 16)
+    t.op("autograd::engine::evaluate_function: SumBackward0", 125, 25)
+    t.op("aten::add_", 170, 10)
+    # WHEN
+    r = run_host(tmp_path, t)
+    (h,) = r.host.steps
+    # THEN the backward window [100,150) is framework (the engine's [120,125) too); the time between
+    # forward ops is interpreter: [0,10) [40,50) [80,85) [90,100) [150,170) [180,200)
+    assert h.breakdown_ns["framework"] == (30 + 30 + 5 + 50 + 10) * US
+    assert h.breakdown_ns["interpreter"] == (10 + 10 + 5 + 10 + 20 + 20) * US
+    # dispatch gaps: the same intervals but [0,10) and [180,200) (no op before / after them)
+    assert (h.dispatch_gaps, h.dispatch_gap_ns) == (4, 45 * US)
+
+
+def test_gpu_backward_on_an_engine_thread(tmp_path):
+    # GIVEN the step thread blocked in backward() while engine thread 300 runs two ops; the engine
+    #       launches the kernel that ends an idle gap
+    #   main  |fwd 10-40| |sum 45-50| ....... backward() ........ |opt 130-140|
+    #   T300                         |ev 60-80|   |ev 90-110|
+    #                                                |L 95-97|
+    #   GPU   [k0 0,60)        idle [60,100)          [k 100,150)
+    t = TraceBuilder()
+    t.step(1, 0, 150)
+    t.op("aten::linear", 10, 30)
+    t.op("aten::sum", 45, 5)
+    t.op("autograd::engine::evaluate_function: AddmmBackward0", 60, 20, tid=300)
+    t.op("autograd::engine::evaluate_function: SumBackward0", 90, 20, tid=300)
+    t.launch(95, 2, corr=1, tid=300)
+    t.op("aten::add_", 130, 10)
+    t.kernel("k0", 0, 60)
+    t.kernel("k", 100, 50, corr=1)
+    # WHEN
+    r = run_host(tmp_path, t)
+    (h,) = r.host.steps
+    # THEN step thread: framework = ops 30 + 5 + 10 and the backward window [60,110) = 50
+    assert h.breakdown_ns["framework"] == 95 * US and h.breakdown_ns["interpreter"] == 55 * US
+    # dispatch gaps: [40,45), [50,60), [110,130) ([140,150) has no op after it); none on the engine
+    # thread
+    assert (h.dispatch_gaps, h.dispatch_gap_ns) == (3, 35 * US)
+    # the idle gap is sliced on the engine thread: framework between and in its ops, then launch
+    assert idle(r) == {"framework": 35 * US, "launch": 5 * US}
 
 
 def test_item_on_a_cpu_only_capture_is_not_sync(tmp_path):

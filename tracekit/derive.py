@@ -12,7 +12,8 @@
 
 - ``dispatch_gap``: per rank and host thread, the time between consecutive top-level ``cpu_op`` events
   (top-level = not starting inside another ``cpu_op`` of the same thread), clipped to the step windows
-  of the rank; each piece carries the step it lies in, pieces outside every step are dropped::
+  of the rank, minus the time the thread is blocked in ``backward()`` (``dispatch_gap_pieces``, the one
+  definition the analysis shares); each piece carries the step it lies in::
 
       cpu_op     [aten::mm  )      [aten::add)
                    [nested)
@@ -178,42 +179,145 @@ def union_intervals(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, n
 # ---------------------------------------------------------------------------------------------------
 
 
+# The autograd engine runs each backward node inside a record_function of this name (torch ≥ 1.8).
+ENGINE_OP_PREFIX = "autograd::engine::evaluate_function"
+
+
 def derive_dispatch_gaps(events: pa.Table, steps: pa.Table) -> pa.Table:
-    """Per rank and host thread: gaps between consecutive top-level cpu_ops, clipped to step windows."""
+    """Host dispatch gap rows (DESIGN.md "Host dispatch gaps"): per rank and host thread, the pieces
+    `dispatch_gap_pieces` returns, each with the step it lies in. The analysis calls the same function,
+    so its figures equal these rows. Threads that run autograd engine ops but own no step (the engine's
+    device threads) run no Python between their ops and get no rows."""
     mask = _dict_mask(events, "ph", lambda v: v == "X") & _dict_mask(events, "cat", lambda v: v == CAT_CPU_OP)
+    engine = _dict_mask(events, "name", lambda v: v.startswith(ENGINE_OP_PREFIX))[mask]
     rank, pid, tid = _np(events, "rank")[mask], _np(events, "pid")[mask], _np(events, "tid")[mask]
     ts, dur = _np(events, "ts_ns")[mask], _np(events, "dur_ns")[mask]
-    rows: dict[str, list] = {k: [] for k in ("rank", "pid", "tid", "ts_ns", "dur_ns", "step")}
+    out: dict[str, list[np.ndarray]] = {k: [] for k in ("rank", "pid", "tid", "ts_ns", "dur_ns", "step")}
     if len(ts) == 0:
-        return _rows(KIND_DISPATCH_GAP, rows)
+        return _rows(KIND_DISPATCH_GAP, out)
     end = ts + np.maximum(dur, 0)
-    # Sort by thread, then start, longer first: an op starting with its parent sorts after it.
-    order = np.lexsort((-dur, ts, tid, pid, rank))
-    rank, pid, tid, ts, end = rank[order], pid[order], tid[order], ts[order], end[order]
-    new_thread = np.r_[True, (rank[1:] != rank[:-1]) | (pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1])]
-    bounds = np.r_[np.flatnonzero(new_thread), len(ts)]
     step_rank, step_start = _np(steps, "rank"), _np(steps, "ts_ns")
     step_end, step_no = step_start + _np(steps, "dur_ns"), _np(steps, "step")
+    step_pid, step_tid = _np(steps, "pid"), _np(steps, "tid")
+    step_threads = set(zip(step_rank.tolist(), step_pid.tolist(), step_tid.tolist()))
+    # Sort by thread, then start, longer first: an op starting with its parent sorts after it.
+    order = np.lexsort((-(end - ts), ts, tid, pid, rank))
+    rank, pid, tid, ts, end, engine = (
+        rank[order],
+        pid[order],
+        tid[order],
+        ts[order],
+        end[order],
+        engine[order],
+    )
+    new_thread = np.r_[True, (rank[1:] != rank[:-1]) | (pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1])]
+    bounds = np.r_[np.flatnonzero(new_thread), len(ts)]
     for a, b in zip(bounds[:-1], bounds[1:]):
-        t_start, t_end = ts[a:b], end[a:b]
-        covered = np.maximum.accumulate(t_end)
-        # Top-level: starts at or after the end of everything before it on this thread.
-        top = np.r_[True, t_start[1:] >= covered[:-1]]
-        top_idx = np.flatnonzero(top)[1:]
-        gap_start, gap_end = covered[top_idx - 1], t_start[top_idx]
-        keep = gap_end > gap_start
-        gap_start, gap_end = gap_start[keep], gap_end[keep]
-        r = rank[a]
-        in_rank = step_rank == r
-        pieces = clip_to_windows(gap_start, gap_end, step_start[in_rank], step_end[in_rank])
-        for s, e, w in zip(*pieces):
-            rows["rank"].append(int(r))
-            rows["pid"].append(int(pid[a]))
-            rows["tid"].append(int(tid[a]))
-            rows["ts_ns"].append(int(s))
-            rows["dur_ns"].append(int(e - s))
-            rows["step"].append(int(step_no[in_rank][w]))
-    return _rows(KIND_DISPATCH_GAP, rows)
+        key = (int(rank[a]), int(pid[a]), int(tid[a]))
+        is_step_thread = key in step_threads
+        if engine[a:b].any() and not is_step_thread:
+            continue
+        in_rank = step_rank == key[0]
+        ws, we, wstep = disjoint_windows(step_start[in_rank], step_end[in_rank], step_no[in_rank])
+        bw_s, bw_e = np.zeros(0, np.int64), np.zeros(0, np.int64)
+        if is_step_thread:
+            proc = (rank == key[0]) & (pid == key[1]) & engine
+            split = ts[a:b][~engine[a:b] & top_level(ts[a:b], end[a:b])]
+            bw_s, bw_e = backward_windows(ts[proc], end[proc], split)
+        w, s, e = dispatch_gap_pieces(ts[a:b], end[a:b], ws, we, bw_s, bw_e)
+        out["rank"].append(np.full(len(s), key[0]))
+        out["pid"].append(np.full(len(s), key[1]))
+        out["tid"].append(np.full(len(s), key[2]))
+        out["ts_ns"].append(s)
+        out["dur_ns"].append(e - s)
+        out["step"].append(wstep[w])
+    # Plain lists: _rows takes those whatever the numpy handling of the moment.
+    return _rows(KIND_DISPATCH_GAP, {k: np.concatenate(v).tolist() if v else [] for k, v in out.items()})
+
+
+def disjoint_windows(
+    starts: np.ndarray, ends: np.ndarray, labels: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Step windows sorted by start, each cut at the next one's start, empty ones dropped (as the
+    analysis makes them): (starts, ends, labels)."""
+    order = np.argsort(starts, kind="stable")
+    s, e, lab = starts[order], ends[order], labels[order]
+    e = np.r_[np.minimum(e[:-1], s[1:]), e[-1:]]
+    keep = e > s
+    return s[keep], e[keep], lab[keep]
+
+
+def top_level(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Mask of the ops of one thread, sorted by start, that start at or after the end of every op
+    before them (not inside another op)."""
+    if len(starts) == 0:
+        return np.zeros(0, dtype=bool)
+    covered = np.maximum.accumulate(ends)
+    return np.r_[True, starts[1:] >= covered[:-1]]
+
+
+def backward_windows(
+    engine_starts: np.ndarray, engine_ends: np.ndarray, split_starts: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The intervals during which a thread is blocked in `backward()`: the autograd engine ops of its
+    process (on the thread itself on CPU, on the engine's device threads on GPU), grouped into runs that
+    no top-level non-engine op of the thread (`split_starts`) starts between; each run spans its first
+    op's start to its last op's end::
+
+        step thread   |- aten::sum -|  ...  backward() ...   |- aten::add_ -|
+        engine ops                   |-ev-|  |-ev-| |--ev--|
+        window                       [----------------------)
+
+    Returns disjoint sorted (starts, ends)."""
+    if len(engine_starts) == 0:
+        z = np.zeros(0, np.int64)
+        return z, z
+    run = np.searchsorted(np.sort(split_starts), engine_starts, side="right")
+    runs, inv = np.unique(run, return_inverse=True)
+    lo = np.full(len(runs), np.iinfo(np.int64).max)
+    hi = np.full(len(runs), np.iinfo(np.int64).min)
+    np.minimum.at(lo, inv, engine_starts)
+    np.maximum.at(hi, inv, engine_ends)
+    return union_intervals(lo, hi)
+
+
+def dispatch_gap_pieces(
+    op_starts: np.ndarray,
+    op_ends: np.ndarray,
+    win_starts: np.ndarray,
+    win_ends: np.ndarray,
+    bw_starts: np.ndarray,
+    bw_ends: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """THE definition of host dispatch gaps on one thread (DESIGN.md), shared by the parser's derived
+    rows and the analysis::
+
+        cpu_op   |- aten::mm -|  gap  |- aten::add -|   ||  |- ev -| |- ev -|  gap  |- aten::relu -|
+        step     [---------------------------------)   [---------------------------------------)
+        pieces                 [-----)             [--)  [-)                 [-----)
+
+    predicate: the intervals between consecutive top-level cpu_ops of the thread (`op_*`, any order),
+    clipped to the disjoint sorted step windows (`win_*`; a gap crossing a step boundary keeps its
+    pieces inside each window: Python before the step's first op and after its last is interpreter
+    time of that step), minus the thread's backward windows (`bw_*`, disjoint sorted; see
+    `backward_windows`: the autograd engine's time between its ops is framework, not Python).
+    Returns (window index, piece start, piece end), ordered by start."""
+    z = np.zeros(0, np.int64)
+    if len(op_starts) < 2 or len(win_starts) == 0:
+        return z, z, z
+    order = np.lexsort((-(op_ends - op_starts), op_starts))
+    s, e = op_starts[order], op_ends[order]
+    covered = np.maximum.accumulate(e)
+    top = np.flatnonzero(top_level(s, e))[1:]
+    gs, ge = covered[top - 1], s[top]
+    keep = ge > gs
+    gs, ge, _ = clip_to_windows(gs[keep], ge[keep], win_starts, win_ends)
+    if len(bw_starts) and len(gs):
+        free_s = np.r_[np.iinfo(np.int64).min, bw_ends]
+        free_e = np.r_[bw_starts, np.iinfo(np.int64).max]
+        gs, ge, _ = clip_to_windows(gs, ge, free_s, free_e)
+    w = np.searchsorted(win_starts, gs, side="right") - 1
+    return w, gs, ge
 
 
 def clip_to_windows(

@@ -28,6 +28,7 @@ from tracekit.analysis.events import (
     STATE_NAMES,
     SYNC,
 )
+from tracekit.derive import ENGINE_OP_PREFIX, backward_windows, dispatch_gap_pieces, top_level
 from tracekit.model import HOST_STATES, DataLoaderInfo, HostStep, OpStat
 
 
@@ -45,11 +46,8 @@ class Thread:
     op_e: np.ndarray
     op_depth: np.ndarray
     op_name: np.ndarray
-    wait_s: np.ndarray  # union of the intervals this thread waits on another thread (backward())
+    wait_s: np.ndarray  # the thread's backward windows (blocked in backward()), disjoint sorted
     wait_e: np.ndarray
-
-
-ENGINE_OP_PREFIX = "autograd::engine::evaluate_function"
 
 
 def build_thread(
@@ -58,9 +56,10 @@ def build_thread(
     """ev: the host events of one thread (events.Frames.host rows).
 
     `default`: the state where no event covers the thread (INTERPRETER; FRAMEWORK for an autograd
-    engine thread, which runs no Python between its ops). `waits_on`: intervals during which this
-    thread is blocked in framework code run by another thread (backward() waiting for the autograd
-    engine): they count as `framework` where the thread has nothing innermost of its own."""
+    engine device thread, which runs no Python between its ops). `waits_on`: the thread's backward
+    windows (`tracekit.derive.backward_windows`), during which it is blocked in backward() while the
+    engine runs, on this thread (CPU) or another (GPU): they count as `framework` where the thread has
+    nothing innermost of its own."""
     st = ev["state"].to_numpy()
     s = ev["ts"].to_numpy(np.int64)
     e = ev["end"].to_numpy(np.int64)
@@ -91,13 +90,20 @@ def build_thread(
 class Threads:
     """Host threads by (rank, pid, tid), built on first use.
 
-    Autograd engine threads (those running `autograd::engine::evaluate_function` ops) default to
-    `framework`; a step thread is `framework` (not `interpreter`) while an engine thread of its process
-    runs ops, because it is blocked in backward() then:
+    The autograd engine runs backward nodes inside `autograd::engine::evaluate_function` ops. On GPU
+    it runs them on its own device threads, which run no Python between their ops: such a thread
+    (engine ops, no step) defaults to `framework`. The thread that called backward() is blocked
+    meanwhile: its backward windows (`tracekit.derive.backward_windows`) are `framework`:
 
-        step thread  |- aten::sum -|........ backward() blocked .........|
-        engine T'                   |- evaluate_function -|  |- eval... -|
-        state        fw            fw (waits on T')        fw            ...
+        GPU: step thread |- aten::sum -|....... blocked in backward() .......|- aten::add_ -|
+             engine T'                  |- evaluate_function -| |- eval.. -|
+             step state  fw            fw   (backward window, fw)          fw  ...
+
+        CPU: step thread |- aten::sum -| py |- evaluate_function -| |- eval.. -| py |- aten::add_ -|
+             step state  fw            int  fw   (backward window, fw)         int  fw
+
+    On CPU the engine runs on the calling thread itself, so a step thread that runs engine ops keeps
+    `interpreter` as its default: only its backward windows are framework.
     """
 
     def __init__(self, host: pd.DataFrame, steps: pd.DataFrame) -> None:
@@ -108,9 +114,10 @@ class Threads:
         cats = ops["name"].cat.categories
         is_engine = np.array([str(c).startswith(ENGINE_OP_PREFIX) for c in cats] + [False], dtype=bool)
         codes = ops["name"].cat.codes.to_numpy()
-        eng = ops[is_engine[np.where(codes >= 0, codes, len(cats))]]
+        self.engine_ops = ops[is_engine[np.where(codes >= 0, codes, len(cats))]]
         self.engine = {
-            (int(r), int(p), int(t)) for r, p, t in eng[["rank", "pid", "tid"]].drop_duplicates().to_numpy()
+            (int(r), int(p), int(t))
+            for r, p, t in self.engine_ops[["rank", "pid", "tid"]].drop_duplicates().to_numpy()
         }
         self.step_threads = {
             (int(r), int(p), int(t)) for r, p, t in steps[["rank", "pid", "tid"]].drop_duplicates().to_numpy()
@@ -121,22 +128,33 @@ class Threads:
         th = self._built.get(key)
         if th is None:
             ev = self.host_by_thread.get(key, _EMPTY_HOST)
-            if key in self.engine:
+            if key in self.step_threads:
+                th = build_thread(ev, waits_on=self._backward_windows(key, ev))
+            elif key in self.engine:
                 th = build_thread(ev, default=FRAMEWORK)
-            elif key in self.step_threads:
-                th = build_thread(ev, waits_on=self._engine_ops(key[0], key[1]))
             else:
                 th = build_thread(ev)
             self._built[key] = th
         return th
 
-    def _engine_ops(self, rank: int, pid: int) -> tuple[np.ndarray, np.ndarray] | None:
-        parts = [self.host_by_thread[k] for k in sorted(self.engine) if k[0] == rank and k[1] == pid]
-        if not parts:
-            return None
-        ops = pd.concat(parts)
-        ops = ops[ops["cat"] == "cpu_op"]
-        return ops["ts"].to_numpy(np.int64), ops["end"].to_numpy(np.int64)
+    def _backward_windows(self, key: tuple[int, int, int], ev: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+        rank, pid, _ = key
+        eng = self.engine_ops[
+            (self.engine_ops["rank"] == rank).to_numpy() & (self.engine_ops["pid"] == pid).to_numpy()
+        ]
+        s, e, engine = _thread_ops(ev)
+        split = s[~engine & top_level(s, e)]
+        return backward_windows(eng["ts"].to_numpy(np.int64), eng["end"].to_numpy(np.int64), split)
+
+
+def _thread_ops(ev: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The cpu_ops of one thread sorted by start, longer first: (starts, ends, is-engine-op mask)."""
+    ops = ev[(ev["cat"] == "cpu_op").to_numpy()]
+    s = ops["ts"].to_numpy(np.int64)
+    e = ops["end"].to_numpy(np.int64)
+    order = np.lexsort((s - e, s))
+    engine = np.array([str(n).startswith(ENGINE_OP_PREFIX) for n in ops["name"].to_numpy()], dtype=bool)
+    return s[order], e[order], engine[order]
 
 
 _EMPTY_HOST = pd.DataFrame(
@@ -193,34 +211,10 @@ def _quantile_sorted(g: np.ndarray, q: float) -> int:
 
 
 def dispatch_gaps(th: Thread, ws: np.ndarray, we: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Host dispatch gaps (DESIGN.md "Words"): between consecutive top-level cpu_ops of the thread.
-
-        CPU T  |- aten::mm -|  gap  |- aten::add -|  gap  |- aten::relu -|
-                            ^^^^^^^               ^^^^^^^
-
-    predicate: [end_i, start_{i+1}) for consecutive depth-0 ops i, i+1 with end_i < start_{i+1}, both
-    inside one step window (a gap across a step boundary holds profiler bookkeeping and is dropped),
-    minus the time the thread is blocked in backward() while the autograd engine runs ops (that is
-    framework time, not Python). Returns (window_index, start, end) of the remaining pieces."""
-    top = th.op_depth == 0
-    s = np.sort(th.op_s[top])
-    e = np.sort(th.op_e[top])
-    if s.size < 2:
-        z = np.zeros(0, np.int64)
-        return z, z, z
-    gs, ge = e[:-1], s[1:]
-    keep = ge > gs
-    gs, ge = gs[keep], ge[keep]
-    wi = np.searchsorted(ws, gs, side="right") - 1
-    ok = wi >= 0
-    wk = np.where(ok, wi, 0)
-    ok &= (ge <= we[wk]) & (gs >= ws[wk])
-    gs, ge = gs[ok], ge[ok]
-    if th.wait_s.size:
-        fs, fe = iv.complement(th.wait_s, th.wait_e)
-        _, _, gs, ge = iv.intersect_windows(fs, fe, gs, ge)
-    wi = np.searchsorted(ws, gs, side="right") - 1
-    return wi, gs, ge
+    """Host dispatch gaps of a step thread in its disjoint sorted step windows (ws, we): exactly
+    `tracekit.derive.dispatch_gap_pieces` (the one definition, which the parser's stored rows use too)
+    over the thread's cpu_ops and backward windows. Returns (window_index, start, end)."""
+    return dispatch_gap_pieces(th.op_s, th.op_e, ws, we, th.wait_s, th.wait_e)
 
 
 def op_stats(host: pd.DataFrame, steps: pd.DataFrame) -> list[OpStat]:
