@@ -43,25 +43,38 @@ def test_pooled_repeats_against_themselves_change_nothing():
     assert all(f.estimate.shift == 0.0 and not f.significant for f in pair.figures + pair.ops)
 
 
-def test_pooling_widens_the_interval_when_runs_disagree():
-    # one run per side: the rank test sees 6 steps each, nothing else
+def _group(levels, name, python="3.9.18"):
+    return merge_reports([_run([x * lv for x in SLOW], f"{name}-{i}", python) for i, lv in enumerate(levels)])
+
+
+def test_pooled_sides_are_compared_run_against_run():
+    # one run per side: 6 steps each and a 5 % shift is significant...
     one = diff([_run(SLOW, "a"), _run([x * 0.95 for x in SLOW], "b", python="3.11.7")]).pairs[0]
-    # two runs per side whose levels differ by 20 % from run to run: the same 5 % change is now noise
-    a = merge_reports([_run(SLOW, "a-1"), _run([x * 1.2 for x in SLOW], "a-2")])
-    b = merge_reports(
-        [
-            _run([x * 0.95 * 1.2 for x in SLOW], "b-1", python="3.11.7"),
-            _run([x * 0.95 for x in SLOW], "b-2", python="3.11.7"),
-        ]
-    )
-    two = diff([a, b]).pairs[0]
-
-    def width(pair):
-        ci = pair.figure("step_time").estimate.log_ratio_ci
-        return ci.high - ci.low
-
     assert one.figure("step_time").significant
-    assert width(two) > 2 * width(one)
+    # ...but when the runs of one configuration differ by 20 % among themselves, the same 5 % is noise
+    a = _group([1.0, 1.2, 1.1, 0.9], "a")
+    b = _group([0.95 * lv for lv in (1.2, 1.0, 0.9, 1.1)], "b", python="3.11.7")
+    step = diff([a, b]).pairs[0].figure("step_time")
+    assert step.estimate.method == "hodges-lehmann over runs"
+    assert (step.estimate.n_a, step.estimate.n_b) == (4, 4)
+    assert not step.significant and step.verdict == "no significant change"
+
+
+def test_every_run_of_b_beyond_every_run_of_a_is_significant_with_four_runs_each():
+    a = _group([1.0, 1.02, 0.98, 1.01], "a")
+    b = _group([0.9, 0.91, 0.89, 0.92], "b", python="3.11.7")
+    pair = diff([a, b]).pairs[0]
+    for key in ("step_time", "total_time", "throughput", "gpu_util_mean", "op:aten::linear"):
+        assert pair.figure(key).estimate.method == "hodges-lehmann over runs", key
+    assert pair.figure("step_time").significant and pair.figure("step_time").direction == "lower"
+    assert pair.figure("unprofiled_step_time").significant
+
+
+def test_two_runs_each_are_too_few_runs():
+    a = _group([1.0, 1.02], "a")
+    b = _group([0.5, 0.51], "b", python="3.11.7")
+    step = diff([a, b]).pairs[0].figure("step_time")
+    assert not step.significant and step.verdict == "too few runs"
 
 
 def test_only_repeats_of_one_configuration_are_pooled():

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
@@ -31,6 +31,7 @@ from tracekit.errors import NotComparableError
 from tracekit.model import CAUSES, HOST_STATES, Report
 from tracekit.stats import (
     DEFAULT_CONFIDENCE,
+    METHOD_RUNS,
     Estimate,
     bootstrap_shift,
     rank_shift,
@@ -104,7 +105,7 @@ class FigureDiff:
         if e.shift_ci is None:
             return "no interval (one value)"
         if not e.shift_ci.bounded:
-            return "too few steps"
+            return "too few runs" if e.method == METHOD_RUNS else "too few steps"
         if not e.significant:
             return "no significant change"
         word = self.direction or ""
@@ -197,6 +198,22 @@ class StepValues:
     ops_per_call_ns: Mapping[str, np.ndarray]  # op → CPU ns per call in each step it was called
     ops_ns_per_step: Mapping[str, float]  # op → mean CPU ns per step (for the listing threshold)
     ops_calls_per_step: Mapping[str, float]  # op → median calls per step (workload fingerprint)
+    # Which run each value comes from (`diff_group`: pooled repeats number their steps run·STEP_OFFSET + n).
+    step_runs: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    host_runs: Optional[np.ndarray] = None
+    ops_runs: Mapping[str, np.ndarray] = field(default_factory=dict)
+    unprofiled_runs: Optional[np.ndarray] = None
+
+    @property
+    def runs(self) -> int:
+        return len(np.unique(self.step_runs)) if len(self.step_runs) else 1
+
+
+STEP_OFFSET = 1_000_000  # a pooled run i numbers its step n as i·STEP_OFFSET + n (diff_group)
+
+
+def _run_of(steps: Sequence[int]) -> np.ndarray:
+    return np.asarray(steps, dtype=np.int64) // STEP_OFFSET
 
 
 def _mean_by_step(rows: Sequence[tuple[int, float]], steps: Sequence[int]) -> np.ndarray:
@@ -220,6 +237,14 @@ def _unprofiled_step_ns(manifest: Mapping[str, Any]) -> Optional[np.ndarray]:
         if isinstance(value, (list, tuple)) and value:
             return np.asarray(value, dtype=np.float64) * scale
     return None
+
+
+def _unprofiled_runs(manifest: Mapping[str, Any]) -> Optional[np.ndarray]:
+    """The run of each unprofiled step time of a pooled group (`diff_group` records the counts)."""
+    counts = manifest.get("group_unprofiled_counts")
+    if not isinstance(counts, (list, tuple)):
+        return None
+    return np.repeat(np.arange(len(counts), dtype=np.int64), counts)
 
 
 def _peak_memory_per_step(manifest: Mapping[str, Any]) -> Optional[np.ndarray]:
@@ -269,14 +294,17 @@ def step_values(report: Report) -> StepValues:
         gaps = _mean_by_step([(h.step, h.dispatch_gaps) for h in host], hsteps)
     else:
         host_ns, gap_ns, gaps = {}, None, None
+        hsteps = []
 
     per_call: dict[str, np.ndarray] = {}
+    op_runs: dict[str, np.ndarray] = {}
     per_step: dict[str, float] = {}
     calls_med: dict[str, float] = {}
     for op in report.op_stats:
-        pairs = [(ns, c) for ns, c in zip(op.ns_per_step, op.calls_per_step) if c > 0]
-        if pairs:
-            per_call[op.name] = np.array([ns / c for ns, c in pairs], dtype=np.float64)
+        rows = [(st, ns, c) for st, ns, c in zip(op.steps, op.ns_per_step, op.calls_per_step) if c > 0]
+        if rows:
+            per_call[op.name] = np.array([ns / c for _, ns, c in rows], dtype=np.float64)
+            op_runs[op.name] = _run_of([st for st, _, _ in rows])
         per_step[op.name] = sum(op.ns_per_step) / max(len(steps), 1)
         calls_med[op.name] = comparable.median_calls(
             list(op.calls_per_step) + [0] * max(0, len(steps) - len(op.calls_per_step))
@@ -304,6 +332,10 @@ def step_values(report: Report) -> StepValues:
         ops_per_call_ns=per_call,
         ops_ns_per_step=per_step,
         ops_calls_per_step=calls_med,
+        step_runs=_run_of(steps),
+        host_runs=_run_of(hsteps) if host else None,
+        ops_runs=op_runs,
+        unprofiled_runs=_unprofiled_runs(manifest),
     )
 
 
@@ -324,12 +356,31 @@ def _ranked(
     xb: Optional[np.ndarray],
     scale: float,
     confidence: float,
+    runs: tuple[Optional[np.ndarray], Optional[np.ndarray]] = (None, None),
 ) -> FigureDiff:
-    """A figure compared on per-step values (scaled to the shown unit)."""
+    """A figure compared on per-step values (scaled to the shown unit). When a side pools several runs
+    (`runs` gives each value's run), the unit of comparison is the run: each run's median."""
     va = None if xa is None else xa * scale
     vb = None if xb is None else xb * scale
+    if va is not None and vb is not None and _pooled(*runs):
+        va, vb = _per_run(va, runs[0]), _per_run(vb, runs[1])
+        est = rank_shift(va, vb, confidence)
+        if est is not None:
+            est = replace(est, method=METHOD_RUNS)
+        return FigureDiff(key, label, unit, section, better, _median(va), _median(vb), est)
     est = rank_shift(va, vb, confidence) if va is not None and vb is not None else None
     return FigureDiff(key, label, unit, section, better, _median(va), _median(vb), est)
+
+
+def _pooled(ra: Optional[np.ndarray], rb: Optional[np.ndarray]) -> bool:
+    return any(r is not None and len(r) and len(np.unique(r)) > 1 for r in (ra, rb))
+
+
+def _per_run(x: np.ndarray, runs: Optional[np.ndarray]) -> np.ndarray:
+    """The median of each run's values (in run order); one run when `runs` is None."""
+    if runs is None or len(runs) != len(x):
+        return np.array([np.median(x)]) if len(x) else x
+    return np.array([np.median(x[runs == r]) for r in np.unique(runs)])
 
 
 def _sum_ratio(columns: np.ndarray) -> np.ndarray:
@@ -343,13 +394,43 @@ def _sum(columns: np.ndarray) -> np.ndarray:
     return columns.sum(axis=-1)
 
 
+def _sum_per_run(x: np.ndarray, runs: np.ndarray) -> np.ndarray:
+    return np.array([x[runs == r].sum() for r in np.unique(runs)]) if len(runs) == len(x) else x
+
+
 def _figures(a: StepValues, b: StepValues, confidence: float) -> list[FigureDiff]:
     ms, s = 1e-6, 1e-9
     out = [
-        _ranked("step_time", "step time", "ms", SECTION_TIME, "lower", a.dur_ns, b.dur_ns, ms, confidence),
+        _ranked(
+            "step_time",
+            "step time",
+            "ms",
+            SECTION_TIME,
+            "lower",
+            a.dur_ns,
+            b.dur_ns,
+            ms,
+            confidence,
+            runs=(a.step_runs, b.step_runs),
+        ),
     ]
     total_a, total_b = a.dur_ns * s, b.dur_ns * s
-    if len(total_a) == len(total_b):  # totals over different numbers of steps say nothing
+    pooled = _pooled(a.step_runs, b.step_runs)
+    if pooled:
+        # several runs per side: one total per run (runs of one configuration have equal step counts)
+        fig = _ranked(
+            "total_time",
+            "total time, profiled steps",
+            "s",
+            SECTION_TIME,
+            "lower",
+            _sum_per_run(total_a, a.step_runs),
+            _sum_per_run(total_b, b.step_runs),
+            1.0,
+            confidence,
+        )
+        out.append(replace(fig, estimate=replace(fig.estimate, method=METHOD_RUNS)) if fig.estimate else fig)
+    elif len(total_a) == len(total_b):  # totals over different numbers of steps say nothing
         out.append(
             FigureDiff(
                 "total_time",
@@ -374,6 +455,7 @@ def _figures(a: StepValues, b: StepValues, confidence: float) -> list[FigureDiff
                 b.samples_per_step / (b.dur_ns * s),
                 1.0,
                 confidence,
+                runs=(a.step_runs, b.step_runs),
             )
         )
     if a.unprofiled_step_ns is not None or b.unprofiled_step_ns is not None:
@@ -388,6 +470,7 @@ def _figures(a: StepValues, b: StepValues, confidence: float) -> list[FigureDiff
                 b.unprofiled_step_ns,
                 ms,
                 confidence,
+                runs=(a.unprofiled_runs, b.unprofiled_runs),
             )
         )
 
@@ -400,7 +483,13 @@ def _figures(a: StepValues, b: StepValues, confidence: float) -> list[FigureDiff
         ua = None if ca is None else float(_sum_ratio(ca[None])[0]) * 100
         ub = None if cb is None else float(_sum_ratio(cb[None])[0]) * 100
         est = None
-        if ca is not None and cb is not None:
+        if ca is not None and cb is not None and pooled:
+            # several runs per side: each run's utilisation, compared run against run
+            ra = np.array([_sum_ratio(ca[a.step_runs == r][None])[0] * 100 for r in np.unique(a.step_runs)])
+            rb = np.array([_sum_ratio(cb[b.step_runs == r][None])[0] * 100 for r in np.unique(b.step_runs)])
+            est = rank_shift(ra, rb, confidence)
+            est = replace(est, method=METHOD_RUNS) if est is not None else None
+        elif ca is not None and cb is not None:
             est = bootstrap_shift(ca, cb, lambda x: _sum_ratio(x) * 100, confidence)
         out.append(
             FigureDiff("gpu_util_mean", "GPU utilisation, mean", "%", SECTION_DEVICE, "higher", ua, ub, est)
@@ -413,7 +502,7 @@ def _figures(a: StepValues, b: StepValues, confidence: float) -> list[FigureDiff
                 "gpu_util_peak", "GPU utilisation, peak step", "%", SECTION_DEVICE, "higher", pa, pb, est
             )
         )
-    if a.peak_memory_per_step is not None and b.peak_memory_per_step is not None:
+    if a.peak_memory_per_step is not None and b.peak_memory_per_step is not None and not pooled:
         out.append(
             _ranked(
                 "peak_memory",
@@ -447,6 +536,7 @@ def _figures(a: StepValues, b: StepValues, confidence: float) -> list[FigureDiff
                 b.collective_wait_ns,
                 ms,
                 confidence,
+                runs=(a.step_runs, b.step_runs),
             )
         )
 
@@ -466,6 +556,7 @@ def _figures(a: StepValues, b: StepValues, confidence: float) -> list[FigureDiff
                 idle_total(b),
                 ms,
                 confidence,
+                runs=(a.step_runs, b.step_runs),
             )
         )
         for cause in CAUSES:
@@ -480,6 +571,7 @@ def _figures(a: StepValues, b: StepValues, confidence: float) -> list[FigureDiff
                     b.idle_ns.get(cause) if b.idle_ns else None,
                     ms,
                     confidence,
+                    runs=(a.step_runs, b.step_runs),
                 )
             )
 
@@ -496,6 +588,7 @@ def _figures(a: StepValues, b: StepValues, confidence: float) -> list[FigureDiff
                     b.host_ns.get(state) if b.host_ns else None,
                     ms,
                     confidence,
+                    runs=(a.host_runs, b.host_runs),
                 )
             )
         out.append(
@@ -509,6 +602,7 @@ def _figures(a: StepValues, b: StepValues, confidence: float) -> list[FigureDiff
                 b.dispatch_gap_ns,
                 ms,
                 confidence,
+                runs=(a.host_runs, b.host_runs),
             )
         )
         out.append(
@@ -522,6 +616,7 @@ def _figures(a: StepValues, b: StepValues, confidence: float) -> list[FigureDiff
                 b.dispatch_gaps,
                 1.0,
                 confidence,
+                runs=(a.host_runs, b.host_runs),
             )
         )
     return out
@@ -563,6 +658,7 @@ def _op_figures(a: StepValues, b: StepValues, confidence: float, top: int) -> li
             b.ops_per_call_ns[n],
             1e-3,
             conf,
+            runs=(a.ops_runs.get(n), b.ops_runs.get(n)),
         )
         for n in names
     ]

@@ -18,10 +18,9 @@ from typing import Any, Mapping, Sequence
 
 from tracekit import comparable
 from tracekit.comparable import Role
+from tracekit.diff import STEP_OFFSET, facts, step_values
 from tracekit.errors import NotComparableError
 from tracekit.model import DeviceReport, HostReport, OpStat, Report
-
-STEP_OFFSET = 1_000_000  # run i's step n becomes i·STEP_OFFSET + n, so pooled step numbers never collide
 
 
 def group_label(runs: Sequence[str]) -> str:
@@ -38,8 +37,6 @@ def group_label(runs: Sequence[str]) -> str:
 
 
 def _check_repeats(reports: Sequence[Report], names: Sequence[str]) -> None:
-    from tracekit.diff import facts, step_values
-
     first = reports[0]
     first_facts = facts(first, step_values(first))
     for r, name in zip(reports[1:], names[1:]):
@@ -60,6 +57,7 @@ def _merge_manifests(manifests: Sequence[Mapping[str, Any]], label: str) -> dict
         lists = [m.get(key) for m in manifests]
         if all(isinstance(v, (list, tuple)) for v in lists):
             merged[key] = [x for v in lists for x in v]
+            merged["group_unprofiled_counts"] = [len(v) for v in lists]
     # per-step peak memory: each rank's profiled steps, run after run
     rank_lists = [m.get("ranks") or [] for m in manifests]
     records = all(isinstance(rec, Mapping) for runs in rank_lists for rec in runs)

@@ -18,7 +18,7 @@ from tracekit.diff import (
     FigureDiff,
     PairDiff,
 )
-from tracekit.stats import Interval
+from tracekit.stats import METHOD_RUNS, Interval
 
 # -- numbers as text --------------------------------------------------------------------------------------
 
@@ -124,7 +124,8 @@ def _method_line(result: DiffResult) -> str:
         f"A and B: medians of per-step values. Change B/A − 1: the Hodges–Lehmann estimate (median of all "
         f"step-to-step ratios; in noisy data it can differ from the ratio of the medians) with its "
         f"{result.confidence:.0%} interval from the exact Mann–Whitney distribution; utilisation and total "
-        "time: ratio of sums, bootstrap over steps. Significant only when the interval excludes zero."
+        "time: ratio of sums, bootstrap over steps. Where a side pools several runs (A1,A2,...), the unit is "
+        "the run: each run's median (or ratio of sums). Significant only when the interval excludes zero."
     )
 
 
@@ -133,6 +134,11 @@ def _headline(pair: PairDiff) -> str:
     f = pair.figure("step_time")
     e = f.estimate
     if e is not None and e.shift_ci is not None and not e.shift_ci.bounded:
+        if e.method == METHOD_RUNS:
+            return (
+                f"Step time {change_text(f)}, but {e.n_a} and {e.n_b} runs are too few for a "
+                f"{e.confidence:.0%} interval run against run: repeat each configuration at least 4 times."
+            )
         return (
             f"Step time {change_text(f)}, but {e.n_a} and {e.n_b} steps are too few for a {e.confidence:.0%} "
             "interval: capture more steps (e.g. --schedule wait=1,warmup=1,active=5,repeat=2)."
