@@ -298,6 +298,33 @@ def test_collective_wait_names_the_straggler(tmp_path):
     assert d0.samples[0].busy_ns == 80 * US  # the collective counts as busy
 
 
+def test_collectives_are_matched_by_sequence_when_the_host_runs_ahead(tmp_path):
+    # GIVEN rank 0's trace starts one all-reduce earlier (k0) and its host runs ahead of its GPU: its
+    #       step 2 window ends at 120 while its GPU still runs k2 [130,200)
+    #   rank 0 steps [0,100)[100,120)   GPU [k0 0,5) [==== k1 10,90 (waits) ====]    [== k2 130,200 ==]
+    #   rank 1 steps [0,100)[100,200)   GPU                          [k1 85,90)            [k2 195,200)
+    nccl = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+    r0 = TraceBuilder(rank=0, world_size=2)
+    r0.step(1, 0, 100)
+    r0.step(2, 100, 120)
+    for a, b in ((0, 5), (10, 90), (130, 200)):
+        r0.kernel(nccl, a, b - a)
+    r1 = TraceBuilder(rank=1, world_size=2)
+    r1.step(1, 0, 100)
+    r1.step(2, 100, 200)
+    for a, b in ((85, 90), (195, 200)):
+        r1.kernel(nccl, a, b - a)
+    # WHEN
+    r = run(tmp_path, r0, r1)
+    d0, d1 = sorted(r.devices, key=lambda d: d.rank)
+    # THEN the collectives are paired by their common end (k1 with k1, not k0 with k1): rank 0 waited
+    # 80 - 5 = 75 µs in step 1; k2 starts after its last window, so no step holds its wait, and the
+    # device's 70 µs of work after the last window is reported
+    assert [s.collective_wait_ns for s in d0.samples] == [75 * US, 0] and d0.straggler_rank == 1
+    assert d0.busy_after_last_step_ns == 70 * US
+    assert all(s.collective_wait_ns == 0 for s in d1.samples) and d1.straggler_rank is None
+
+
 def test_cpu_only_capture_reports_host_breakdown(tmp_path):
     # GIVEN no device activity; ops [10,30) and [40,50) in a step [0,100)
     t = TraceBuilder()

@@ -90,6 +90,9 @@ class DeviceReport:
     peak_memory_bytes: Optional[int] = None
     samples_per_step: Optional[int] = None  # from the manifest (batch size), for throughput
     name: Optional[str] = None  # device name from deviceProperties
+    # Device busy time after the rank's last step window ended: the host ran ahead of this device (e.g.
+    # a DDP rank whose all-reduce waits for a slower peer), so its step windows hold only part of its work.
+    busy_after_last_step_ns: int = 0
 
     @property
     def steps(self) -> int:
@@ -140,6 +143,7 @@ class DeviceReport:
             "idle_ms_per_step": self.idle_ms_per_step,
             "collective_wait_ms_per_step": self.collective_wait_ms_per_step,
             "straggler_rank": self.straggler_rank,
+            "busy_after_last_step_ms": _ms(self.busy_after_last_step_ns),
             "peak_memory_bytes": self.peak_memory_bytes,
             "samples_per_step": self.samples_per_step,
             "throughput_per_s": self.throughput_per_s,
@@ -431,7 +435,10 @@ class Report:
 
 def _device_fields(d: Mapping[str, Any]) -> dict[str, Any]:
     keep = ("rank", "device", "samples", "straggler_rank", "peak_memory_bytes", "samples_per_step", "name")
-    return {k: d[k] for k in keep if k in d}
+    out = {k: d[k] for k in keep if k in d}
+    if "busy_after_last_step_ms" in d:
+        out["busy_after_last_step_ns"] = int(round(d["busy_after_last_step_ms"] * 1e6))
+    return out
 
 
 def _plain(obj: Any) -> Any:

@@ -68,13 +68,12 @@ def analyze(
     hstep_by = {(h.rank, h.step): h for h in hsteps}
     manifest = dict(capture.manifest or {})
 
-    # collective kernels inside windows, with their step
+    # collective kernels, with their step (-1 outside every window: matched across ranks all the same)
     dev = fr.device
     dev_step = _assign_steps(dev, steps)
     in_win = dev_step >= 0
-    coll = dev.loc[in_win & dev["nccl"].to_numpy(), ["rank", "device", "ts", "end", "name"]].assign(
-        step=dev_step[in_win & dev["nccl"].to_numpy()]
-    )
+    nccl = dev["nccl"].to_numpy()
+    coll = dev.loc[nccl, ["rank", "device", "ts", "end", "name"]].assign(step=dev_step[nccl])
     waits, stragglers = collective_waits(coll)
     wait_by = {(int(r), int(d), int(s)): int(w) for r, d, s, w in waits.itertuples(index=False)}
 
@@ -101,6 +100,8 @@ def analyze(
         ws = rsteps["ts"].to_numpy(np.int64)
         we = rsteps["end"].to_numpy(np.int64)
         busy = iv.total_overlap(busy_s, busy_e, ws, we)
+        all_s, all_e = iv.union(acts["ts"].to_numpy(np.int64), acts["end"].to_numpy(np.int64))
+        after = iv.total_overlap(all_s, all_e, we[-1:], np.array([max(int(we[-1]), int(all_e.max()))]))
         idle = cause_totals(gaps, len(rsteps))
         ngaps = np.bincount(gaps.win, minlength=len(rsteps))
         win, _, bs, be = iv.intersect_windows(busy_s, busy_e, ws, we)
@@ -142,6 +143,7 @@ def analyze(
                 peak_memory_bytes=fr.peak_memory.get((rank, device), _peak_memory(manifest, rank, device)),
                 samples_per_step=manifest.get("samples_per_step") or manifest.get("batch_size"),
                 name=names.get((rank, device)),
+                busy_after_last_step_ns=int(after[0]),
             )
         )
 

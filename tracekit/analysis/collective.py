@@ -3,10 +3,20 @@
     rank 0 GPU  ==fwd==][====== ncclAllReduce (long: waits) ======]
     rank 1 GPU  ========= fwd (slow) =========][= ncclAllReduce =]
                                                ^ rank 1 arrives last: the straggler
+                                                                  ^ both end together
 
-    predicate: the i-th collective of the same name in the same step on each rank is one collective;
+    predicate: NCCL issues the collectives of a communicator in the same order on every rank, so the
+    kernels of one name form the same sequence on each rank, possibly cut differently at the trace's
+    edges. Rank r's i-th kernel of a name is the reference rank's (i + k)-th, with the shift k that
+    minimises the median |end difference| over the overlap (a collective ends at once on all ranks;
+    the ranks' clocks are assumed comparable: one host, or hosts synchronised well below a step).
     wait(rank) = dur(rank) - min over ranks of dur; the straggler is the rank that started it last.
-A collective kernel counts as busy (it occupies the device); its wait is reported beside the idle causes.
+A collective kernel counts as busy (it occupies the device); its wait is reported beside the idle causes,
+in the step (of its own rank) in which the kernel starts.
+
+Matching by sequence, not by step: a rank whose host runs ahead of its GPU (DDP: nothing blocks the
+fast rank's host while its all-reduce waits) has the kernels of step N inside a later host step window,
+so "the i-th collective of the same step" pairs different collectives.
 """
 
 from __future__ import annotations
@@ -18,25 +28,36 @@ import pandas as pd
 def collective_waits(
     coll: pd.DataFrame,
 ) -> tuple[pd.DataFrame, dict[tuple[int, int], int | None]]:
-    """coll: NCCL kernels inside step windows with columns rank, device, step, ts, end, name.
+    """coll: NCCL kernels with columns rank, device, step (-1: outside every step window), ts, end, name.
 
     Returns (wait ns per (rank, device, step) as a frame with column `wait`, straggler rank per
     (rank, device): the rank this device waited for most, None where it never waited)."""
     empty = pd.DataFrame(columns=["rank", "device", "step", "wait"])
     if coll.empty or coll["rank"].nunique() < 2:
         return empty, {}
-    c = coll.sort_values(["rank", "device", "ts"]).copy()
+    c = coll.sort_values(["rank", "device", "ts"]).reset_index(drop=True)
     c["dur"] = c["end"] - c["ts"]
-    c["occ"] = c.groupby(["rank", "device", "step", "name"]).cumcount()
-    key = ["step", "name", "occ"]
-    grp = c.groupby(key)
-    c["nranks"] = grp["rank"].transform("nunique")
-    c["fastest"] = grp["dur"].transform("min")
-    c["wait"] = np.where(c["nranks"] > 1, c["dur"] - c["fastest"], 0)
-    last = c.loc[grp["ts"].idxmax(), key + ["rank"]].rename(columns={"rank": "last_rank"})
-    c = c.merge(last, on=key, how="left")
-    waits = c.groupby(["rank", "device", "step"], as_index=False)["wait"].sum()
-    w = c[(c["wait"] > 0) & (c["last_rank"] != c["rank"])]
+    c["occ"] = c.groupby(["rank", "device", "name"]).cumcount()
+    c["group"] = -1
+    for _name, by_name in c.groupby("name", sort=False):  # one loop per collective kernel name
+        seqs = [g for _, g in by_name.groupby(["rank", "device"], sort=True)]
+        ref_end = seqs[0]["end"].to_numpy(np.int64)
+        c.loc[seqs[0].index, "group"] = seqs[0]["occ"].to_numpy()
+        for g in seqs[1:]:  # one loop per other rank and device
+            k = _best_shift(g["end"].to_numpy(np.int64), ref_end)
+            idx = g["occ"].to_numpy() + k
+            ok = (idx >= 0) & (idx < ref_end.size)
+            c.loc[g.index[ok], "group"] = idx[ok]
+    key = ["name", "group"]
+    m = c[c["group"] >= 0]
+    grp = m.groupby(key)
+    m = m.assign(nranks=grp["rank"].transform("nunique"), fastest=grp["dur"].transform("min"))
+    m = m.assign(wait=np.where(m["nranks"] > 1, m["dur"] - m["fastest"], 0))
+    last = m.loc[grp["ts"].idxmax(), key + ["rank"]].rename(columns={"rank": "last_rank"})
+    m = m.merge(last, on=key, how="left")
+    in_step = m[m["step"] >= 0]
+    waits = in_step.groupby(["rank", "device", "step"], as_index=False)["wait"].sum()
+    w = in_step[(in_step["wait"] > 0) & (in_step["last_rank"] != in_step["rank"])]
     straggler: dict[tuple[int, int], int | None] = {}
     if len(w):
         by = w.groupby(["rank", "device", "last_rank"])["wait"].sum().reset_index()
@@ -44,3 +65,19 @@ def collective_waits(
         for r, d, s in zip(best["rank"], best["device"], best["last_rank"]):
             straggler[(int(r), int(d))] = int(s)
     return waits, straggler
+
+
+def _best_shift(end: np.ndarray, ref_end: np.ndarray) -> int:
+    """The k for which end[i] ↔ ref_end[i + k] ends closest (median |difference| over the overlap,
+    which must hold at least half the shorter sequence); ties go to the smallest |k|."""
+    n, m = end.size, ref_end.size
+    need = max(1, min(n, m) // 2)
+    best, best_k = None, 0
+    for k in sorted(range(-(n - 1), m), key=abs):  # one loop per candidate shift
+        lo, hi = max(0, -k), min(n, m - k)
+        if hi - lo < need:
+            continue
+        score = float(np.median(np.abs(end[lo:hi] - ref_end[lo + k : hi + k])))
+        if best is None or score < best:
+            best, best_k = score, k
+    return best_k

@@ -65,6 +65,12 @@ def device_sections(report: Report) -> list[Section]:
                 f"collective wait {d.collective_wait_ms_per_step:.3f} ms/step (inside busy); "
                 f"straggler: {straggler}"
             )
+        after_ms = d.busy_after_last_step_ns / 1e6
+        if after_ms > 0.1 * (total / 1e6):
+            notes.append(
+                f"the device was busy {after_ms:.1f} ms more after the last step window ended: the host "
+                "ran ahead of it, so its steps hold only part of its work (compare step times across ranks)"
+            )
         if d.throughput_per_s is not None:
             notes.append(f"throughput {d.throughput_per_s:.1f} samples/s ({d.samples_per_step} per step)")
         if d.peak_memory_bytes is not None:
