@@ -243,8 +243,10 @@ def test_item_sync_source_names_op_and_user_line(tmp_path):
     r = run(tmp_path, t)
     assert idle(r) == {"sync": 30 * US}
     (src,) = r.sync_sources
-    assert (src.source, src.op, src.call, src.gaps) == (
+    # the python tracer's line is where `main` starts; the function name goes with it
+    assert (src.source, src.function, src.op, src.call, src.gaps) == (
         "train.py:57",
+        "main",
         "aten::item",
         "cudaStreamSynchronize",
         1,

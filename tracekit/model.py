@@ -214,6 +214,7 @@ class SyncPointer:
     call: str  # e.g. cudaStreamSynchronize
     op: Optional[str] = None  # innermost enclosing cpu_op, e.g. aten::item
     source: Optional[str] = None  # innermost user frame "train.py:57" (python_function events)
+    function: Optional[str] = None  # that frame's function; the line is where it starts ("main")
     start_ns: int = 0
     dur_ns: int = 0
 
@@ -247,6 +248,7 @@ class SyncSource:
     idle_ns: int  # total over all steps and devices
     gaps: int
     steps: int  # steps the report covers (for per-step figures)
+    function: Optional[str] = None  # the function of the source frame (its line is the def line)
 
     @property
     def idle_ms_per_step(self) -> float:
@@ -255,6 +257,7 @@ class SyncSource:
     def to_json(self) -> dict[str, Any]:
         return {
             "source": self.source,
+            "function": self.function,
             "op": self.op,
             "call": self.call,
             "idle_ms_per_step": self.idle_ms_per_step,

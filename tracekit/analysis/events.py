@@ -306,12 +306,13 @@ def python_frames(host: pd.DataFrame) -> pd.DataFrame:
     """python_function events that are user code: not torch/, site-packages, built-ins or stdlib."""
     py = host[host["cat"] == S.CAT_PYTHON_FUNCTION]
     if not len(py):
-        return py.assign(source=pd.Series(dtype=object))
+        return py.assign(source=pd.Series(dtype=object), function=pd.Series(dtype=object))
     names = py["name"].astype("category")
     cats = names.cat.categories.astype(str)
     src = np.array([_user_source(n) for n in cats], dtype=object)
+    func = np.array([_user_function(n) for n in cats], dtype=object)
     codes = names.cat.codes.to_numpy()
-    py = py.assign(source=src[codes])
+    py = py.assign(source=src[codes], function=func[codes])
     return py[py["source"].notna()]
 
 
@@ -320,7 +321,12 @@ _STDLIB = frozenset(getattr(sys, "stdlib_module_names", ()))
 
 
 def _user_source(name: str) -> str | None:
-    """'train.py(57): main' → 'train.py:57'; None for library frames."""
+    """'train.py(57): main' → 'train.py:57'; None for library frames.
+
+    The line is where the function starts (torch's python tracer records function entries with the
+    code object's first line, not the line being run), so reports name the function beside it
+    (`_user_function`): on the H200 sync_heavy capture the `.item()` inside `forward` is at
+    `_train.py:48`, and line 48 is `def forward`."""
     m = _FRAME_RE.match(name)
     if not m:
         return None
@@ -336,3 +342,9 @@ def _user_source(name: str) -> str | None:
     if "/lib/python3" in norm:
         return None
     return f"{parts[-1]}:{m.group('line')}"
+
+
+def _user_function(name: str) -> str | None:
+    """'train.py(57): main' → 'main'."""
+    m = _FRAME_RE.match(name)
+    return m.group("func") if m else None

@@ -46,8 +46,11 @@ def resolve_pointers(all_gaps: list[DeviceGaps], threads: Threads) -> pd.DataFra
             frame = iv.innermost_containing(ps, pe, iv.nesting_depth(ps, pe), starts)
             srcs = py["source"].to_numpy(object)
             source = np.where(frame >= 0, srcs[np.maximum(frame, 0)], None)
+            funcs = py["function"].to_numpy(object)
+            function = np.where(frame >= 0, funcs[np.maximum(frame, 0)], None)
         else:
             source = np.full(idx.size, None, dtype=object)
+            function = np.full(idx.size, None, dtype=object)
         parts.append(
             pd.DataFrame(
                 {
@@ -56,13 +59,16 @@ def resolve_pointers(all_gaps: list[DeviceGaps], threads: Threads) -> pd.DataFra
                     "call": th.sync_name[idx],
                     "op": ops,
                     "source": source,
+                    "function": function,
                     "start_ns": starts,
                     "dur_ns": th.sync_e[idx] - starts,
                 }
             )
         )
     if not parts:
-        return pd.DataFrame(columns=["thread", "ptr", "call", "op", "source", "start_ns", "dur_ns"])
+        return pd.DataFrame(
+            columns=["thread", "ptr", "call", "op", "source", "function", "start_ns", "dur_ns"]
+        )
     return pd.concat(parts, ignore_index=True)
 
 
@@ -102,6 +108,7 @@ def pointer_of(pointers: pd.DataFrame, thread: tuple, ptr: int) -> SyncPointer |
         call=str(r["call"]),
         op=None if r["op"] is None else str(r["op"]),
         source=None if r["source"] is None else str(r["source"]),
+        function=None if r["function"] is None else str(r["function"]),
         start_ns=int(r["start_ns"]),
         dur_ns=int(r["dur_ns"]),
     )
@@ -128,17 +135,23 @@ def sync_sources(all_gaps: list[DeviceGaps], pointers: pd.DataFrame, n_steps: fl
     if not rows:
         return []
     df = pd.concat(rows, ignore_index=True)
-    df = df.merge(pointers[["thread", "ptr", "call", "op", "source"]], on=["thread", "ptr"], how="left")
+    df = df.merge(
+        pointers[["thread", "ptr", "call", "op", "source", "function"]], on=["thread", "ptr"], how="left"
+    )
     df = df.fillna({"call": "(unknown)"})
     df["op"] = df["op"].fillna("")
     df["source"] = df["source"].fillna("")
-    agg = df.groupby(["call", "op", "source"], sort=False).agg(ns=("ns", "sum"), gaps=("gap", "nunique"))
+    df["function"] = df["function"].fillna("")
+    agg = df.groupby(["call", "op", "source", "function"], sort=False).agg(
+        ns=("ns", "sum"), gaps=("gap", "nunique")
+    )
     agg = agg.sort_values("ns", ascending=False, kind="stable").reset_index()
     return [
         SyncSource(
             call=str(r.call),
             op=r.op or None,
             source=r.source or None,
+            function=r.function or None,
             idle_ns=int(r.ns),
             gaps=int(r.gaps),
             steps=max(int(round(n_steps)), 1),

@@ -108,10 +108,15 @@ def sync_section(report: Report) -> Section | None:
     if not report.sync_sources:
         return None
     rows = [
-        [s.source or "-", s.op or "-", s.call, f"{s.idle_ms_per_step:.3f}", str(s.gaps)]
+        [_source(s.source, s.function), s.op or "-", s.call, f"{s.idle_ms_per_step:.3f}", str(s.gaps)]
         for s in report.sync_sources[:TOP_ROWS]
     ]
-    return Section("sync sources", ["source", "op", "call", "idle ms/step", "gaps"], rows, align="lllrr")
+    return Section(
+        "sync sources",
+        ["source (user function)", "op", "call", "idle ms/step", "gaps"],
+        rows,
+        align="lllrr",
+    )
 
 
 def gaps_section(report: Report) -> Section | None:
@@ -121,7 +126,9 @@ def gaps_section(report: Report) -> Section | None:
     for g in report.top_gaps[:TOP_ROWS]:
         detail = ", ".join(f"{k} {_us(v)}" for k, v in g.slices_ns.items())
         if g.sync is not None:
-            detail += f"; after {g.sync.call} in {g.sync.op or '-'} at {g.sync.source or '-'}"
+            detail += (
+                f"; after {g.sync.call} in {g.sync.op or '-'} at {_source(g.sync.source, g.sync.function)}"
+            )
         rows.append(
             [str(g.step), f"{g.rank}:{g.device}", _us(g.dur_ns), g.cause, _short(g.next_kernel, 32), detail]
         )
@@ -179,6 +186,13 @@ def op_section(report: Report) -> Section | None:
             [_short(o.name, 50), f"{o.calls / n:.1f}", f"{o.us_per_call:.1f}", _ms(sum(o.ns_per_step) / n)]
         )
     return Section("framework ops (CPU, inclusive)", ["op", "calls/step", "µs/call", "ms/step"], rows)
+
+
+def _source(source: str | None, function: str | None) -> str:
+    """'train.py:57 (main)': the python tracer's line is where the function starts."""
+    if not source:
+        return "-"
+    return f"{source} ({function})" if function else source
 
 
 def other_notes(report: Report) -> list[str]:
