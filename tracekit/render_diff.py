@@ -396,7 +396,12 @@ class PlotRenderer:
         ax.set_ylabel("mean time per step (ms)")
         ax.set_ylim(0, top * 1.25)
         workloads = sorted({c.workload for c in result.captures if c.workload})
-        ax.set_title(("step time by cause" + (f": {', '.join(workloads)}" if workloads else "")), fontsize=10)
+        what = (
+            "host time per step by state (CPU-only captures)"
+            if all(c.kind == "host" for c in comps)
+            else "step time: busy and idle by cause"
+        )
+        ax.set_title(what + (f" · {', '.join(workloads)}" if workloads else ""), fontsize=10)
         handles, labels = ax.get_legend_handles_labels()  # top of the stack first, as drawn
         ax.legend(
             handles[::-1],

@@ -19,9 +19,11 @@
 #  3. Two reports per workload, from inside the capture folder (no /tmp paths in them):
 #     <workload>.{md,json,txt,png}: the runs of each version pooled (`tracekit diff A1,A2 B1,B2 ...`),
 #         each version against 3.9 — the result;
-#     <workload>_runs.{md,json,txt}: every single run against the first 3.9 run — the second 3.9 run
-#         there is the noise floor: what one run against one run calls a change when nothing changed.
-#  4. Each capture's Parquet file is kept beside the reports if it is under 2 MB.
+#     <workload>_runs.{md,json,txt}: every single run of BASE and OTHER against the first BASE run — the
+#         other BASE runs there are the noise floor: what one run against one run calls a change when
+#         nothing changed.
+#  4. Each capture's Parquet file is kept beside the reports if it is under 2 MB (all runs of every
+#     version: the pooled reports can be recomputed from them).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -31,7 +33,7 @@ BASE=${BASE:-3.9.18}
 OTHER=${OTHER:-3.11.7}
 EXTRA=${EXTRA:-}
 TORCH=${TORCH:-2.8.0}
-ROUNDS=${ROUNDS:-2}
+ROUNDS=${ROUNDS:-4}  # 4 runs per version: the fewest for a 95 % interval run against run
 OUT=${OUT:-/tmp/tracekit-cross-version}
 RESULTS=${RESULTS:-$ROOT/docs/results/cross_version}
 SCHEDULE=${SCHEDULE:-wait=1,warmup=1,active=5,repeat=4}
@@ -98,7 +100,9 @@ for w in $WORKLOADS; do
             for round in $(seq 1 "$ROUNDS"); do
                 f="py$(short "$v")-$round.parquet"
                 runs="${runs:+$runs,}$f"
-                singles+=("$f")
+                if [ "$v" = "$BASE" ] || [ "$v" = "$OTHER" ]; then
+                    singles+=("$f")
+                fi
             done
             pooled+=("$runs")
         done
@@ -110,7 +114,7 @@ for w in $WORKLOADS; do
         "${TK[@]}" diff "${pooled[@]}" --markdown >"$RESULTS/$w.md"
         "${TK[@]}" diff "${pooled[@]}" --json >"$RESULTS/$w.json"
         "${TK[@]}" diff "${pooled[@]}" --plot "$RESULTS/$w.png" --force --width 120 >"$RESULTS/$w.txt"
-        for f in "${singles[@]}"; do
+        for f in py*-[0-9]*.parquet; do
             size=$(stat -c %s "$f")
             if [ "$size" -lt 2000000 ]; then
                 cp "$f" "$RESULTS/${w}_$f"
