@@ -216,11 +216,13 @@ def test_cpu_capture_splits_the_step_thread_into_interpreter_and_framework(cpu_c
     for h in r.host.steps:
         b = h.breakdown_ns
         assert sum(b.values()) == h.dur_ns
-        assert b["interpreter"] > 0 and b["framework"] > 0  # interpreter was 0: all framework
+        # interpreter was 0 (the whole step framework); a tiny MLP's Python takes 0.3-5 ms per step here,
+        # its ops anything from 0.7 to 75 ms on a busy 2-core machine: no share is asserted
+        assert b["interpreter"] > 100_000 and b["framework"] > 0
         # every dispatch gap is interpreter time (no runtime calls on CPU)
         assert 0 < h.dispatch_gap_ns <= b["interpreter"]
-    # a tiny MLP: the interpreter's share is real (the first profiled step may hold one-off setup)
-    assert statistics.median(h.breakdown_ns["interpreter"] / h.dur_ns for h in r.host.steps) > 0.05
-    # backward ran on the step thread itself, inside the steps
+    # backward ran on the step thread itself, inside the steps, and is framework time
     engine = [o for o in r.op_stats if o.name.startswith("autograd::engine::evaluate_function")]
-    assert engine and all(c > 0 for o in engine[:1] for c in o.calls_per_step)
+    assert engine and all(c > 0 for c in engine[0].calls_per_step)
+    for i, h in enumerate(r.host.steps):
+        assert h.breakdown_ns["framework"] >= sum(o.ns_per_step[i] for o in engine)

@@ -153,7 +153,10 @@ def _thread_ops(ev: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     s = ops["ts"].to_numpy(np.int64)
     e = ops["end"].to_numpy(np.int64)
     order = np.lexsort((s - e, s))
-    engine = np.array([str(n).startswith(ENGINE_OP_PREFIX) for n in ops["name"].to_numpy()], dtype=bool)
+    names = ops["name"].astype("category")
+    is_engine = np.array([str(c).startswith(ENGINE_OP_PREFIX) for c in names.cat.categories] + [False])
+    codes = names.cat.codes.to_numpy()
+    engine = is_engine[np.where(codes >= 0, codes, len(is_engine) - 1)]
     return s[order], e[order], engine[order]
 
 
