@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 
-from tracekit.model import CAUSES, HOST_STATES, Report
+from tracekit.model import CAUSES, HOST_STATES, HostReport, Report
 from tracekit.render.base import Section
 
 TOP_ROWS = 10  # rows shown in the longer tables (the JSON has everything)
@@ -71,7 +71,7 @@ def device_sections(report: Report) -> list[Section]:
                 f"the device was busy {after_ms:.1f} ms more after the last step window ended: the host "
                 "ran ahead of it, so its steps hold only part of its work (compare step times across ranks)"
             )
-        if d.throughput_per_s is not None:
+        if d.throughput_per_s is not None and after_ms <= 0.1 * (total / 1e6):
             notes.append(f"throughput {d.throughput_per_s:.1f} samples/s ({d.samples_per_step} per step)")
         if d.peak_memory_bytes is not None:
             notes.append(f"peak device memory {d.peak_memory_bytes / 2**20:.1f} MiB")
@@ -87,8 +87,19 @@ def device_sections(report: Report) -> list[Section]:
     return out
 
 
-def host_section(report: Report) -> Section:
-    h = report.host
+def host_sections(report: Report) -> list[Section]:
+    """The host table: one for all steps, or one per rank when there are several (ranks differ: on a
+    DDP run the slow rank's interpreter time is the fast rank's collective wait)."""
+    ranks = sorted({s.rank for s in report.host.steps})
+    if len(ranks) <= 1:
+        return [host_section(report.host)]
+    return [
+        host_section(HostReport(steps=tuple(s for s in report.host.steps if s.rank == r)), rank=r)
+        for r in ranks
+    ]
+
+
+def host_section(h: HostReport, rank: int | None = None) -> Section:
     step_ms = statistics.fmean([s.dur_ns for s in h.steps]) / 1e6 if h.steps else 0.0
     rows = [
         [k, f"{v:.3f}", _pct(v / step_ms if step_ms else 0.0)] for k, v in h.breakdown_ms_per_step.items()
@@ -101,7 +112,12 @@ def host_section(report: Report) -> Section:
         f"{h.dispatch_gap_ms_per_step:.3f} ms, "
         f"median {j['dispatch_gap_median_us']:.1f} µs, p95 {j['dispatch_gap_p95_us']:.1f} µs",
     ]
-    return Section("host (step thread): what it did", ["state", "ms/step", "% of step"], rows, notes)
+    title = (
+        "host (step thread): what it did"
+        if rank is None
+        else f"host (step thread of rank {rank}): what it did"
+    )
+    return Section(title, ["state", "ms/step", "% of step"], rows, notes)
 
 
 def sync_section(report: Report) -> Section | None:
@@ -217,7 +233,7 @@ def other_notes(report: Report) -> list[str]:
 def report_sections(report: Report) -> list[Section]:
     """Every table of the report, in reading order."""
     out = device_sections(report)
-    out.append(host_section(report))
+    out.extend(host_sections(report))
     for s in (
         sync_section(report),
         gaps_section(report),
