@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import statistics
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from tests.test_analysis import assert_dispatch_gaps_match_stored_rows
 from tracekit.analysis import analyze, check_invariants
 from tracekit.model import CAUSES, Report
 from tracekit.parse import parse_paths
+from tracekit.render import get_renderer
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "h200_probe"
 
@@ -181,6 +183,13 @@ def test_h200_ddp_fast_rank_waits_for_the_slow_one(h200):
     # rank 0's host runs ahead of its GPU: its last windows end long before its GPU's work does
     assert d0.busy_after_last_step_ns > 50e6
     assert 25 < statistics.median(d1.step_ns) / 1e6 < 29
+    # the text report: one host table per rank; no throughput from rank 0's host step times
+    out = io.StringIO()
+    get_renderer("text", width=100, color=False).render(r, out)
+    text = out.getvalue()
+    assert "host (step thread of rank 0)" in text and "host (step thread of rank 1)" in text
+    rank0 = text.split("rank 1 device 1")[0]
+    assert "host ran ahead" in rank0 and "throughput" not in rank0
 
 
 # ---------------------------------------------------------------------------------------------------

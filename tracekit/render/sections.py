@@ -74,7 +74,7 @@ def device_sections(report: Report) -> list[Section]:
         if d.throughput_per_s is not None and after_ms <= 0.1 * (total / 1e6):
             notes.append(f"throughput {d.throughput_per_s:.1f} samples/s ({d.samples_per_step} per step)")
         if d.peak_memory_bytes is not None:
-            notes.append(f"peak device memory {d.peak_memory_bytes / 2**20:.1f} MiB")
+            notes.append(f"peak device memory {_bytes(d.peak_memory_bytes)}")
         name = f" ({d.name})" if d.name else ""
         out.append(
             Section(
@@ -202,6 +202,14 @@ def op_section(report: Report) -> Section | None:
             [_short(o.name, 50), f"{o.calls / n:.1f}", f"{o.us_per_call:.1f}", _ms(sum(o.ns_per_step) / n)]
         )
     return Section("framework ops (CPU, inclusive)", ["op", "calls/step", "µs/call", "ms/step"], rows)
+
+
+def _bytes(n: int) -> str:
+    """2048 → '2.0 KiB' (tiny_ops' peak read '0.0 MiB' in MiB)."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
 
 
 def _source(source: str | None, function: str | None) -> str:
