@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
+import numpy as np
 import pyarrow as pa
 
 from tracekit import _decode
@@ -83,7 +84,15 @@ def parse_to_file(
     plans: dict = {}  # survives a restart: which files need the slow path or the ns unit
     while True:
         try:
-            return _stream_once(files, output, force=force, salvage=salvage, progress=progress, plans=plans)
+            return _stream_once(
+                files,
+                output,
+                force=force,
+                salvage=salvage,
+                progress=progress,
+                plans=plans,
+                manifest=find_manifest(paths),
+            )
         except _Restart:
             continue  # a file needs its slow path or another unit: the output so far is discarded
 
@@ -96,6 +105,7 @@ def _stream_once(
     salvage: bool,
     progress: Optional[Progress],
     plans: dict,
+    manifest: Optional[dict],
 ) -> Capture:
     kept: list[pa.Table] = []
     rows = 0
@@ -113,7 +123,7 @@ def _stream_once(
         _require_events(rows, files)
         derived = derive_rows(pa.concat_tables(kept))
         writer.write(derived)
-        writer.meta = {"sources": sources, "traces": traces, "manifest": None}
+        writer.meta = {"sources": sources, "traces": traces, "manifest": manifest}
     return Capture(table=derived, meta=dict(writer.meta, event_rows=rows), path=output)
 
 
@@ -390,9 +400,9 @@ def _with_rank(batch: pa.RecordBatch, rank: int) -> pa.Table:
     arrays = []
     for field in SCHEMA:
         if field.name == "kind":
-            arrays.append(pa.DictionaryArray.from_arrays(pa.array([0] * n, pa.int32()), [KIND_EVENT]))
+            arrays.append(pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), [KIND_EVENT]))
         elif field.name == "rank":
-            arrays.append(pa.array([rank] * n, pa.int32()))
+            arrays.append(pa.array(np.full(n, rank, np.int32)))
         elif field.name in batch.schema.names:
             arrays.append(batch.column(field.name))
         else:
