@@ -140,14 +140,12 @@ def derive_busy(events: pa.Table) -> pa.Table:
     """Per rank and device, the maximal intervals of the union of device activity over all streams."""
     mask = _dict_mask(events, "ph", lambda v: v == "X")
     mask &= _dict_mask(events, "cat", lambda v: v in DEVICE_ACTIVITY_CATS)
-    device_col = events.column("device")
-    has_device = ~_np_null(device_col)
-    mask &= has_device
+    mask &= ~_np_null(events.column("device"))
     ts, dur = _np(events, "ts_ns")[mask], _np(events, "dur_ns")[mask]
     rank, device = _np(events, "rank")[mask], _np(events, "device")[mask]
     positive = dur > 0
     ts, end, rank, device = ts[positive], ts[positive] + dur[positive], rank[positive], device[positive]
-    rows: dict[str, list] = {"rank": [], "device": [], "ts_ns": [], "dur_ns": []}
+    out: dict[str, list[np.ndarray]] = {"rank": [], "device": [], "ts_ns": [], "dur_ns": []}
     if len(ts):
         order = np.lexsort((ts, device, rank))
         ts, end, rank, device = ts[order], end[order], rank[order], device[order]
@@ -155,11 +153,11 @@ def derive_busy(events: pa.Table) -> pa.Table:
         bounds = np.r_[group_start, len(ts)]
         for a, b in zip(bounds[:-1], bounds[1:]):
             starts, ends = union_intervals(ts[a:b], end[a:b])
-            rows["rank"].extend([int(rank[a])] * len(starts))
-            rows["device"].extend([int(device[a])] * len(starts))
-            rows["ts_ns"].extend(starts.tolist())
-            rows["dur_ns"].extend((ends - starts).tolist())
-    return _rows(KIND_BUSY, rows)
+            out["rank"].append(np.full(len(starts), rank[a]))
+            out["device"].append(np.full(len(starts), device[a]))
+            out["ts_ns"].append(starts)
+            out["dur_ns"].append(ends - starts)
+    return _rows(KIND_BUSY, out)
 
 
 def union_intervals(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -323,21 +321,31 @@ def dispatch_gap_pieces(
 def clip_to_windows(
     starts: np.ndarray, ends: np.ndarray, win_start: np.ndarray, win_end: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Intersect intervals with windows: (piece starts, piece ends, window index), non-empty pieces only."""
+    """Intersect intervals with windows: (piece starts, piece ends, window index), non-empty pieces only,
+    ordered by start."""
     empty = np.array([], dtype=np.int64)
     if len(starts) == 0 or len(win_start) == 0:
         return empty, empty, empty
-    out_s, out_e, out_w = [], [], []
-    for w in range(len(win_start)):
-        s = np.maximum(starts, win_start[w])
-        e = np.minimum(ends, win_end[w])
-        ok = e > s
-        out_s.append(s[ok])
-        out_e.append(e[ok])
-        out_w.append(np.full(int(ok.sum()), w, dtype=np.int64))
-    s, e, w = np.concatenate(out_s), np.concatenate(out_e), np.concatenate(out_w)
-    order = np.lexsort((w, s))
-    return s[order], e[order], w[order]
+    order = np.argsort(win_start, kind="stable")
+    ws, we = win_start[order], win_end[order]
+    if np.all(we[:-1] <= ws[1:]):
+        # Disjoint windows (the usual ProfilerStep sequence): each interval meets a contiguous run.
+        first = np.searchsorted(we, starts, side="right")  # first window ending after the start
+        last = np.searchsorted(ws, ends, side="left")  # one past the last window starting before the end
+        count = np.maximum(last - first, 0)
+        idx = np.repeat(np.arange(len(starts)), count)
+        offset = np.arange(len(idx)) - np.repeat(np.cumsum(count) - count, count)
+        w = np.repeat(first, count) + offset
+    else:
+        # Overlapping windows: every pair.
+        idx = np.repeat(np.arange(len(starts)), len(ws))
+        w = np.tile(np.arange(len(ws)), len(starts))
+    s = np.maximum(starts[idx], ws[w])
+    e = np.minimum(ends[idx], we[w])
+    ok = e > s
+    s, e, w = s[ok], e[ok], order[w[ok]]
+    by_start = np.lexsort((w, s))
+    return s[by_start], e[by_start], w[by_start]
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -374,17 +382,23 @@ def _np_null(col: pa.ChunkedArray) -> np.ndarray:
 
 
 def _rows(kind: str, columns: dict[str, list]) -> pa.Table:
-    n = len(next(iter(columns.values())))
+    """A schema.SCHEMA table of derived rows; `columns` maps names to lists of values or numpy arrays."""
+    values = {k: (np.concatenate(v) if v and isinstance(v[0], np.ndarray) else v) for k, v in columns.items()}
+    n = len(next(iter(values.values())))
     arrays = []
     for field in SCHEMA:
         if field.name == "kind":
-            arrays.append(pa.array([kind] * n, pa.string()).dictionary_encode().cast(field.type))
-        elif field.name in columns:
-            values = columns[field.name]
+            arrays.append(
+                pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), [kind]).cast(field.type)
+            )
+        elif field.name in values:
+            v = values[field.name]
             if pa.types.is_dictionary(field.type):
-                arrays.append(pa.array(values, pa.string()).dictionary_encode().cast(field.type))
+                arrays.append(pa.array(v, pa.string()).dictionary_encode().cast(field.type))
+            elif isinstance(v, np.ndarray):
+                arrays.append(pa.array(v.astype(field.type.to_pandas_dtype()), field.type))
             else:
-                arrays.append(pa.array(values, field.type))
+                arrays.append(pa.array(v, field.type))
         else:
             arrays.append(pa.nulls(n, field.type))
     return pa.Table.from_arrays(arrays, schema=SCHEMA)

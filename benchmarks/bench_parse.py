@@ -1,0 +1,132 @@
+"""Benchmark `tracekit parse` on a large trace: wall time and peak memory, and HTA on the same file.
+
+    python benchmarks/gen_large_trace.py --size-mb 1024 -o benchmarks/data/large.pt.trace.json
+    python benchmarks/bench_parse.py benchmarks/data/large.pt.trace.json \
+        [--hta-python /tmp/htavenv/bin/python] [--repeat 3]
+
+Each tool runs as its own process. Peak memory is the largest sum of the resident set sizes of the
+process and all its descendants (tracekit decodes in worker processes), sampled every 20 ms from /proc.
+HTA (PyPI `holistictraceanalysis`, never a tracekit dependency) runs from a separate interpreter when
+--hta-python is given: `TraceAnalysis(trace_dir=...)` on a folder holding only a link to the file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+HTA_SCRIPT = """
+import sys, time
+from hta.trace_analysis import TraceAnalysis
+t = time.perf_counter()
+analysis = TraceAnalysis(trace_dir=sys.argv[1])
+n = sum(len(analysis.t.get_trace(r)) for r in analysis.t.get_ranks())
+print(f"hta loaded {n} events in {time.perf_counter() - t:.1f} s")
+"""
+
+
+def _tree_rss(pid: int) -> int:
+    """Resident bytes of `pid` and all its descendants."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        ppid, pages = int(fields[1]), int(fields[21])
+        children.setdefault(ppid, []).append(int(entry))
+        rss[int(entry)] = pages * os.sysconf("SC_PAGE_SIZE")
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        total += rss.get(p, 0)
+        todo.extend(children.get(p, []))
+    return total
+
+
+def measure(cmd: list[str], env: dict | None = None) -> dict:
+    """Run `cmd`; its wall time, peak process-tree RSS and output."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    peak = 0
+    while proc.poll() is None:
+        peak = max(peak, _tree_rss(proc.pid))
+        time.sleep(0.02)
+    wall = time.perf_counter() - start
+    out = proc.stdout.read() if proc.stdout else ""
+    return {"rc": proc.returncode, "wall_s": wall, "peak_rss_bytes": peak, "output": out.strip()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("trace", type=Path, help="a large trace (see gen_large_trace.py)")
+    ap.add_argument("--hta-python", help="an interpreter with holistictraceanalysis installed")
+    ap.add_argument("--repeat", type=int, default=1, help="runs of tracekit (the best is reported)")
+    args = ap.parse_args(argv)
+
+    size = args.trace.stat().st_size
+    print(
+        f"trace: {args.trace} ({size / 2**20:.0f} MiB), {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "capture.parquet"
+        cmd = [sys.executable, "-m", "tracekit", "parse", str(args.trace), "-o", str(out), "--force"]
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        runs = []
+        for _ in range(args.repeat):
+            before = _children_cpu()
+            r = measure(cmd, env)
+            r["cpu_s"] = _children_cpu() - before
+            if r["rc"] != 0:
+                print(r["output"])
+                return 1
+            runs.append(r)
+        best = min(runs, key=lambda r: r["wall_s"])
+        rss_gib, parquet_mib = best["peak_rss_bytes"] / 2**30, out.stat().st_size / 2**20
+        print(
+            f"tracekit parse: {best['wall_s']:.1f} s wall, {best['cpu_s']:.1f} s CPU, "
+            f"peak RSS {rss_gib:.2f} GiB, {parquet_mib:.0f} MiB Parquet"
+        )
+        print(f"  ({best['output']})")
+        if args.hta_python:
+            trace_dir = Path(tmp) / "hta"
+            trace_dir.mkdir()
+            (trace_dir / args.trace.name).symlink_to(args.trace.resolve())
+            before = _children_cpu()
+            h = measure([args.hta_python, "-c", HTA_SCRIPT, str(trace_dir)])
+            h["cpu_s"] = _children_cpu() - before
+            if h["rc"] != 0:
+                print("HTA failed:", h["output"][-2000:])
+                return 1
+            last = h["output"].splitlines()[-1] if h["output"] else ""
+            print(
+                f"HTA TraceAnalysis: {h['wall_s']:.1f} s wall, {h['cpu_s']:.1f} s CPU, "
+                f"peak RSS {h['peak_rss_bytes'] / 2**30:.2f} GiB  ({last})"
+            )
+            print(
+                f"ratio HTA / tracekit: time {h['wall_s'] / best['wall_s']:.1f}x, "
+                f"peak memory {h['peak_rss_bytes'] / best['peak_rss_bytes']:.1f}x"
+            )
+    return 0
+
+
+def _children_cpu() -> float:
+    """CPU seconds of all waited-for child processes so far (they include the workers of the child)."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+if __name__ == "__main__":
+    sys.exit(main())

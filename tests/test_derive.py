@@ -1,0 +1,80 @@
+"""The derived-row algebra (tracekit/derive.py): property tests against brute force, and real traces."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow.compute as pc
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tracekit.derive import clip_to_windows, derive_rows, needed_for_derive, union_intervals
+from tracekit.parse import parse_paths
+
+ROOT = Path(__file__).resolve().parent.parent
+
+INTERVALS = st.lists(st.tuples(st.integers(0, 60), st.integers(0, 15)), max_size=12)
+
+
+def covered(intervals) -> set[int]:
+    return {t for s, e in intervals for t in range(s, e)}
+
+
+@settings(max_examples=200, deadline=None)
+@given(INTERVALS)
+def test_union_is_maximal_disjoint_and_covers_the_same_points(raw):
+    raw = sorted((s, s + d) for s, d in raw if d > 0)
+    starts = np.array([s for s, _ in raw], dtype=np.int64)
+    ends = np.array([e for _, e in raw], dtype=np.int64)
+    us, ue = union_intervals(starts, ends)
+    pieces = list(zip(us.tolist(), ue.tolist()))
+    assert covered(pieces) == covered(raw)
+    assert all(s < e for s, e in pieces)
+    assert all(e1 < s2 for (_, e1), (s2, _) in zip(pieces, pieces[1:]))  # disjoint, not even touching
+
+
+@settings(max_examples=200, deadline=None)
+@given(INTERVALS, INTERVALS, st.booleans())
+def test_clip_to_windows_is_the_pairwise_intersection(raw, wins, disjoint):
+    gaps = [(s, s + d) for s, d in raw if d > 0]
+    windows = [(s, s + d) for s, d in wins]
+    if disjoint:  # the usual case: consecutive ProfilerStep windows
+        windows, t = [], 0
+        for s, d in wins:
+            windows.append((t + s, t + s + d))
+            t += s + d
+        windows = windows[::-1]  # given in any order
+    gs = np.array([g[0] for g in gaps], dtype=np.int64)
+    ge = np.array([g[1] for g in gaps], dtype=np.int64)
+    ws = np.array([w[0] for w in windows], dtype=np.int64)
+    we = np.array([w[1] for w in windows], dtype=np.int64)
+    s, e, w = clip_to_windows(gs, ge, ws, we)
+    want = sorted(
+        (max(a, c), min(b, d), k)
+        for a, b in gaps
+        for k, (c, d) in enumerate(windows)
+        if min(b, d) > max(a, c)
+    )
+    assert sorted(zip(s.tolist(), e.tolist(), w.tolist())) == want
+    assert list(s) == sorted(s)
+
+
+@pytest.mark.parametrize(
+    "files",
+    [
+        ["fixtures/h200_probe/sync.pt.trace.json.gz"],
+        ["fixtures/hta/triton_example.json.gz"],  # no ProfilerStep: one step over the trace
+        ["fixtures/hta/sampled_rank-0.json.gz", "fixtures/hta/sampled_rank-1.json.gz"],
+    ],
+)
+def test_the_streamed_subset_derives_the_same_rows(files):
+    """parse_to_file keeps only needed_for_derive(events) in memory: it must derive the same rows."""
+    capture = parse_paths([ROOT / f for f in files])
+    t = capture.table
+    events = t.filter(pc.equal(t.column("kind").cast("string"), "event"))
+    full = derive_rows(events).to_pylist()
+    subset = needed_for_derive(events)
+    assert subset.num_rows < events.num_rows
+    assert derive_rows(subset).to_pylist() == full
