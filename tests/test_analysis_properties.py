@@ -140,3 +140,29 @@ def test_random_timelines_keep_the_invariants(kernels, host, steps, linked):
     # the host breakdown also partitions each step
     for h in report.host.steps:
         assert sum(h.breakdown_ns.values()) == h.dur_ns
+
+
+@given(
+    intervals.filter(lambda ivs: len(ivs) >= 2),
+    st.lists(st.integers(0, GRID + 20), min_size=2, max_size=6, unique=True),
+    intervals,
+)
+def test_dispatch_gap_pieces_match_brute_force(ops, cuts, backward):
+    # GIVEN random ops of one thread (nested or overlapping), step windows between cuts, backward windows
+    from tracekit.derive import dispatch_gap_pieces
+
+    cuts = sorted(cuts)
+    ws, we = np.array(cuts[:-1]), np.array(cuts[1:])
+    os_ = np.array([a for a, _ in ops], dtype=np.int64)
+    oe = np.array([b for _, b in ops], dtype=np.int64)
+    bs, be = iv.union([a for a, _ in backward], [b for _, b in backward])
+    # WHEN
+    win, gs, ge = dispatch_gap_pieces(os_, oe, ws, we, bs, be)
+    # THEN a unit t is in a gap iff no op covers it, some op ended at or before it, some op starts
+    # after it, it lies in a step window and in no backward window
+    n = GRID + 25
+    t = np.arange(n)
+    want = ~cover(ops, n) & cover(zip(ws, we), n) & ~cover(backward, n)
+    want &= np.array([any(b <= x for a, b in ops) and any(a > x for a, _ in ops) for x in t])
+    assert np.array_equal(cover(zip(gs, ge), n), want)
+    assert np.all((gs >= ws[win]) & (ge <= we[win])) and np.all(ge > gs)
