@@ -229,8 +229,7 @@ def derive_dispatch_gaps(events: pa.Table, steps: pa.Table) -> pa.Table:
         out["ts_ns"].append(s)
         out["dur_ns"].append(e - s)
         out["step"].append(wstep[w])
-    # Plain lists: _rows takes those whatever the numpy handling of the moment.
-    return _rows(KIND_DISPATCH_GAP, {k: np.concatenate(v).tolist() if v else [] for k, v in out.items()})
+    return _rows(KIND_DISPATCH_GAP, out)
 
 
 def disjoint_windows(
