@@ -84,3 +84,20 @@ def test_only_repeats_of_one_configuration_are_pooled():
         merge_reports([_run(SLOW, "a"), _run(SLOW, "b", python="3.11.7")])
     with pytest.raises(NotComparableError, match="device activity"):
         merge_reports([gpu_report(SLOW), cpu_report(SLOW)])
+
+
+def test_pooled_json_matches_the_schema():
+    import json
+    from pathlib import Path
+
+    jsonschema = pytest.importorskip("jsonschema")
+    from tracekit.render_diff import to_json
+
+    a = _group([1.0, 1.02, 0.98, 1.01], "a")
+    b = _group([0.9, 0.91, 0.89, 0.92], "b", python="3.11.7")
+    doc = json.loads(json.dumps(to_json(diff([a, b]))))
+    schema = json.loads((Path(__file__).parent / "golden" / "diff.schema.json").read_text())
+    jsonschema.validate(doc, schema)
+    assert doc["captures"][0]["label"] == "a ×4" and doc["captures"][0]["steps"] == 24
+    methods = {f["method"] for f in doc["pairs"][0]["figures"]}
+    assert "hodges-lehmann over runs" in methods
