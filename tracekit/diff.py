@@ -126,6 +126,7 @@ class CaptureInfo:
     device: Optional[str]
     steps: int
     cpu_only: bool
+    runs: int = 1  # pooled repeats (`tracekit diff A1,A2,...`)
 
 
 @dataclass(frozen=True)
@@ -709,6 +710,7 @@ def capture_info(report: Report, label: str, values: StepValues) -> CaptureInfo:
         device=str(device) if device is not None else None,
         steps=len(values.steps),
         cpu_only=report.cpu_only,
+        runs=values.runs,
     )
 
 

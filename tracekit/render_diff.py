@@ -89,6 +89,10 @@ def _zero_both(f: FigureDiff) -> bool:
     return f.a == 0 and f.b == 0 and f.estimate is not None and f.estimate.shift == 0
 
 
+def _steps(c: CaptureInfo) -> str:
+    return f"{c.steps} steps" + (f" in {c.runs} runs" if c.runs > 1 else "")
+
+
 def _sections(pair: PairDiff) -> list[tuple[str, list[FigureDiff]]]:
     """Figures by section, leaving out those that are zero in both captures (say, dataloader idle of a
     model without a DataLoader); `_hidden_line` counts them."""
@@ -179,8 +183,8 @@ class TerminalRenderer:
             if i:
                 console.print()
             console.print(Text(f"{pair.b.label} against {pair.a.label}", style="bold"))
-            console.print(f"  A  {pair.a.label}: {_who(pair.a)}, {pair.a.steps} steps")
-            console.print(f"  B  {pair.b.label}: {_who(pair.b)}, {pair.b.steps} steps")
+            console.print(f"  A  {pair.a.label}: {_who(pair.a)}, {_steps(pair.a)}")
+            console.print(f"  B  {pair.b.label}: {_who(pair.b)}, {_steps(pair.b)}")
             comp = pair.comparability
             style = "green" if comp.comparable else "bold red"
             console.print(Text("  " + comp.summary(), style=style))
@@ -307,8 +311,8 @@ class MarkdownRenderer:
         w = out.write
         for pair in result.pairs:
             w(f"### {_md(pair.b.label)} against {_md(pair.a.label)}\n\n")
-            w(f"- A: **{_md(pair.a.label)}** — {_md(_who(pair.a))}, {pair.a.steps} steps\n")
-            w(f"- B: **{_md(pair.b.label)}** — {_md(_who(pair.b))}, {pair.b.steps} steps\n")
+            w(f"- A: **{_md(pair.a.label)}** — {_md(_who(pair.a))}, {_steps(pair.a)}\n")
+            w(f"- B: **{_md(pair.b.label)}** — {_md(_who(pair.b))}, {_steps(pair.b)}\n")
             comp = pair.comparability
             w(f"- {'' if comp.comparable else '**'}{_md(comp.summary())}{'' if comp.comparable else '**'}\n")
             for note in comp.notes:

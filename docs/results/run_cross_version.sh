@@ -5,6 +5,7 @@
 #
 #   docs/results/run_cross_version.sh                          # 3.9.18 and 3.11.7 (pyenv)
 #   EXTRA="3.12.1 3.13.0" docs/results/run_cross_version.sh    # also 3.12 and 3.13 against 3.9
+#   REPORT_ONLY=1 EXTRA="3.12.1 3.13.0" docs/results/run_cross_version.sh   # re-diff the captures in OUT
 #
 # Not a test (too heavy for CI; about 3.5 GB of downloads the first time). What it does:
 #  1. A virtual environment per Python at /tmp/venvXY with torch==2.8.0 from the package index (a CUDA
@@ -71,14 +72,17 @@ priority() { # the command prefix that raises a workload's priority (plain if no
 
 df -h /tmp "$ROOT" >&2
 VERSIONS=("$BASE" "$OTHER" $EXTRA)
-for v in "${VERSIONS[@]}"; do
-    ensure_venv "$v"
-done
+if [ "${REPORT_ONLY:-0}" != 1 ]; then
+    for v in "${VERSIONS[@]}"; do
+        ensure_venv "$v"
+    done
+fi
 mkdir -p "$OUT" "$RESULTS"
 
 for w in $WORKLOADS; do
     read -r -a PRIO <<<"$(priority "$w")"
-    for round in $(seq 1 "$ROUNDS"); do
+    # REPORT_ONLY=1: only the diffs, from the captures already in $OUT
+    for round in $(if [ "${REPORT_ONLY:-0}" = 1 ]; then true; else seq 1 "$ROUNDS"; fi); do
         order=("${VERSIONS[@]}")
         if [ $((round % 2)) -eq 0 ]; then # reversed every other round
             order=()
