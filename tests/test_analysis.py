@@ -522,6 +522,22 @@ def test_dispatch_gaps_are_clipped_to_steps_minus_backward(tmp_path):
     assert h1.breakdown_ns["framework"] == (25 + 30) * US and h1.breakdown_ns["interpreter"] == 45 * US
 
 
+def test_dispatch_gaps_leave_out_the_dataloader_fetch(tmp_path):
+    # GIVEN   step [0,100): ops [10,20) [70,80) [90,95); a single-process DataLoader fetch [30,60)
+    t = TraceBuilder()
+    t.step(1, 0, 100)
+    for a, b in ((10, 20), (70, 80), (90, 95)):
+        t.op("aten::add", a, b - a)
+    t.dataloader(30, 30)
+    # WHEN
+    r = run_host(tmp_path, t)
+    (h,) = r.host.steps
+    # THEN the gap [20,70) loses the fetch: [20,30) + [60,70), and [80,90): 3 pieces, 30 µs; the fetch
+    # is dataloader time
+    assert (h.dispatch_gaps, h.dispatch_gap_ns) == (3, 30 * US)
+    assert h.breakdown_ns["dataloader"] == 30 * US and h.breakdown_ns["interpreter"] == 45 * US
+
+
 def test_cpu_backward_on_the_step_thread_is_framework_only_inside_the_engine(tmp_path):
     # GIVEN a CPU step [0,200) on one thread: forward ops, loss, backward run by the engine on the
     #       calling thread (two engine ops, a gap between them), then an optimizer op

@@ -12,8 +12,9 @@
 
 - ``dispatch_gap``: per rank and host thread, the time between consecutive top-level ``cpu_op`` events
   (top-level = not starting inside another ``cpu_op`` of the same thread), clipped to the step windows
-  of the rank, minus the time the thread is blocked in ``backward()`` (``dispatch_gap_pieces``, the one
-  definition the analysis shares); each piece carries the step it lies in::
+  of the rank, minus the time the thread is blocked in ``backward()`` or fetching from a DataLoader
+  (``dispatch_gap_pieces``, the one definition the analysis shares); each piece carries the step it
+  lies in::
 
       cpu_op     [aten::mm  )      [aten::add)
                    [nested)
@@ -179,6 +180,9 @@ def union_intervals(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, n
 
 # The autograd engine runs each backward node inside a record_function of this name (torch ≥ 1.8).
 ENGINE_OP_PREFIX = "autograd::engine::evaluate_function"
+# The DataLoader iterator's fetch, a user_annotation such as
+# `enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__` (group 1: the iterator class).
+DATALOADER_RE = re.compile(r"^enumerate\(DataLoader\)#(\w+)\.__next__")
 
 
 def derive_dispatch_gaps(events: pa.Table, steps: pa.Table) -> pa.Table:
@@ -186,7 +190,13 @@ def derive_dispatch_gaps(events: pa.Table, steps: pa.Table) -> pa.Table:
     `dispatch_gap_pieces` returns, each with the step it lies in. The analysis calls the same function,
     so its figures equal these rows. Threads that run autograd engine ops but own no step (the engine's
     device threads) run no Python between their ops and get no rows."""
-    mask = _dict_mask(events, "ph", lambda v: v == "X") & _dict_mask(events, "cat", lambda v: v == CAT_CPU_OP)
+    is_x = _dict_mask(events, "ph", lambda v: v == "X")
+    dl = is_x & _dict_mask(events, "cat", lambda v: v == CAT_USER_ANNOTATION)
+    dl &= _dict_mask(events, "name", lambda v: DATALOADER_RE.match(v) is not None)
+    dl_thread = np.stack([_np(events, c)[dl] for c in ("rank", "pid", "tid")], axis=1)
+    dl_start = _np(events, "ts_ns")[dl]
+    dl_end = dl_start + np.maximum(_np(events, "dur_ns")[dl], 0)
+    mask = is_x & _dict_mask(events, "cat", lambda v: v == CAT_CPU_OP)
     engine = _dict_mask(events, "name", lambda v: v.startswith(ENGINE_OP_PREFIX))[mask]
     rank, pid, tid = _np(events, "rank")[mask], _np(events, "pid")[mask], _np(events, "tid")[mask]
     ts, dur = _np(events, "ts_ns")[mask], _np(events, "dur_ns")[mask]
@@ -222,7 +232,9 @@ def derive_dispatch_gaps(events: pa.Table, steps: pa.Table) -> pa.Table:
             proc = (rank == key[0]) & (pid == key[1]) & engine
             split = ts[a:b][~engine[a:b] & top_level(ts[a:b], end[a:b])]
             bw_s, bw_e = backward_windows(ts[proc], end[proc], split)
-        w, s, e = dispatch_gap_pieces(ts[a:b], end[a:b], ws, we, bw_s, bw_e)
+        mine = np.all(dl_thread == np.array(key), axis=1) if len(dl_start) else np.zeros(0, bool)
+        ex_s, ex_e = excluded_windows(bw_s, bw_e, dl_start[mine], dl_end[mine])
+        w, s, e = dispatch_gap_pieces(ts[a:b], end[a:b], ws, we, ex_s, ex_e)
         out["rank"].append(np.full(len(s), key[0]))
         out["pid"].append(np.full(len(s), key[1]))
         out["tid"].append(np.full(len(s), key[2]))
@@ -278,13 +290,25 @@ def backward_windows(
     return union_intervals(lo, hi)
 
 
+def excluded_windows(
+    bw_starts: np.ndarray, bw_ends: np.ndarray, dl_starts: np.ndarray, dl_ends: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """What a thread's dispatch gaps leave out: its backward windows and its DataLoader `__next__`
+    spans (the fetch has its own figure, `dataloader`, and may sleep or wait for workers), as disjoint
+    sorted intervals."""
+    s = np.r_[bw_starts, dl_starts].astype(np.int64)
+    e = np.r_[bw_ends, dl_ends].astype(np.int64)
+    order = np.argsort(s, kind="stable")
+    return union_intervals(s[order], e[order])
+
+
 def dispatch_gap_pieces(
     op_starts: np.ndarray,
     op_ends: np.ndarray,
     win_starts: np.ndarray,
     win_ends: np.ndarray,
-    bw_starts: np.ndarray,
-    bw_ends: np.ndarray,
+    excl_starts: np.ndarray,
+    excl_ends: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """THE definition of host dispatch gaps on one thread (DESIGN.md), shared by the parser's derived
     rows and the analysis::
@@ -296,8 +320,9 @@ def dispatch_gap_pieces(
     predicate: the intervals between consecutive top-level cpu_ops of the thread (`op_*`, any order),
     clipped to the disjoint sorted step windows (`win_*`; a gap crossing a step boundary keeps its
     pieces inside each window: Python before the step's first op and after its last is interpreter
-    time of that step), minus the thread's backward windows (`bw_*`, disjoint sorted; see
-    `backward_windows`: the autograd engine's time between its ops is framework, not Python).
+    time of that step), minus `excl_*` (disjoint sorted; `excluded_windows`): the thread's backward
+    windows (`backward_windows`: the autograd engine's time between its ops is framework, not Python)
+    and its DataLoader fetches.
     Returns (window index, piece start, piece end), ordered by start."""
     z = np.zeros(0, np.int64)
     if len(op_starts) < 2 or len(win_starts) == 0:
@@ -309,9 +334,9 @@ def dispatch_gap_pieces(
     gs, ge = covered[top - 1], s[top]
     keep = ge > gs
     gs, ge, _ = clip_to_windows(gs[keep], ge[keep], win_starts, win_ends)
-    if len(bw_starts) and len(gs):
-        free_s = np.r_[np.iinfo(np.int64).min, bw_ends]
-        free_e = np.r_[bw_starts, np.iinfo(np.int64).max]
+    if len(excl_starts) and len(gs):
+        free_s = np.r_[np.iinfo(np.int64).min, excl_ends]
+        free_e = np.r_[excl_starts, np.iinfo(np.int64).max]
         gs, ge, _ = clip_to_windows(gs, ge, free_s, free_e)
     w = np.searchsorted(win_starts, gs, side="right") - 1
     return w, gs, ge

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracekit import schema as S
+from tracekit.derive import DATALOADER_RE  # one pattern for the parser's derive and the analysis
 
 # Host state codes; a higher code wins where intervals nest (DESIGN.md rule 3, "innermost state first").
 INTERPRETER, FRAMEWORK, LAUNCH, SYNC, DATALOADER = 0, 1, 2, 3, 4
@@ -44,7 +45,6 @@ SYNC_CALLS = frozenset(
 )
 # Framework ops that read device memory on the host (they contain a copy + a stream sync).
 SYNC_OPS = frozenset({"aten::item", "aten::_local_scalar_dense"})
-DATALOADER_RE = re.compile(r"^enumerate\(DataLoader\)#(\w+)\.__next__")
 NCCL_RE = re.compile(r"nccl", re.IGNORECASE)
 
 

@@ -28,7 +28,13 @@ from tracekit.analysis.events import (
     STATE_NAMES,
     SYNC,
 )
-from tracekit.derive import ENGINE_OP_PREFIX, backward_windows, dispatch_gap_pieces, top_level
+from tracekit.derive import (
+    ENGINE_OP_PREFIX,
+    backward_windows,
+    dispatch_gap_pieces,
+    excluded_windows,
+    top_level,
+)
 from tracekit.model import HOST_STATES, DataLoaderInfo, HostStep, OpStat
 
 
@@ -48,6 +54,8 @@ class Thread:
     op_name: np.ndarray
     wait_s: np.ndarray  # the thread's backward windows (blocked in backward()), disjoint sorted
     wait_e: np.ndarray
+    excl_s: np.ndarray  # what its dispatch gaps leave out: backward windows and DataLoader fetches
+    excl_e: np.ndarray
 
 
 def build_thread(
@@ -67,6 +75,7 @@ def build_thread(
     wait_s, wait_e = iv.union(*(waits_on or (np.zeros(0, np.int64), np.zeros(0, np.int64))))
     families[0] = (np.concatenate([families[0][0], wait_s]), np.concatenate([families[0][1], wait_e]))
     timeline = iv.StateTimeline.build(families, default=default)
+    excl_s, excl_e = excluded_windows(wait_s, wait_e, *families[3])  # families[3]: DataLoader fetches
     sm = st == SYNC
     is_op = (ev["cat"] == "cpu_op").to_numpy()
     om = (st >= FRAMEWORK) & is_op
@@ -84,6 +93,8 @@ def build_thread(
         op_name=np.asarray(names[om], dtype=object),
         wait_s=wait_s,
         wait_e=wait_e,
+        excl_s=excl_s,
+        excl_e=excl_e,
     )
 
 
@@ -217,7 +228,7 @@ def dispatch_gaps(th: Thread, ws: np.ndarray, we: np.ndarray) -> tuple[np.ndarra
     """Host dispatch gaps of a step thread in its disjoint sorted step windows (ws, we): exactly
     `tracekit.derive.dispatch_gap_pieces` (the one definition, which the parser's stored rows use too)
     over the thread's cpu_ops and backward windows. Returns (window_index, start, end)."""
-    return dispatch_gap_pieces(th.op_s, th.op_e, ws, we, th.wait_s, th.wait_e)
+    return dispatch_gap_pieces(th.op_s, th.op_e, ws, we, th.excl_s, th.excl_e)
 
 
 def op_stats(host: pd.DataFrame, steps: pd.DataFrame) -> list[OpStat]:
