@@ -286,3 +286,14 @@ def test_several_ranks_step_time_is_the_slowest_rank_and_idle_the_mean():
     # one rank against two: not comparable, and said so
     comp = diff_pair(r0, both).comparability
     assert not comp.comparable and "ranks: 1 vs 2" in comp.summary()
+
+
+def test_what_the_comparison_varies_on_purpose_is_compared_not_blocking():
+    a = gpu_report(SLOW, manifest=manifest())
+    b = gpu_report(SLOW, manifest=manifest(knobs__num_workers=4, torch__version="2.9.0"))
+    assert not diff_pair(a, b).comparability.comparable
+    comp = diff_pair(a, b, compared=("num_workers",)).comparability
+    assert not comp.comparable and comp.summary() == "NOT comparable: torch: 2.8.0+cu128 vs 2.9.0"
+    comp = diff_pair(a, b, compared=("num_workers", "torch.version")).comparability
+    assert comp.comparable
+    assert comp.summary() == "comparable (torch: 2.8.0+cu128 vs 2.9.0; knob num_workers: 0 vs 4)"

@@ -189,3 +189,23 @@ def test_repeats_joined_with_a_comma_are_pooled(capsys):
     assert pair["comparable"] and not any(f["significant"] for f in pair["figures"])
     code, _, err = _main(capsys, f"{MLP},{SYNC}", MLP)
     assert code == 2 and "not repeats of one configuration" in err
+
+
+def test_compare_names_the_knob_that_varies(tmp_path):
+    import tracekit.analysis as analysis
+    from tracekit.analysis.store import store_report
+    from tracekit.parse import load_capture, parse_to_file
+    from tracekit.store import write_capture
+
+    paths = []
+    for workers in (0, 4):
+        path = tmp_path / f"w{workers}.parquet"
+        parse_to_file([Path(MLP)], path)
+        capture = load_capture(path)
+        capture.meta["manifest"] = {"workload": "dataloader_train", "knobs": {"num_workers": workers}}
+        write_capture(capture, path, force=True)
+        store_report(capture, analysis.analyze(capture))
+        paths.append(str(path))
+    assert "NOT comparable: knob num_workers: 0 vs 4" in _run(*paths, "--width", "120").output
+    out = _run(*paths, "--compare", "num_workers", "--width", "120").output
+    assert "comparable (knob num_workers: 0 vs 4)" in out and "NOT comparable" not in out

@@ -15,7 +15,7 @@ different workloads.
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any, Mapping, Optional, Sequence
 
@@ -184,8 +184,12 @@ def check(
     manifest_b: Optional[Mapping[str, Any]],
     facts_a: Facts,
     facts_b: Facts,
+    compared: Sequence[str] = (),
 ) -> Comparability:
-    """Compare two captures: their manifests when both have one, and always what their traces tell."""
+    """Compare two captures: their manifests when both have one, and always what their traces tell.
+
+    `compared` names what the comparison means to vary (`tracekit diff --compare amp`): a knob name or a
+    dotted manifest field (`torch.version`); its differences count as compared, not as blocking."""
     differences: list[Difference] = []
     unchecked: list[str] = []
     has_a = bool(manifest_a) and _get(manifest_a, "workload") is not None
@@ -217,8 +221,17 @@ def check(
                 text=f"framework op calls per step overlap {overlap:.0%} (the same code: about 100%)",
             )
         )
+    differences = [
+        replace(d, role=Role.COMPARED) if d.role is Role.BLOCKING and is_compared(d.field, compared) else d
+        for d in differences
+    ]
     comparable = not any(d.role is Role.BLOCKING for d in differences)
     return Comparability(comparable, tuple(differences), tuple(unchecked))
+
+
+def is_compared(field: str, compared: Sequence[str]) -> bool:
+    """Whether a manifest field is one the user said the comparison varies ('amp' means knobs.amp)."""
+    return any(field in (name, f"knobs.{name}") or field.startswith(name + ".") for name in compared)
 
 
 def median_calls(steps_calls: Sequence[int]) -> float:

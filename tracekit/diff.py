@@ -752,10 +752,11 @@ def diff_pair(
     *,
     confidence: float = DEFAULT_CONFIDENCE,
     top_ops: int = TOP_OPS,
+    compared: Sequence[str] = (),
 ) -> PairDiff:
-    """B against A."""
+    """B against A. `compared`: manifest fields (or knob names) the comparison means to vary."""
     va, vb = step_values(a), step_values(b)
-    comp = comparable.check(a.capture, b.capture, facts(a, va), facts(b, vb))
+    comp = comparable.check(a.capture, b.capture, facts(a, va), facts(b, vb), compared)
     return PairDiff(
         a=capture_info(a, labels[0], va),
         b=capture_info(b, labels[1], vb),
@@ -772,6 +773,7 @@ def diff(
     *,
     confidence: float = DEFAULT_CONFIDENCE,
     top_ops: int = TOP_OPS,
+    compared: Sequence[str] = (),
 ) -> DiffResult:
     """Each later report against the first. Needs at least two reports."""
     if len(reports) < 2:
@@ -784,7 +786,9 @@ def diff(
             f"{len(names)} labels for {len(reports)} captures; give one label per capture"
         )
     pairs = tuple(
-        diff_pair(reports[0], r, (names[0], names[i]), confidence=confidence, top_ops=top_ops)
+        diff_pair(
+            reports[0], r, (names[0], names[i]), confidence=confidence, top_ops=top_ops, compared=compared
+        )
         for i, r in enumerate(reports[1:], start=1)
     )
     infos = (pairs[0].a,) + tuple(p.b for p in pairs)
@@ -796,6 +800,7 @@ def diff(
         parameters={
             "confidence": confidence,
             "top_ops": top_ops,
+            "compared": list(compared),
             "op_min_share": OP_MIN_SHARE,
             "op_min_steps": OP_MIN_STEPS,
             "min_op_call_overlap": comparable.MIN_OP_CALL_OVERLAP,

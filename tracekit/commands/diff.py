@@ -69,6 +69,12 @@ def diff(
         None, "--plot", help="Also write a PNG: one stacked bar per capture (busy and each idle cause)."
     ),
     label: List[str] = typer.Option([], "--label", help="A name per capture, in order (default: run name)."),
+    compare: List[str] = typer.Option(
+        [],
+        "--compare",
+        help="What the comparison varies on purpose: a knob (amp) or a manifest field (torch.version); "
+        "its difference is then compared, not a reason to call the captures not comparable.",
+    ),
     confidence: float = typer.Option(0.95, "--confidence", help="Confidence of the intervals, e.g. 0.95."),
     top_ops: int = typer.Option(
         10, "--top-ops", help="Framework ops listed (largest change per call first)."
@@ -102,7 +108,7 @@ def diff(
         check_output(plot, force)
     reports = [_load_side(str(p)) for p in captures]
     labels = label or default_labels(reports, [_label_of(Path(str(p).split(",")[0])) for p in captures])
-    result = diff_reports(reports, labels, confidence=confidence, top_ops=top_ops)
+    result = diff_reports(reports, labels, confidence=confidence, top_ops=top_ops, compared=compare)
     if json_out:
         JsonRenderer().render(result, sys.stdout)
     elif markdown:
