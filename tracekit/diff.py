@@ -13,6 +13,10 @@ not itself antisymmetric (+25 % one way is −20 % the other).
 **Several devices or ranks.** Samples are grouped by step number: the step time is the longest window
 of that step over ranks; busy, idle per cause, utilisation and collective wait are the mean over devices;
 host figures the mean over ranks.
+
+**Several runs per side** (`diff_group.merge_reports`, `tracekit diff A1,A2 B1,B2`): the steps of one run
+share the machine's state, so when a side pools runs the unit of comparison is the run — each run's
+median (or ratio of sums) — and the same rank test runs on those (`stats.METHOD_RUNS`).
 """
 
 from __future__ import annotations
