@@ -4,8 +4,10 @@
     python benchmarks/bench_parse.py benchmarks/data/large.pt.trace.json \
         [--hta-python /tmp/htavenv/bin/python] [--repeat 3]
 
-Each tool runs as its own process. Peak memory is the largest sum of the resident set sizes of the
-process and all its descendants (tracekit decodes in worker processes), sampled every 20 ms from /proc.
+Each tool runs as its own process. Peak memory is sampled every 20 ms from /proc over the process and
+all its descendants (tracekit decodes in forked worker processes): the sum of their PSS (shared pages
+split between the processes sharing them) and, for reference, the sum of their RSS (shared pages counted
+once per process).
 HTA (PyPI `holistictraceanalysis`, never a tracekit dependency) runs from a separate interpreter when
 --hta-python is given: `TraceAnalysis(trace_dir=...)` on a folder holding only a link to the file.
 """
@@ -33,8 +35,9 @@ print(f"hta loaded {n} events in {time.perf_counter() - t:.1f} s")
 """
 
 
-def _tree_rss(pid: int) -> int:
-    """Resident bytes of `pid` and all its descendants."""
+def _tree_memory(pid: int) -> tuple[int, int]:
+    """(RSS, PSS) bytes of `pid` and all its descendants. Forked workers share pages with their parent:
+    summed RSS counts a shared page once per process, PSS splits it between them (the fair total)."""
     children: dict[int, list[int]] = {}
     rss: dict[int, int] = {}
     for entry in os.listdir("/proc"):
@@ -48,31 +51,62 @@ def _tree_rss(pid: int) -> int:
         ppid, pages = int(fields[1]), int(fields[21])
         children.setdefault(ppid, []).append(int(entry))
         rss[int(entry)] = pages * os.sysconf("SC_PAGE_SIZE")
-    total, todo = 0, [pid]
+    total_rss = total_pss = 0
+    todo = [pid]
     while todo:
         p = todo.pop()
-        total += rss.get(p, 0)
+        total_rss += rss.get(p, 0)
+        total_pss += _pss(p)
         todo.extend(children.get(p, []))
-    return total
+    return total_rss, total_pss
 
 
-def measure(cmd: list[str], env: dict | None = None) -> dict:
-    """Run `cmd`; its wall time, peak process-tree RSS and output."""
+def _pss(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as fh:
+            for line in fh:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def measure(cmd: list[str], env: dict | None = None, timeout: float | None = None) -> dict:
+    """Run `cmd`; its wall time, peak process-tree memory (summed RSS and PSS) and output."""
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-    peak = 0
+    peak_rss = peak_pss = 0
     while proc.poll() is None:
-        peak = max(peak, _tree_rss(proc.pid))
+        if timeout is not None and time.perf_counter() - start > timeout:
+            proc.kill()
+            proc.wait()
+            return {
+                "rc": "timeout",
+                "wall_s": timeout,
+                "peak_rss": peak_rss,
+                "peak_pss": peak_pss,
+                "output": "",
+            }
+        rss, pss = _tree_memory(proc.pid)
+        peak_rss, peak_pss = max(peak_rss, rss), max(peak_pss, pss)
         time.sleep(0.02)
     wall = time.perf_counter() - start
     out = proc.stdout.read() if proc.stdout else ""
-    return {"rc": proc.returncode, "wall_s": wall, "peak_rss_bytes": peak, "output": out.strip()}
+    return {
+        "rc": proc.returncode,
+        "wall_s": wall,
+        "peak_rss": peak_rss,
+        "peak_pss": peak_pss,
+        "output": out.strip(),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("trace", type=Path, help="a large trace (see gen_large_trace.py)")
     ap.add_argument("--hta-python", help="an interpreter with holistictraceanalysis installed")
+    ap.add_argument("--hta-timeout", type=float, default=1800, help="seconds before HTA is stopped")
     ap.add_argument("--repeat", type=int, default=1, help="runs of tracekit (the best is reported)")
     args = ap.parse_args(argv)
 
@@ -94,10 +128,10 @@ def main(argv: list[str] | None = None) -> int:
                 return 1
             runs.append(r)
         best = min(runs, key=lambda r: r["wall_s"])
-        rss_gib, parquet_mib = best["peak_rss_bytes"] / 2**30, out.stat().st_size / 2**20
         print(
-            f"tracekit parse: {best['wall_s']:.1f} s wall, {best['cpu_s']:.1f} s CPU, "
-            f"peak RSS {rss_gib:.2f} GiB, {parquet_mib:.0f} MiB Parquet"
+            f"tracekit parse: {best['wall_s']:.1f} s wall, {best['cpu_s']:.1f} s CPU, peak memory "
+            f"{_gib(best['peak_pss'])} PSS ({_gib(best['peak_rss'])} summed RSS), "
+            f"{out.stat().st_size / 2**20:.0f} MiB Parquet"
         )
         print(f"  ({best['output']})")
         if args.hta_python:
@@ -105,21 +139,32 @@ def main(argv: list[str] | None = None) -> int:
             trace_dir.mkdir()
             (trace_dir / args.trace.name).symlink_to(args.trace.resolve())
             before = _children_cpu()
-            h = measure([args.hta_python, "-c", HTA_SCRIPT, str(trace_dir)])
+            h = measure([args.hta_python, "-c", HTA_SCRIPT, str(trace_dir)], timeout=args.hta_timeout)
             h["cpu_s"] = _children_cpu() - before
+            if h["rc"] == "timeout":
+                print(
+                    f"HTA TraceAnalysis: stopped after {args.hta_timeout:.0f} s without finishing, "
+                    f"peak memory so far {_gib(h['peak_pss'])} PSS ({_gib(h['peak_rss'])} RSS)"
+                )
+                print(f"ratio HTA / tracekit: time > {h['wall_s'] / best['wall_s']:.0f}x")
+                return 0
             if h["rc"] != 0:
                 print("HTA failed:", h["output"][-2000:])
                 return 1
             last = h["output"].splitlines()[-1] if h["output"] else ""
             print(
-                f"HTA TraceAnalysis: {h['wall_s']:.1f} s wall, {h['cpu_s']:.1f} s CPU, "
-                f"peak RSS {h['peak_rss_bytes'] / 2**30:.2f} GiB  ({last})"
+                f"HTA TraceAnalysis: {h['wall_s']:.1f} s wall, {h['cpu_s']:.1f} s CPU, peak memory "
+                f"{_gib(h['peak_pss'])} PSS ({_gib(h['peak_rss'])} RSS)  ({last})"
             )
             print(
                 f"ratio HTA / tracekit: time {h['wall_s'] / best['wall_s']:.1f}x, "
-                f"peak memory {h['peak_rss_bytes'] / best['peak_rss_bytes']:.1f}x"
+                f"peak memory (PSS) {h['peak_pss'] / best['peak_pss']:.1f}x"
             )
     return 0
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.2f} GiB"
 
 
 def _children_cpu() -> float:

@@ -16,7 +16,6 @@ import pyarrow.parquet as pq
 from tracekit.errors import CaptureFileError, InputNotFound, OutputExistsError
 from tracekit.schema import METADATA_KEY, SCHEMA, SCHEMA_VERSION, file_metadata
 
-
 # zstd, and dictionary pages only for the string columns (already dictionary arrays): trying dictionary
 # encoding on unique int64 columns such as ts_ns costs a third of the write time and saves nothing.
 PARQUET_OPTIONS = {
