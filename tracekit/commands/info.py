@@ -75,10 +75,9 @@ def render_text(doc: dict) -> str:
         )
     manifest = doc["manifest"]
     if manifest:
-        keys = ("workload", "python", "torch", "device", "host")
-        lines.append(
-            "manifest: " + ", ".join(f"{k} {manifest[k]}" for k in keys if manifest.get(k) is not None)
-        )
+        from tracekit.render.sections import manifest_parts
+
+        lines.append("manifest: " + ", ".join(manifest_parts(manifest)))
     else:
         lines.append("manifest: none (parsed from profiler traces, not captured by tracekit)")
     lines.append(f"sources: {len(doc['sources'])} file(s)")

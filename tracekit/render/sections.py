@@ -28,8 +28,8 @@ def _short(name: str | None, width: int = 60) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"
 
 
-def header(report: Report) -> list[str]:
-    c = report.capture
+def manifest_parts(c: dict) -> list[str]:
+    """'workload heavy_mlp', 'python 3.11.7' ...: the capture's identity in words, from its manifest."""
     parts = []
     for key in ("workload", "run", "device", "python", "torch", "host"):
         v = c.get(key)
@@ -37,6 +37,12 @@ def header(report: Report) -> list[str]:
             v = v.get("version") or v.get("name")
         if v:
             parts.append(f"{key} {v}")
+    return parts
+
+
+def header(report: Report) -> list[str]:
+    c = report.capture
+    parts = manifest_parts(c)
     lines = ["tracekit analysis" + (": " + ", ".join(parts) if parts else "")]
     if c.get("sources"):
         lines.append("sources: " + ", ".join(str(s) for s in c["sources"]))
