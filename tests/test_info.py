@@ -72,3 +72,19 @@ def test_info_cpu_only_and_errors(tmp_path, capsys):
         code == 2
         and err.strip() == f"tracekit: error: {tmp_path / 'missing.parquet'}: no such file or folder"
     )
+
+
+def test_info_names_the_manifest_of_a_tracekit_capture(tmp_path, capsys):
+    """GIVEN a real H200 run folder with manifest.json WHEN parsed and shown THEN it reads in words."""
+    from pathlib import Path
+
+    from tracekit.cli import main
+
+    run = Path(__file__).resolve().parent.parent / "fixtures" / "h200" / "heavy_mlp"
+    out = tmp_path / "c.parquet"
+    main(["parse", str(run), "-o", str(out)])
+    capsys.readouterr()
+    main(["info", str(out)])
+    text = capsys.readouterr().out
+    assert "manifest: workload heavy_mlp, run heavy_mlp, device NVIDIA H200, python 3.12.3" in text
+    assert "{" not in text.split("manifest:")[1].splitlines()[0]
