@@ -114,6 +114,13 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"trace: {args.trace} ({size / 2**20:.0f} MiB), {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}"
     )
+    decoder = subprocess.run(
+        [sys.executable, "-c", "from tracekit import _fast; print(_fast.decoder_name())"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    ).stdout.strip()
+    print(f"decoder: {decoder} (TRACEKIT_DECODER=msgspec forces msgspec)")
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "capture.parquet"
         cmd = [sys.executable, "-m", "tracekit", "parse", str(args.trace), "-o", str(out), "--force"]

@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from msgspec.structs import astuple
 
+from tracekit import _fast
 from tracekit.errors import InputNotFound, TraceFormatError, TruncatedTraceError
 from tracekit.schema import SCHEMA
 
@@ -402,7 +403,12 @@ def decode_events(
 
     Times are converted to int64 ns reading the numbers in `unit` ("us" or "ns"); `parse.time_unit`
     decides the unit of a whole trace from the returned stats (the largest |ts| as written and whether
-    any time has a fractional part) and re-decodes in the rare case the guess was wrong."""
+    any time has a fractional part) and re-decodes in the rare case the guess was wrong.
+
+    The C scanner (_fast.py) decodes the plain cases; whatever it declines is decoded with msgspec."""
+    fast = _fast.decode(data, unit)
+    if fast is not None:
+        return fast
     with gc_paused():
         try:
             events = _EVENTS_DECODER.decode(data)
@@ -441,10 +447,67 @@ def _columns(events: list, unit: str) -> tuple[pa.RecordBatch, dict]:
     def arg(field: str) -> tuple:
         return arg_cols[_ARG_INDEX[field]]
 
-    ph, cat, name = _strings(ph), _normalise_cats(_strings(cat)), _strings(name)
     ts_dec, dur_dec = _times(ts), _times(dur)
-    ts_ns, dur_ns = to_int64_ns(ts_dec, unit), to_int64_ns(dur_dec, unit)
+    max_ts = pc.max(pc.abs(ts_dec)).as_py()
+    fractional = any(bool(pc.any(pc.not_equal(x, pc.round(x, 0))).as_py()) for x in (ts_dec, dur_dec))
+    ints = {"pid": _ints(pid), "tid": _ints(tid), "flow": _ints(flow)}
+    ints.update((f, _ints(arg(f))) for f in INT_ARGS)
+    texts = {f: _plain_strings(arg(f)) for f in TEXT_ARGS}
+    return assemble(
+        seen,
+        ph=_strings(ph),
+        cat=_strings(cat),
+        name=_strings(name),
+        ts_ns=to_int64_ns(ts_dec, unit),
+        dur_ns=to_int64_ns(dur_dec, unit),
+        ints=ints,
+        texts=texts,
+        max_abs_ts=str(max_ts or 0),
+        fractional=fractional,
+    )
 
+
+# The args keys kept as integers / as text (names of _Args fields).
+INT_ARGS = (
+    "device",
+    "stream",
+    "correlation",
+    "external_id",
+    "external_id_old",
+    "seq",
+    "fwd_tid",
+    "bytes",
+    "wait_stream",
+    "py_id",
+    "py_parent",
+    "msg_nelems",
+    "group_size",
+    "mem_bytes",
+    "total_allocated",
+    "total_reserved",
+    "device_id",
+)
+TEXT_ARGS = ("sync_kind", "collective", "pg_ranks", "name")
+
+
+def assemble(
+    seen: int,
+    *,
+    ph: pa.DictionaryArray,
+    cat: pa.DictionaryArray,
+    name: pa.DictionaryArray,
+    ts_ns: pa.Array,
+    dur_ns: pa.Array,
+    ints: dict[str, pa.Array],
+    texts: dict[str, pa.Array],
+    max_abs_ts: str,
+    fractional: bool,
+) -> tuple[pa.RecordBatch, dict]:
+    """The EVENT_SCHEMA batch and stats of `seen` decoded events, from their columns as written: ph, cat,
+    name dictionary-encoded; ts/dur in int64 ns (null: no usable time); `ints` int64 columns of pid,
+    tid, flow (the event's id) and INT_ARGS; `texts` string columns of TEXT_ARGS. Shared by the msgspec
+    decoder and the C scanner (_fast.py), so both apply the same rules."""
+    cat = _normalise_cats(cat)
     keep = pc.or_(
         pc.or_(pc.is_in(cat, value_set=pa.array(KEEP_CATS)), pc.is_in(ph, value_set=pa.array(["s", "f"]))),
         pc.or_(
@@ -462,32 +525,32 @@ def _columns(events: list, unit: str) -> tuple[pa.RecordBatch, dict]:
         "ph": ph,
         "cat": cat,
         "name": name,
-        "pid": _ints(pid),
-        "tid": _ints(tid),
+        "pid": ints["pid"],
+        "tid": ints["tid"],
         "ts_ns": ts_ns,
         "dur_ns": pc.fill_null(dur_ns, 0),
     }
-    device, stream = _ints(arg("device")), _ints(arg("stream"))
+    device, stream = ints["device"], ints["stream"]
     device_side = pc.fill_null(pc.is_in(cat, value_set=pa.array(DEVICE_SIDE_CATS)), False)
     device = pc.if_else(pc.and_(device_side, pc.is_null(device)), columns["pid"], device)
     stream = pc.if_else(pc.and_(device_side, pc.is_null(stream)), columns["tid"], stream)
     is_memory = pc.fill_null(pc.equal(name, MEMORY_NAME), False)
-    mem_device = _ints(arg("device_id"))
+    mem_device = ints["device_id"]
     if mem_device.null_count != len(mem_device):
         device = pc.if_else(is_memory, mem_device, device)
-    nbytes = _ints(arg("bytes"))
-    mem_bytes = _ints(arg("mem_bytes"))
+    nbytes = ints["bytes"]
+    mem_bytes = ints["mem_bytes"]
     if mem_bytes.null_count != len(mem_bytes):
         nbytes = pc.if_else(is_memory, mem_bytes, nbytes)
-    ext = _ints(arg("external_id"))
-    ext_old = _ints(arg("external_id_old"))
+    ext = ints["external_id"]
+    ext_old = ints["external_id_old"]
     if ext_old.null_count != len(ext_old):
         ext = pc.coalesce(ext, ext_old)
     is_flow = pc.fill_null(pc.is_in(ph, value_set=pa.array(["s", "f"])), False)
-    flow_id = _ints(flow)
+    flow_id = ints["flow"]
     if flow_id.null_count != len(flow_id):
         flow_id = pc.if_else(is_flow, flow_id, pa.nulls(seen, pa.int64()))
-    label = _plain_strings(arg("name"))
+    label = texts["name"]
     if label.null_count != len(label):
         is_meta = pc.fill_null(pc.equal(ph, "M"), False)
         label = pc.if_else(is_meta, label, pa.nulls(seen, pa.string()))
@@ -495,34 +558,32 @@ def _columns(events: list, unit: str) -> tuple[pa.RecordBatch, dict]:
         {
             "device": device,
             "stream": stream,
-            "correlation": _ints(arg("correlation")),
+            "correlation": ints["correlation"],
             "external_id": ext,
             "flow_id": flow_id,
-            "seq": _ints(arg("seq")),
-            "fwd_tid": _ints(arg("fwd_tid")),
+            "seq": ints["seq"],
+            "fwd_tid": ints["fwd_tid"],
             "bytes": nbytes,
-            "sync_kind": _plain_strings(arg("sync_kind")),
-            "wait_stream": _ints(arg("wait_stream")),
-            "py_id": _ints(arg("py_id")),
-            "py_parent": _ints(arg("py_parent")),
-            "collective": _plain_strings(arg("collective")),
-            "msg_nelems": _ints(arg("msg_nelems")),
-            "group_size": _ints(arg("group_size")),
-            "pg_ranks": _plain_strings(arg("pg_ranks")),
+            "sync_kind": texts["sync_kind"],
+            "wait_stream": ints["wait_stream"],
+            "py_id": ints["py_id"],
+            "py_parent": ints["py_parent"],
+            "collective": texts["collective"],
+            "msg_nelems": ints["msg_nelems"],
+            "group_size": ints["group_size"],
+            "pg_ranks": texts["pg_ranks"],
             "label": label,
-            "total_allocated": _ints(arg("total_allocated")),
-            "total_reserved": _ints(arg("total_reserved")),
+            "total_allocated": ints["total_allocated"],
+            "total_reserved": ints["total_reserved"],
         }
     )
     arrays = [_cast(columns[f.name], f.type) for f in EVENT_SCHEMA]
     batch = pa.RecordBatch.from_arrays(arrays, schema=EVENT_SCHEMA)
     if (pc.sum(timed).as_py() or 0) != seen:
         batch = batch.filter(timed)
-    max_ts = pc.max(pc.abs(ts_dec)).as_py()
-    fractional = any(bool(pc.any(pc.not_equal(x, pc.round(x, 0))).as_py()) for x in (ts_dec, dur_dec))
     stats = {
         "events_seen": seen,
-        "max_abs_ts": str(max_ts or 0),
+        "max_abs_ts": max_abs_ts,
         "fractional": fractional,
         "dropped_no_time": dropped_no_time,
     }

@@ -28,7 +28,7 @@ from typing import Callable, Iterator, Optional
 import numpy as np
 import pyarrow as pa
 
-from tracekit import _decode
+from tracekit import _decode, _fast
 from tracekit.derive import derive_rows, needed_for_derive
 from tracekit.errors import InputNotFound, OutputExistsError, TraceFormatError
 from tracekit.schema import KIND_EVENT, SCHEMA
@@ -361,13 +361,16 @@ _SHARED: dict = {}
 def _decode_range(job: tuple[int, int, str, str]) -> tuple[pa.RecordBatch, dict]:
     a, b, unit, where = job
     buf = _SHARED["buf"]
-    data = b"[" + bytes(buf[a:b]) + b"]"
+    # The C scanner reads the range in place; msgspec (its fallback) needs it as one JSON array.
+    decoded = _fast.decode(buf, unit, a, b, bare=True)
+    if decoded is None:
+        data = b"[" + bytes(buf[a:b]) + b"]"
     if isinstance(buf, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
         # Drop the file pages this worker touched from its resident set (they stay in the page cache).
         page = mmap.PAGESIZE
         lo = a - a % page
         buf.madvise(mmap.MADV_DONTNEED, lo, b - lo)
-    batch, stats = _decode.decode_events(data, where=where, unit=unit)
+    batch, stats = decoded if decoded is not None else _decode.decode_events(data, where=where, unit=unit)
     stats["bytes"] = b - a
     return batch, stats
 

@@ -1,0 +1,372 @@
+"""The C scanner (tracekit/_fastscan.c via _fast.py) against the msgspec decoder: identical tables.
+
+The scanner may decline any chunk (then msgspec decodes it); what it accepts must decode exactly as the
+msgspec path does, and whatever msgspec rejects it must decline."""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import json
+import os
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.tracebuilder import TraceBuilder
+from tracekit import _decode, _fast
+from tracekit.errors import TracekitError
+from tracekit.parse import parse_paths
+
+pytestmark = pytest.mark.skipif(
+    _fast._fastscan is None, reason="the C extension tracekit._fastscan is not built (pip install -e .)"
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = (
+    sorted((ROOT / "fixtures/hta").glob("*.json.gz"))
+    + sorted((ROOT / "fixtures/h200_probe").glob("*.json.gz"))
+    + sorted((ROOT / "fixtures/h200").glob("*/*.pt.trace.json*"))
+)
+
+
+@pytest.fixture
+def msgspec_only(monkeypatch):
+    """Within the block, decode with msgspec only."""
+
+    class _Ctx:
+        def __enter__(self):
+            monkeypatch.setenv("TRACEKIT_DECODER", "msgspec")
+
+        def __exit__(self, *exc):
+            monkeypatch.delenv("TRACEKIT_DECODER")
+
+    return _Ctx()
+
+
+def slow_decode(data: bytes, unit: str):
+    old = os.environ.get("TRACEKIT_DECODER")
+    os.environ["TRACEKIT_DECODER"] = "msgspec"
+    try:
+        return _decode.decode_events(data, unit=unit)
+    finally:
+        if old is None:
+            del os.environ["TRACEKIT_DECODER"]
+        else:
+            os.environ["TRACEKIT_DECODER"] = old
+
+
+def assert_same(fast, slow) -> None:
+    fb, fs = fast
+    sb, ss = slow
+    assert fb.schema == sb.schema
+    for name in fb.schema.names:
+        assert fb.column(name).equals(sb.column(name)), name
+    assert Decimal(fs.pop("max_abs_ts")) == Decimal(ss.pop("max_abs_ts"))
+    assert fs == ss
+
+
+def events_of(path: Path) -> bytes:
+    buf, _ = _decode.read_trace_bytes(path)
+    return bytes(_decode.split_document(buf, path, salvage=False, gz_truncated=False).events)
+
+
+def test_fixtures_are_there():
+    assert len(FIXTURES) >= 20
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: f"{p.parent.name}/{p.name[:40]}")
+def test_every_fixture_scans_and_matches_msgspec(path):
+    data = events_of(path)
+    for unit in ("us", "ns"):
+        fast = _fast.decode(data, unit)
+        assert fast is not None, f"{path}: the scanner declined a real trace"
+        assert_same(fast, slow_decode(data, unit))
+
+
+@pytest.mark.parametrize("path", FIXTURES[:3] + FIXTURES[-3:], ids=lambda p: p.name[:40])
+def test_parse_paths_same_capture(path, msgspec_only):
+    fast = parse_paths([path])
+    with msgspec_only:
+        slow = parse_paths([path])
+    assert fast.table.equals(slow.table)
+    assert fast.meta == slow.meta
+
+
+def one(event, unit: str = "us"):
+    """(fast, slow) decode of a one-event array (fast is None when declined)."""
+    data = json.dumps([event]).encode() if not isinstance(event, bytes) else event
+    return _fast.decode(data, unit), slow_decode(data, unit)
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 1, "tid": 7, "ts": 1.5, "dur": 2},
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "caf\u00e9 \u4e2d",
+            "pid": 0,
+            "tid": 0,
+            "ts": -3.25,
+            "dur": 0.001,
+        },
+        {"ph": "X", "cat": "cpu_op", "name": 'a"b\\c\n\t/', "pid": 1, "tid": 1, "ts": 0, "dur": 1},
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 2, "ts": 0, "args": {"name": "t \u00e9"}},
+        {
+            "ph": "X",
+            "cat": "Trace",
+            "name": "P",
+            "pid": "Spans",
+            "tid": "PyTorch Profiler",
+            "ts": 5,
+            "dur": 1,
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "k",
+            "pid": "0",
+            "tid": "0x1f",
+            "ts": 5,
+            "args": {"stream": "7"},
+        },
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": " stream 7 ", "tid": "-12", "ts": 5},
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": "", "tid": "1e3", "ts": 5, "args": {"device": "x"}},
+        {"ph": "X", "cat": "Kernel", "name": "k", "pid": 1, "tid": 1, "ts": 9007199254740993.125, "dur": 1},
+        {"ph": "X", "cat": "cpu_op", "name": "n", "pid": 1, "tid": 1, "ts": 1, "dur": 1, "args": None},
+        {"ph": "X", "cat": "cpu_op", "name": None, "pid": None, "tid": 1, "ts": 1, "dur": None},
+        {"ph": "X", "cat": "cpu_op", "name": "n", "pid": 1, "tid": 1},  # no time: dropped
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::mm",
+            "pid": 1,
+            "tid": 1,
+            "ts": 10,
+            "dur": 3,
+            "args": {
+                "Input Dims": [[2, 3], [3, [4, {"a": [True, False, None]}]], []],
+                "Input type": ["float", "", "\u00e9\\u"],
+                "External id": 9,
+                "Concrete Inputs": {},
+                "Sequence number": -1,
+                "Fwd thread id": 0,
+                "x": -0.0e-5,
+            },
+        },
+        {"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": 3, "args": {"Bytes": -5, "Device Id": 0}},
+        {"ph": "s", "cat": "ac2g", "name": "f", "id": 9223372036854775807, "pid": 1, "tid": 1, "ts": 2},
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 1, "tid": 1, "ts": 2, "args": {"Group size": 2**40}},
+        {
+            "ph": "X",
+            "cat": "cuda_sync",
+            "name": "s",
+            "pid": 1,
+            "tid": 1,
+            "ts": 2,
+            "args": {"cuda_sync_kind": "E"},
+        },
+    ],
+)
+def test_quirks_match(event):
+    fast, slow = one(event)
+    assert fast is not None
+    assert_same(fast, slow)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b'[{"ph": "X", "ts": 1.2345}]',  # more than three decimals: msgspec rounds
+        b'[{"ph": "X", "ts": 1e3}]',  # exponent
+        b'[{"ph": "X", "ts": "12"}]',  # a string time
+        b'[{"ph": "X", "ts": true}]',
+        b'[{"ph": 1, "ts": 1}]',  # a non-string phase is written as JSON text
+        b'[{"ph": "X", "pid": 1.0, "ts": 1}]',
+        b'[{"ph": "X", "pid": 99999999999999999999, "ts": 1}]',
+        b'[{"ph": "X", "ph": "B", "ts": 1}]',  # duplicated key
+        b'[{"p\\u0068": "X", "ts": 1}]',  # escaped key
+        b'[{"ph": "\\ud83d\\ude00", "ts": 1}]',  # surrogate pair
+        b'[{"ph": "X", "args": [], "ts": 1}]',
+        b'[{"ph": "X", "ts": 1}, 5]',
+        b'[{"ph": "X", "ts": 1},]',
+        b'[{"ph": "X", "ts": 01}]',
+        b'[{"ph": "X", "ts": 1}] x',
+        b'[{"ph": "X\x01", "ts": 1}]',
+        b'[{"ph": "X\xff", "ts": 1}]',
+        b'[{"ph": "X", "x": [1, 2}, "ts": 1}]',
+        b'[{"ph": "X", "x": "\\q", "ts": 1}]',
+        b'[{"ph": "X", "x": tru, "ts": 1}]',
+        b'[{"ph": "X", "ts": 1',
+    ],
+)
+def test_declines_what_it_does_not_handle(text):
+    assert _fast.decode(text, "us") is None
+    with contextlib.suppress(TracekitError):
+        _decode.decode_events(text)  # the caller's fallback decides
+
+
+def test_ns_unit_rounds_half_to_even():
+    events = [
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 1, "tid": 1, "ts": t, "dur": 1}
+        for t in (2.5, 3.5, -2.5, 7.499)
+    ]
+    fast, slow = one(json.dumps(events).encode(), "ns")
+    assert fast[0].column("ts_ns").to_pylist() == [2, 4, -2, 7]
+    assert_same(fast, slow)
+
+
+def test_empty_and_null_items():
+    for text in (b"[]", b" [ null , null ] ", b'[null, {"ph": "X", "cat": "kernel", "ts": 1}, null]'):
+        fast, slow = one(text)
+        assert fast is not None
+        assert_same(fast, slow)
+
+
+def test_decoder_name():
+    assert _fast.decoder_name().startswith("C scanner")
+    os.environ["TRACEKIT_DECODER"] = "msgspec"
+    try:
+        assert _fast.decoder_name() == "msgspec"
+        assert _fast.decode(b"[]", "us") is None
+    finally:
+        del os.environ["TRACEKIT_DECODER"]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Differential fuzzing: random events and random byte edits
+
+SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**64), 2**64)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.decimals(places=3, min_value=-(10**16), max_value=10**16).map(lambda d: float(d))
+    | st.text(max_size=6)
+    | st.sampled_from(["0x1f", "Spans", " 7", "1.5", "1.", "", "\u00e9", "\ud800"])
+)
+VALUES = st.recursive(
+    SCALARS,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=6,
+)
+ARG_KEYS = st.sampled_from(
+    [
+        "device",
+        "stream",
+        "correlation",
+        "External id",
+        "external id",
+        "Sequence number",
+        "Bytes",
+        "name",
+        "Collective name",
+        "Process Group Ranks",
+        "cuda_sync_kind",
+        "Group size",
+        "Input Dims",
+        "other",
+    ]
+)
+TOP = {
+    "ph": st.sampled_from(["X", "i", "s", "f", "M", "C"]) | SCALARS,
+    "cat": st.sampled_from(["kernel", "cpu_op", "Kernel", "ac2g", "gpu_memcpy"]) | SCALARS,
+    "name": st.sampled_from(["k", "[memory]", "thread_name", "process_name"]) | SCALARS,
+    "pid": st.integers(-5, 5) | SCALARS,
+    "tid": st.integers(-5, 5) | SCALARS,
+    "ts": st.decimals(places=3, min_value=-(10**13), max_value=10**13).map(float) | SCALARS,
+    "dur": st.integers(0, 100) | SCALARS,
+    "id": st.integers(0, 9) | SCALARS,
+    "args": st.none()
+    | st.dictionaries(ARG_KEYS, st.integers(-9, 9) | st.text(max_size=4) | VALUES, max_size=4),
+    "other": VALUES,
+}
+EVENT = st.fixed_dictionaries({}, optional=TOP)
+FUZZ = settings(
+    max_examples=int(os.environ.get("FUZZ_EXAMPLES", "150")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+
+def check(data: bytes) -> None:
+    fast = _fast.decode(data, "us")
+    try:
+        slow = slow_decode(data, "us")
+    except TracekitError:
+        assert fast is None, "the scanner accepted what msgspec rejects"
+        return
+    if fast is not None:
+        assert_same(fast, slow)
+
+
+@FUZZ
+@given(st.lists(st.none() | EVENT, max_size=5), st.integers(0, 2))
+def test_random_events(events, indent):
+    check(
+        json.dumps(events, indent=indent or None, ensure_ascii=bool(indent % 2)).encode(
+            "utf-8", "surrogatepass"
+        )
+    )
+
+
+def _base() -> bytes:
+    t = TraceBuilder(rank=0)
+    t.step(1, 0, 100.5)
+    t.op("aten::mm", 10.25, 20)
+    t.launch(12, 5, corr=1)
+    t.kernel("gemm", 30, 40.125, corr=1)
+    t.memory(80, 512, 1024)
+    return json.dumps(t.build()["traceEvents"], indent=1).encode()
+
+
+BASE = _base()
+
+
+@FUZZ
+@given(
+    st.lists(
+        st.tuples(st.integers(0, len(BASE) - 1), st.binary(min_size=0, max_size=3)), min_size=1, max_size=3
+    )
+)
+def test_random_byte_edits(edits):
+    data = bytearray(BASE)
+    for pos, new in edits:
+        data[pos : pos + 1] = new
+    check(bytes(data))
+
+
+def test_real_trace_cut_at_an_event():
+    text = gzip.decompress((ROOT / "fixtures/h200_probe/tiny.pt.trace.json.gz").read_bytes())
+    start = text.index(b"[", text.index(b'"traceEvents"'))
+    cut = text.index(b"}\n  },\n  {", start + 5000) + 5
+    data = text[start:cut] + b"]"
+    assert _fast.decode(data, "us") is not None
+    check(data)
+
+
+@pytest.mark.parametrize(
+    "inner",
+    [
+        b"",
+        b"  ",
+        b'{"ph": "X", "ts": 1}',
+        b' {"ph": "X", "ts": 1} , null ',
+        b'{"ph": "X", "ts": 1},',
+        b"{}]",
+        b",{}",
+    ],
+)
+def test_bare_range_is_the_wrapped_array(inner):
+    """scan(buf, start, stop, bare=True) reads buf[start:stop] as if it were wrapped in brackets."""
+    buf = b"xx" + inner + b"yy"
+    bare = _fast.decode(buf, "us", 2, 2 + len(inner), bare=True)
+    wrapped = _fast.decode(b"[" + inner + b"]", "us")
+    assert (bare is None) == (wrapped is None)
+    if bare is not None:
+        assert_same(bare, wrapped)

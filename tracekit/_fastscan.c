@@ -1,0 +1,859 @@
+/* Fast scanner for the traceEvents array of a Kineto Chrome trace (tracekit's optional C decoder).
+ *
+ * scan(buffer, start, stop, bare) walks one JSON array of events ('[' ... ']', or the text between the
+ * brackets) and fills columns directly, without a
+ * Python object per event. It keeps exactly the keys that tracekit/_decode.py's _Event/_Args structs
+ * keep and skips everything else with a strict JSON validator. It handles only the plain shapes:
+ *
+ *   - ph, cat, name, args.{cuda_sync_kind, Collective name, Process Group Ranks, name}: a JSON string or
+ *     null → dictionary code (int32, -1 for null/missing) into a per-column list of unique strings;
+ *   - pid, tid, id and the integer args: a JSON integer in int64 range, a string, or null;
+ *   - ts, dur: a JSON number without exponent and with at most three decimals, or null → the value
+ *     × 1000 as an exact int64 ("milli" units; µs × 1000 = ns);
+ *   - args: an object or null.
+ *
+ * Anything else (a value of another type, a key with an escape, a duplicated kept key, invalid JSON,
+ * invalid UTF-8, a lone surrogate, nesting deeper than MAX_DEPTH, an out-of-range number) makes scan()
+ * return None, and the caller decodes the chunk with the msgspec decoder, which handles every case.
+ * So this file only has to be right about what it accepts, never complete.
+ *
+ * Returns None, or a tuple (n, ints, valid, codes, uniques):
+ *   n       number of events (JSON null items are skipped, as the msgspec path does)
+ *   ints    bytes: N_INT columns of n int64 each, one after the other (order: INT_FIELDS below)
+ *   valid   bytes: N_INT columns of n uint8 (0 = null, 1 = integer value, 2 = a JSON string was
+ *           written: the value is its code in uniques[N_STR]; the caller coerces it as msgspec's does)
+ *   codes   bytes: N_STR columns of n int32 (-1 = null)
+ *   uniques list of N_STR + 1 lists of str (the dictionary of each string column, in first-seen order,
+ *           then the strings found in integer columns)
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
+#define MAX_DEPTH 256
+
+/* Integer columns. Keep in sync with _fast.py INT_FIELDS. */
+enum {
+    I_PID, I_TID, I_TS, I_DUR, I_ID,
+    I_DEVICE, I_STREAM, I_CORRELATION, I_EXTERNAL_ID, I_EXTERNAL_ID_OLD, I_SEQ, I_FWD_TID, I_BYTES,
+    I_WAIT_STREAM, I_PY_ID, I_PY_PARENT, I_MSG_NELEMS, I_GROUP_SIZE, I_MEM_BYTES, I_TOTAL_ALLOCATED,
+    I_TOTAL_RESERVED, I_DEVICE_ID,
+    N_INT
+};
+/* String columns. Keep in sync with _fast.py STR_FIELDS. */
+enum { S_PH, S_CAT, S_NAME, S_SYNC_KIND, S_COLLECTIVE, S_PG_RANKS, S_LABEL, N_STR };
+
+enum { K_SKIP = 0, K_INT, K_TIME, K_STR, K_ARGS };
+
+typedef struct {
+    const char *key;
+    int kind;
+    int col;
+    size_t len; /* strlen(key), filled in at import */
+} Field;
+
+static Field TOP_FIELDS[] = {
+    {"ph", K_STR, S_PH},     {"cat", K_STR, S_CAT},  {"name", K_STR, S_NAME}, {"pid", K_INT, I_PID},
+    {"tid", K_INT, I_TID},   {"ts", K_TIME, I_TS},   {"dur", K_TIME, I_DUR},  {"id", K_INT, I_ID},
+    {"args", K_ARGS, 0},
+};
+#define N_TOP ((int)(sizeof(TOP_FIELDS) / sizeof(TOP_FIELDS[0])))
+
+static Field ARG_FIELDS[] = {
+    {"device", K_INT, I_DEVICE},
+    {"stream", K_INT, I_STREAM},
+    {"correlation", K_INT, I_CORRELATION},
+    {"External id", K_INT, I_EXTERNAL_ID},
+    {"external id", K_INT, I_EXTERNAL_ID_OLD},
+    {"Sequence number", K_INT, I_SEQ},
+    {"Fwd thread id", K_INT, I_FWD_TID},
+    {"bytes", K_INT, I_BYTES},
+    {"cuda_sync_kind", K_STR, S_SYNC_KIND},
+    {"wait_on_stream", K_INT, I_WAIT_STREAM},
+    {"Python id", K_INT, I_PY_ID},
+    {"Python parent id", K_INT, I_PY_PARENT},
+    {"Collective name", K_STR, S_COLLECTIVE},
+    {"In msg nelems", K_INT, I_MSG_NELEMS},
+    {"Group size", K_INT, I_GROUP_SIZE},
+    {"Process Group Ranks", K_STR, S_PG_RANKS},
+    {"name", K_STR, S_LABEL},
+    {"Bytes", K_INT, I_MEM_BYTES},
+    {"Total Allocated", K_INT, I_TOTAL_ALLOCATED},
+    {"Total Reserved", K_INT, I_TOTAL_RESERVED},
+    {"Device Id", K_INT, I_DEVICE_ID},
+};
+#define N_ARGS ((int)(sizeof(ARG_FIELDS) / sizeof(ARG_FIELDS[0])))
+
+/* ------------------------------------------------------------------------------------------------ */
+/* A string dictionary: open addressing over (hash, offset, length) into a byte arena. */
+
+typedef struct {
+    uint64_t hash;
+    size_t off;
+    size_t len;
+    int32_t code; /* -1: empty slot */
+} Slot;
+
+typedef struct {
+    Slot *slots;
+    size_t cap; /* power of two */
+    size_t count;
+    char *arena;
+    size_t arena_len, arena_cap;
+    size_t *offs; /* offs[code], lens[code] */
+    size_t *lens;
+} Dict;
+
+static int dict_init(Dict *d) {
+    memset(d, 0, sizeof(*d));
+    d->cap = 256;
+    d->slots = malloc(d->cap * sizeof(Slot));
+    d->arena_cap = 4096;
+    d->arena = malloc(d->arena_cap);
+    d->offs = malloc(d->cap / 2 * sizeof(size_t));
+    d->lens = malloc(d->cap / 2 * sizeof(size_t));
+    if (!d->slots || !d->arena || !d->offs || !d->lens) return -1;
+    for (size_t i = 0; i < d->cap; i++) d->slots[i].code = -1;
+    return 0;
+}
+
+static void dict_free(Dict *d) {
+    free(d->slots);
+    free(d->arena);
+    free(d->offs);
+    free(d->lens);
+}
+
+static inline uint64_t hash_bytes(const char *s, size_t n) {
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 1099511628211ULL;
+    }
+    return h ^ (h >> 29);
+}
+
+static int dict_grow(Dict *d) {
+    size_t ncap = d->cap * 2;
+    Slot *ns = malloc(ncap * sizeof(Slot));
+    size_t *noffs = realloc(d->offs, ncap / 2 * sizeof(size_t));
+    if (noffs) d->offs = noffs;
+    size_t *nlens = realloc(d->lens, ncap / 2 * sizeof(size_t));
+    if (nlens) d->lens = nlens;
+    if (!ns || !noffs || !nlens) {
+        free(ns);
+        return -1;
+    }
+    for (size_t i = 0; i < ncap; i++) ns[i].code = -1;
+    for (size_t i = 0; i < d->cap; i++) {
+        if (d->slots[i].code < 0) continue;
+        size_t j = d->slots[i].hash & (ncap - 1);
+        while (ns[j].code >= 0) j = (j + 1) & (ncap - 1);
+        ns[j] = d->slots[i];
+    }
+    free(d->slots);
+    d->slots = ns;
+    d->cap = ncap;
+    return 0;
+}
+
+/* The code of the string s[0:n]; adds it when new. -1 on memory error. */
+static int32_t dict_code(Dict *d, const char *s, size_t n) {
+    uint64_t h = hash_bytes(s, n);
+    size_t j = h & (d->cap - 1);
+    while (d->slots[j].code >= 0) {
+        Slot *sl = &d->slots[j];
+        if (sl->hash == h && sl->len == n && memcmp(d->arena + sl->off, s, n) == 0) return sl->code;
+        j = (j + 1) & (d->cap - 1);
+    }
+    if (d->count >= (size_t)INT32_MAX - 1) return -1;
+    if (d->arena_len + n > d->arena_cap) {
+        size_t nc = d->arena_cap;
+        while (d->arena_len + n > nc) nc *= 2;
+        char *na = realloc(d->arena, nc);
+        if (!na) return -1;
+        d->arena = na;
+        d->arena_cap = nc;
+    }
+    memcpy(d->arena + d->arena_len, s, n);
+    int32_t code = (int32_t)d->count;
+    d->slots[j].hash = h;
+    d->slots[j].off = d->arena_len;
+    d->slots[j].len = n;
+    d->slots[j].code = code;
+    d->offs[code] = d->arena_len;
+    d->lens[code] = n;
+    d->arena_len += n;
+    d->count++;
+    if (d->count * 2 >= d->cap && dict_grow(d) < 0) return -1;
+    return code;
+}
+
+/* ------------------------------------------------------------------------------------------------ */
+/* The scanner state */
+
+typedef struct {
+    const unsigned char *p, *end;
+    size_t n, cap;
+    int64_t *ints[N_INT];
+    uint8_t *valid[N_INT];
+    int32_t *codes[N_STR];
+    Dict dicts[N_STR];
+    Dict intstr; /* strings found where an integer is kept (pid "Spans"): valid = 2, value = code */
+    char *scratch; /* decoded text of a kept string with escapes */
+    size_t scratch_cap;
+    int depth;
+} Scan;
+
+#define FAIL (-1)
+
+static inline void skip_ws(Scan *s) {
+    while (s->p < s->end && (*s->p == ' ' || *s->p == '\n' || *s->p == '\r' || *s->p == '\t')) s->p++;
+}
+
+static inline int expect_lit(Scan *s, const char *lit, size_t n) {
+    if ((size_t)(s->end - s->p) < n || memcmp(s->p, lit, n) != 0) return FAIL;
+    s->p += n;
+    return 0;
+}
+
+/* Length of a valid UTF-8 sequence starting at p (first byte >= 0x80), or 0 if invalid. */
+static inline size_t utf8_seq(const unsigned char *p, const unsigned char *end) {
+    unsigned char c = p[0];
+    size_t need;
+    uint32_t cp;
+    if (c >= 0xC2 && c <= 0xDF) {
+        need = 1;
+        cp = c & 0x1F;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        need = 2;
+        cp = c & 0x0F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        need = 3;
+        cp = c & 0x07;
+    } else {
+        return 0;
+    }
+    if ((size_t)(end - p) < need + 1) return 0;
+    for (size_t i = 1; i <= need; i++) {
+        if ((p[i] & 0xC0) != 0x80) return 0;
+        cp = (cp << 6) | (p[i] & 0x3F);
+    }
+    if (need == 2 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) return 0;
+    if (need == 3 && (cp < 0x10000 || cp > 0x10FFFF)) return 0;
+    return need + 1;
+}
+
+static inline int hexval(unsigned char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+static inline int read_u4(const unsigned char *p, const unsigned char *end, uint32_t *out) {
+    if (end - p < 4) return FAIL;
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++) {
+        int h = hexval(p[i]);
+        if (h < 0) return FAIL;
+        v = (v << 4) | (uint32_t)h;
+    }
+    *out = v;
+    return 0;
+}
+
+/* The first byte at or after p that is '"', '\\', a control character or non-ASCII (or end). */
+static inline const unsigned char *plain_run(const unsigned char *p, const unsigned char *end) {
+#ifdef __SSE2__
+    const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\'), space = _mm_set1_epi8(0x20);
+    while (end - p >= 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)p);
+        /* signed compare: bytes >= 0x80 are negative, so "< 0x20" catches them and the controls */
+        __m128i m = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, bslash)),
+                                 _mm_cmplt_epi8(v, space));
+        int mask = _mm_movemask_epi8(m);
+        if (mask) return p + __builtin_ctz((unsigned)mask);
+        p += 16;
+    }
+#endif
+    while (p < end && *p != '"' && *p != '\\' && *p >= 0x20 && *p < 0x80) p++;
+    return p;
+}
+
+/* Skip a string (s->p just past the opening quote), validating it strictly. */
+static int skip_string(Scan *s) {
+    const unsigned char *p = s->p, *end = s->end;
+    while (p < end) {
+        p = plain_run(p, end);
+        if (p >= end) break;
+        unsigned char c = *p;
+        if (c == '"') {
+            s->p = p + 1;
+            return 0;
+        }
+        if (c < 0x20) return FAIL;
+        if (c == '\\') {
+            if (end - p < 2) return FAIL;
+            unsigned char e = p[1];
+            if (e == 'u') {
+                uint32_t u;
+                if (read_u4(p + 2, end, &u) < 0) return FAIL;
+                if (u >= 0xD800 && u <= 0xDFFF) return FAIL; /* surrogates: leave them to msgspec */
+                p += 6;
+                continue;
+            }
+            if (e != '"' && e != '\\' && e != '/' && e != 'b' && e != 'f' && e != 'n' && e != 'r' && e != 't')
+                return FAIL;
+            p += 2;
+            continue;
+        }
+        if (c >= 0x80) {
+            size_t k = utf8_seq(p, end);
+            if (!k) return FAIL;
+            p += k;
+            continue;
+        }
+        p++;
+    }
+    return FAIL;
+}
+
+static int ensure_scratch(Scan *s, size_t n) {
+    if (n <= s->scratch_cap) return 0;
+    size_t nc = s->scratch_cap ? s->scratch_cap : 256;
+    while (nc < n) nc *= 2;
+    char *ns = realloc(s->scratch, nc);
+    if (!ns) return FAIL;
+    s->scratch = ns;
+    s->scratch_cap = nc;
+    return 0;
+}
+
+/* A kept string value (s->p just past the opening quote) → its dictionary code in d. */
+static int read_string_code(Scan *s, Dict *d, int32_t *code) {
+    const unsigned char *start = s->p, *end = s->end;
+    const unsigned char *p = plain_run(start, end);
+    if (p < end && *p == '"') {
+        int32_t c = dict_code(d, (const char *)start, (size_t)(p - start));
+        if (c < 0) return FAIL;
+        *code = c;
+        s->p = p + 1;
+        return 0;
+    }
+    /* Escapes or non-ASCII: decode into the scratch buffer. The decoded text is never longer than the
+       escaped text. */
+    const unsigned char *q = start;
+    /* find the closing quote first to size the scratch buffer */
+    s->p = start;
+    if (skip_string(s) < 0) return FAIL;
+    const unsigned char *close = s->p - 1;
+    if (ensure_scratch(s, (size_t)(close - start) + 4) < 0) return FAIL;
+    char *o = s->scratch;
+    while (q < close) {
+        unsigned char c = *q;
+        if (c == '\\') {
+            unsigned char e = q[1];
+            switch (e) {
+            case '"': *o++ = '"'; break;
+            case '\\': *o++ = '\\'; break;
+            case '/': *o++ = '/'; break;
+            case 'b': *o++ = '\b'; break;
+            case 'f': *o++ = '\f'; break;
+            case 'n': *o++ = '\n'; break;
+            case 'r': *o++ = '\r'; break;
+            case 't': *o++ = '\t'; break;
+            case 'u': {
+                uint32_t u;
+                if (read_u4(q + 2, close, &u) < 0) return FAIL;
+                if (u >= 0xD800 && u <= 0xDFFF) return FAIL;
+                if (u < 0x80) {
+                    *o++ = (char)u;
+                } else if (u < 0x800) {
+                    *o++ = (char)(0xC0 | (u >> 6));
+                    *o++ = (char)(0x80 | (u & 0x3F));
+                } else {
+                    *o++ = (char)(0xE0 | (u >> 12));
+                    *o++ = (char)(0x80 | ((u >> 6) & 0x3F));
+                    *o++ = (char)(0x80 | (u & 0x3F));
+                }
+                q += 6;
+                continue;
+            }
+            default: return FAIL;
+            }
+            q += 2;
+            continue;
+        }
+        *o++ = (char)c; /* UTF-8 already validated by skip_string */
+        q++;
+    }
+    int32_t cd = dict_code(d, s->scratch, (size_t)(o - s->scratch));
+    if (cd < 0) return FAIL;
+    *code = cd;
+    return 0;
+}
+
+/* Skip a JSON number, strictly (RFC 8259 grammar). */
+static int skip_number(Scan *s) {
+    const unsigned char *p = s->p, *end = s->end;
+    if (p < end && *p == '-') p++;
+    if (p >= end) return FAIL;
+    if (*p == '0') {
+        p++;
+    } else if (*p >= '1' && *p <= '9') {
+        while (p < end && *p >= '0' && *p <= '9') p++;
+    } else {
+        return FAIL;
+    }
+    if (p < end && *p == '.') {
+        p++;
+        if (p >= end || *p < '0' || *p > '9') return FAIL;
+        while (p < end && *p >= '0' && *p <= '9') p++;
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        p++;
+        if (p < end && (*p == '+' || *p == '-')) p++;
+        if (p >= end || *p < '0' || *p > '9') return FAIL;
+        const unsigned char *ds = p;
+        while (p < end && *p >= '0' && *p <= '9') p++;
+        if (p - ds > 4) return FAIL; /* absurd exponents: leave them to msgspec */
+    }
+    s->p = p;
+    return 0;
+}
+
+static int skip_value(Scan *s);
+
+static int skip_container(Scan *s, unsigned char close, int object) {
+    if (++s->depth > MAX_DEPTH) return FAIL;
+    s->p++; /* the opening bracket */
+    skip_ws(s);
+    if (s->p < s->end && *s->p == close) {
+        s->p++;
+        s->depth--;
+        return 0;
+    }
+    for (;;) {
+        if (object) {
+            if (s->p >= s->end || *s->p != '"') return FAIL;
+            s->p++;
+            if (skip_string(s) < 0) return FAIL;
+            skip_ws(s);
+            if (s->p >= s->end || *s->p != ':') return FAIL;
+            s->p++;
+            skip_ws(s);
+        }
+        if (skip_value(s) < 0) return FAIL;
+        skip_ws(s);
+        if (s->p >= s->end) return FAIL;
+        if (*s->p == ',') {
+            s->p++;
+            skip_ws(s);
+            continue;
+        }
+        if (*s->p == close) {
+            s->p++;
+            s->depth--;
+            return 0;
+        }
+        return FAIL;
+    }
+}
+
+static int skip_value(Scan *s) {
+    if (s->p >= s->end) return FAIL;
+    switch (*s->p) {
+    case '"': s->p++; return skip_string(s);
+    case '{': return skip_container(s, '}', 1);
+    case '[': return skip_container(s, ']', 0);
+    case 't': return expect_lit(s, "true", 4);
+    case 'f': return expect_lit(s, "false", 5);
+    case 'n': return expect_lit(s, "null", 4);
+    default:
+        if (*s->p == '-' || (*s->p >= '0' && *s->p <= '9')) return skip_number(s);
+        return FAIL;
+    }
+}
+
+/* After a number: the next byte must end it (whitespace, ',', '}', ']'). */
+static inline int number_ends(Scan *s) {
+    if (s->p >= s->end) return 0;
+    unsigned char c = *s->p;
+    return c == ',' || c == '}' || c == ']' || c == ' ' || c == '\n' || c == '\r' || c == '\t';
+}
+
+/* A JSON integer in int64 range (magnitude <= INT64_MAX). */
+static int read_int(Scan *s, int64_t *out) {
+    const unsigned char *p = s->p, *end = s->end;
+    int neg = 0;
+    if (p < end && *p == '-') {
+        neg = 1;
+        p++;
+    }
+    if (p >= end) return FAIL;
+    uint64_t v = 0;
+    if (*p == '0') {
+        p++;
+    } else if (*p >= '1' && *p <= '9') {
+        while (p < end && *p >= '0' && *p <= '9') {
+            uint64_t d = (uint64_t)(*p - '0');
+            if (v > ((uint64_t)INT64_MAX - d) / 10) return FAIL;
+            v = v * 10 + d;
+            p++;
+        }
+    } else {
+        return FAIL;
+    }
+    s->p = p;
+    if (!number_ends(s)) return FAIL; /* a fraction, an exponent or garbage */
+    *out = neg ? -(int64_t)v : (int64_t)v;
+    return 0;
+}
+
+/* A JSON number with at most three decimals and no exponent → value × 1000, exactly. */
+static int read_milli(Scan *s, int64_t *out) {
+    const unsigned char *p = s->p, *end = s->end;
+    int neg = 0;
+    if (p < end && *p == '-') {
+        neg = 1;
+        p++;
+    }
+    if (p >= end) return FAIL;
+    uint64_t v = 0;
+    if (*p == '0') {
+        p++;
+    } else if (*p >= '1' && *p <= '9') {
+        while (p < end && *p >= '0' && *p <= '9') {
+            uint64_t d = (uint64_t)(*p - '0');
+            if (v > ((uint64_t)INT64_MAX / 1000 - d) / 10) return FAIL;
+            v = v * 10 + d;
+            p++;
+        }
+    } else {
+        return FAIL;
+    }
+    uint64_t frac = 0;
+    int nd = 0;
+    if (p < end && *p == '.') {
+        p++;
+        while (p < end && *p >= '0' && *p <= '9') {
+            if (nd == 3) return FAIL;
+            frac = frac * 10 + (uint64_t)(*p - '0');
+            nd++;
+            p++;
+        }
+        if (nd == 0) return FAIL;
+    }
+    while (nd < 3) {
+        frac *= 10;
+        nd++;
+    }
+    s->p = p;
+    if (!number_ends(s)) return FAIL;
+    uint64_t m = v * 1000 + frac; /* v <= INT64_MAX / 1000, so m <= INT64_MAX */
+    if (m > (uint64_t)INT64_MAX) return FAIL;
+    *out = neg ? -(int64_t)m : (int64_t)m;
+    return 0;
+}
+
+/* Read a key (s->p at the opening quote); no escapes allowed (FAIL → msgspec decodes the chunk). */
+static int read_key(Scan *s, const unsigned char **k, size_t *n) {
+    if (s->p >= s->end || *s->p != '"') return FAIL;
+    const unsigned char *start = ++s->p, *p = s->p, *end = s->end;
+    while (p < end && *p != '"') {
+        p = plain_run(p, end);
+        if (p >= end || *p == '"') break;
+        if (*p == '\\' || *p < 0x20) return FAIL;
+        if (*p >= 0x80) {
+            size_t l = utf8_seq(p, end);
+            if (!l) return FAIL;
+            p += l;
+            continue;
+        }
+        p++;
+    }
+    if (p >= end) return FAIL;
+    *k = start;
+    *n = (size_t)(p - start);
+    s->p = p + 1;
+    skip_ws(s);
+    if (s->p >= s->end || *s->p != ':') return FAIL;
+    s->p++;
+    skip_ws(s);
+    return 0;
+}
+
+static inline int is_null(Scan *s) {
+    if (s->end - s->p >= 4 && memcmp(s->p, "null", 4) == 0) {
+        s->p += 4;
+        return 1;
+    }
+    return 0;
+}
+
+static int read_field(Scan *s, const Field *f, size_t row);
+
+static int read_object(Scan *s, const Field *fields, int nfields, size_t row) {
+    uint32_t seen = 0;
+    s->p++; /* '{' */
+    skip_ws(s);
+    if (s->p < s->end && *s->p == '}') {
+        s->p++;
+        return 0;
+    }
+    for (;;) {
+        const unsigned char *k;
+        size_t kn;
+        if (read_key(s, &k, &kn) < 0) return FAIL;
+        const Field *f = NULL;
+        for (int i = 0; i < nfields; i++) {
+            const char *name = fields[i].key;
+            if (fields[i].len == kn && name[0] == (char)k[0] && memcmp(name, k, kn) == 0) {
+                if (seen & (1u << i)) return FAIL; /* duplicated key */
+                seen |= 1u << i;
+                f = &fields[i];
+                break;
+            }
+        }
+        if (f == NULL) {
+            if (skip_value(s) < 0) return FAIL;
+        } else if (read_field(s, f, row) < 0) {
+            return FAIL;
+        }
+        skip_ws(s);
+        if (s->p >= s->end) return FAIL;
+        if (*s->p == ',') {
+            s->p++;
+            skip_ws(s);
+            continue;
+        }
+        if (*s->p == '}') {
+            s->p++;
+            return 0;
+        }
+        return FAIL;
+    }
+}
+
+static int read_field(Scan *s, const Field *f, size_t row) {
+    if (s->p >= s->end) return FAIL;
+    if (is_null(s)) return 0; /* null is the same as missing */
+    unsigned char c = *s->p;
+    switch (f->kind) {
+    case K_STR:
+        if (c != '"') return FAIL;
+        s->p++;
+        return read_string_code(s, &s->dicts[f->col], &s->codes[f->col][row]);
+    case K_INT:
+        if (c == '"') {
+            int32_t code;
+            s->p++;
+            if (read_string_code(s, &s->intstr, &code) < 0) return FAIL;
+            s->ints[f->col][row] = code;
+            s->valid[f->col][row] = 2;
+            return 0;
+        }
+        if (read_int(s, &s->ints[f->col][row]) < 0) return FAIL;
+        s->valid[f->col][row] = 1;
+        return 0;
+    case K_TIME:
+        if (read_milli(s, &s->ints[f->col][row]) < 0) return FAIL;
+        s->valid[f->col][row] = 1;
+        return 0;
+    case K_ARGS:
+        if (c != '{') return FAIL;
+        if (++s->depth > MAX_DEPTH) return FAIL;
+        if (read_object(s, ARG_FIELDS, N_ARGS, row) < 0) return FAIL;
+        s->depth--;
+        return 0;
+    }
+    return FAIL;
+}
+
+static int grow_rows(Scan *s) {
+    size_t nc = s->cap ? s->cap * 2 : 1024;
+    for (int i = 0; i < N_INT; i++) {
+        int64_t *a = realloc(s->ints[i], nc * sizeof(int64_t));
+        if (!a) return FAIL;
+        s->ints[i] = a;
+        uint8_t *v = realloc(s->valid[i], nc);
+        if (!v) return FAIL;
+        s->valid[i] = v;
+    }
+    for (int i = 0; i < N_STR; i++) {
+        int32_t *c = realloc(s->codes[i], nc * sizeof(int32_t));
+        if (!c) return FAIL;
+        s->codes[i] = c;
+    }
+    s->cap = nc;
+    return 0;
+}
+
+static int scan_item(Scan *s) {
+    if (s->p >= s->end) return FAIL;
+    if (*s->p == '{') {
+        if (s->n == s->cap && grow_rows(s) < 0) return FAIL;
+        size_t row = s->n;
+        for (int i = 0; i < N_INT; i++) s->valid[i][row] = 0;
+        for (int i = 0; i < N_STR; i++) s->codes[i][row] = -1;
+        s->depth = 1;
+        if (read_object(s, TOP_FIELDS, N_TOP, row) < 0) return FAIL;
+        for (int i = 0; i < N_INT; i++)
+            if (!s->valid[i][row]) s->ints[i][row] = 0;
+        s->n++;
+        return 0;
+    }
+    return is_null(s) ? 0 : FAIL; /* anything else is not an event object */
+}
+
+/* A JSON array of events ('[' ... ']'), or with `bare` the text between the brackets. */
+static int scan_array(Scan *s, int bare) {
+    skip_ws(s);
+    if (!bare) {
+        if (s->p >= s->end || *s->p != '[') return FAIL;
+        s->p++;
+        skip_ws(s);
+    }
+    unsigned char close = bare ? 0 : ']';
+    int at_end = bare ? s->p >= s->end : (s->p < s->end && *s->p == ']');
+    if (at_end) {
+        if (!bare) s->p++;
+    } else {
+        for (;;) {
+            if (scan_item(s) < 0) return FAIL;
+            skip_ws(s);
+            if (bare && s->p >= s->end) break;
+            if (s->p >= s->end) return FAIL;
+            if (*s->p == ',') {
+                s->p++;
+                skip_ws(s);
+                continue;
+            }
+            if (!bare && *s->p == close) {
+                s->p++;
+                break;
+            }
+            return FAIL;
+        }
+    }
+    skip_ws(s);
+    return s->p == s->end ? 0 : FAIL;
+}
+
+static void scan_free(Scan *s) {
+    for (int i = 0; i < N_INT; i++) {
+        free(s->ints[i]);
+        free(s->valid[i]);
+    }
+    for (int i = 0; i < N_STR; i++) {
+        free(s->codes[i]);
+        dict_free(&s->dicts[i]);
+    }
+    dict_free(&s->intstr);
+    free(s->scratch);
+}
+
+static PyObject *build_result(Scan *s) {
+    size_t n = s->n;
+    PyObject *ints = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * sizeof(int64_t) * N_INT));
+    PyObject *valid = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * N_INT));
+    PyObject *codes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * sizeof(int32_t) * N_STR));
+    PyObject *uniques = PyList_New(N_STR + 1);
+    if (!ints || !valid || !codes || !uniques) goto error;
+    for (int i = 0; i < N_INT; i++) {
+        if (n) {
+            memcpy(PyBytes_AS_STRING(ints) + i * n * sizeof(int64_t), s->ints[i], n * sizeof(int64_t));
+            memcpy(PyBytes_AS_STRING(valid) + i * n, s->valid[i], n);
+        }
+    }
+    for (int i = 0; i <= N_STR; i++) {
+        if (n && i < N_STR)
+            memcpy(PyBytes_AS_STRING(codes) + i * n * sizeof(int32_t), s->codes[i], n * sizeof(int32_t));
+        Dict *d = i < N_STR ? &s->dicts[i] : &s->intstr;
+        PyObject *lst = PyList_New((Py_ssize_t)d->count);
+        if (!lst) goto error;
+        PyList_SET_ITEM(uniques, i, lst);
+        for (size_t c = 0; c < d->count; c++) {
+            PyObject *str = PyUnicode_DecodeUTF8(d->arena + d->offs[c], (Py_ssize_t)d->lens[c], "strict");
+            if (!str) goto error;
+            PyList_SET_ITEM(lst, (Py_ssize_t)c, str);
+        }
+    }
+    return Py_BuildValue("(nNNNN)", (Py_ssize_t)n, ints, valid, codes, uniques);
+error:
+    Py_XDECREF(ints);
+    Py_XDECREF(valid);
+    Py_XDECREF(codes);
+    Py_XDECREF(uniques);
+    return NULL;
+}
+
+static PyObject *fastscan_scan(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *arg;
+    Py_ssize_t start = 0, stop = -1;
+    int bare = 0;
+    if (!PyArg_ParseTuple(args, "O|nnp", &arg, &start, &stop, &bare)) return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+    if (stop < 0 || stop > view.len) stop = view.len;
+    if (start < 0 || start > stop) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "scan: bad start/stop");
+        return NULL;
+    }
+    Scan s;
+    memset(&s, 0, sizeof(s));
+    int ok = 1;
+    for (int i = 0; i < N_STR; i++)
+        if (dict_init(&s.dicts[i]) < 0) ok = 0;
+    if (dict_init(&s.intstr) < 0) ok = 0;
+    PyObject *result = NULL;
+    if (ok) {
+        s.p = (const unsigned char *)view.buf + start;
+        s.end = (const unsigned char *)view.buf + stop;
+        int rc;
+        Py_BEGIN_ALLOW_THREADS
+        rc = scan_array(&s, bare);
+        Py_END_ALLOW_THREADS
+        if (rc == 0) {
+            result = build_result(&s);
+            if (result == NULL && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+                PyErr_Clear(); /* cannot happen (validated), but never raise for input: say "no" */
+                Py_INCREF(Py_None);
+                result = Py_None;
+            }
+        } else {
+            Py_INCREF(Py_None);
+            result = Py_None;
+        }
+    } else {
+        PyErr_NoMemory();
+    }
+    scan_free(&s);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"scan", fastscan_scan, METH_VARARGS,
+     "scan(buffer, start=0, stop=len, bare=False) -> (n, ints, valid, codes, uniques), or None when the\n"
+     "msgspec decoder must be used. buffer[start:stop] is a JSON array of events, or with bare=True the\n"
+     "text between its brackets."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastscan", "Fast Kineto traceEvents scanner.", -1,
+                                    methods};
+
+PyMODINIT_FUNC PyInit__fastscan(void) {
+    for (int i = 0; i < N_TOP; i++) TOP_FIELDS[i].len = strlen(TOP_FIELDS[i].key);
+    for (int i = 0; i < N_ARGS; i++) ARG_FIELDS[i].len = strlen(ARG_FIELDS[i].key);
+    return PyModule_Create(&module);
+}
