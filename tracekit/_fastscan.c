@@ -89,6 +89,29 @@ static Field ARG_FIELDS[] = {
 };
 #define N_ARGS ((int)(sizeof(ARG_FIELDS) / sizeof(ARG_FIELDS[0])))
 
+/* by_len[args?][length]: the indices of the fields with a key of that length, -1 terminated. */
+#define MAX_KEY 32
+#define MAX_SAME_LEN 6
+static int8_t by_len[2][MAX_KEY][MAX_SAME_LEN];
+
+static int index_fields(void) {
+    memset(by_len, -1, sizeof(by_len));
+    for (int a = 0; a < 2; a++) {
+        Field *fields = a ? ARG_FIELDS : TOP_FIELDS;
+        int n = a ? N_ARGS : N_TOP;
+        for (int i = 0; i < n; i++) {
+            size_t len = strlen(fields[i].key);
+            fields[i].len = len;
+            if (len >= MAX_KEY) return -1;
+            int c = 0;
+            while (c < MAX_SAME_LEN && by_len[a][len][c] >= 0) c++;
+            if (c == MAX_SAME_LEN) return -1;
+            by_len[a][len][c] = (int8_t)i;
+        }
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------------------------------------------ */
 /* A string dictionary: open addressing over (hash, offset, length) into a byte arena. */
 
@@ -213,7 +236,26 @@ typedef struct {
 #define FAIL (-1)
 
 static inline void skip_ws(Scan *s) {
-    while (s->p < s->end && (*s->p == ' ' || *s->p == '\n' || *s->p == '\r' || *s->p == '\t')) s->p++;
+    const unsigned char *p = s->p, *end = s->end;
+    if (p < end && *p > ' ') return; /* the common case: no whitespace (all of it is <= ' ') */
+#ifdef __SSE2__
+    /* indentation of pretty-printed traces: runs of spaces after a newline */
+    const __m128i sp = _mm_set1_epi8(' '), nl = _mm_set1_epi8('\n'), cr = _mm_set1_epi8('\r'),
+                  tab = _mm_set1_epi8('\t');
+    while (end - p >= 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)p);
+        __m128i m = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, sp), _mm_cmpeq_epi8(v, nl)),
+                                 _mm_or_si128(_mm_cmpeq_epi8(v, cr), _mm_cmpeq_epi8(v, tab)));
+        unsigned other = ~(unsigned)_mm_movemask_epi8(m) & 0xFFFFu;
+        if (other) {
+            s->p = p + __builtin_ctz(other);
+            return;
+        }
+        p += 16;
+    }
+#endif
+    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
+    s->p = p;
 }
 
 static inline int expect_lit(Scan *s, const char *lit, size_t n) {
@@ -502,11 +544,11 @@ static int read_int(Scan *s, int64_t *out) {
         p++;
     } else if (*p >= '1' && *p <= '9') {
         while (p < end && *p >= '0' && *p <= '9') {
-            uint64_t d = (uint64_t)(*p - '0');
-            if (v > ((uint64_t)INT64_MAX - d) / 10) return FAIL;
-            v = v * 10 + d;
+            if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, (uint64_t)(*p - '0'), &v))
+                return FAIL;
             p++;
         }
+        if (v > (uint64_t)INT64_MAX) return FAIL;
     } else {
         return FAIL;
     }
@@ -530,11 +572,11 @@ static int read_milli(Scan *s, int64_t *out) {
         p++;
     } else if (*p >= '1' && *p <= '9') {
         while (p < end && *p >= '0' && *p <= '9') {
-            uint64_t d = (uint64_t)(*p - '0');
-            if (v > ((uint64_t)INT64_MAX / 1000 - d) / 10) return FAIL;
-            v = v * 10 + d;
+            if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, (uint64_t)(*p - '0'), &v))
+                return FAIL;
             p++;
         }
+        if (v > (uint64_t)INT64_MAX / 1000) return FAIL;
     } else {
         return FAIL;
     }
@@ -612,13 +654,17 @@ static int read_object(Scan *s, const Field *fields, int nfields, size_t row) {
         size_t kn;
         if (read_key(s, &k, &kn) < 0) return FAIL;
         const Field *f = NULL;
-        for (int i = 0; i < nfields; i++) {
-            const char *name = fields[i].key;
-            if (fields[i].len == kn && name[0] == (char)k[0] && memcmp(name, k, kn) == 0) {
-                if (seen & (1u << i)) return FAIL; /* duplicated key */
-                seen |= 1u << i;
-                f = &fields[i];
-                break;
+        if (kn < MAX_KEY) {
+            const int8_t *cand = by_len[fields == ARG_FIELDS][kn];
+            for (int c = 0; c < MAX_SAME_LEN && cand[c] >= 0; c++) {
+                int i = cand[c];
+                const char *key = fields[i].key;
+                if (key[0] == (char)k[0] && key[kn - 1] == (char)k[kn - 1] && memcmp(key, k, kn) == 0) {
+                    if (seen & (1u << i)) return FAIL; /* duplicated key */
+                    seen |= 1u << i;
+                    f = &fields[i];
+                    break;
+                }
             }
         }
         if (f == NULL) {
@@ -853,7 +899,9 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastscan", "Fast Ki
                                     methods};
 
 PyMODINIT_FUNC PyInit__fastscan(void) {
-    for (int i = 0; i < N_TOP; i++) TOP_FIELDS[i].len = strlen(TOP_FIELDS[i].key);
-    for (int i = 0; i < N_ARGS; i++) ARG_FIELDS[i].len = strlen(ARG_FIELDS[i].key);
+    if (index_fields() < 0) {
+        PyErr_SetString(PyExc_ImportError, "_fastscan: field table too small");
+        return NULL;
+    }
     return PyModule_Create(&module);
 }

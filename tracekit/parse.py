@@ -15,6 +15,7 @@ handled once, here and in `_decode.py`, and listed in docs/QUIRKS.md.
 from __future__ import annotations
 
 import decimal
+import functools
 import hashlib
 import json
 import mmap
@@ -39,6 +40,8 @@ MANIFEST_NAME = "manifest.json"  # written by `tracekit capture` beside the trac
 PARQUET_MAGIC = b"PAR1"
 CHUNK_BYTES = 24 << 20  # bytes of event JSON per decode task (memory per worker is a few × this)
 
+# Receives each decoded event table and the part of it that derive_rows needs.
+Sink = Callable[[pa.Table, pa.Table], None]
 # Progress callback: (source name, bytes done, bytes total).
 Progress = Callable[[str, int, int], None]
 
@@ -54,7 +57,9 @@ def parse_paths(paths: list[Path], *, salvage: bool = False, progress: Optional[
     Raises a TracekitError subclass for anything that is not a readable trace."""
     files = find_trace_files(paths)
     tables: list[pa.Table] = []
-    sources, traces = _parse_files(files, salvage=salvage, progress=progress, sink=tables.append)
+    sources, traces = _parse_files(
+        files, salvage=salvage, progress=progress, sink=lambda table, _needed: tables.append(table)
+    )
     events = pa.concat_tables(tables) if tables else SCHEMA.empty_table()
     _require_events(events.num_rows, files)
     table = pa.concat_tables([events, derive_rows(events)])
@@ -111,11 +116,11 @@ def _stream_once(
     rows = 0
     with CaptureWriter(output, force=force) as writer:
 
-        def sink(table: pa.Table) -> None:
+        def sink(table: pa.Table, needed: pa.Table) -> None:
             nonlocal rows
             writer.write(table)
             rows += table.num_rows
-            kept.append(needed_for_derive(table))
+            kept.append(needed)
 
         sources, traces = _parse_files(
             files, salvage=salvage, progress=progress, sink=sink, plans=plans, streaming=True
@@ -233,11 +238,12 @@ def _parse_files(
     *,
     salvage: bool,
     progress: Optional[Progress],
-    sink: Callable[[pa.Table], None],
+    sink: Sink,
     plans: Optional[dict] = None,
     streaming: bool = False,
 ) -> tuple[list[dict], list[dict]]:
-    """Decode every file, passing schema.SCHEMA event tables to `sink`; return (sources, traces).
+    """Decode every file, passing schema.SCHEMA event tables (and their `needed_for_derive` part) to
+    `sink`; return (sources, traces).
 
     Each file is tried on the fast path with the µs unit; a file whose decode says otherwise is redone
     (in memory: just that file; streaming: `_Restart`, and the caller starts over with the plan kept)."""
@@ -249,8 +255,8 @@ def _parse_files(
             key = (str(path), os.path.getsize(path))
             while True:
                 plan = plans.setdefault(key, {"fast": True, "unit": "us"})
-                pending: list[pa.Table] = []
-                emit = sink if streaming else pending.append
+                pending: list[tuple[pa.Table, pa.Table]] = []
+                emit = sink if streaming else functools.partial(_collect, pending)
                 try:
                     info = _parse_one(path, display, plan, salvage=salvage, progress=progress, sink=emit)
                 except _Redo as redo:
@@ -258,14 +264,18 @@ def _parse_files(
                     if streaming:
                         raise _Restart() from None
                     continue
-                for t in pending:
-                    sink(t)
+                for tables in pending:
+                    sink(*tables)
                 break
             source = {"path": display, "rank": info["rank"], "bytes": os.path.getsize(path)}
             source["sha256"] = digest.result()
             sources.append(source)
             traces.append(info)
     return sources, traces
+
+
+def _collect(into: list, table: pa.Table, needed: pa.Table) -> None:
+    into.append((table, needed))
 
 
 class _Redo(Exception):
@@ -281,7 +291,7 @@ def _parse_one(
     *,
     salvage: bool,
     progress: Optional[Progress],
-    sink: Callable[[pa.Table], None],
+    sink: Sink,
 ) -> dict:
     """Decode one file into `sink`; return its trace entry. Raises _Redo to change the plan."""
     buf, gz_truncated = _decode.read_trace_bytes(path)
@@ -305,11 +315,12 @@ def _parse_one(
     rows = 0
     done = 0
     try:
-        for batch, stats in _decode_ranges(source, ranges, unit=plan["unit"], where=str(path)):
-            table = _with_rank(batch, rank)
+        for table, needed, stats in _decode_ranges(
+            source, ranges, unit=plan["unit"], where=str(path), rank=rank
+        ):
             rows += table.num_rows
             _merge_stats(stats_all, stats)
-            sink(table)
+            sink(table, needed)
             done += stats.get("bytes", 0)
             if progress:
                 progress(display, min(done, size), size)
@@ -358,8 +369,10 @@ def workers() -> int:
 _SHARED: dict = {}
 
 
-def _decode_range(job: tuple[int, int, str, str]) -> tuple[pa.RecordBatch, dict]:
-    a, b, unit, where = job
+def _decode_range(job: tuple[int, int, str, str, int]) -> tuple[pa.Table, pa.Table, dict]:
+    """Decode one range of whole events: (its schema.SCHEMA table, the part derive_rows needs, stats).
+    Runs in a worker process: everything per chunk is done here, the parent only writes and derives."""
+    a, b, unit, where, rank = job
     buf = _SHARED["buf"]
     # The C scanner reads the range in place; msgspec (its fallback) needs it as one JSON array.
     decoded = _fast.decode(buf, unit, a, b, bare=True)
@@ -372,14 +385,15 @@ def _decode_range(job: tuple[int, int, str, str]) -> tuple[pa.RecordBatch, dict]
         buf.madvise(mmap.MADV_DONTNEED, lo, b - lo)
     batch, stats = decoded if decoded is not None else _decode.decode_events(data, where=where, unit=unit)
     stats["bytes"] = b - a
-    return batch, stats
+    table = _with_rank(batch, rank)
+    return table, needed_for_derive(table), stats
 
 
 def _decode_ranges(
-    buf, ranges: list[tuple[int, int]], *, unit: str, where: str
-) -> Iterator[tuple[pa.RecordBatch, dict]]:
+    buf, ranges: list[tuple[int, int]], *, unit: str, where: str, rank: int
+) -> Iterator[tuple[pa.Table, pa.Table, dict]]:
     """Decode each range of whole events, in order; in worker processes when there are several."""
-    jobs = [(a, b, unit, where) for a, b in ranges]
+    jobs = [(a, b, unit, where, rank) for a, b in ranges]
     n = min(workers(), len(jobs))
     if n <= 1 or "fork" not in multiprocessing.get_all_start_methods():
         _SHARED["buf"] = buf
