@@ -389,6 +389,28 @@ def _decode_range(job: tuple[int, int, str, str, int]) -> tuple[pa.Table, pa.Tab
     return table, needed_for_derive(table), stats
 
 
+def _decode_range_packed(job: tuple[int, int, str, str, int]) -> tuple[bytes, bytes, dict]:
+    """_decode_range for a worker process: the tables travel as LZ4-compressed Arrow IPC streams, ~15×
+    smaller than pickled tables (most columns are mostly null), which saves copying through the pipe."""
+    table, needed, stats = _decode_range(job)
+    return _pack(table), _pack(needed), stats
+
+
+_IPC_OPTIONS = pa.ipc.IpcWriteOptions(compression="lz4")
+
+
+def _pack(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema, options=_IPC_OPTIONS) as writer:
+        writer.write_table(table)
+    return sink.getvalue()
+
+
+def _unpack(packed: tuple) -> tuple[pa.Table, pa.Table, dict]:
+    table, needed, stats = packed
+    return pa.ipc.open_stream(table).read_all(), pa.ipc.open_stream(needed).read_all(), stats
+
+
 def _decode_ranges(
     buf, ranges: list[tuple[int, int]], *, unit: str, where: str, rank: int
 ) -> Iterator[tuple[pa.Table, pa.Table, dict]]:
@@ -407,7 +429,8 @@ def _decode_ranges(
     _keep_heap_pages()
     try:
         with multiprocessing.get_context("fork").Pool(n) as pool:
-            yield from pool.imap(_decode_range, jobs)
+            for packed in pool.imap(_decode_range_packed, jobs):
+                yield _unpack(packed)
     finally:
         _SHARED.clear()
 
