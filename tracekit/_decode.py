@@ -605,7 +605,7 @@ def _cast(arr: pa.Array, typ: pa.DataType) -> pa.Array:
         return pc.dictionary_encode(arr.cast(pa.string())).cast(typ)
     if pa.types.is_integer(typ) and pa.types.is_integer(arr.type):
         # Out-of-range values (a group size beyond int32) become null rather than failing the parse.
-        info = np.iinfo(typ.to_pandas_dtype())
+        info = np.iinfo(str(typ))  # "int32" ...; typ.to_pandas_dtype() would import pandas (0.6 s)
         in_range = pc.and_(pc.greater_equal(arr, info.min), pc.less_equal(arr, info.max))
         arr = pc.if_else(in_range, arr, pa.nulls(len(arr), arr.type))
     return arr.cast(typ)

@@ -427,6 +427,8 @@ def _decode_ranges(
         return
     _SHARED["buf"] = buf
     _keep_heap_pages()
+    # pyarrow imports pandas on its first pa.array() (~0.6 s CPU): do it once here, not in every worker.
+    pa.array([0])
     try:
         with multiprocessing.get_context("fork").Pool(n) as pool:
             for packed in pool.imap(_decode_range_packed, jobs):
