@@ -153,11 +153,18 @@ static void dict_free(Dict *d) {
 }
 
 static inline uint64_t hash_bytes(const char *s, size_t n) {
-    uint64_t h = 1469598103934665603ULL;
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 1099511628211ULL;
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ n;
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, s, 8);
+        h = (h ^ w) * 0xFF51AFD7ED558CCDULL;
+        h ^= h >> 32;
+        s += 8;
+        n -= 8;
     }
+    uint64_t w = 0;
+    memcpy(&w, s, n);
+    h = (h ^ w) * 0xC4CEB9FE1A85EC53ULL;
     return h ^ (h >> 29);
 }
 
@@ -220,12 +227,17 @@ static int32_t dict_code(Dict *d, const char *s, size_t n) {
 /* ------------------------------------------------------------------------------------------------ */
 /* The scanner state */
 
+/* One event. codes hold code + 1 (0: null), so that a zeroed row is an empty event. */
+typedef struct {
+    int64_t ints[N_INT];
+    int32_t codes[N_STR];
+    uint8_t valid[N_INT];
+} Row;
+
 typedef struct {
     const unsigned char *p, *end;
     size_t n, cap;
-    int64_t *ints[N_INT];
-    uint8_t *valid[N_INT];
-    int32_t *codes[N_STR];
+    Row *rows; /* row-major while scanning (one event's writes stay together), transposed at the end */
     Dict dicts[N_STR];
     Dict intstr; /* strings found where an integer is kept (pid "Spans"): valid = 2, value = code */
     char *scratch; /* decoded text of a kept string with escapes */
@@ -695,22 +707,27 @@ static int read_field(Scan *s, const Field *f, size_t row) {
     case K_STR:
         if (c != '"') return FAIL;
         s->p++;
-        return read_string_code(s, &s->dicts[f->col], &s->codes[f->col][row]);
+    {
+        int32_t code;
+        if (read_string_code(s, &s->dicts[f->col], &code) < 0) return FAIL;
+        s->rows[row].codes[f->col] = code + 1;
+        return 0;
+    }
     case K_INT:
         if (c == '"') {
             int32_t code;
             s->p++;
             if (read_string_code(s, &s->intstr, &code) < 0) return FAIL;
-            s->ints[f->col][row] = code;
-            s->valid[f->col][row] = 2;
+            s->rows[row].ints[f->col] = code;
+            s->rows[row].valid[f->col] = 2;
             return 0;
         }
-        if (read_int(s, &s->ints[f->col][row]) < 0) return FAIL;
-        s->valid[f->col][row] = 1;
+        if (read_int(s, &s->rows[row].ints[f->col]) < 0) return FAIL;
+        s->rows[row].valid[f->col] = 1;
         return 0;
     case K_TIME:
-        if (read_milli(s, &s->ints[f->col][row]) < 0) return FAIL;
-        s->valid[f->col][row] = 1;
+        if (read_milli(s, &s->rows[row].ints[f->col]) < 0) return FAIL;
+        s->rows[row].valid[f->col] = 1;
         return 0;
     case K_ARGS:
         if (c != '{') return FAIL;
@@ -724,19 +741,9 @@ static int read_field(Scan *s, const Field *f, size_t row) {
 
 static int grow_rows(Scan *s) {
     size_t nc = s->cap ? s->cap * 2 : 1024;
-    for (int i = 0; i < N_INT; i++) {
-        int64_t *a = realloc(s->ints[i], nc * sizeof(int64_t));
-        if (!a) return FAIL;
-        s->ints[i] = a;
-        uint8_t *v = realloc(s->valid[i], nc);
-        if (!v) return FAIL;
-        s->valid[i] = v;
-    }
-    for (int i = 0; i < N_STR; i++) {
-        int32_t *c = realloc(s->codes[i], nc * sizeof(int32_t));
-        if (!c) return FAIL;
-        s->codes[i] = c;
-    }
+    Row *r = realloc(s->rows, nc * sizeof(Row));
+    if (!r) return FAIL;
+    s->rows = r;
     s->cap = nc;
     return 0;
 }
@@ -746,12 +753,9 @@ static int scan_item(Scan *s) {
     if (*s->p == '{') {
         if (s->n == s->cap && grow_rows(s) < 0) return FAIL;
         size_t row = s->n;
-        for (int i = 0; i < N_INT; i++) s->valid[i][row] = 0;
-        for (int i = 0; i < N_STR; i++) s->codes[i][row] = -1;
+        memset(&s->rows[row], 0, sizeof(Row));
         s->depth = 1;
         if (read_object(s, TOP_FIELDS, N_TOP, row) < 0) return FAIL;
-        for (int i = 0; i < N_INT; i++)
-            if (!s->valid[i][row]) s->ints[i][row] = 0;
         s->n++;
         return 0;
     }
@@ -793,14 +797,8 @@ static int scan_array(Scan *s, int bare) {
 }
 
 static void scan_free(Scan *s) {
-    for (int i = 0; i < N_INT; i++) {
-        free(s->ints[i]);
-        free(s->valid[i]);
-    }
-    for (int i = 0; i < N_STR; i++) {
-        free(s->codes[i]);
-        dict_free(&s->dicts[i]);
-    }
+    free(s->rows);
+    for (int i = 0; i < N_STR; i++) dict_free(&s->dicts[i]);
     dict_free(&s->intstr);
     free(s->scratch);
 }
@@ -812,15 +810,26 @@ static PyObject *build_result(Scan *s) {
     PyObject *codes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * sizeof(int32_t) * N_STR));
     PyObject *uniques = PyList_New(N_STR + 1);
     if (!ints || !valid || !codes || !uniques) goto error;
-    for (int i = 0; i < N_INT; i++) {
-        if (n) {
-            memcpy(PyBytes_AS_STRING(ints) + i * n * sizeof(int64_t), s->ints[i], n * sizeof(int64_t));
-            memcpy(PyBytes_AS_STRING(valid) + i * n, s->valid[i], n);
+    /* Transpose the rows into columns, a block of rows at a time (the block stays in cache). */
+    int64_t *oi = (int64_t *)PyBytes_AS_STRING(ints);
+    uint8_t *ov = (uint8_t *)PyBytes_AS_STRING(valid);
+    int32_t *oc = (int32_t *)PyBytes_AS_STRING(codes);
+    for (size_t b0 = 0; b0 < n; b0 += 256) {
+        size_t b1 = b0 + 256 < n ? b0 + 256 : n;
+        for (int i = 0; i < N_INT; i++) {
+            int64_t *ci = oi + i * n;
+            uint8_t *cv = ov + i * n;
+            for (size_t r = b0; r < b1; r++) {
+                ci[r] = s->rows[r].ints[i];
+                cv[r] = s->rows[r].valid[i];
+            }
+        }
+        for (int i = 0; i < N_STR; i++) {
+            int32_t *cc = oc + i * n;
+            for (size_t r = b0; r < b1; r++) cc[r] = s->rows[r].codes[i] - 1;
         }
     }
     for (int i = 0; i <= N_STR; i++) {
-        if (n && i < N_STR)
-            memcpy(PyBytes_AS_STRING(codes) + i * n * sizeof(int32_t), s->codes[i], n * sizeof(int32_t));
         Dict *d = i < N_STR ? &s->dicts[i] : &s->intstr;
         PyObject *lst = PyList_New((Py_ssize_t)d->count);
         if (!lst) goto error;
