@@ -8,6 +8,10 @@ cast, never through a double (1.7e15 µs with three decimals has 19 significant 
 
 `decode_events` turns one JSON array of events into one Arrow RecordBatch of `RAW_SCHEMA`; `parse.py`
 splits big files into chunks at event boundaries and calls it per chunk, in worker processes.
+
+When the optional C extension is built (tracekit/_fastscan.c, wrapper `_fast.py`), it scans a chunk
+into columns first, ~10x faster; it declines anything outside the plain shapes (then msgspec decodes
+the chunk), and both paths build the batch with `assemble`, so they give identical tables.
 """
 
 from __future__ import annotations

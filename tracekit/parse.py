@@ -7,9 +7,11 @@
 
 How a file is read (see _decode.py): the traceEvents array is located from the text around it, cut into
 chunks of whole events, and the chunks are decoded in parallel worker processes (forked, sharing the
-file's pages). Any surprise (a cut inside a string, a truncated or malformed file) falls back to one
-validating decode of the whole file, which also produces the precise error message. Format quirks are
-handled once, here and in `_decode.py`, and listed in docs/QUIRKS.md.
+file's pages; the C scanner when it is built, else msgspec; each worker also adds the rank and picks the
+rows derive_rows needs, and sends its tables back as LZ4 Arrow IPC). Any surprise (a cut inside a
+string, a truncated or malformed file) falls back to one validating decode of the whole file, which
+also produces the precise error message. Format quirks are handled once, here and in `_decode.py`, and
+listed in docs/QUIRKS.md.
 """
 
 from __future__ import annotations

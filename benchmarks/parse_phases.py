@@ -1,0 +1,107 @@
+"""Where `tracekit parse` spends its time: a timeline of the parent and the per-chunk cost in a worker.
+
+    python benchmarks/parse_phases.py benchmarks/data/large.pt.trace.json
+
+Part 1 runs `parse_to_file` in-process and prints when each phase starts and ends (seconds since the
+script started, imports included). Part 2 decodes the first few chunks in this process, one step at a
+time, and prints the CPU milliseconds of each step per 24 MiB chunk (what every worker does per chunk).
+"""
+
+from __future__ import annotations
+
+import time
+
+T0 = time.perf_counter()
+
+import argparse  # noqa: E402
+import mmap  # noqa: E402
+import tempfile  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from tracekit import _decode, _fast, _fastscan, parse  # noqa: E402
+from tracekit.derive import needed_for_derive  # noqa: E402
+from tracekit.store import CaptureWriter  # noqa: E402
+
+
+def timeline(trace: Path) -> list[tuple[str, float]]:
+    events: list[tuple[str, float]] = []
+
+    def mark(what: str) -> None:
+        events.append((what, round(time.perf_counter() - T0, 2)))
+
+    def wrap(name, f):
+        def inner(*a, **k):
+            mark(f"{name} start")
+            r = f(*a, **k)
+            mark(f"{name} end")
+            return r
+
+        return inner
+
+    saved = (parse.derive_rows, parse._decode.locate_events, parse._decode_ranges, CaptureWriter.__exit__)
+    ranges = parse._decode_ranges
+
+    def decode_ranges(*a, **k):
+        mark("workers start")
+        for n, x in enumerate(ranges(*a, **k)):
+            if n == 0:
+                mark("first chunk back")
+            yield x
+        mark("last chunk back")
+
+    parse.derive_rows = wrap("derive_rows", parse.derive_rows)
+    parse._decode.locate_events = wrap("locate_events", parse._decode.locate_events)
+    parse._decode_ranges = decode_ranges
+    CaptureWriter.__exit__ = wrap("close", CaptureWriter.__exit__)
+    try:
+        mark("parse start")
+        with tempfile.TemporaryDirectory() as tmp:
+            parse.parse_to_file([trace], Path(tmp) / "capture.parquet")
+        mark("parse end")
+    finally:
+        parse.derive_rows, parse._decode.locate_events, parse._decode_ranges, CaptureWriter.__exit__ = saved
+    return events
+
+
+def per_chunk(trace: Path, chunks: int = 6) -> dict[str, float]:
+    with open(trace, "rb") as fh:
+        buf = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    start = buf.find(b"[", buf.find(b'"traceEvents"'))
+    ranges = _decode.split_points(buf, start, len(buf), parse.CHUNK_BYTES)[:chunks]
+    cpu: dict[str, float] = {}
+
+    def step(name, f, *a):
+        t = time.process_time()
+        out = f(*a)
+        cpu[name] = cpu.get(name, 0.0) + time.process_time() - t
+        return out
+
+    for a, b in ranges:
+        step("C scan only", _fastscan.scan, buf, a, b, True)
+        batch, _ = step("scan + Arrow batch", _fast.decode, buf, "us", a, b, True)
+        table = step("rank column", parse._with_rank, batch, 0)
+        needed = step("derive subset", needed_for_derive, table)
+        step("LZ4 IPC packing", _pack_both, table, needed)
+    return {k: 1000 * v / len(ranges) for k, v in cpu.items()}
+
+
+def _pack_both(table, needed):
+    return parse._pack(table), parse._pack(needed)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("trace", type=Path)
+    args = ap.parse_args()
+    print(f"decoder: {_fast.decoder_name()}")
+    for what, t in timeline(args.trace):
+        print(f"{t:6.2f} s  {what}")
+    if _fast.available():
+        print("per 24 MiB chunk, CPU ms:")
+        for name, ms in per_chunk(args.trace).items():
+            print(f"  {name}: {ms:.0f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
