@@ -16,7 +16,6 @@ the track shows exactly what `tracekit analyze` reports.
 from __future__ import annotations
 
 import gzip
-import hashlib
 import sys
 from dataclasses import dataclass
 from decimal import Decimal
@@ -28,7 +27,7 @@ import numpy as np
 
 from tracekit.errors import InputNotFound, TraceFormatError, TracekitError
 from tracekit.model import IdleGap, Report
-from tracekit.store import Capture, atomic_path, check_output
+from tracekit.store import Capture, atomic_path, check_output, sha256_file
 
 TRACK_NAME = "tracekit idle gaps"
 CATEGORY = "tracekit_idle"
@@ -74,7 +73,7 @@ def trace_of(capture_path: Path) -> Path:
                 )
             src = sources[0]
             found = path.parent / src["path"]
-            if not found.is_file() or _sha256(found) != src.get("sha256"):
+            if not found.is_file() or sha256_file(found) != src.get("sha256"):
                 raise InputNotFound(
                     f"{path}: its trace {src['path']} is not at {found} (or has changed); "
                     "annotate the trace file itself: tracekit annotate TRACE -o ..."
@@ -262,11 +261,3 @@ def _append(array: bytes, extra: bytes, trace: Path) -> bytes:
         return body + b"]"
     sep = b"" if body.endswith(b"[") else b","
     return body + sep + extra + b"]"
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 22), b""):
-            h.update(block)
-    return h.hexdigest()

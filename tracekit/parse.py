@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import decimal
 import functools
-import hashlib
 import json
 import mmap
 import multiprocessing
@@ -35,7 +34,7 @@ from tracekit import _decode, _fast
 from tracekit.derive import derive_rows, needed_for_derive
 from tracekit.errors import InputNotFound, OutputExistsError, TraceFormatError
 from tracekit.schema import KIND_EVENT, SCHEMA
-from tracekit.store import Capture, CaptureWriter, check_output, read_capture
+from tracekit.store import Capture, CaptureWriter, check_output, read_capture, sha256_file
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 MANIFEST_NAME = "manifest.json"  # written by `tracekit capture` beside the traces; not a trace
@@ -253,7 +252,7 @@ def _parse_files(
     sources, traces = [], []
     with ThreadPoolExecutor(1) as hasher:
         for path, display in files:
-            digest = hasher.submit(_sha256, path)
+            digest = hasher.submit(sha256_file, path)
             key = (str(path), os.path.getsize(path))
             while True:
                 plan = plans.setdefault(key, {"fast": True, "unit": "us"})
@@ -467,11 +466,3 @@ def _with_rank(batch: pa.RecordBatch, rank: int) -> pa.Table:
         else:
             arrays.append(pa.nulls(n, field.type))
     return pa.Table.from_arrays(arrays, schema=SCHEMA)
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 22), b""):
-            h.update(block)
-    return h.hexdigest()

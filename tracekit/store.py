@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
@@ -208,3 +209,12 @@ def read_capture(path: Path, columns: list[str] | None = None) -> Capture:
     except (pa.ArrowException, OSError) as exc:
         raise CaptureFileError(f"{path}: cannot read capture ({exc})") from None
     return Capture(table=table, meta=meta, path=path)
+
+
+def sha256_file(path: Path) -> str:
+    """Hex sha256 of a file, read in 4 MiB blocks (the `sources[].sha256` of a capture)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 22), b""):
+            h.update(block)
+    return h.hexdigest()
