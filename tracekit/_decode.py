@@ -34,6 +34,7 @@ import pyarrow.compute as pc
 from msgspec.structs import astuple
 
 from tracekit import _fast
+from tracekit._fast import INT_ARGS
 from tracekit.errors import InputNotFound, TraceFormatError, TruncatedTraceError
 from tracekit.schema import SCHEMA
 
@@ -471,26 +472,7 @@ def _columns(events: list, unit: str) -> tuple[pa.RecordBatch, dict]:
     )
 
 
-# The args keys kept as integers / as text (names of _Args fields).
-INT_ARGS = (
-    "device",
-    "stream",
-    "correlation",
-    "external_id",
-    "external_id_old",
-    "seq",
-    "fwd_tid",
-    "bytes",
-    "wait_stream",
-    "py_id",
-    "py_parent",
-    "msg_nelems",
-    "group_size",
-    "mem_bytes",
-    "total_allocated",
-    "total_reserved",
-    "device_id",
-)
+# The args keys kept as integers (INT_ARGS, shared with the C scanner) / as text (names of _Args fields).
 TEXT_ARGS = ("sync_kind", "collective", "pg_ranks", "name")
 
 

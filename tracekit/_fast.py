@@ -21,8 +21,8 @@ try:
 except ImportError:  # the extension did not build: msgspec only
     _fastscan = None
 
-# Column order of the scanner's output (tracekit/_fastscan.c, enums I_* and S_*).
-INT_FIELDS = ("pid", "tid", "ts", "dur", "flow") + (
+# The args keys kept as integers (names of _decode._Args fields); the scanner fills them in this order.
+INT_ARGS = (
     "device",
     "stream",
     "correlation",
@@ -41,6 +41,8 @@ INT_FIELDS = ("pid", "tid", "ts", "dur", "flow") + (
     "total_reserved",
     "device_id",
 )
+# Column order of the scanner's output (tracekit/_fastscan.c, enums I_* and S_*).
+INT_FIELDS = ("pid", "tid", "ts", "dur", "flow") + INT_ARGS
 STR_FIELDS = ("ph", "cat", "name", "sync_kind", "collective", "pg_ranks", "name_arg")
 
 
