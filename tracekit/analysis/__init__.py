@@ -191,14 +191,8 @@ def _assign_steps(df: pd.DataFrame, steps: pd.DataFrame) -> np.ndarray:
     out = np.full(len(df), -1, dtype=np.int64)
     for rank, grp in steps.groupby("rank"):
         m = (df["rank"] == rank).to_numpy()
-        t = df["ts"].to_numpy(np.int64)[m]
-        ws = grp["ts"].to_numpy(np.int64)
-        we = grp["end"].to_numpy(np.int64)
-        wi = np.searchsorted(ws, t, side="right") - 1
-        ok = wi >= 0
-        wk = np.where(ok, wi, 0)
-        ok &= t < we[wk]
-        out[np.flatnonzero(m)] = np.where(ok, grp["step"].to_numpy(np.int64)[wk], -1)
+        wi = iv.window_of(grp["ts"], grp["end"], df["ts"].to_numpy(np.int64)[m])
+        out[np.flatnonzero(m)] = np.where(wi >= 0, grp["step"].to_numpy(np.int64)[wi], -1)
     return out
 
 

@@ -246,13 +246,9 @@ def op_stats(host: pd.DataFrame, steps: pd.DataFrame) -> list[OpStat]:
         m = (ops["rank"] == rank).to_numpy() & (codes_all >= 0)
         t = ops["ts"].to_numpy(np.int64)[m]
         dur = ops["end"].to_numpy(np.int64)[m] - t
-        ws = grp["ts"].to_numpy(np.int64)
-        we = grp["end"].to_numpy(np.int64)
-        wi = np.searchsorted(ws, t, side="right") - 1
+        wi = iv.window_of(grp["ts"], grp["end"], t)
         ok = wi >= 0
-        wk = np.where(ok, wi, 0)
-        ok &= t < we[wk]
-        col = np.searchsorted(all_steps, grp["step"].to_numpy(np.int64)[wk[ok]])
+        col = np.searchsorted(all_steps, grp["step"].to_numpy(np.int64)[wi[ok]])
         np.add.at(calls, (codes_all[m][ok], col), 1)
         np.add.at(ns, (codes_all[m][ok], col), dur[ok])
     used = np.flatnonzero(calls.sum(axis=1))

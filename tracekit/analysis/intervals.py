@@ -104,6 +104,26 @@ def nesting_depth(starts, ends) -> np.ndarray:
     return np.maximum(pos - ended, 0)
 
 
+def window_of(ws, we, t) -> np.ndarray:
+    """For each time in t, the index of the window [ws[i], we[i]) containing it, or -1.
+
+    The windows must be disjoint and sorted by start (step windows, one depth level of a nested family)."""
+    ws, we, t = as_i64(ws), as_i64(we), as_i64(t)
+    if ws.size == 0:
+        return np.full(t.size, -1, dtype=I64)
+    k = np.searchsorted(ws, t, side="right") - 1
+    return np.where((k >= 0) & (we[np.maximum(k, 0)] > t), k, -1)
+
+
+def _containing_at_level(s, e, d, level: int, t, out: np.ndarray) -> None:
+    """Set out[j] to the interval of depth `level` containing t[j], where there is one."""
+    idx = np.flatnonzero(d == level)
+    order = idx[np.argsort(s[idx], kind="stable")]
+    k = window_of(s[order], e[order], t)
+    hit = k >= 0
+    out[hit] = order[k[hit]]
+
+
 def innermost_containing(starts, ends, depth, t) -> np.ndarray:
     """For each time in t, the index of the deepest interval with start <= t < end, or -1.
 
@@ -114,14 +134,7 @@ def innermost_containing(starts, ends, depth, t) -> np.ndarray:
     if s.size == 0 or t.size == 0:
         return out
     for level in range(int(d.max()) + 1):
-        idx = np.flatnonzero(d == level)
-        order = idx[np.argsort(s[idx], kind="stable")]
-        ls, le = s[order], e[order]
-        k = np.searchsorted(ls, t, side="right") - 1
-        ok = k >= 0
-        kk = np.where(ok, k, 0)
-        hit = ok & (le[kk] > t)
-        out[hit] = order[kk[hit]]
+        _containing_at_level(s, e, d, level, t, out)
     return out
 
 
@@ -129,16 +142,7 @@ def top_level_containing(starts, ends, depth, t) -> np.ndarray:
     """Index of the depth-0 interval containing each time in t, or -1."""
     s, e, d, t = as_i64(starts), as_i64(ends), as_i64(depth), as_i64(t)
     out = np.full(t.size, -1, dtype=I64)
-    idx = np.flatnonzero(d == 0)
-    if idx.size == 0:
-        return out
-    order = idx[np.argsort(s[idx], kind="stable")]
-    ls, le = s[order], e[order]
-    k = np.searchsorted(ls, t, side="right") - 1
-    ok = k >= 0
-    kk = np.where(ok, k, 0)
-    hit = ok & (le[kk] > t)
-    out[hit] = order[kk[hit]]
+    _containing_at_level(s, e, d, 0, t, out)
     return out
 
 
