@@ -9,7 +9,8 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from tracekit.cli import get_app, main
+from tests.clirun import run_main
+from tracekit.cli import get_app
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -45,18 +46,13 @@ def test_both_entry_points_run_as_subprocesses():
 
 def test_user_mistake_is_one_line_not_a_traceback(tmp_path, capsys):
     missing = tmp_path / "nope.pt.trace.json"
-    try:
-        main(["analyze", str(missing)])
-    except SystemExit as exc:
-        assert exc.code == 2
-    err = capsys.readouterr().err
+    code, _, err = run_main(["analyze", str(missing)], capsys)
+    assert code == 2
     assert "Traceback" not in err
     assert str(missing) in err and len(err.strip().splitlines()) == 1
 
 
 def test_unknown_option_is_a_usage_error(capsys):
-    try:
-        main(["analyze", "--no-such-option", "x"])
-    except SystemExit as exc:
-        assert exc.code == 2
-    assert "No such option" in capsys.readouterr().err
+    code, _, err = run_main(["analyze", "--no-such-option", "x"], capsys)
+    assert code == 2
+    assert "No such option" in err

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tracekit.cli import get_app, main
+from tests.clirun import run_main
+from tracekit.cli import get_app
 
 PROBE = Path(__file__).resolve().parent.parent / "fixtures" / "h200_probe"
 MLP = str(PROBE / "mlp.pt.trace.json.gz")
@@ -24,14 +25,7 @@ def _run(*args: str):
 
 
 def _main(capsys, *args: str) -> tuple[int, str, str]:
-    """Through `main()`, the one place errors become messages."""
-    try:
-        main(["diff", *args])
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run_main(["diff", *args], capsys)
 
 
 @pytest.fixture(scope="module")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tests.clirun import run_main
 from tests.tracebuilder import TraceBuilder
 from tracekit.cli import main
 
@@ -12,20 +13,10 @@ ROOT = Path(__file__).resolve().parent.parent
 PROBE = ROOT / "fixtures" / "h200_probe" / "mlp.pt.trace.json.gz"
 
 
-def run(argv: list[str], capsys) -> tuple[int, str, str]:
-    try:
-        main(argv)
-        code = 0
-    except SystemExit as exc:
-        code = exc.code or 0
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def test_info_json_of_a_parsed_capture(tmp_path, capsys):
     out = tmp_path / "c.parquet"
-    assert run(["parse", str(PROBE), "-o", str(out)], capsys)[0] == 0
-    code, stdout, _ = run(["info", str(out), "--json"], capsys)
+    assert run_main(["parse", str(PROBE), "-o", str(out)], capsys)[0] == 0
+    code, stdout, _ = run_main(["info", str(out), "--json"], capsys)
     assert code == 0
     doc = json.loads(stdout)
     assert doc["schema_version"] == 1 and doc["manifest"] is None
@@ -46,7 +37,7 @@ def test_info_text(tmp_path, capsys):
         t.step(6, 1000, 3000)
         t.kernel("k", 10, 20)
         t.write(tmp_path / f"rank{r}.json")
-    code, stdout, _ = run(["info", str(tmp_path)], capsys)
+    code, stdout, _ = run_main(["info", str(tmp_path)], capsys)
     assert code == 0
     lines = stdout.splitlines()
     assert lines[0] == str(tmp_path)  # parsed on the fly: no schema line
@@ -65,9 +56,9 @@ def test_info_cpu_only_and_errors(tmp_path, capsys):
     t = TraceBuilder()
     t.op("aten::add", 0, 5)
     trace = t.write(tmp_path / "cpu.json")
-    code, stdout, _ = run(["info", str(trace)], capsys)
+    code, stdout, _ = run_main(["info", str(trace)], capsys)
     assert code == 0 and "devices: none (no device activity: a CPU-only capture)" in stdout
-    code, _, err = run(["info", str(tmp_path / "missing.parquet")], capsys)
+    code, _, err = run_main(["info", str(tmp_path / "missing.parquet")], capsys)
     assert (
         code == 2
         and err.strip() == f"tracekit: error: {tmp_path / 'missing.parquet'}: no such file or folder"
@@ -77,8 +68,6 @@ def test_info_cpu_only_and_errors(tmp_path, capsys):
 def test_info_names_the_manifest_of_a_tracekit_capture(tmp_path, capsys):
     """GIVEN a real H200 run folder with manifest.json WHEN parsed and shown THEN it reads in words."""
     from pathlib import Path
-
-    from tracekit.cli import main
 
     run = Path(__file__).resolve().parent.parent / "fixtures" / "h200" / "heavy_mlp"
     out = tmp_path / "c.parquet"

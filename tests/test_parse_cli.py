@@ -9,27 +9,18 @@ from pathlib import Path
 
 import pytest
 
+from tests.clirun import run_main
 from tests.tracebuilder import TraceBuilder
-from tracekit.cli import get_app, main
+from tracekit.cli import get_app
 from tracekit.store import read_capture
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBE = ROOT / "fixtures" / "h200_probe" / "mlp.pt.trace.json.gz"
 
 
-def run(argv: list[str], capsys) -> tuple[int, str, str]:
-    try:
-        main(argv)
-        code = 0
-    except SystemExit as exc:
-        code = exc.code or 0
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def test_parse_writes_a_capture(tmp_path, capsys):
     out = tmp_path / "c.parquet"
-    code, stdout, _ = run(["parse", str(PROBE), "-o", str(out)], capsys)
+    code, stdout, _ = run_main(["parse", str(PROBE), "-o", str(out)], capsys)
     assert code == 0
     assert stdout.startswith(f"wrote {out}: 2405 events, 1 rank(s), 3 step(s) from 1 file(s)")
     capture = read_capture(out)
@@ -40,17 +31,17 @@ def test_parse_writes_a_capture(tmp_path, capsys):
 def test_existing_output_needs_force(tmp_path, capsys):
     out = tmp_path / "c.parquet"
     out.write_bytes(b"keep me")
-    code, _, err = run(["parse", str(PROBE), "-o", str(out)], capsys)
+    code, _, err = run_main(["parse", str(PROBE), "-o", str(out)], capsys)
     assert (code, err.strip()) == (2, f"tracekit: error: {out} exists; pass --force to overwrite")
     assert out.read_bytes() == b"keep me"
-    code, _, _ = run(["parse", str(PROBE), "-o", str(out), "--force"], capsys)
+    code, _, _ = run_main(["parse", str(PROBE), "-o", str(out), "--force"], capsys)
     assert code == 0 and read_capture(out).table.num_rows > 0
 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     bad = tmp_path / "x.json"
     bad.write_text("not json at all")
-    code, out, err = run(["parse", str(bad), "-o", str(tmp_path / "c.parquet")], capsys)
+    code, out, err = run_main(["parse", str(bad), "-o", str(tmp_path / "c.parquet")], capsys)
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and err.startswith(f"tracekit: error: {bad}: not JSON")
     assert not (tmp_path / "c.parquet").exists()
@@ -65,16 +56,16 @@ def test_truncated_trace_and_salvage(tmp_path, capsys):
     cut = tmp_path / "cut.json"
     cut.write_bytes(full[: len(full) - 40])
     out = tmp_path / "c.parquet"
-    code, _, err = run(["parse", str(cut), "-o", str(out)], capsys)
+    code, _, err = run_main(["parse", str(cut), "-o", str(out)], capsys)
     assert code == 2 and "pass --salvage" in err and not out.exists()
-    code, stdout, err = run(["parse", str(cut), "-o", str(out), "--salvage"], capsys)
+    code, stdout, err = run_main(["parse", str(cut), "-o", str(out), "--salvage"], capsys)
     assert code == 0 and out.exists()
     assert err.startswith("salvaged cut.json: kept ") and "dropped the last" in err
 
 
 def test_output_that_is_also_an_input_is_refused(tmp_path, capsys):
     trace = TraceBuilder().write(tmp_path / "t.json")
-    code, _, err = run(["parse", str(trace), "-o", str(trace), "--force"], capsys)
+    code, _, err = run_main(["parse", str(trace), "-o", str(trace), "--force"], capsys)
     assert code == 2 and "is also an input" in err
 
 
