@@ -542,6 +542,22 @@ static inline int number_ends(Scan *s) {
     return c == ',' || c == '}' || c == ']' || c == ' ' || c == '\n' || c == '\r' || c == '\t';
 }
 
+/* The integer part of a JSON number ("0" or [1-9][0-9]*) at p, at most `limit`: its value in *v and the
+ * position after it, or NULL (not a number, overflow, over the limit). */
+static const unsigned char *int_part(const unsigned char *p, const unsigned char *end, uint64_t limit,
+                                     uint64_t *v) {
+    *v = 0;
+    if (p >= end) return NULL;
+    if (*p == '0') return p + 1;
+    if (*p < '1' || *p > '9') return NULL;
+    while (p < end && *p >= '0' && *p <= '9') {
+        if (__builtin_mul_overflow(*v, 10, v) || __builtin_add_overflow(*v, (uint64_t)(*p - '0'), v))
+            return NULL;
+        p++;
+    }
+    return *v > limit ? NULL : p;
+}
+
 /* A JSON integer in int64 range (magnitude <= INT64_MAX). */
 static int read_int(Scan *s, int64_t *out) {
     const unsigned char *p = s->p, *end = s->end;
@@ -550,20 +566,9 @@ static int read_int(Scan *s, int64_t *out) {
         neg = 1;
         p++;
     }
-    if (p >= end) return FAIL;
-    uint64_t v = 0;
-    if (*p == '0') {
-        p++;
-    } else if (*p >= '1' && *p <= '9') {
-        while (p < end && *p >= '0' && *p <= '9') {
-            if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, (uint64_t)(*p - '0'), &v))
-                return FAIL;
-            p++;
-        }
-        if (v > (uint64_t)INT64_MAX) return FAIL;
-    } else {
-        return FAIL;
-    }
+    uint64_t v;
+    p = int_part(p, end, (uint64_t)INT64_MAX, &v);
+    if (!p) return FAIL;
     s->p = p;
     if (!number_ends(s)) return FAIL; /* a fraction, an exponent or garbage */
     *out = neg ? -(int64_t)v : (int64_t)v;
@@ -578,20 +583,9 @@ static int read_milli(Scan *s, int64_t *out) {
         neg = 1;
         p++;
     }
-    if (p >= end) return FAIL;
-    uint64_t v = 0;
-    if (*p == '0') {
-        p++;
-    } else if (*p >= '1' && *p <= '9') {
-        while (p < end && *p >= '0' && *p <= '9') {
-            if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, (uint64_t)(*p - '0'), &v))
-                return FAIL;
-            p++;
-        }
-        if (v > (uint64_t)INT64_MAX / 1000) return FAIL;
-    } else {
-        return FAIL;
-    }
+    uint64_t v;
+    p = int_part(p, end, (uint64_t)INT64_MAX / 1000, &v);
+    if (!p) return FAIL;
     uint64_t frac = 0;
     int nd = 0;
     if (p < end && *p == '.') {
