@@ -227,17 +227,18 @@ static int32_t dict_code(Dict *d, const char *s, size_t n) {
 /* ------------------------------------------------------------------------------------------------ */
 /* The scanner state */
 
-/* One event. codes hold code + 1 (0: null), so that a zeroed row is an empty event. */
-typedef struct {
-    int64_t ints[N_INT];
-    int32_t codes[N_STR];
-    uint8_t valid[N_INT];
-} Row;
-
 typedef struct {
     const unsigned char *p, *end;
     size_t n, cap;
-    Row *rows; /* row-major while scanning (one event's writes stay together), transposed at the end */
+    /* The output columns, cap cells each, written in place. A column's cells [0, fill) are written: a
+       value, or the null filler (0 / 0 / -1) for the rows in between, written when the column is next
+       written (put_int, put_code) or at the end (build_result). So an event costs only its own fields. */
+    char *block; /* all columns in one allocation (one big block: freed memory is reused by malloc) */
+    int64_t *ints[N_INT];
+    uint8_t *valid[N_INT];
+    size_t ifill[N_INT];
+    int32_t *codes[N_STR];
+    size_t cfill[N_STR];
     Dict dicts[N_STR];
     Dict intstr; /* strings found where an integer is kept (pid "Spans"): valid = 2, value = code */
     char *scratch; /* decoded text of a kept string with escapes */
@@ -645,6 +646,24 @@ static inline int is_null(Scan *s) {
     return 0;
 }
 
+static inline void put_int(Scan *s, int col, size_t row, int64_t v, uint8_t valid) {
+    size_t f = s->ifill[col];
+    if (f < row) {
+        memset(s->ints[col] + f, 0, (row - f) * sizeof(int64_t));
+        memset(s->valid[col] + f, 0, row - f);
+    }
+    s->ints[col][row] = v;
+    s->valid[col][row] = valid;
+    s->ifill[col] = row + 1;
+}
+
+static inline void put_code(Scan *s, int col, size_t row, int32_t code) {
+    size_t f = s->cfill[col];
+    if (f < row) memset(s->codes[col] + f, 0xFF, (row - f) * sizeof(int32_t)); /* -1 */
+    s->codes[col][row] = code;
+    s->cfill[col] = row + 1;
+}
+
 static int read_field(Scan *s, const Field *f, size_t row);
 
 static int read_object(Scan *s, const Field *fields, int nfields, size_t row) {
@@ -704,25 +723,28 @@ static int read_field(Scan *s, const Field *f, size_t row) {
     {
         int32_t code;
         if (read_string_code(s, &s->dicts[f->col], &code) < 0) return FAIL;
-        s->rows[row].codes[f->col] = code + 1;
+        put_code(s, f->col, row, code);
         return 0;
     }
-    case K_INT:
+    case K_INT: {
+        int64_t v;
         if (c == '"') {
             int32_t code;
             s->p++;
             if (read_string_code(s, &s->intstr, &code) < 0) return FAIL;
-            s->rows[row].ints[f->col] = code;
-            s->rows[row].valid[f->col] = 2;
+            put_int(s, f->col, row, code, 2);
             return 0;
         }
-        if (read_int(s, &s->rows[row].ints[f->col]) < 0) return FAIL;
-        s->rows[row].valid[f->col] = 1;
+        if (read_int(s, &v) < 0) return FAIL;
+        put_int(s, f->col, row, v, 1);
         return 0;
-    case K_TIME:
-        if (read_milli(s, &s->rows[row].ints[f->col]) < 0) return FAIL;
-        s->rows[row].valid[f->col] = 1;
+    }
+    case K_TIME: {
+        int64_t v;
+        if (read_milli(s, &v) < 0) return FAIL;
+        put_int(s, f->col, row, v, 1);
         return 0;
+    }
     case K_ARGS:
         if (c != '{') return FAIL;
         if (++s->depth > MAX_DEPTH) return FAIL;
@@ -733,11 +755,29 @@ static int read_field(Scan *s, const Field *f, size_t row) {
     return FAIL;
 }
 
-static int grow_rows(Scan *s) {
-    size_t nc = s->cap ? s->cap * 2 : 1024;
-    Row *r = realloc(s->rows, nc * sizeof(Row));
-    if (!r) return FAIL;
-    s->rows = r;
+#define ROW_BYTES (N_INT * (sizeof(int64_t) + 1) + N_STR * sizeof(int32_t))
+
+/* A column block of nc rows (the first size guessed from the input size), the written cells copied over. */
+static int grow_columns(Scan *s) {
+    size_t nc = s->cap ? s->cap * 2 : (size_t)(s->end - s->p) / 256 + 1024;
+    if (nc > ((size_t)-1 / 2) / ROW_BYTES) return FAIL;
+    char *b = malloc(nc * ROW_BYTES);
+    if (!b) return FAIL;
+    char *at = b; /* int64 columns first, then int32, then bytes: each stays aligned */
+    for (int i = 0; i < N_INT; i++, at += nc * sizeof(int64_t)) {
+        if (s->ifill[i]) memcpy(at, s->ints[i], s->ifill[i] * sizeof(int64_t));
+        s->ints[i] = (int64_t *)at;
+    }
+    for (int i = 0; i < N_STR; i++, at += nc * sizeof(int32_t)) {
+        if (s->cfill[i]) memcpy(at, s->codes[i], s->cfill[i] * sizeof(int32_t));
+        s->codes[i] = (int32_t *)at;
+    }
+    for (int i = 0; i < N_INT; i++, at += nc) {
+        if (s->ifill[i]) memcpy(at, s->valid[i], s->ifill[i]);
+        s->valid[i] = (uint8_t *)at;
+    }
+    free(s->block);
+    s->block = b;
     s->cap = nc;
     return 0;
 }
@@ -745,9 +785,8 @@ static int grow_rows(Scan *s) {
 static int scan_item(Scan *s) {
     if (s->p >= s->end) return FAIL;
     if (*s->p == '{') {
-        if (s->n == s->cap && grow_rows(s) < 0) return FAIL;
+        if (s->n == s->cap && grow_columns(s) < 0) return FAIL;
         size_t row = s->n;
-        memset(&s->rows[row], 0, sizeof(Row));
         s->depth = 1;
         if (read_object(s, TOP_FIELDS, N_TOP, row) < 0) return FAIL;
         s->n++;
@@ -791,7 +830,7 @@ static int scan_array(Scan *s, int bare) {
 }
 
 static void scan_free(Scan *s) {
-    free(s->rows);
+    free(s->block);
     for (int i = 0; i < N_STR; i++) dict_free(&s->dicts[i]);
     dict_free(&s->intstr);
     free(s->scratch);
@@ -804,24 +843,21 @@ static PyObject *build_result(Scan *s) {
     PyObject *codes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * sizeof(int32_t) * N_STR));
     PyObject *uniques = PyList_New(N_STR + 1);
     if (!ints || !valid || !codes || !uniques) goto error;
-    /* Transpose the rows into columns, a block of rows at a time (the block stays in cache). */
+    /* Copy the written part of each column; the rest (after its last value) is null. */
     int64_t *oi = (int64_t *)PyBytes_AS_STRING(ints);
     uint8_t *ov = (uint8_t *)PyBytes_AS_STRING(valid);
     int32_t *oc = (int32_t *)PyBytes_AS_STRING(codes);
-    for (size_t b0 = 0; b0 < n; b0 += 256) {
-        size_t b1 = b0 + 256 < n ? b0 + 256 : n;
-        for (int i = 0; i < N_INT; i++) {
-            int64_t *ci = oi + i * n;
-            uint8_t *cv = ov + i * n;
-            for (size_t r = b0; r < b1; r++) {
-                ci[r] = s->rows[r].ints[i];
-                cv[r] = s->rows[r].valid[i];
-            }
-        }
-        for (int i = 0; i < N_STR; i++) {
-            int32_t *cc = oc + i * n;
-            for (size_t r = b0; r < b1; r++) cc[r] = s->rows[r].codes[i] - 1;
-        }
+    for (int i = 0; i < N_INT && n; i++) {
+        size_t f = s->ifill[i];
+        memcpy(oi + i * n, s->ints[i], f * sizeof(int64_t));
+        memset(oi + i * n + f, 0, (n - f) * sizeof(int64_t));
+        memcpy(ov + i * n, s->valid[i], f);
+        memset(ov + i * n + f, 0, n - f);
+    }
+    for (int i = 0; i < N_STR && n; i++) {
+        size_t f = s->cfill[i];
+        memcpy(oc + i * n, s->codes[i], f * sizeof(int32_t));
+        memset(oc + i * n + f, 0xFF, (n - f) * sizeof(int32_t));
     }
     for (int i = 0; i <= N_STR; i++) {
         Dict *d = i < N_STR ? &s->dicts[i] : &s->intstr;
