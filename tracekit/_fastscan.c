@@ -89,25 +89,79 @@ static Field ARG_FIELDS[] = {
 };
 #define N_ARGS ((int)(sizeof(ARG_FIELDS) / sizeof(ARG_FIELDS[0])))
 
-/* by_len[args?][length]: the indices of the fields with a key of that length, -1 terminated. */
+/* Key lookup: the key's bytes as four 64-bit words, zero-padded (keys are shorter than MAX_KEY), and a
+ * table of KEY_SLOTS entries per object kind, indexed by a multiplicative hash of (first word, length)
+ * that is collision-free over the kept keys (the multiplier is chosen at import). A key is kept iff its
+ * slot holds a field of the same length and the same four words: one load, one multiply, four compares. */
 #define MAX_KEY 32
-#define MAX_SAME_LEN 6
-static int8_t by_len[2][MAX_KEY][MAX_SAME_LEN];
+#define KEY_BITS 6
+#define KEY_SLOTS (1 << KEY_BITS)
+
+typedef struct {
+    uint64_t w[4];
+    size_t len;
+    int field; /* -1: empty (then len is MAX_KEY, which no key that is looked up has) */
+} KeySlot;
+
+static KeySlot key_slots[2][KEY_SLOTS];
+static uint64_t key_mult[2];
+
+static inline unsigned key_hash(uint64_t w0, size_t n, uint64_t mult) {
+    return (unsigned)(((w0 ^ (uint64_t)n) * mult) >> (64 - KEY_BITS));
+}
+
+/* The key k[0:n] (n < MAX_KEY) as zero-padded words; reads 32 bytes when that many are there. */
+static inline void key_words(const unsigned char *k, size_t n, const unsigned char *end, uint64_t w[4]) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if (end - k >= 32) {
+        memcpy(w, k, 32);
+        for (size_t j = 0; j < 4; j++) {
+            size_t have = n > 8 * j ? n - 8 * j : 0;
+            if (have < 8) w[j] &= have ? (~(uint64_t)0 >> (64 - 8 * have)) : 0;
+        }
+        return;
+    }
+#endif
+    (void)end;
+    unsigned char b[32] = {0};
+    memcpy(b, k, n);
+    memcpy(w, b, 32);
+}
 
 static int index_fields(void) {
-    memset(by_len, -1, sizeof(by_len));
     for (int a = 0; a < 2; a++) {
         Field *fields = a ? ARG_FIELDS : TOP_FIELDS;
         int n = a ? N_ARGS : N_TOP;
-        for (int i = 0; i < n; i++) {
-            size_t len = strlen(fields[i].key);
-            fields[i].len = len;
-            if (len >= MAX_KEY) return -1;
-            int c = 0;
-            while (c < MAX_SAME_LEN && by_len[a][len][c] >= 0) c++;
-            if (c == MAX_SAME_LEN) return -1;
-            by_len[a][len][c] = (int8_t)i;
+        if (n > 32) return -1; /* read_object's seen mask */
+        uint64_t mult = 0x9E3779B97F4A7C15ULL;
+        int ok = 0;
+        for (int attempt = 0; attempt < 1000 && !ok; attempt++) {
+            mult = mult * 6364136223846793005ULL + 1442695040888963407ULL;
+            mult |= 1;
+            for (int j = 0; j < KEY_SLOTS; j++) { /* empty: a length no key read has */
+                memset(&key_slots[a][j], 0, sizeof(KeySlot));
+                key_slots[a][j].len = MAX_KEY;
+                key_slots[a][j].field = -1;
+            }
+            ok = 1;
+            for (int i = 0; i < n && ok; i++) {
+                size_t len = strlen(fields[i].key);
+                fields[i].len = len;
+                if (len == 0 || len >= MAX_KEY) return -1;
+                uint64_t w[4];
+                key_words((const unsigned char *)fields[i].key, len, (const unsigned char *)fields[i].key, w);
+                KeySlot *sl = &key_slots[a][key_hash(w[0], len, mult)];
+                if (sl->field >= 0) {
+                    ok = 0;
+                    break;
+                }
+                memcpy(sl->w, w, sizeof(w));
+                sl->len = len;
+                sl->field = i;
+            }
         }
+        if (!ok) return -1;
+        key_mult[a] = mult;
     }
     return 0;
 }
@@ -227,9 +281,21 @@ static int32_t dict_code(Dict *d, const char *s, size_t n) {
 /* ------------------------------------------------------------------------------------------------ */
 /* The scanner state */
 
+/* The key expected after a given key (the common layout: events of one kind repeat their keys in one
+ * order): the bytes from its opening quote to its value (`"cat": `, at most 32), as words and masks. */
+typedef struct {
+    uint64_t t[4], m[4]; /* an empty entry never matches: t[0] = 1, m = 0 */
+    size_t tlen;
+    int field; /* the kept field, or -1 */
+    unsigned slot; /* the key's own index for the next prediction */
+} Pred;
+#define PRED_START KEY_SLOTS      /* before the first key of an object */
+#define PRED_LONG (KEY_SLOTS + 1) /* after a key of MAX_KEY bytes or more */
+
 typedef struct {
     const unsigned char *p, *end;
     size_t n, cap;
+    Pred pred[2][KEY_SLOTS + 2]; /* [args?][previous key's slot] */
     /* The output columns, cap cells each, written in place. A column's cells [0, fill) are written: a
        value, or the null filler (0 / 0 / -1) for the rows in between, written when the column is next
        written (put_int, put_code) or at the end (build_result). So an event costs only its own fields. */
@@ -251,6 +317,10 @@ typedef struct {
 static inline void skip_ws(Scan *s) {
     const unsigned char *p = s->p, *end = s->end;
     if (p < end && *p > ' ') return; /* the common case: no whitespace (all of it is <= ' ') */
+    if (end - p >= 2 && *p == ' ' && p[1] > ' ') { /* the next: one space (", " and ": ") */
+        s->p = p + 1;
+        return;
+    }
 #ifdef __SSE2__
     /* indentation of pretty-printed traces: runs of spaces after a newline */
     const __m128i sp = _mm_set1_epi8(' '), nl = _mm_set1_epi8('\n'), cr = _mm_set1_epi8('\r'),
@@ -666,7 +736,10 @@ static inline void put_code(Scan *s, int col, size_t row, int32_t code) {
 
 static int read_field(Scan *s, const Field *f, size_t row);
 
-static int read_object(Scan *s, const Field *fields, int nfields, size_t row) {
+static int read_object(Scan *s, const Field *fields, size_t row) {
+    int a = fields == ARG_FIELDS;
+    Pred *preds = s->pred[a];
+    unsigned prev = PRED_START;
     uint32_t seen = 0;
     s->p++; /* '{' */
     skip_ws(s);
@@ -675,27 +748,50 @@ static int read_object(Scan *s, const Field *fields, int nfields, size_t row) {
         return 0;
     }
     for (;;) {
-        const unsigned char *k;
-        size_t kn;
-        if (read_key(s, &k, &kn) < 0) return FAIL;
-        const Field *f = NULL;
-        if (kn < MAX_KEY) {
-            const int8_t *cand = by_len[fields == ARG_FIELDS][kn];
-            for (int c = 0; c < MAX_SAME_LEN && cand[c] >= 0; c++) {
-                int i = cand[c];
-                const char *key = fields[i].key;
-                if (key[0] == (char)k[0] && key[kn - 1] == (char)k[kn - 1] && memcmp(key, k, kn) == 0) {
-                    if (seen & (1u << i)) return FAIL; /* duplicated key */
-                    seen |= 1u << i;
-                    f = &fields[i];
-                    break;
-                }
+        const unsigned char *p = s->p;
+        Pred *pr = &preds[prev];
+        int fi;
+        uint64_t in[4];
+        if (s->end - p >= 32 && (memcpy(in, p, 32), (((in[0] & pr->m[0]) ^ pr->t[0]) | ((in[1] & pr->m[1]) ^ pr->t[1]) |
+                                                    ((in[2] & pr->m[2]) ^ pr->t[2]) | ((in[3] & pr->m[3]) ^ pr->t[3])) == 0)) {
+            /* the expected key: the same bytes as a key read (and validated) before */
+            s->p = p + pr->tlen;
+            skip_ws(s);
+            fi = pr->field;
+            prev = pr->slot;
+        } else {
+            const unsigned char *k;
+            size_t kn;
+            if (read_key(s, &k, &kn) < 0) return FAIL;
+            fi = -1;
+            unsigned slot = PRED_LONG;
+            if (kn < MAX_KEY) {
+                uint64_t w[4];
+                key_words(k, kn, s->end, w);
+                slot = key_hash(w[0], kn, key_mult[a]);
+                const KeySlot *sl = &key_slots[a][slot];
+                if (sl->len == kn && ((sl->w[0] ^ w[0]) | (sl->w[1] ^ w[1]) | (sl->w[2] ^ w[2]) | (sl->w[3] ^ w[3])) == 0)
+                    fi = sl->field;
             }
+            size_t tl = (size_t)(s->p - p);
+            if (tl <= 32) { /* expect this key after the previous one from now on */
+                unsigned char t[32] = {0}, m[32] = {0};
+                memcpy(t, p, tl);
+                memset(m, 0xFF, tl);
+                memcpy(pr->t, t, 32);
+                memcpy(pr->m, m, 32);
+                pr->tlen = tl;
+                pr->field = fi;
+                pr->slot = slot;
+            }
+            prev = slot;
         }
-        if (f == NULL) {
+        if (fi < 0) {
             if (skip_value(s) < 0) return FAIL;
-        } else if (read_field(s, f, row) < 0) {
-            return FAIL;
+        } else {
+            if (seen & (1u << fi)) return FAIL; /* duplicated key */
+            seen |= 1u << fi;
+            if (read_field(s, &fields[fi], row) < 0) return FAIL;
         }
         skip_ws(s);
         if (s->p >= s->end) return FAIL;
@@ -748,7 +844,7 @@ static int read_field(Scan *s, const Field *f, size_t row) {
     case K_ARGS:
         if (c != '{') return FAIL;
         if (++s->depth > MAX_DEPTH) return FAIL;
-        if (read_object(s, ARG_FIELDS, N_ARGS, row) < 0) return FAIL;
+        if (read_object(s, ARG_FIELDS, row) < 0) return FAIL;
         s->depth--;
         return 0;
     }
@@ -788,7 +884,7 @@ static int scan_item(Scan *s) {
         if (s->n == s->cap && grow_columns(s) < 0) return FAIL;
         size_t row = s->n;
         s->depth = 1;
-        if (read_object(s, TOP_FIELDS, N_TOP, row) < 0) return FAIL;
+        if (read_object(s, TOP_FIELDS, row) < 0) return FAIL;
         s->n++;
         return 0;
     }
@@ -899,6 +995,8 @@ static PyObject *fastscan_scan(PyObject *self, PyObject *args) {
     for (int i = 0; i < N_STR; i++)
         if (dict_init(&s.dicts[i]) < 0) ok = 0;
     if (dict_init(&s.intstr) < 0) ok = 0;
+    for (int a = 0; a < 2; a++)
+        for (int i = 0; i < KEY_SLOTS + 2; i++) s.pred[a][i].t[0] = 1; /* never matches */
     PyObject *result = NULL;
     if (ok) {
         s.p = (const unsigned char *)view.buf + start;
