@@ -15,6 +15,7 @@ T0 = time.perf_counter()
 
 import argparse  # noqa: E402
 import mmap  # noqa: E402
+import resource  # noqa: E402
 import tempfile  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -38,8 +39,25 @@ def timeline(trace: Path) -> list[tuple[str, float]]:
 
         return inner
 
-    saved = (parse.derive_rows, parse._decode.locate_events, parse._decode_ranges, CaptureWriter.__exit__)
+    saved = (
+        parse.derive_rows,
+        parse._decode.locate_events,
+        parse._decode_ranges,
+        CaptureWriter.__exit__,
+        CaptureWriter.write,
+        parse._unpack,
+    )
     ranges = parse._decode_ranges
+    cpu = {"writing event tables": 0.0, "unpacking chunks": 0.0}
+
+    def timed(name, f):
+        def inner(*a, **k):
+            t = time.process_time()
+            r = f(*a, **k)
+            cpu[name] += time.process_time() - t
+            return r
+
+        return inner
 
     def decode_ranges(*a, **k):
         mark("workers start")
@@ -53,14 +71,41 @@ def timeline(trace: Path) -> list[tuple[str, float]]:
     parse._decode.locate_events = wrap("locate_events", parse._decode.locate_events)
     parse._decode_ranges = decode_ranges
     CaptureWriter.__exit__ = wrap("close", CaptureWriter.__exit__)
+    CaptureWriter.write = timed("writing event tables", CaptureWriter.write)
+    parse._unpack = timed("unpacking chunks", parse._unpack)
     try:
         mark("parse start")
+        self_cpu, child_cpu = _cpu()
         with tempfile.TemporaryDirectory() as tmp:
             parse.parse_to_file([trace], Path(tmp) / "capture.parquet")
         mark("parse end")
+        self_after, child_after = _cpu()
     finally:
-        parse.derive_rows, parse._decode.locate_events, parse._decode_ranges, CaptureWriter.__exit__ = saved
+        (
+            parse.derive_rows,
+            parse._decode.locate_events,
+            parse._decode_ranges,
+            CaptureWriter.__exit__,
+            CaptureWriter.write,
+            parse._unpack,
+        ) = saved
+    events.append((f"CPU of the parent process (all threads): {self_after - self_cpu:.2f} s", None))
+    for name, t in cpu.items():
+        events.append(
+            (
+                f"  of which {name} (+ derived rows): {t:.2f} s"
+                if "writing" in name
+                else f"  of which {name}: {t:.2f} s",
+                None,
+            )
+        )
+    events.append((f"CPU of the worker processes: {child_after - child_cpu:.2f} s", None))
     return events
+
+
+def _cpu() -> tuple[float, float]:
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime, kids.ru_utime + kids.ru_stime
 
 
 def per_chunk(trace: Path, chunks: int = 6) -> dict[str, float]:
@@ -95,7 +140,7 @@ def main() -> int:
     args = ap.parse_args()
     print(f"decoder: {_fast.decoder_name()}")
     for what, t in timeline(args.trace):
-        print(f"{t:6.2f} s  {what}")
+        print(f"{t:6.2f} s  {what}" if t is not None else what)
     if _fast.available():
         print("per 24 MiB chunk, CPU ms:")
         for name, ms in per_chunk(args.trace).items():

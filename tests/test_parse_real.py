@@ -186,10 +186,13 @@ def test_chunked_parallel_decode_equals_one_validating_decode(name, monkeypatch)
 
 
 def test_streamed_parse_to_file_equals_in_memory_parse(tmp_path, monkeypatch):
+    """The streamed parse (2 workers, tables handed over in shared-memory slots that are reused many
+    times over: far more chunks than slots) writes what the in-memory parse holds."""
     import tracekit.parse as parse_mod
     from tracekit.store import read_capture
 
-    monkeypatch.setattr(parse_mod, "CHUNK_BYTES", 256 << 10)
+    monkeypatch.setattr(parse_mod, "CHUNK_BYTES", 64 << 10)
+    monkeypatch.setenv("TRACEKIT_WORKERS", "2")
     files = [HTA / "sampled_rank-0.json.gz", HTA / "sampled_rank-1.json.gz", HTA / "triton_example.json.gz"]
     out = parse_mod.parse_to_file(files, tmp_path / "c.parquet")
     assert out.meta["event_rows"] == sum(t["events"] for t in out.traces)

@@ -25,7 +25,7 @@ import re
 import zlib
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator, Optional, Tuple
 
 import msgspec
 import numpy as np
@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from msgspec.structs import astuple
 
-from tracekit import _fast
+from tracekit import _arrow, _fast
 from tracekit._fast import INT_ARGS
 from tracekit.errors import InputNotFound, TraceFormatError, TruncatedTraceError
 from tracekit.schema import SCHEMA
@@ -438,12 +438,7 @@ def _columns(events: list, unit: str) -> tuple[pa.RecordBatch, dict]:
         events = [e for e in events if e is not None]
     seen = len(events)
     if not events:
-        return _empty(), {
-            "events_seen": 0,
-            "max_abs_ts": "0",
-            "fractional": False,
-            "dropped_no_time": 0,
-        }
+        return _empty(), _no_stats()
     # One C-level pass turns the structs into tuples, one more transposes them into columns: far
     # cheaper than one Python comprehension per field.
     ph, cat, name, pid, tid, ts, dur, flow, args = zip(*map(astuple, events))
@@ -457,116 +452,110 @@ def _columns(events: list, unit: str) -> tuple[pa.RecordBatch, dict]:
     fractional = any(bool(pc.any(pc.not_equal(x, pc.round(x, 0))).as_py()) for x in (ts_dec, dur_dec))
     ints = {"pid": _ints(pid), "tid": _ints(tid), "flow": _ints(flow)}
     ints.update((f, _ints(arg(f))) for f in INT_ARGS)
-    texts = {f: _plain_strings(arg(f)) for f in TEXT_ARGS}
+    texts = {f: _arrow.codes(pc.dictionary_encode(_plain_strings(arg(f)))) for f in TEXT_ARGS}
     return assemble(
         seen,
-        ph=_strings(ph),
-        cat=_strings(cat),
-        name=_strings(name),
-        ts_ns=to_int64_ns(ts_dec, unit),
-        dur_ns=to_int64_ns(dur_dec, unit),
-        ints=ints,
+        ph=_arrow.codes(_strings(ph)),
+        cat=_arrow.codes(_strings(cat)),
+        name=_arrow.codes(_strings(name)),
+        ts_ns=_int_column(to_int64_ns(ts_dec, unit)),
+        dur_ns=_int_column(to_int64_ns(dur_dec, unit)),
+        ints={k: _int_column(v) for k, v in ints.items()},
         texts=texts,
         max_abs_ts=str(max_ts or 0),
         fractional=fractional,
     )
 
 
+def _int_column(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    return _arrow.values(arr), _arrow.valid(arr)
+
+
+def _no_stats() -> dict:
+    return {"events_seen": 0, "max_abs_ts": "0", "fractional": False, "dropped_no_time": 0}
+
+
 # The args keys kept as integers (INT_ARGS, shared with the C scanner) / as text (names of _Args fields).
 TEXT_ARGS = ("sync_kind", "collective", "pg_ranks", "name")
+
+# A column as assemble takes it. Strings: (int32 codes, -1 = null; the list of strings they index).
+# Ints: (int64 values; bool mask, True where the value is present).
+Strings = Tuple[np.ndarray, list]
+Ints = Tuple[np.ndarray, np.ndarray]
 
 
 def assemble(
     seen: int,
     *,
-    ph: pa.DictionaryArray,
-    cat: pa.DictionaryArray,
-    name: pa.DictionaryArray,
-    ts_ns: pa.Array,
-    dur_ns: pa.Array,
-    ints: dict[str, pa.Array],
-    texts: dict[str, pa.Array],
+    ph: Strings,
+    cat: Strings,
+    name: Strings,
+    ts_ns: Ints,
+    dur_ns: Ints,
+    ints: dict[str, Ints],
+    texts: dict[str, Strings],
     max_abs_ts: str,
     fractional: bool,
 ) -> tuple[pa.RecordBatch, dict]:
     """The EVENT_SCHEMA batch and stats of `seen` decoded events, from their columns as written: ph, cat,
-    name dictionary-encoded; ts/dur in int64 ns (null: no usable time); `ints` int64 columns of pid,
-    tid, flow (the event's id) and INT_ARGS; `texts` string columns of TEXT_ARGS. Shared by the msgspec
-    decoder and the C scanner (_fast.py), so both apply the same rules."""
+    name and the TEXT_ARGS `texts` as Strings; ts/dur in int64 ns (absent: no usable time); `ints` the
+    int64 columns of pid, tid, flow (the event's id) and INT_ARGS. Shared by the msgspec decoder and the
+    C scanner (_fast.py), so both apply the same rules. numpy only: no pyarrow call here imports pandas."""
     cat = _normalise_cats(cat)
-    keep = pc.or_(
-        pc.or_(pc.is_in(cat, value_set=pa.array(KEEP_CATS)), pc.is_in(ph, value_set=pa.array(["s", "f"]))),
-        pc.or_(
-            pc.and_(pc.equal(ph, "M"), pc.is_in(name, value_set=pa.array(META_NAMES))),
-            pc.and_(pc.equal(ph, "i"), pc.equal(name, MEMORY_NAME)),
-        ),
-    )
-    keep = pc.fill_null(keep, False)
-    kept_any = pc.sum(keep).as_py() or 0
+    is_flow = _in(ph, ("s", "f"))
+    is_meta = _in(ph, ("M",))
+    is_memory = _in(name, (MEMORY_NAME,))
+    keep = _in(cat, KEEP_CATS) | is_flow | (is_meta & _in(name, META_NAMES)) | (_in(ph, ("i",)) & is_memory)
     # An event without a usable time (missing, not a number, out of range) cannot be placed: drop it.
-    timed = pc.and_(keep, pc.is_valid(ts_ns))
-    dropped_no_time = kept_any - (pc.sum(timed).as_py() or 0)
+    timed = keep & ts_ns[1]
+    kept_any = int(np.count_nonzero(keep))
+    dropped_no_time = kept_any - int(np.count_nonzero(timed))
 
-    columns: dict[str, pa.Array] = {
+    pid, tid = ints["pid"], ints["tid"]
+    device_side = _in(cat, DEVICE_SIDE_CATS)
+    device = _choose(device_side & ~ints["device"][1], pid, ints["device"])
+    stream = _choose(device_side & ~ints["stream"][1], tid, ints["stream"])
+    if ints["device_id"][1].any():
+        device = _choose(is_memory, ints["device_id"], device)
+    nbytes = ints["bytes"]
+    if ints["mem_bytes"][1].any():
+        nbytes = _choose(is_memory, ints["mem_bytes"], nbytes)
+    ext = ints["external_id"]
+    if ints["external_id_old"][1].any():
+        ext = _choose(~ext[1], ints["external_id_old"], ext)
+    flow = ints["flow"]
+    label_codes, label_uniques = texts["name"]
+    columns: dict[str, Strings | Ints] = {
         "ph": ph,
         "cat": cat,
         "name": name,
-        "pid": ints["pid"],
-        "tid": ints["tid"],
+        "pid": pid,
+        "tid": tid,
         "ts_ns": ts_ns,
-        "dur_ns": pc.fill_null(dur_ns, 0),
+        "dur_ns": (np.where(dur_ns[1], dur_ns[0], 0), np.ones(seen, dtype=bool)),
+        "device": device,
+        "stream": stream,
+        "correlation": ints["correlation"],
+        "external_id": ext,
+        "flow_id": (flow[0], flow[1] & is_flow),
+        "seq": ints["seq"],
+        "fwd_tid": ints["fwd_tid"],
+        "bytes": nbytes,
+        "sync_kind": texts["sync_kind"],
+        "wait_stream": ints["wait_stream"],
+        "py_id": ints["py_id"],
+        "py_parent": ints["py_parent"],
+        "collective": texts["collective"],
+        "msg_nelems": ints["msg_nelems"],
+        "group_size": ints["group_size"],
+        "pg_ranks": texts["pg_ranks"],
+        "label": (np.where(is_meta, label_codes, -1), label_uniques),
+        "total_allocated": ints["total_allocated"],
+        "total_reserved": ints["total_reserved"],
     }
-    device, stream = ints["device"], ints["stream"]
-    device_side = pc.fill_null(pc.is_in(cat, value_set=pa.array(DEVICE_SIDE_CATS)), False)
-    device = pc.if_else(pc.and_(device_side, pc.is_null(device)), columns["pid"], device)
-    stream = pc.if_else(pc.and_(device_side, pc.is_null(stream)), columns["tid"], stream)
-    is_memory = pc.fill_null(pc.equal(name, MEMORY_NAME), False)
-    mem_device = ints["device_id"]
-    if mem_device.null_count != len(mem_device):
-        device = pc.if_else(is_memory, mem_device, device)
-    nbytes = ints["bytes"]
-    mem_bytes = ints["mem_bytes"]
-    if mem_bytes.null_count != len(mem_bytes):
-        nbytes = pc.if_else(is_memory, mem_bytes, nbytes)
-    ext = ints["external_id"]
-    ext_old = ints["external_id_old"]
-    if ext_old.null_count != len(ext_old):
-        ext = pc.coalesce(ext, ext_old)
-    is_flow = pc.fill_null(pc.is_in(ph, value_set=pa.array(["s", "f"])), False)
-    flow_id = ints["flow"]
-    if flow_id.null_count != len(flow_id):
-        flow_id = pc.if_else(is_flow, flow_id, pa.nulls(seen, pa.int64()))
-    label = texts["name"]
-    if label.null_count != len(label):
-        is_meta = pc.fill_null(pc.equal(ph, "M"), False)
-        label = pc.if_else(is_meta, label, pa.nulls(seen, pa.string()))
-    columns.update(
-        {
-            "device": device,
-            "stream": stream,
-            "correlation": ints["correlation"],
-            "external_id": ext,
-            "flow_id": flow_id,
-            "seq": ints["seq"],
-            "fwd_tid": ints["fwd_tid"],
-            "bytes": nbytes,
-            "sync_kind": texts["sync_kind"],
-            "wait_stream": ints["wait_stream"],
-            "py_id": ints["py_id"],
-            "py_parent": ints["py_parent"],
-            "collective": texts["collective"],
-            "msg_nelems": ints["msg_nelems"],
-            "group_size": ints["group_size"],
-            "pg_ranks": texts["pg_ranks"],
-            "label": label,
-            "total_allocated": ints["total_allocated"],
-            "total_reserved": ints["total_reserved"],
-        }
-    )
-    arrays = [_cast(columns[f.name], f.type) for f in EVENT_SCHEMA]
+    rows = None if kept_any - dropped_no_time == seen else np.flatnonzero(timed)
+    arrays = [_to_arrow(columns[f.name], f.type, rows) for f in EVENT_SCHEMA]
     batch = pa.RecordBatch.from_arrays(arrays, schema=EVENT_SCHEMA)
-    if (pc.sum(timed).as_py() or 0) != seen:
-        batch = batch.filter(timed)
     stats = {
         "events_seen": seen,
         "max_abs_ts": max_abs_ts,
@@ -576,25 +565,38 @@ def assemble(
     return batch, stats
 
 
-def _empty() -> pa.RecordBatch:
-    return pa.RecordBatch.from_arrays([pa.array([], f.type) for f in EVENT_SCHEMA], schema=EVENT_SCHEMA)
+def _in(column: Strings, allowed: tuple) -> np.ndarray:
+    """Rows whose string is one of `allowed` (null never is)."""
+    codes, uniques = column
+    lookup = np.array([u in allowed for u in uniques] + [False], dtype=bool)
+    return lookup[codes]  # code -1 (null) reads the trailing False
 
 
-def _cast(arr: pa.Array, typ: pa.DataType) -> pa.Array:
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
-    if arr.type == typ:
-        return arr
+def _choose(where: np.ndarray, a: Ints, b: Ints) -> Ints:
+    """a where `where`, else b (values and presence)."""
+    return np.where(where, a[0], b[0]), np.where(where, a[1], b[1])
+
+
+def _to_arrow(column: Strings | Ints, typ: pa.DataType, rows: Optional[np.ndarray]) -> pa.Array:
+    """One EVENT_SCHEMA column of the kept rows (`rows`; None: all)."""
+    data, second = column
+    if rows is not None:
+        data = data[rows]
     if pa.types.is_dictionary(typ):
-        if pa.types.is_dictionary(arr.type):
-            return arr.cast(typ)
-        return pc.dictionary_encode(arr.cast(pa.string())).cast(typ)
-    if pa.types.is_integer(typ) and pa.types.is_integer(arr.type):
+        return _arrow.dictionary(data, second)
+    ok = second if rows is None else second[rows]
+    if typ != pa.int64():
         # Out-of-range values (a group size beyond int32) become null rather than failing the parse.
-        info = np.iinfo(str(typ))  # "int32" ...; typ.to_pandas_dtype() would import pandas (0.6 s)
-        in_range = pc.and_(pc.greater_equal(arr, info.min), pc.less_equal(arr, info.max))
-        arr = pc.if_else(in_range, arr, pa.nulls(len(arr), arr.type))
-    return arr.cast(typ)
+        info = np.iinfo(str(typ))  # "int32" ...
+        in_range = (data >= info.min) & (data <= info.max)
+        if not in_range.all():
+            ok = ok & in_range
+            data = np.where(in_range, data, 0)
+    return _arrow.from_numpy(data, ok, typ)
+
+
+def _empty() -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays([pa.nulls(0, f.type) for f in EVENT_SCHEMA], schema=EVENT_SCHEMA)
 
 
 def _strings(values: tuple | list) -> pa.Array:
@@ -624,12 +626,17 @@ def _as_text(v: Any) -> str | None:
         return str(v)
 
 
-def _normalise_cats(cat: pa.DictionaryArray) -> pa.DictionaryArray:
-    dictionary = cat.dictionary.to_pylist()
-    if not any(c in CAT_ALIASES for c in dictionary):
+def _normalise_cats(cat: Strings) -> Strings:
+    """Old Kineto category spellings → the current ones (CAT_ALIASES); codes re-pointed when two
+    spellings of one category both occur."""
+    codes, uniques = cat
+    if not any(c in CAT_ALIASES for c in uniques):
         return cat
-    new = pa.array([CAT_ALIASES.get(c, c) for c in dictionary], pa.string())
-    return pc.dictionary_encode(pc.take(new, cat.indices))
+    renamed = [CAT_ALIASES.get(c, c) for c in uniques]
+    new_uniques = list(dict.fromkeys(renamed))
+    index = {c: i for i, c in enumerate(new_uniques)}
+    remap = np.array([index[c] for c in renamed] + [-1], dtype=np.int32)
+    return remap[codes], new_uniques
 
 
 _INT_RE = re.compile(r"\s*(-?(?:0[xX][0-9a-fA-F]+|\d+))\s*$")

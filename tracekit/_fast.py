@@ -76,43 +76,30 @@ def decode(
         return None
     n, ints_buf, valid_buf, codes_buf, uniques = out
     if n == 0:
-        return _decode._empty(), {
-            "events_seen": 0,
-            "max_abs_ts": "0",
-            "fractional": False,
-            "dropped_no_time": 0,
-        }
+        return _decode._empty(), _decode._no_stats()
     ints = np.frombuffer(ints_buf, np.int64).reshape(len(INT_FIELDS), n)
     valid = np.frombuffer(valid_buf, np.uint8).reshape(len(INT_FIELDS), n)
     codes = np.frombuffer(codes_buf, np.int32).reshape(len(STR_FIELDS), n)
+    coerced = None
 
-    def int_col(i: int) -> pa.Array:
+    def int_col(i: int) -> tuple[np.ndarray, np.ndarray]:
+        nonlocal coerced
         v = valid[i]
-        if not v.any():
-            return pa.nulls(n, pa.int64())
         texts = v == 2
         if not texts.any():
-            return pa.array(ints[i], pa.int64(), mask=v == 0)
+            return ints[i], v == 1
         # Strings where an integer is kept ("Spans", "0x0", "stream 7"): the msgspec path's coercion.
-        coerced = [_decode._as_int(t) for t in uniques[-1]]
-        lookup = np.array([0 if c is None else c for c in coerced], np.int64)
-        lookup_ok = np.array([c is not None for c in coerced], np.bool_)
+        if coerced is None:
+            as_int = [_decode._as_int(t) for t in uniques[-1]]
+            coerced = (
+                np.array([0 if c is None else c for c in as_int], np.int64),
+                np.array([c is not None for c in as_int], np.bool_),
+            )
         values, ok = ints[i].copy(), v == 1
         at = np.flatnonzero(texts)
-        values[at] = lookup[ints[i][at]]
-        ok[at] = lookup_ok[ints[i][at]]
-        return pa.array(values, pa.int64(), mask=~ok)
-
-    def dict_col(i: int) -> pa.DictionaryArray:
-        c = codes[i]
-        indices = pa.array(c, pa.int32(), mask=c < 0)
-        return pa.DictionaryArray.from_arrays(indices, pa.array(uniques[i], pa.string()))
-
-    def text_col(i: int) -> pa.Array:
-        c = codes[i]
-        if not (c >= 0).any():
-            return pa.nulls(n, pa.string())
-        return dict_col(i).dictionary_decode()
+        values[at] = coerced[0][ints[i][at]]
+        ok[at] = coerced[1][ints[i][at]]
+        return values, ok
 
     fields = {f: i for i, f in enumerate(INT_FIELDS)}
     ts, dur = ints[fields["ts"]], ints[fields["dur"]]
@@ -121,30 +108,30 @@ def decode(
     max_milli = int(np.abs(ts[ts_ok]).max()) if ts_ok.any() else 0
     max_abs_ts = str(decimal.Decimal(max_milli).scaleb(-3)) if max_milli else "0"
     fractional = bool((ts[ts_ok] % 1000).any() or (dur[dur_ok] % 1000).any())
+    strings = {f: (codes[i], uniques[i]) for i, f in enumerate(STR_FIELDS)}
     return _decode.assemble(
         n,
-        ph=dict_col(0),
-        cat=dict_col(1),
-        name=dict_col(2),
-        ts_ns=_to_ns(ts, ts_ok, unit),
-        dur_ns=_to_ns(dur, dur_ok, unit),
+        ph=strings["ph"],
+        cat=strings["cat"],
+        name=strings["name"],
+        ts_ns=(_to_ns(ts, unit), ts_ok),
+        dur_ns=(_to_ns(dur, unit), dur_ok),
         ints={f: int_col(fields[f]) for f in ("pid", "tid", "flow", *_decode.INT_ARGS)},
         texts={
-            "sync_kind": text_col(3),
-            "collective": text_col(4),
-            "pg_ranks": text_col(5),
-            "name": text_col(6),
+            "sync_kind": strings["sync_kind"],
+            "collective": strings["collective"],
+            "pg_ranks": strings["pg_ranks"],
+            "name": strings["name_arg"],
         },
         max_abs_ts=max_abs_ts,
         fractional=fractional,
     )
 
 
-def _to_ns(milli: np.ndarray, ok: np.ndarray, unit: str) -> pa.Array:
+def _to_ns(milli: np.ndarray, unit: str) -> np.ndarray:
     """value × 1000 → int64 ns: as is when the numbers are µs; rounded half to even to an integer
     when they are ns (as `_decode.to_int64_ns` does)."""
     if unit == "ns":
         q, r = np.divmod(milli, 1000)  # floor division: 0 <= r < 1000
-        q = q + ((r > 500) | ((r == 500) & (q % 2 == 1)))
-        return pa.array(q, pa.int64(), mask=~ok)
-    return pa.array(milli, pa.int64(), mask=~ok)
+        return q + ((r > 500) | ((r == 500) & (q % 2 == 1)))
+    return milli

@@ -32,6 +32,7 @@ from typing import Callable
 import numpy as np
 import pyarrow as pa
 
+from tracekit import _arrow
 from tracekit.schema import (
     CAT_CPU_OP,
     CAT_USER_ANNOTATION,
@@ -56,39 +57,40 @@ def needed_for_derive(events: pa.Table) -> pa.Table:
 
     Complete events of the step / cpu_op / device categories, plus the rows holding each rank's
     earliest start and latest end (a trace without steps gets one step spanning exactly those)."""
-    mask = _dict_mask(events, "ph", lambda v: v == "X") & _dict_mask(
-        events, "cat", lambda v: v in _DERIVE_CATS
-    )
-    timed = ~_dict_mask(events, "ph", lambda v: v == "M")
-    rank, ts = _np(events, "rank"), _np(events, "ts_ns")
-    end = ts + np.maximum(_np(events, "dur_ns"), 0)
+    frame = _frame(events)
+    mask = frame.mask("ph", lambda v: v == "X") & frame.mask("cat", lambda v: v in _DERIVE_CATS)
+    timed = ~frame.mask("ph", lambda v: v == "M")
+    rank, ts = frame.ints("rank"), frame.ints("ts_ns")
+    end = ts + np.maximum(frame.ints("dur_ns"), 0)
     for r in np.unique(rank[timed]) if timed.any() else []:
         idx = np.flatnonzero(timed & (rank == r))
         mask[idx[np.argmin(ts[idx])]] = True
         mask[idx[np.argmax(end[idx])]] = True
-    return events.select(list(DERIVE_COLUMNS)).filter(pa.array(mask))
+    return events.select(list(DERIVE_COLUMNS)).filter(_arrow.bools(mask))
 
 
 def derive_rows(events: pa.Table) -> pa.Table:
     """All derived rows (steps, busy intervals, dispatch gaps) of a table of raw events."""
-    steps = derive_steps(events)
-    return pa.concat_tables([steps, derive_busy(events), derive_dispatch_gaps(events, steps)])
+    frame = _frame(events)
+    steps = derive_steps(frame)
+    return pa.concat_tables([steps, derive_busy(frame), derive_dispatch_gaps(frame, steps)])
 
 
 # ---------------------------------------------------------------------------------------------------
 
 
-def derive_steps(events: pa.Table) -> pa.Table:
+def derive_steps(events: pa.Table | Frame) -> pa.Table:
     """Step windows: ProfilerStep#N spans on their owning thread; else one step spanning the rank."""
-    rank = _np(events, "rank")
-    is_x = _dict_mask(events, "ph", lambda v: v == "X")
-    is_step = is_x & _dict_mask(events, "cat", lambda v: v == CAT_USER_ANNOTATION)
-    is_step &= _dict_mask(events, "name", lambda v: STEP_NAME.match(v) is not None)
+    frame = _frame(events)
+    rank = frame.ints("rank")
+    is_x = frame.mask("ph", lambda v: v == "X")
+    is_step = is_x & frame.mask("cat", lambda v: v == CAT_USER_ANNOTATION)
+    is_step &= frame.mask("name", lambda v: STEP_NAME.match(v) is not None)
     rows: dict[str, list] = {k: [] for k in ("rank", "pid", "tid", "ts_ns", "dur_ns", "name", "step")}
     idx = np.flatnonzero(is_step)
-    names = events.column("name").take(pa.array(idx)).to_pylist() if len(idx) else []
-    pid, tid = _np(events, "pid"), _np(events, "tid")
-    ts, dur = _np(events, "ts_ns"), _np(events, "dur_ns")
+    names = frame.strings("name", idx)
+    pid, tid = frame.ints("pid"), frame.ints("tid")
+    ts, dur = frame.ints("ts_ns"), frame.ints("dur_ns")
     ranks = np.unique(rank) if len(rank) else np.array([], dtype=np.int64)
     for r in ranks:
         mine = [(i, n) for i, n in zip(idx, names) if rank[i] == r]
@@ -108,12 +110,12 @@ def derive_steps(events: pa.Table) -> pa.Table:
                 rows["step"].append(int(STEP_NAME.match(n).group(1)))
             continue
         # No step spans: one step over the rank's timed events (metadata rows excluded).
-        in_rank = (rank == r) & ~_dict_mask(events, "ph", lambda v: v == "M")
+        in_rank = (rank == r) & ~frame.mask("ph", lambda v: v == "M")
         if not in_rank.any():
             in_rank = rank == r
         start = int(ts[in_rank].min())
         end = int((ts[in_rank] + np.maximum(dur[in_rank], 0)).max())
-        host = _busiest_host_thread(events, rank == r)
+        host = _busiest_host_thread(frame, rank == r)
         rows["rank"].append(int(r))
         rows["pid"].append(host[0] if host else None)
         rows["tid"].append(host[1] if host else None)
@@ -124,11 +126,11 @@ def derive_steps(events: pa.Table) -> pa.Table:
     return _rows(KIND_STEP, rows)
 
 
-def _busiest_host_thread(events: pa.Table, in_rank: np.ndarray) -> tuple[int, int] | None:
-    ops = in_rank & _dict_mask(events, "cat", lambda v: v == CAT_CPU_OP)
+def _busiest_host_thread(frame: Frame, in_rank: np.ndarray) -> tuple[int, int] | None:
+    ops = in_rank & frame.mask("cat", lambda v: v == CAT_CPU_OP)
     if not ops.any():
         return None
-    pid, tid = _np(events, "pid")[ops], _np(events, "tid")[ops]
+    pid, tid = frame.ints("pid")[ops], frame.ints("tid")[ops]
     pairs, counts = np.unique(np.stack([pid, tid], axis=1), axis=0, return_counts=True)
     best = pairs[int(np.argmax(counts))]
     return int(best[0]), int(best[1])
@@ -137,13 +139,14 @@ def _busiest_host_thread(events: pa.Table, in_rank: np.ndarray) -> tuple[int, in
 # ---------------------------------------------------------------------------------------------------
 
 
-def derive_busy(events: pa.Table) -> pa.Table:
+def derive_busy(events: pa.Table | Frame) -> pa.Table:
     """Per rank and device, the maximal intervals of the union of device activity over all streams."""
-    mask = _dict_mask(events, "ph", lambda v: v == "X")
-    mask &= _dict_mask(events, "cat", lambda v: v in DEVICE_ACTIVITY_CATS)
-    mask &= ~_np_null(events.column("device"))
-    ts, dur = _np(events, "ts_ns")[mask], _np(events, "dur_ns")[mask]
-    rank, device = _np(events, "rank")[mask], _np(events, "device")[mask]
+    frame = _frame(events)
+    mask = frame.mask("ph", lambda v: v == "X")
+    mask &= frame.mask("cat", lambda v: v in DEVICE_ACTIVITY_CATS)
+    mask &= frame.present("device")
+    ts, dur = frame.ints("ts_ns")[mask], frame.ints("dur_ns")[mask]
+    rank, device = frame.ints("rank")[mask], frame.ints("device")[mask]
     positive = dur > 0
     ts, end, rank, device = ts[positive], ts[positive] + dur[positive], rank[positive], device[positive]
     out: dict[str, list[np.ndarray]] = {"rank": [], "device": [], "ts_ns": [], "dur_ns": []}
@@ -185,28 +188,30 @@ ENGINE_OP_PREFIX = "autograd::engine::evaluate_function"
 DATALOADER_RE = re.compile(r"^enumerate\(DataLoader\)#(\w+)\.__next__")
 
 
-def derive_dispatch_gaps(events: pa.Table, steps: pa.Table) -> pa.Table:
+def derive_dispatch_gaps(events: pa.Table | Frame, steps: pa.Table) -> pa.Table:
     """Host dispatch gap rows (DESIGN.md "Host dispatch gaps"): per rank and host thread, the pieces
     `dispatch_gap_pieces` returns, each with the step it lies in. The analysis calls the same function,
     so its figures equal these rows. Threads that run autograd engine ops but own no step (the engine's
     device threads) run no Python between their ops and get no rows."""
-    is_x = _dict_mask(events, "ph", lambda v: v == "X")
-    dl = is_x & _dict_mask(events, "cat", lambda v: v == CAT_USER_ANNOTATION)
-    dl &= _dict_mask(events, "name", lambda v: DATALOADER_RE.match(v) is not None)
-    dl_thread = np.stack([_np(events, c)[dl] for c in ("rank", "pid", "tid")], axis=1)
-    dl_start = _np(events, "ts_ns")[dl]
-    dl_end = dl_start + np.maximum(_np(events, "dur_ns")[dl], 0)
-    mask = is_x & _dict_mask(events, "cat", lambda v: v == CAT_CPU_OP)
-    engine = _dict_mask(events, "name", lambda v: v.startswith(ENGINE_OP_PREFIX))[mask]
-    rank, pid, tid = _np(events, "rank")[mask], _np(events, "pid")[mask], _np(events, "tid")[mask]
-    ts, dur = _np(events, "ts_ns")[mask], _np(events, "dur_ns")[mask]
+    frame = _frame(events)
+    is_x = frame.mask("ph", lambda v: v == "X")
+    dl = is_x & frame.mask("cat", lambda v: v == CAT_USER_ANNOTATION)
+    dl &= frame.mask("name", lambda v: DATALOADER_RE.match(v) is not None)
+    dl_thread = np.stack([frame.ints(c)[dl] for c in ("rank", "pid", "tid")], axis=1)
+    dl_start = frame.ints("ts_ns")[dl]
+    dl_end = dl_start + np.maximum(frame.ints("dur_ns")[dl], 0)
+    mask = is_x & frame.mask("cat", lambda v: v == CAT_CPU_OP)
+    engine = frame.mask("name", lambda v: v.startswith(ENGINE_OP_PREFIX))[mask]
+    rank, pid, tid = frame.ints("rank")[mask], frame.ints("pid")[mask], frame.ints("tid")[mask]
+    ts, dur = frame.ints("ts_ns")[mask], frame.ints("dur_ns")[mask]
     out: dict[str, list[np.ndarray]] = {k: [] for k in ("rank", "pid", "tid", "ts_ns", "dur_ns", "step")}
     if len(ts) == 0:
         return _rows(KIND_DISPATCH_GAP, out)
     end = ts + np.maximum(dur, 0)
-    step_rank, step_start = _np(steps, "rank"), _np(steps, "ts_ns")
-    step_end, step_no = step_start + _np(steps, "dur_ns"), _np(steps, "step")
-    step_pid, step_tid = _np(steps, "pid"), _np(steps, "tid")
+    step_cols = Frame(steps)
+    step_rank, step_start = step_cols.ints("rank"), step_cols.ints("ts_ns")
+    step_end, step_no = step_start + step_cols.ints("dur_ns"), step_cols.ints("step")
+    step_pid, step_tid = step_cols.ints("pid"), step_cols.ints("tid")
     step_threads = set(zip(step_rank.tolist(), step_pid.tolist(), step_tid.tolist()))
     # Sort by thread, then start, longer first: an op starting with its parent sorts after it.
     order = np.lexsort((-(end - ts), ts, tid, pid, rank))
@@ -373,36 +378,47 @@ def clip_to_windows(
 
 
 # ---------------------------------------------------------------------------------------------------
-# Column helpers (work on chunked, dictionary-encoded columns without decoding them)
+# Column helpers (work on chunked, dictionary-encoded columns without decoding them; numpy only, so that
+# parsing never imports pandas: see _arrow.py)
 
 
-def _dict_mask(table: pa.Table, column: str, predicate: Callable[[str], bool]) -> np.ndarray:
-    """Rows whose (dictionary-encoded string) value satisfies `predicate`; nulls never do."""
-    parts = []
-    for chunk in table.column(column).chunks:
-        if pa.types.is_dictionary(chunk.type):
-            dictionary = chunk.dictionary.to_pylist()
+class Frame:
+    """The columns of an event table as numpy, each converted once (the derive functions read the same
+    columns many times)."""
+
+    def __init__(self, table: pa.Table) -> None:
+        self.table = table
+        self._ints: dict[str, np.ndarray] = {}
+
+    def ints(self, column: str) -> np.ndarray:
+        """An integer column as int64 (nulls as 0; mask them with `present` where it matters)."""
+        if column not in self._ints:
+            self._ints[column] = _arrow.values(self.table.column(column))
+        return self._ints[column]
+
+    def present(self, column: str) -> np.ndarray:
+        return _arrow.valid(self.table.column(column))
+
+    def mask(self, column: str, predicate: Callable[[str], bool]) -> np.ndarray:
+        """Rows whose (dictionary-encoded string) value satisfies `predicate`; nulls never do."""
+        parts = []
+        for chunk in self.table.column(column).chunks:
+            if not pa.types.is_dictionary(chunk.type):
+                chunk = chunk.dictionary_encode()
+            codes, dictionary = _arrow.codes(chunk)
             hits = np.array([v is not None and predicate(v) for v in dictionary] + [False], dtype=bool)
-            indices = chunk.indices.fill_null(len(dictionary)).to_numpy(zero_copy_only=False)
-            parts.append(hits[indices])
-        else:
-            values = chunk.to_pylist()
-            parts.append(np.array([v is not None and predicate(v) for v in values], dtype=bool))
-    return np.concatenate(parts) if parts else np.zeros(0, dtype=bool)
+            parts.append(hits[codes])
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=bool)
+
+    def strings(self, column: str, rows: np.ndarray) -> list:
+        """The values of a dictionary-encoded string column at `rows`."""
+        if len(rows) == 0:
+            return []
+        return self.table.column(column).take(_arrow.from_numpy(rows.astype(np.int64))).to_pylist()
 
 
-def _np(table: pa.Table, column: str) -> np.ndarray:
-    """An integer column as int64 numpy (nulls as 0; callers mask them with `_np_null` when it matters)."""
-    col = table.column(column)
-    if col.num_chunks == 0:
-        return np.zeros(0, dtype=np.int64)
-    return col.fill_null(0).to_numpy().astype(np.int64, copy=False)
-
-
-def _np_null(col: pa.ChunkedArray) -> np.ndarray:
-    if col.num_chunks == 0:
-        return np.zeros(0, dtype=bool)
-    return col.is_null().to_numpy()
+def _frame(events: pa.Table | Frame) -> Frame:
+    return events if isinstance(events, Frame) else Frame(events)
 
 
 def _rows(kind: str, columns: dict[str, list]) -> pa.Table:
@@ -411,19 +427,18 @@ def _rows(kind: str, columns: dict[str, list]) -> pa.Table:
     n = len(next(iter(values.values())))
     arrays = []
     for field in SCHEMA:
+        v = values.get(field.name)
         if field.name == "kind":
-            arrays.append(
-                pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), [kind]).cast(field.type)
-            )
-        elif field.name in values:
-            v = values[field.name]
-            if pa.types.is_dictionary(field.type):
-                arrays.append(pa.array(v, pa.string()).dictionary_encode().cast(field.type))
-            elif isinstance(v, np.ndarray):
-                # str(type) ("int32") names the numpy dtype; to_pandas_dtype() would import pandas (0.6 s)
-                arrays.append(pa.array(v.astype(str(field.type)), field.type))
-            else:
-                arrays.append(pa.array(v, field.type))
+            arrays.append(_arrow.dictionary(np.zeros(n, np.int32), [kind]))
+        elif v is None:
+            arrays.append(_arrow.nulls(n, field.type))
+        elif pa.types.is_dictionary(field.type):
+            uniques = [u for u in dict.fromkeys(v) if u is not None]
+            index = {u: i for i, u in enumerate(uniques)}
+            codes = np.array([-1 if x is None else index[x] for x in v], np.int32)
+            arrays.append(_arrow.dictionary(codes, uniques))
         else:
-            arrays.append(pa.nulls(n, field.type))
+            ok = None if isinstance(v, np.ndarray) else np.array([x is not None for x in v], bool)
+            data = v if isinstance(v, np.ndarray) else np.array([0 if x is None else x for x in v], np.int64)
+            arrays.append(_arrow.from_numpy(data, ok, field.type))
     return pa.Table.from_arrays(arrays, schema=SCHEMA)

@@ -44,6 +44,15 @@ class Capture:
     def traces(self) -> list[dict]:
         return self.meta.get("traces") or []
 
+    def rows_by_kind(self) -> dict[str, int]:
+        """Row counts by kind (event, step, busy, ...); cheap, and never imports pandas."""
+        import pyarrow.compute as pc
+
+        if self.table.num_rows == 0:
+            return {}
+        kind = _decoded(self.table, "kind")
+        return {row["values"]: row["counts"] for row in pc.value_counts(kind).to_pylist() if row["values"]}
+
     def summary(self) -> dict:
         """What the capture holds: ranks, devices, steps, and row counts by kind and by category."""
         import pyarrow.compute as pc

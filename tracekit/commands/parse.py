@@ -37,7 +37,7 @@ def parse(
             )
     events = sum(t["events"] for t in capture.traces)
     ranks = sorted({t["rank"] for t in capture.traces})
-    steps = capture.summary()["steps"]  # the returned capture holds the derived rows
+    steps = capture.rows_by_kind().get("step", 0)  # the returned capture holds the derived rows
     typer.echo(
         f"wrote {output}: {events} events, {len(ranks)} rank(s), {steps} step(s) "
         f"from {len(capture.meta['sources'])} file(s) in {time.perf_counter() - started:.1f} s"

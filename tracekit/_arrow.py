@@ -1,0 +1,130 @@
+"""numpy ↔ Arrow for the parser's hot path, without pyarrow's pandas shim.
+
+`pa.array`, `pa.scalar` and `Array.to_numpy` import pandas on first use (pyarrow 26 checks every input
+for pandas types), which costs ~0.5 s of a `tracekit parse` run before any work is done. These helpers
+build arrays from numpy buffers (`pa.Array.from_buffers`) and read them back the same way, so parsing
+never imports pandas. They handle the types the parser uses: fixed-width integers, booleans, strings
+and dictionary<int32, string>.
+
+    from_numpy(values, ok)      int64/int32 numpy (+ validity mask) → Array
+    strings(["a", "b"])         Python strings → StringArray (no nulls)
+    dictionary(codes, uniques)  int32 codes (-1 = null) into a list of strings → DictionaryArray
+    bools(mask)                 bool numpy → BooleanArray
+    values(arr, fill)           integer Array / ChunkedArray → numpy, nulls as `fill`
+    valid(arr)                  Array / ChunkedArray → bool numpy, True where not null
+    codes(arr)                  DictionaryArray → (int32 codes with -1 for null, list of strings)
+    nulls(n, type)              an all-null integer or dictionary array, without touching its memory
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+import pyarrow as pa
+
+
+def from_numpy(
+    values: np.ndarray, ok: Optional[np.ndarray] = None, type: Optional[pa.DataType] = None
+) -> pa.Array:
+    """An Arrow array of `values` (a numeric numpy array), null where `ok` is False."""
+    typ = type if type is not None else pa.from_numpy_dtype(values.dtype)
+    values = np.ascontiguousarray(values, dtype=_np_dtype(typ))
+    n = len(values)
+    validity, nulls = _validity(ok, n)
+    return pa.Array.from_buffers(typ, n, [validity, pa.py_buffer(values)], null_count=nulls)
+
+
+_NP = {"int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64, "uint8": np.uint8}
+
+
+def _validity(ok: Optional[np.ndarray], n: int) -> tuple[Optional[pa.Buffer], int]:
+    if ok is None:
+        return None, 0
+    valid_count = int(np.count_nonzero(ok))
+    if valid_count == n:
+        return None, 0
+    return pa.py_buffer(np.packbits(ok, bitorder="little")), n - valid_count
+
+
+def bools(mask: np.ndarray) -> pa.BooleanArray:
+    """A BooleanArray (no nulls) of a numpy bool mask."""
+    mask = np.asarray(mask, dtype=bool)
+    return pa.Array.from_buffers(
+        pa.bool_(), len(mask), [None, pa.py_buffer(np.packbits(mask, bitorder="little"))]
+    )
+
+
+def strings(items: list[str]) -> pa.StringArray:
+    """A StringArray (no nulls) of Python strings."""
+    encoded = [s.encode("utf-8", "surrogatepass") for s in items]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int32)
+    if encoded:
+        np.cumsum([len(e) for e in encoded], out=offsets[1:])
+    data = b"".join(encoded)
+    return pa.Array.from_buffers(pa.string(), len(encoded), [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+def dictionary(codes: np.ndarray, uniques: list[str]) -> pa.DictionaryArray:
+    """A dictionary<int32, string> array: `codes` index `uniques`, -1 is null."""
+    codes = np.asarray(codes, dtype=np.int32)
+    indices = from_numpy(codes, codes >= 0, pa.int32())
+    return pa.DictionaryArray.from_arrays(indices, strings(uniques))
+
+
+def nulls(n: int, type: pa.DataType) -> pa.Array:
+    """An all-null array of `type` (integer or dictionary<int32, string>). Its buffers come from
+    np.zeros (calloc), so the pages are never touched: pa.nulls zero-fills them (~17 ms per million
+    int64 rows, a third of building the derived rows)."""
+    if pa.types.is_dictionary(type):
+        return pa.DictionaryArray.from_arrays(nulls(n, type.index_type), strings([]))
+    bitmap = pa.py_buffer(np.zeros((n + 7) // 8, dtype=np.uint8))
+    data = pa.py_buffer(np.zeros(n, dtype=_np_dtype(type)))
+    return pa.Array.from_buffers(type, n, [bitmap, data], null_count=n)
+
+
+def _chunks(arr: pa.Array | pa.ChunkedArray) -> list[pa.Array]:
+    return list(arr.chunks) if isinstance(arr, pa.ChunkedArray) else [arr]
+
+
+def _np_dtype(typ: pa.DataType) -> np.dtype:
+    return np.dtype(_NP[str(typ)])
+
+
+def valid(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """True where `arr` is not null."""
+    parts = []
+    for chunk in _chunks(arr):
+        n = len(chunk)
+        if chunk.null_count == 0:
+            parts.append(np.ones(n, dtype=bool))
+        elif chunk.null_count == n or chunk.type == pa.null():
+            parts.append(np.zeros(n, dtype=bool))
+        else:
+            bitmap = np.frombuffer(chunk.buffers()[0], dtype=np.uint8)
+            bits = np.unpackbits(bitmap, bitorder="little", count=chunk.offset + n)
+            parts.append(bits[chunk.offset :].astype(bool))
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=bool)
+
+
+def values(arr: pa.Array | pa.ChunkedArray, fill: int = 0, dtype: type = np.int64) -> np.ndarray:
+    """The values of an integer array as numpy `dtype`, nulls as `fill`."""
+    parts = []
+    for chunk in _chunks(arr):
+        n = len(chunk)
+        if n == 0:
+            continue
+        if chunk.null_count == n:
+            parts.append(np.full(n, fill, dtype=dtype))
+            continue
+        raw = np.frombuffer(chunk.buffers()[1], dtype=_np_dtype(chunk.type), count=chunk.offset + n)
+        part = raw[chunk.offset :].astype(dtype)  # a copy: the result never aliases Arrow memory
+        if chunk.null_count:
+            part[~valid(chunk)] = fill
+        parts.append(part)
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+
+
+def codes(arr: pa.DictionaryArray) -> tuple[np.ndarray, list]:
+    """(int32 codes with -1 for null, the dictionary as a list) of one dictionary array."""
+    return values(arr.indices, fill=-1, dtype=np.int32), arr.dictionary.to_pylist()
