@@ -169,6 +169,8 @@ static int index_fields(void) {
 /* ------------------------------------------------------------------------------------------------ */
 /* A string dictionary: open addressing over (hash, offset, length) into a byte arena. */
 
+#define DICT_RECENT 64
+
 typedef struct {
     uint64_t hash;
     size_t off;
@@ -184,6 +186,10 @@ typedef struct {
     size_t arena_len, arena_cap;
     size_t *offs; /* offs[code], lens[code] */
     size_t *lens;
+    /* A direct-mapped cache of recent codes, indexed by (length, first and last 8 bytes): a string seen
+       recently (names repeat: "cudaLaunchKernel", the same long kernel name) is found by one comparison
+       of its bytes, without hashing all of them. A hit is always checked against the stored text. */
+    int32_t recent[DICT_RECENT];
 } Dict;
 
 static int dict_init(Dict *d) {
@@ -196,6 +202,7 @@ static int dict_init(Dict *d) {
     d->lens = malloc(d->cap / 2 * sizeof(size_t));
     if (!d->slots || !d->arena || !d->offs || !d->lens) return -1;
     for (size_t i = 0; i < d->cap; i++) d->slots[i].code = -1;
+    for (size_t i = 0; i < DICT_RECENT; i++) d->recent[i] = -1;
     return 0;
 }
 
@@ -246,8 +253,31 @@ static int dict_grow(Dict *d) {
     return 0;
 }
 
+static inline unsigned recent_index(const char *s, size_t n) {
+    uint64_t a = 0, b = 0;
+    if (n >= 8) {
+        memcpy(&a, s, 8);
+        memcpy(&b, s + n - 8, 8);
+    } else {
+        memcpy(&a, s, n);
+    }
+    return (unsigned)((((a * 0x9E3779B97F4A7C15ULL) ^ b ^ n) * 0xFF51AFD7ED558CCDULL) >> 58); /* 6 bits */
+}
+
+static int32_t dict_insert(Dict *d, const char *s, size_t n);
+
 /* The code of the string s[0:n]; adds it when new. -1 on memory error. */
-static int32_t dict_code(Dict *d, const char *s, size_t n) {
+static inline int32_t dict_code(Dict *d, const char *s, size_t n) {
+    unsigned r = recent_index(s, n);
+    int32_t c = d->recent[r];
+    if (c >= 0 && d->lens[c] == n && memcmp(d->arena + d->offs[c], s, n) == 0) return c;
+    c = dict_insert(d, s, n);
+    d->recent[r] = c;
+    return c;
+}
+
+/* dict_code without the cache: the hash table lookup, adding the string when new. */
+static int32_t dict_insert(Dict *d, const char *s, size_t n) {
     uint64_t h = hash_bytes(s, n);
     size_t j = h & (d->cap - 1);
     while (d->slots[j].code >= 0) {
@@ -613,20 +643,49 @@ static inline int number_ends(Scan *s) {
     return c == ',' || c == '}' || c == ']' || c == ' ' || c == '\n' || c == '\r' || c == '\t';
 }
 
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define SWAR_DIGITS 1
+/* Whether the 8 bytes of w (little-endian) are all ASCII digits. */
+static inline int eight_digits(uint64_t w) {
+    return ((w & 0xF0F0F0F0F0F0F0F0ULL) | (((w + 0x0606060606060606ULL) & 0xF0F0F0F0F0F0F0F0ULL) >> 4)) ==
+           0x3333333333333333ULL;
+}
+/* The value of 8 ASCII digits (the first byte is the most significant digit). */
+static inline uint64_t parse_eight(uint64_t w) {
+    w = (w & 0x0F0F0F0F0F0F0F0FULL) * 2561 >> 8;
+    w = (w & 0x00FF00FF00FF00FFULL) * 6553601 >> 16;
+    return (w & 0x0000FFFF0000FFFFULL) * 42949672960001ULL >> 32;
+}
+#endif
+
 /* The integer part of a JSON number ("0" or [1-9][0-9]*) at p, at most `limit`: its value in *v and the
- * position after it, or NULL (not a number, overflow, over the limit). */
-static const unsigned char *int_part(const unsigned char *p, const unsigned char *end, uint64_t limit,
-                                     uint64_t *v) {
+ * position after it, or NULL (not a number, over the limit). Up to 19 digits fit in uint64 without
+ * overflow; more are always over the limit (limit <= INT64_MAX < 10^19). */
+static inline const unsigned char *int_part(const unsigned char *p, const unsigned char *end, uint64_t limit,
+                                            uint64_t *v) {
     *v = 0;
     if (p >= end) return NULL;
     if (*p == '0') return p + 1;
-    if (*p < '1' || *p > '9') return NULL;
-    while (p < end && *p >= '0' && *p <= '9') {
-        if (__builtin_mul_overflow(*v, 10, v) || __builtin_add_overflow(*v, (uint64_t)(*p - '0'), v))
-            return NULL;
+    if ((unsigned)(*p - '1') > 8) return NULL;
+    const unsigned char *start = p;
+    uint64_t x = 0;
+#ifdef SWAR_DIGITS
+    while (end - p >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        if (!eight_digits(w)) break;
+        x = x * 100000000 + parse_eight(w); /* wraps only past 19 digits: rejected below */
+        p += 8;
+        if (p - start > 19) return NULL;
+    }
+#endif
+    while (p < end && (unsigned)(*p - '0') <= 9) {
+        x = x * 10 + (uint64_t)(*p - '0');
         p++;
     }
-    return *v > limit ? NULL : p;
+    if (p - start > 19 || x > limit) return NULL;
+    *v = x;
+    return p;
 }
 
 /* A JSON integer in int64 range (magnitude <= INT64_MAX). */
@@ -719,8 +778,15 @@ static inline int is_null(Scan *s) {
 static inline void put_int(Scan *s, int col, size_t row, int64_t v, uint8_t valid) {
     size_t f = s->ifill[col];
     if (f < row) {
-        memset(s->ints[col] + f, 0, (row - f) * sizeof(int64_t));
-        memset(s->valid[col] + f, 0, row - f);
+        if (row - f <= 8) { /* short gaps are the common ones: no call */
+            for (size_t r = f; r < row; r++) {
+                s->ints[col][r] = 0;
+                s->valid[col][r] = 0;
+            }
+        } else {
+            memset(s->ints[col] + f, 0, (row - f) * sizeof(int64_t));
+            memset(s->valid[col] + f, 0, row - f);
+        }
     }
     s->ints[col][row] = v;
     s->valid[col][row] = valid;
@@ -729,7 +795,13 @@ static inline void put_int(Scan *s, int col, size_t row, int64_t v, uint8_t vali
 
 static inline void put_code(Scan *s, int col, size_t row, int32_t code) {
     size_t f = s->cfill[col];
-    if (f < row) memset(s->codes[col] + f, 0xFF, (row - f) * sizeof(int32_t)); /* -1 */
+    if (f < row) {
+        if (row - f <= 8) {
+            for (size_t r = f; r < row; r++) s->codes[col][r] = -1;
+        } else {
+            memset(s->codes[col] + f, 0xFF, (row - f) * sizeof(int32_t)); /* -1 */
+        }
+    }
     s->codes[col][row] = code;
     s->cfill[col] = row + 1;
 }
