@@ -311,8 +311,9 @@ static int32_t dict_insert(Dict *d, const char *s, size_t n) {
 /* ------------------------------------------------------------------------------------------------ */
 /* The scanner state */
 
-/* The key expected after a given key (the common layout: events of one kind repeat their keys in one
- * order): the bytes from its opening quote to its value (`"cat": `, at most 32), as words and masks. */
+/* A key expected after a given key (the common layout: events of one kind repeat their keys in one
+ * order; two kinds of events interleave, so the last two keys seen after it are tried): the bytes from its
+ * opening quote to its value (`"cat": `, at most 32), as words and masks. */
 typedef struct {
     uint64_t t[4], m[4]; /* an empty entry never matches: t[0] = 1, m = 0 */
     size_t tlen;
@@ -325,16 +326,15 @@ typedef struct {
 typedef struct {
     const unsigned char *p, *end;
     size_t n, cap;
-    Pred pred[2][KEY_SLOTS + 2]; /* [args?][previous key's slot] */
-    /* The output columns, cap cells each, written in place. A column's cells [0, fill) are written: a
-       value, or the null filler (0 / 0 / -1) for the rows in between, written when the column is next
-       written (put_int, put_code) or at the end (build_result). So an event costs only its own fields. */
+    Pred pred[2][KEY_SLOTS + 2][2]; /* [args?][previous key's slot][the two last seen] */
+    /* The output columns, cap cells each, written in place. Rows [0, cleared) hold null (0 / 0 / -1) or
+       a value: the scanner clears ZERO_ROWS rows ahead of the one it reads (a block that stays in cache
+       until its events are written), so an event writes only its own fields. */
     char *block; /* all columns in one allocation (one big block: freed memory is reused by malloc) */
     int64_t *ints[N_INT];
     uint8_t *valid[N_INT];
-    size_t ifill[N_INT];
     int32_t *codes[N_STR];
-    size_t cfill[N_STR];
+    size_t cleared;
     Dict dicts[N_STR];
     Dict intstr; /* strings found where an integer is kept (pid "Spans"): valid = 2, value = code */
     char *scratch; /* decoded text of a kept string with escapes */
@@ -776,41 +776,17 @@ static inline int is_null(Scan *s) {
 }
 
 static inline void put_int(Scan *s, int col, size_t row, int64_t v, uint8_t valid) {
-    size_t f = s->ifill[col];
-    if (f < row) {
-        if (row - f <= 8) { /* short gaps are the common ones: no call */
-            for (size_t r = f; r < row; r++) {
-                s->ints[col][r] = 0;
-                s->valid[col][r] = 0;
-            }
-        } else {
-            memset(s->ints[col] + f, 0, (row - f) * sizeof(int64_t));
-            memset(s->valid[col] + f, 0, row - f);
-        }
-    }
     s->ints[col][row] = v;
     s->valid[col][row] = valid;
-    s->ifill[col] = row + 1;
 }
 
-static inline void put_code(Scan *s, int col, size_t row, int32_t code) {
-    size_t f = s->cfill[col];
-    if (f < row) {
-        if (row - f <= 8) {
-            for (size_t r = f; r < row; r++) s->codes[col][r] = -1;
-        } else {
-            memset(s->codes[col] + f, 0xFF, (row - f) * sizeof(int32_t)); /* -1 */
-        }
-    }
-    s->codes[col][row] = code;
-    s->cfill[col] = row + 1;
-}
+static inline void put_code(Scan *s, int col, size_t row, int32_t code) { s->codes[col][row] = code; }
 
 static int read_field(Scan *s, const Field *f, size_t row);
 
 static int read_object(Scan *s, const Field *fields, size_t row) {
     int a = fields == ARG_FIELDS;
-    Pred *preds = s->pred[a];
+    Pred(*preds)[2] = s->pred[a];
     unsigned prev = PRED_START;
     uint32_t seen = 0;
     s->p++; /* '{' */
@@ -821,12 +797,22 @@ static int read_object(Scan *s, const Field *fields, size_t row) {
     }
     for (;;) {
         const unsigned char *p = s->p;
-        Pred *pr = &preds[prev];
+        Pred *pr = NULL;
         int fi;
-        uint64_t in[4];
-        if (s->end - p >= 32 && (memcpy(in, p, 32), (((in[0] & pr->m[0]) ^ pr->t[0]) | ((in[1] & pr->m[1]) ^ pr->t[1]) |
-                                                    ((in[2] & pr->m[2]) ^ pr->t[2]) | ((in[3] & pr->m[3]) ^ pr->t[3])) == 0)) {
-            /* the expected key: the same bytes as a key read (and validated) before */
+        if (s->end - p >= 32) {
+            uint64_t in[4];
+            memcpy(in, p, 32);
+            for (int way = 0; way < 2; way++) {
+                Pred *q = &preds[prev][way];
+                if ((((in[0] & q->m[0]) ^ q->t[0]) | ((in[1] & q->m[1]) ^ q->t[1]) | ((in[2] & q->m[2]) ^ q->t[2]) |
+                     ((in[3] & q->m[3]) ^ q->t[3])) == 0) {
+                    pr = q;
+                    break;
+                }
+            }
+        }
+        if (pr) {
+            /* an expected key: the same bytes as a key read (and validated) before */
             s->p = p + pr->tlen;
             skip_ws(s);
             fi = pr->field;
@@ -846,7 +832,9 @@ static int read_object(Scan *s, const Field *fields, size_t row) {
                     fi = sl->field;
             }
             size_t tl = (size_t)(s->p - p);
-            if (tl <= 32) { /* expect this key after the previous one from now on */
+            if (tl <= 32) { /* expect this key after the previous one from now on (and the last one too) */
+                pr = &preds[prev][0];
+                preds[prev][1] = *pr;
                 unsigned char t[32] = {0}, m[32] = {0};
                 memcpy(t, p, tl);
                 memset(m, 0xFF, tl);
@@ -925,35 +913,51 @@ static int read_field(Scan *s, const Field *f, size_t row) {
 
 #define ROW_BYTES (N_INT * (sizeof(int64_t) + 1) + N_STR * sizeof(int32_t))
 
-/* A column block of nc rows (the first size guessed from the input size), the written cells copied over. */
+/* A column block of nc rows (the first size guessed from the input size), the n rows read copied over. */
 static int grow_columns(Scan *s) {
     size_t nc = s->cap ? s->cap * 2 : (size_t)(s->end - s->p) / 256 + 1024;
     if (nc > ((size_t)-1 / 2) / ROW_BYTES) return FAIL;
     char *b = malloc(nc * ROW_BYTES);
     if (!b) return FAIL;
     char *at = b; /* int64 columns first, then int32, then bytes: each stays aligned */
+    size_t n = s->n;
     for (int i = 0; i < N_INT; i++, at += nc * sizeof(int64_t)) {
-        if (s->ifill[i]) memcpy(at, s->ints[i], s->ifill[i] * sizeof(int64_t));
+        if (n) memcpy(at, s->ints[i], n * sizeof(int64_t));
         s->ints[i] = (int64_t *)at;
     }
     for (int i = 0; i < N_STR; i++, at += nc * sizeof(int32_t)) {
-        if (s->cfill[i]) memcpy(at, s->codes[i], s->cfill[i] * sizeof(int32_t));
+        if (n) memcpy(at, s->codes[i], n * sizeof(int32_t));
         s->codes[i] = (int32_t *)at;
     }
     for (int i = 0; i < N_INT; i++, at += nc) {
-        if (s->ifill[i]) memcpy(at, s->valid[i], s->ifill[i]);
+        if (n) memcpy(at, s->valid[i], n);
         s->valid[i] = (uint8_t *)at;
     }
     free(s->block);
     s->block = b;
     s->cap = nc;
+    s->cleared = n;
     return 0;
+}
+
+#define ZERO_ROWS 512
+
+/* Clear the next ZERO_ROWS rows (or up to cap) of every column to null. */
+static void clear_rows(Scan *s) {
+    size_t a = s->cleared, b = a + ZERO_ROWS < s->cap ? a + ZERO_ROWS : s->cap;
+    for (int i = 0; i < N_INT; i++) {
+        memset(s->ints[i] + a, 0, (b - a) * sizeof(int64_t));
+        memset(s->valid[i] + a, 0, b - a);
+    }
+    for (int i = 0; i < N_STR; i++) memset(s->codes[i] + a, 0xFF, (b - a) * sizeof(int32_t)); /* -1 */
+    s->cleared = b;
 }
 
 static int scan_item(Scan *s) {
     if (s->p >= s->end) return FAIL;
     if (*s->p == '{') {
         if (s->n == s->cap && grow_columns(s) < 0) return FAIL;
+        if (s->n == s->cleared) clear_rows(s);
         size_t row = s->n;
         s->depth = 1;
         if (read_object(s, TOP_FIELDS, row) < 0) return FAIL;
@@ -1011,22 +1015,14 @@ static PyObject *build_result(Scan *s) {
     PyObject *codes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * sizeof(int32_t) * N_STR));
     PyObject *uniques = PyList_New(N_STR + 1);
     if (!ints || !valid || !codes || !uniques) goto error;
-    /* Copy the written part of each column; the rest (after its last value) is null. */
     int64_t *oi = (int64_t *)PyBytes_AS_STRING(ints);
     uint8_t *ov = (uint8_t *)PyBytes_AS_STRING(valid);
     int32_t *oc = (int32_t *)PyBytes_AS_STRING(codes);
     for (int i = 0; i < N_INT && n; i++) {
-        size_t f = s->ifill[i];
-        memcpy(oi + i * n, s->ints[i], f * sizeof(int64_t));
-        memset(oi + i * n + f, 0, (n - f) * sizeof(int64_t));
-        memcpy(ov + i * n, s->valid[i], f);
-        memset(ov + i * n + f, 0, n - f);
+        memcpy(oi + i * n, s->ints[i], n * sizeof(int64_t));
+        memcpy(ov + i * n, s->valid[i], n);
     }
-    for (int i = 0; i < N_STR && n; i++) {
-        size_t f = s->cfill[i];
-        memcpy(oc + i * n, s->codes[i], f * sizeof(int32_t));
-        memset(oc + i * n + f, 0xFF, (n - f) * sizeof(int32_t));
-    }
+    for (int i = 0; i < N_STR && n; i++) memcpy(oc + i * n, s->codes[i], n * sizeof(int32_t));
     for (int i = 0; i <= N_STR; i++) {
         Dict *d = i < N_STR ? &s->dicts[i] : &s->intstr;
         PyObject *lst = PyList_New((Py_ssize_t)d->count);
@@ -1068,7 +1064,7 @@ static PyObject *fastscan_scan(PyObject *self, PyObject *args) {
         if (dict_init(&s.dicts[i]) < 0) ok = 0;
     if (dict_init(&s.intstr) < 0) ok = 0;
     for (int a = 0; a < 2; a++)
-        for (int i = 0; i < KEY_SLOTS + 2; i++) s.pred[a][i].t[0] = 1; /* never matches */
+        for (int i = 0; i < KEY_SLOTS + 2; i++) s.pred[a][i][0].t[0] = s.pred[a][i][1].t[0] = 1; /* no match */
     PyObject *result = NULL;
     if (ok) {
         s.p = (const unsigned char *)view.buf + start;
