@@ -108,21 +108,22 @@ def valid(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
 
 
 def values(arr: pa.Array | pa.ChunkedArray, fill: int = 0, dtype: type = np.int64) -> np.ndarray:
-    """The values of an integer array as numpy `dtype`, nulls as `fill`."""
-    parts = []
-    for chunk in _chunks(arr):
+    """The values of an integer array as numpy `dtype` (a new array), nulls as `fill`."""
+    chunks = _chunks(arr)
+    out = np.empty(sum(len(c) for c in chunks), dtype=dtype)
+    pos = 0
+    for chunk in chunks:
         n = len(chunk)
-        if n == 0:
-            continue
+        part = out[pos : pos + n]
+        pos += n
         if chunk.null_count == n:
-            parts.append(np.full(n, fill, dtype=dtype))
+            part[:] = fill
             continue
         raw = np.frombuffer(chunk.buffers()[1], dtype=_np_dtype(chunk.type), count=chunk.offset + n)
-        part = raw[chunk.offset :].astype(dtype)  # a copy: the result never aliases Arrow memory
+        part[:] = raw[chunk.offset :]
         if chunk.null_count:
             part[~valid(chunk)] = fill
-        parts.append(part)
-    return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+    return out
 
 
 def codes(arr: pa.DictionaryArray) -> tuple[np.ndarray, list]:

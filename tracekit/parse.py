@@ -24,7 +24,6 @@ import mmap
 import multiprocessing
 import os
 import re
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
@@ -251,31 +250,61 @@ def _parse_files(
     (in memory: just that file; streaming: `_Restart`, and the caller starts over with the plan kept)."""
     plans = {} if plans is None else plans
     sources, traces = [], []
-    with ThreadPoolExecutor(1) as hasher:
-        for path, display in files:
-            digest = hasher.submit(sha256_file, path)
-            key = (str(path), os.path.getsize(path))
-            while True:
-                plan = plans.setdefault(key, {"fast": True, "unit": "us"})
-                pending: list[tuple[pa.Table, pa.Table]] = []
-                emit = sink if streaming else functools.partial(_collect, pending)
-                try:
-                    info = _parse_one(
-                        path, display, plan, salvage=salvage, progress=progress, sink=emit, borrow=streaming
-                    )
-                except _Redo as redo:
-                    plan.update(redo.plan)
-                    if streaming:
-                        raise _Restart() from None
-                    continue
-                for tables in pending:
-                    sink(*tables)
-                break
-            source = {"path": display, "rank": info["rank"], "bytes": os.path.getsize(path)}
-            source["sha256"] = digest.result()
-            sources.append(source)
-            traces.append(info)
+    for path, display in files:
+        digest = _Digest(path)
+        key = (str(path), os.path.getsize(path))
+        while True:
+            plan = plans.setdefault(key, {"fast": True, "unit": "us"})
+            pending: list[tuple[pa.Table, pa.Table]] = []
+            emit = sink if streaming else functools.partial(_collect, pending)
+            try:
+                info = _parse_one(
+                    path,
+                    display,
+                    plan,
+                    salvage=salvage,
+                    progress=progress,
+                    sink=emit,
+                    borrow=streaming,
+                    digest=digest,
+                )
+            except _Redo as redo:
+                plan.update(redo.plan)
+                if streaming:
+                    raise _Restart() from None
+                continue
+            for tables in pending:
+                sink(*tables)
+            break
+        source = {"path": display, "rank": info["rank"], "bytes": os.path.getsize(path)}
+        source["sha256"] = digest.value()
+        sources.append(source)
+        traces.append(info)
     return sources, traces
+
+
+class _Digest:
+    """The sha256 of a source file (`sources[].sha256`), computed by a decode worker when the file is
+    decoded in the pool (the parent is the busiest process: it writes the Parquet file), else here."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._value: Optional[str] = None
+        self._pending = None
+
+    def start_in(self, pool) -> None:
+        if self._value is None:
+            self._pending = pool.apply_async(sha256_file, (self.path,))
+
+    def collect(self) -> None:
+        """Take the worker's result (before its pool closes)."""
+        if self._pending is not None:
+            self._value, self._pending = self._pending.get(), None
+
+    def value(self) -> str:
+        if self._value is None:
+            self._value = sha256_file(self.path)
+        return self._value
 
 
 def _collect(into: list, table: pa.Table, needed: pa.Table) -> None:
@@ -297,6 +326,7 @@ def _parse_one(
     progress: Optional[Progress],
     sink: Sink,
     borrow: bool = False,
+    digest: Optional[_Digest] = None,
 ) -> dict:
     """Decode one file into `sink`; return its trace entry. Raises _Redo to change the plan.
 
@@ -324,7 +354,7 @@ def _parse_one(
     done = 0
     try:
         for table, needed, stats in _decode_ranges(
-            source, ranges, unit=plan["unit"], where=str(path), rank=rank, borrow=borrow
+            source, ranges, unit=plan["unit"], where=str(path), rank=rank, borrow=borrow, digest=digest
         ):
             rows += table.num_rows
             _merge_stats(stats_all, stats)
@@ -432,30 +462,36 @@ class _Slot:
     maps: the table crosses processes without being compressed, piped and rebuilt (which cost the
     parent ~20 ms per 24 MiB chunk, a fifth of its work). Created before the workers fork, so they
     inherit the descriptor; it holds one table at a time: the parent hands a slot to the next job only
-    after it has written the previous table out."""
+    after it has written the previous table out. Each process keeps its mapping from one table to the
+    next, so the pages are faulted in once, not once per chunk."""
 
     def __init__(self, index: int) -> None:
         self.fd = os.memfd_create(f"tracekit-chunk-{index}", os.MFD_CLOEXEC)
+        self._map: Optional[mmap.mmap] = None  # this process's mapping (each worker has its own)
+
+    def _mapping(self, size: int, write: bool) -> mmap.mmap:
+        if self._map is None or len(self._map) < size:
+            if write and os.fstat(self.fd).st_size < size:
+                os.ftruncate(self.fd, size + size // 4)  # room for a somewhat larger next table
+            length = os.fstat(self.fd).st_size
+            prot = mmap.PROT_READ | (mmap.PROT_WRITE if write else 0)
+            # The old mapping (if any) goes when the last buffer pointing into it does.
+            self._map = mmap.mmap(self.fd, length, prot=prot)
+        return self._map
 
     def put(self, table: pa.Table) -> int:
         """Write `table` as an uncompressed IPC stream at offset 0; return its size in bytes."""
         mock = pa.MockOutputStream()
         _write_ipc(mock, table)
         size = mock.size()
-        if os.fstat(self.fd).st_size < size:
-            os.ftruncate(self.fd, size)
-        mapped = mmap.mmap(self.fd, size)
-        try:
-            _write_ipc(pa.FixedSizeBufferWriter(pa.py_buffer(mapped)), table)
-        finally:
-            mapped.close()
+        _write_ipc(pa.FixedSizeBufferWriter(pa.py_buffer(self._mapping(size, write=True))), table)
         return size
 
     def get(self, size: int) -> pa.Table:
-        """The table a worker put here (zero-copy: its buffers point into the mapping, which is
-        unmapped when the last of them is released)."""
-        mapped = mmap.mmap(self.fd, size, prot=mmap.PROT_READ)
-        return pa.ipc.open_stream(pa.py_buffer(mapped)).read_all()
+        """The table a worker put here (zero-copy: its buffers point into the mapping, valid until the
+        slot's next table is written)."""
+        data = pa.py_buffer(self._mapping(size, write=False)).slice(0, size)
+        return pa.ipc.open_stream(data).read_all()
 
     def close(self) -> None:
         os.close(self.fd)
@@ -472,14 +508,22 @@ _SLOTS: list[_Slot] = []
 
 
 def _decode_ranges(
-    buf, ranges: list[tuple[int, int]], *, unit: str, where: str, rank: int, borrow: bool = False
+    buf,
+    ranges: list[tuple[int, int]],
+    *,
+    unit: str,
+    where: str,
+    rank: int,
+    borrow: bool = False,
+    digest: Optional[_Digest] = None,
 ) -> Iterator[tuple[pa.Table, pa.Table, dict]]:
     """Decode each range of whole events, in order; in worker processes when there are several.
 
     At most `2 × workers + 2` chunks are in flight: a decoded table waits (in shared memory, or in
     the pipe) only until the parent has written it, so memory stays bounded by the chunk size. With
     `borrow`, each event table is only valid until the next one is asked for (it lives in a shared
-    memory slot that is then reused); without, every table is the caller's to keep."""
+    memory slot that is then reused); without, every table is the caller's to keep. A `digest` is
+    computed by the pool, when there is one, beside the chunks."""
     jobs = [(a, b, unit, where, rank) for a, b in ranges]
     n = min(workers(), len(jobs))
     _SHARED["buf"] = buf
@@ -489,12 +533,14 @@ def _decode_ranges(
                 yield _decode_range(job)
             return
         _keep_heap_pages()
-        yield from _decode_in_pool(jobs, n, shared=borrow and hasattr(os, "memfd_create"))
+        yield from _decode_in_pool(jobs, n, shared=borrow and hasattr(os, "memfd_create"), digest=digest)
     finally:
         _SHARED.clear()
 
 
-def _decode_in_pool(jobs: list[tuple], n: int, shared: bool) -> Iterator[tuple[pa.Table, pa.Table, dict]]:
+def _decode_in_pool(
+    jobs: list[tuple], n: int, shared: bool, digest: Optional[_Digest]
+) -> Iterator[tuple[pa.Table, pa.Table, dict]]:
     window = min(len(jobs), 2 * n + 2)
     try:
         if shared:
@@ -512,6 +558,8 @@ def _decode_in_pool(jobs: list[tuple], n: int, shared: bool) -> Iterator[tuple[p
                 else:
                     pending.append((slot, pool.apply_async(_decode_range_packed, (job,))))
 
+            if digest is not None:
+                digest.start_in(pool)
             for slot in range(window):
                 submit(slot)
             while pending:
@@ -524,6 +572,8 @@ def _decode_in_pool(jobs: list[tuple], n: int, shared: bool) -> Iterator[tuple[p
                 yield out
                 del out  # the consumer has written the table: the slot is free again
                 submit(slot)
+            if digest is not None:
+                digest.collect()
     finally:
         for slot in _SLOTS:
             slot.close()
