@@ -645,11 +645,14 @@ static inline int number_ends(Scan *s) {
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 #define SWAR_DIGITS 1
-/* Whether the 8 bytes of w (little-endian) are all ASCII digits. */
-static inline int eight_digits(uint64_t w) {
-    return ((w & 0xF0F0F0F0F0F0F0F0ULL) | (((w + 0x0606060606060606ULL) & 0xF0F0F0F0F0F0F0F0ULL) >> 4)) ==
-           0x3333333333333333ULL;
+/* How many of the 8 bytes of w (little-endian: the first byte is the lowest) are ASCII digits before
+ * the first non-digit. A byte's high bit in (b - '0') | (b + 0x46) is set iff b is not a digit; borrows and
+ * carries only move to later bytes, so the first non-digit's flag is exact. */
+static inline unsigned leading_digits(uint64_t w) {
+    uint64_t nd = ((w - 0x3030303030303030ULL) | (w + 0x4646464646464646ULL)) & 0x8080808080808080ULL;
+    return nd ? (unsigned)__builtin_ctzll(nd) >> 3 : 8;
 }
+static const uint64_t POW10[9] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000};
 /* The value of 8 ASCII digits (the first byte is the most significant digit). */
 static inline uint64_t parse_eight(uint64_t w) {
     w = (w & 0x0F0F0F0F0F0F0F0FULL) * 2561 >> 8;
@@ -670,12 +673,15 @@ static inline const unsigned char *int_part(const unsigned char *p, const unsign
     const unsigned char *start = p;
     uint64_t x = 0;
 #ifdef SWAR_DIGITS
-    while (end - p >= 8) {
+    while (end - p >= 8) { /* 8 bytes at a time: the digits among them, up to the first non-digit */
         uint64_t w;
         memcpy(&w, p, 8);
-        if (!eight_digits(w)) break;
-        x = x * 100000000 + parse_eight(w); /* wraps only past 19 digits: rejected below */
-        p += 8;
+        unsigned nd = leading_digits(w);
+        if (nd == 0) goto done;
+        /* shifted up, the digits are preceded by zero bytes: leading zeros for parse_eight */
+        x = x * POW10[nd] + parse_eight(w << (8 * (8 - nd))); /* wraps only past 19 digits: rejected */
+        p += nd;
+        if (nd < 8) goto done;
         if (p - start > 19) return NULL;
     }
 #endif
@@ -683,6 +689,9 @@ static inline const unsigned char *int_part(const unsigned char *p, const unsign
         x = x * 10 + (uint64_t)(*p - '0');
         p++;
     }
+#ifdef SWAR_DIGITS
+done:
+#endif
     if (p - start > 19 || x > limit) return NULL;
     *v = x;
     return p;
@@ -720,6 +729,17 @@ static int read_milli(Scan *s, int64_t *out) {
     int nd = 0;
     if (p < end && *p == '.') {
         p++;
+#ifdef SWAR_DIGITS
+        if (end - p >= 8) {
+            uint64_t w;
+            memcpy(&w, p, 8);
+            unsigned k = leading_digits(w);
+            if (k == 0 || k > 3) return FAIL;
+            frac = parse_eight(w << (8 * (8 - k))) * POW10[3 - k];
+            p += k;
+            goto fraction_done;
+        }
+#endif
         while (p < end && *p >= '0' && *p <= '9') {
             if (nd == 3) return FAIL;
             frac = frac * 10 + (uint64_t)(*p - '0');
@@ -732,6 +752,9 @@ static int read_milli(Scan *s, int64_t *out) {
         frac *= 10;
         nd++;
     }
+#ifdef SWAR_DIGITS
+fraction_done:
+#endif
     s->p = p;
     if (!number_ends(s)) return FAIL;
     uint64_t m = v * 1000 + frac; /* v <= INT64_MAX / 1000, so m <= INT64_MAX */
