@@ -332,3 +332,26 @@ def test_find_trace_files_is_not_recursive(tmp_path):
     with pytest.raises(InputNotFound, match="run1"):
         find_trace_files([tmp_path])
     assert [d for _, d in find_trace_files([tmp_path / "run1"])] == ["run1/a.pt.trace.json"]
+
+
+def test_locate_events_reads_more_only_when_the_metadata_is_large():
+    """The fast path reads 1 MiB of head and 64 KiB of tail first; a header or trailer larger than that
+    (e.g. many GPUs' deviceProperties) is still found, and the result is what the small reads give."""
+    from tracekit import _decode
+
+    event = b'{"ph": "X", "cat": "cpu_op", "name": "a]", "pid": 1, "tid": 1, "ts": 1.5, "dur": 2}'
+    for head_pad, tail_pad in [(10, 10), ((1 << 20) + 100, 10), (10, (1 << 16) + 100), (2 << 20, 1 << 17)]:
+        doc = (
+            b'{"pad": "'
+            + b"x" * head_pad
+            + b'", "traceEvents": ['
+            + event
+            + b", "
+            + event
+            + b'], "trail": "'
+            + b"]" * tail_pad
+            + b'"}'
+        )
+        metadata, start, end = _decode.locate_events(doc)
+        assert doc[start:end] == b"[" + event + b", " + event + b"]"
+        assert set(metadata) == {"pad", "trail"} and len(metadata["trail"]) == tail_pad
