@@ -206,3 +206,12 @@ def test_many_events_grow_the_columns():
     """More events than the first column block holds (it is sized from the input length)."""
     events = [{"ts": i, "ph": "i"} if i % 5 else {"ts": i, "args": {"stream": i}} for i in range(20000)]
     same(dumps(events, None).replace(b" ", b""))
+
+
+def test_last_strings_prefixes_and_escapes():
+    """A string equal to one of the last two of its column is taken without a scan: not when it is a
+    prefix or an extension of one, or the same text written with escapes or a quote inside."""
+    names = ["abc", "abc", "ab", "abcd", "abc", "a\\u0062c", 'ab\\"c', "abc\\n", "ab", "abc\\\\", "abc"]
+    events = b",".join(b'{"ph": "X", "name": "%s", "ts": 1}' % n.encode() for n in names)
+    same(b"[" + events + b"]")
+    same(b"[" + events + b"," + events + b"]")

@@ -190,6 +190,9 @@ typedef struct {
        recently (names repeat: "cudaLaunchKernel", the same long kernel name) is found by one comparison
        of its bytes, without hashing all of them. A hit is always checked against the stored text. */
     int32_t recent[DICT_RECENT];
+    /* The last two codes read by read_string_code's plain path (ASCII without '"', '\\' or controls):
+       an input string whose bytes equal one of them, followed by '"', is that string. */
+    int32_t last[2];
 } Dict;
 
 static int dict_init(Dict *d) {
@@ -203,6 +206,7 @@ static int dict_init(Dict *d) {
     if (!d->slots || !d->arena || !d->offs || !d->lens) return -1;
     for (size_t i = 0; i < d->cap; i++) d->slots[i].code = -1;
     for (size_t i = 0; i < DICT_RECENT; i++) d->recent[i] = -1;
+    d->last[0] = d->last[1] = -1;
     return 0;
 }
 
@@ -493,12 +497,24 @@ static int ensure_scratch(Scan *s, size_t n) {
 /* A kept string value (s->p just past the opening quote) → its dictionary code in d. */
 static int read_string_code(Scan *s, Dict *d, int32_t *code) {
     const unsigned char *start = s->p, *end = s->end;
+    for (int i = 0; i < 2; i++) { /* the same string as one of the last two: no scan, no hash */
+        int32_t c = d->last[i];
+        if (c < 0) break;
+        size_t n = d->lens[c];
+        if ((size_t)(end - start) > n && start[n] == '"' && memcmp(start, d->arena + d->offs[c], n) == 0) {
+            *code = c;
+            s->p = start + n + 1;
+            return 0;
+        }
+    }
     const unsigned char *p = plain_run(start, end);
     if (p < end && *p == '"') {
         int32_t c = dict_code(d, (const char *)start, (size_t)(p - start));
         if (c < 0) return FAIL;
         *code = c;
         s->p = p + 1;
+        d->last[1] = d->last[0];
+        d->last[0] = c;
         return 0;
     }
     /* Escapes or non-ASCII: decode into the scratch buffer. The decoded text is never longer than the
