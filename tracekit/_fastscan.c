@@ -190,9 +190,9 @@ typedef struct {
        recently (names repeat: "cudaLaunchKernel", the same long kernel name) is found by one comparison
        of its bytes, without hashing all of them. A hit is always checked against the stored text. */
     int32_t recent[DICT_RECENT];
-    /* The last two codes read by read_string_code's plain path (ASCII without '"', '\\' or controls):
+    /* The last four codes read by read_string_code's plain path (ASCII without '"', '\\' or controls):
        an input string whose bytes equal one of them, followed by '"', is that string. */
-    int32_t last[2];
+    int32_t last[4];
 } Dict;
 
 static int dict_init(Dict *d) {
@@ -206,7 +206,7 @@ static int dict_init(Dict *d) {
     if (!d->slots || !d->arena || !d->offs || !d->lens) return -1;
     for (size_t i = 0; i < d->cap; i++) d->slots[i].code = -1;
     for (size_t i = 0; i < DICT_RECENT; i++) d->recent[i] = -1;
-    d->last[0] = d->last[1] = -1;
+    d->last[0] = d->last[1] = d->last[2] = d->last[3] = -1;
     return 0;
 }
 
@@ -497,7 +497,7 @@ static int ensure_scratch(Scan *s, size_t n) {
 /* A kept string value (s->p just past the opening quote) → its dictionary code in d. */
 static int read_string_code(Scan *s, Dict *d, int32_t *code) {
     const unsigned char *start = s->p, *end = s->end;
-    for (int i = 0; i < 2; i++) { /* the same string as one of the last two: no scan, no hash */
+    for (int i = 0; i < 4; i++) { /* the same string as one of the last four: no scan, no hash */
         int32_t c = d->last[i];
         if (c < 0) break;
         size_t n = d->lens[c];
@@ -513,6 +513,8 @@ static int read_string_code(Scan *s, Dict *d, int32_t *code) {
         if (c < 0) return FAIL;
         *code = c;
         s->p = p + 1;
+        d->last[3] = d->last[2];
+        d->last[2] = d->last[1];
         d->last[1] = d->last[0];
         d->last[0] = c;
         return 0;
