@@ -215,3 +215,39 @@ def test_last_strings_prefixes_and_escapes():
     events = b",".join(b'{"ph": "X", "name": "%s", "ts": 1}' % n.encode() for n in names)
     same(b"[" + events + b"]")
     same(b"[" + events + b"," + events + b"]")
+
+
+LEARN = b'{"ph": "X", "cat": "k", "ts": 1, "args": {"stream": 7, "q": [1, 2]}}, ' * 3
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        b'{"ph": "X" , "cat":"k","ts" : 1 ,"args":{ "stream" :7,"q":[1, 2] } }',
+        b'{ "ph": "X", "cat": "k", "ts": 1, "args": {"stream": 7, "q": [1, 2]}}',
+        b'{"ph": "X",\n  "cat": "k",\t"ts": 1, "args": {}}',
+        b'{"ph": "X", "ts": 1, "cat": "k"}',
+        b'{"ph": "X", "cat": "k", "ts": 1}',
+        b"{}",
+        b'{"ph": "X", "cat": "k", "ts": 1, "args": {"stream": 7, "q": [1, 2], "stream2": 8}}',
+    ],
+)
+def test_separators_after_a_learned_layout(event):
+    """Templates run from the end of a value to the next value (', "cat": '); other spacing, another
+    order, an early '}' and empty objects are read the slow way, the same as msgspec."""
+    same(b"[" + LEARN + event + b", " + LEARN[:-2] + b"]")
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        b'{"ph": "X" "cat": "k", "ts": 1}',  # no comma
+        b'{"ph": "X", "cat": "k", "ts": 1,}',  # trailing comma
+        b'{, "ph": "X", "cat": "k", "ts": 1}',  # comma first
+        b'{"ph": "X", "cat": "k", "ts": 1, "args": {"stream": 7,, "q": [1, 2]}}',
+        b'{"ph": "X", "cat": "k", "ts": 1, "args": {"stream": 7 "q": [1, 2]}}',
+        b'{"ph": "X", "cat": "k", "ts": 1 "args": {}}',
+    ],
+)
+def test_bad_separators_after_a_learned_layout_are_declined(event):
+    assert _fast.decode(b"[" + LEARN + event + b"]", "us") is None

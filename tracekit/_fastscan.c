@@ -316,10 +316,13 @@ static int32_t dict_insert(Dict *d, const char *s, size_t n) {
 /* The scanner state */
 
 /* A key expected after a given key (the common layout: events of one kind repeat their keys in one
- * order; two kinds of events interleave, so the last two keys seen after it are tried): the bytes from its
- * opening quote to its value (`"cat": `, at most 32), as words and masks. */
+ * order; two kinds of events interleave, so the last two keys seen after it are tried): the bytes from the
+ * end of the previous value (or the '{') to its value (`, "cat": `, at most TPL_BYTES), as words and masks. */
+#define TPL_WORDS 6
+#define TPL_BYTES (8 * TPL_WORDS)
+
 typedef struct {
-    uint64_t t[4], m[4]; /* an empty entry never matches: t[0] = 1, m = 0 */
+    uint64_t t[TPL_WORDS], m[TPL_WORDS]; /* an empty entry never matches: t[0] = 1, m = 0 */
     size_t tlen;
     int field; /* the kept field, or -1 */
     unsigned slot; /* the key's own index for the next prediction */
@@ -831,22 +834,20 @@ static int read_object(Scan *s, const Field *fields, size_t row) {
     unsigned prev = PRED_START;
     uint32_t seen = 0;
     s->p++; /* '{' */
-    skip_ws(s);
-    if (s->p < s->end && *s->p == '}') {
-        s->p++;
-        return 0;
-    }
     for (;;) {
+        /* p: after the '{' (prev is PRED_START) or after a value. A template holds the bytes from here to
+           the next value: whitespace, ',' unless first, the key, ':', whitespace. */
         const unsigned char *p = s->p;
         Pred *pr = NULL;
         int fi;
-        if (s->end - p >= 32) {
-            uint64_t in[4];
-            memcpy(in, p, 32);
+        if (s->end - p >= TPL_BYTES) {
+            uint64_t in[TPL_WORDS];
+            memcpy(in, p, TPL_BYTES);
             for (int way = 0; way < 2; way++) {
                 Pred *q = &preds[prev][way];
-                if ((((in[0] & q->m[0]) ^ q->t[0]) | ((in[1] & q->m[1]) ^ q->t[1]) | ((in[2] & q->m[2]) ^ q->t[2]) |
-                     ((in[3] & q->m[3]) ^ q->t[3])) == 0) {
+                uint64_t diff = 0;
+                for (int j = 0; j < TPL_WORDS; j++) diff |= (in[j] & q->m[j]) ^ q->t[j];
+                if (diff == 0) {
                     pr = q;
                     break;
                 }
@@ -859,6 +860,17 @@ static int read_object(Scan *s, const Field *fields, size_t row) {
             fi = pr->field;
             prev = pr->slot;
         } else {
+            skip_ws(s);
+            if (s->p >= s->end) return FAIL;
+            if (*s->p == '}') {
+                s->p++;
+                return 0;
+            }
+            if (prev != PRED_START) {
+                if (*s->p != ',') return FAIL;
+                s->p++;
+                skip_ws(s);
+            }
             const unsigned char *k;
             size_t kn;
             if (read_key(s, &k, &kn) < 0) return FAIL;
@@ -873,14 +885,14 @@ static int read_object(Scan *s, const Field *fields, size_t row) {
                     fi = sl->field;
             }
             size_t tl = (size_t)(s->p - p);
-            if (tl <= 32) { /* expect this key after the previous one from now on (and the last one too) */
+            if (tl <= TPL_BYTES) { /* expect this key after the previous one from now on (and the last one too) */
                 pr = &preds[prev][0];
                 preds[prev][1] = *pr;
-                unsigned char t[32] = {0}, m[32] = {0};
+                unsigned char t[TPL_BYTES] = {0}, m[TPL_BYTES] = {0};
                 memcpy(t, p, tl);
                 memset(m, 0xFF, tl);
-                memcpy(pr->t, t, 32);
-                memcpy(pr->m, m, 32);
+                memcpy(pr->t, t, TPL_BYTES);
+                memcpy(pr->m, m, TPL_BYTES);
                 pr->tlen = tl;
                 pr->field = fi;
                 pr->slot = slot;
@@ -894,18 +906,6 @@ static int read_object(Scan *s, const Field *fields, size_t row) {
             seen |= 1u << fi;
             if (read_field(s, &fields[fi], row) < 0) return FAIL;
         }
-        skip_ws(s);
-        if (s->p >= s->end) return FAIL;
-        if (*s->p == ',') {
-            s->p++;
-            skip_ws(s);
-            continue;
-        }
-        if (*s->p == '}') {
-            s->p++;
-            return 0;
-        }
-        return FAIL;
     }
 }
 
