@@ -8,8 +8,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from tests.test_fastscan import assert_same, slow_decode
+from tests.test_fastscan import EVENT, FUZZ, assert_same, check, slow_decode
 from tracekit import _fast
 
 pytestmark = pytest.mark.skipif(
@@ -251,3 +253,40 @@ def test_separators_after_a_learned_layout(event):
 )
 def test_bad_separators_after_a_learned_layout_are_declined(event):
     assert _fast.decode(b"[" + LEARN + event + b"]", "us") is None
+
+
+# --- differential fuzzing with repeated layouts (what the templates and caches learn from) -----------
+
+LAYOUTS = [
+    ev(cat="kernel", name="void k<1>(int)", pid=0, tid=7, args={"External id": 5, "queued": 0, "stream": 7}),
+    ev(cat="cuda_runtime", name="cudaLaunchKernel", args={"External id": 5, "cbid": 211, "correlation": 9}),
+    {"ph": "f", "id": 9, "pid": 0, "tid": 7, "ts": 3.25, "cat": "ac2g", "name": "ac2g", "bp": "e"},
+    {"ph": "s", "id": 9, "pid": 1, "tid": 1, "ts": 3.25, "cat": "ac2g", "name": "ac2g"},
+]
+
+
+@FUZZ
+@given(
+    st.lists(st.sampled_from(range(len(LAYOUTS))) | EVENT, min_size=4, max_size=24),
+    st.integers(0, 3),
+    st.randoms(use_true_random=False),
+)
+def test_random_events_in_repeated_layouts(picks, indent, rnd):
+    """Mostly the same few layouts, now and then a random event; values nudged, keys dropped."""
+    events, plain = [], True  # plain: only the layouts' shapes, which the scanner must accept
+    for p in picks:
+        if not isinstance(p, int):
+            events.append(p)
+            plain = False
+            continue
+        e = json.loads(json.dumps(LAYOUTS[p]))
+        if rnd.random() < 0.3:
+            e.pop(rnd.choice(sorted(e)))
+        if rnd.random() < 0.3 and "ts" in e:
+            e["ts"] = rnd.choice([0, 12345678, 5131190254324.087, -1.5, "7", None])
+            plain = plain and e["ts"] != "7"  # a string time is declined
+        events.append(e)
+    data = json.dumps(events, indent=indent or None).encode("utf-8", "surrogatepass")
+    check(data)
+    if plain:
+        assert _fast.decode(data, "us") is not None
