@@ -841,6 +841,24 @@ static int read_object(Scan *s, const Field *fields, size_t row) {
         Pred *pr = NULL;
         int fi;
         if (s->end - p >= TPL_BYTES) {
+#ifdef __SSE2__
+            __m128i i0 = _mm_loadu_si128((const __m128i *)p), i1 = _mm_loadu_si128((const __m128i *)(p + 16)),
+                    i2 = _mm_loadu_si128((const __m128i *)(p + 32));
+            for (int way = 0; way < 2; way++) {
+                Pred *q = &preds[prev][way];
+                __m128i d = _mm_or_si128(
+                    _mm_or_si128(_mm_xor_si128(_mm_and_si128(i0, _mm_loadu_si128((const __m128i *)&q->m[0])),
+                                               _mm_loadu_si128((const __m128i *)&q->t[0])),
+                                 _mm_xor_si128(_mm_and_si128(i1, _mm_loadu_si128((const __m128i *)&q->m[2])),
+                                               _mm_loadu_si128((const __m128i *)&q->t[2]))),
+                    _mm_xor_si128(_mm_and_si128(i2, _mm_loadu_si128((const __m128i *)&q->m[4])),
+                                  _mm_loadu_si128((const __m128i *)&q->t[4])));
+                if (_mm_movemask_epi8(_mm_cmpeq_epi8(d, _mm_setzero_si128())) == 0xFFFF) {
+                    pr = q;
+                    break;
+                }
+            }
+#else
             uint64_t in[TPL_WORDS];
             memcpy(in, p, TPL_BYTES);
             for (int way = 0; way < 2; way++) {
@@ -852,6 +870,7 @@ static int read_object(Scan *s, const Field *fields, size_t row) {
                     break;
                 }
             }
+#endif
         }
         if (pr) {
             /* an expected key: the same bytes as a key read (and validated) before */
