@@ -40,7 +40,7 @@ def timeline(trace: Path) -> list[tuple[str, float]]:
         return inner
 
     saved = (
-        parse.derive_rows,
+        parse.write_derived_rows,
         parse._decode.locate_events,
         parse._decode_ranges,
         CaptureWriter.__exit__,
@@ -67,7 +67,7 @@ def timeline(trace: Path) -> list[tuple[str, float]]:
             yield x
         mark("last chunk back")
 
-    parse.derive_rows = wrap("derive_rows", parse.derive_rows)
+    parse.write_derived_rows = wrap("write_derived_rows", parse.write_derived_rows)
     parse._decode.locate_events = wrap("locate_events", parse._decode.locate_events)
     parse._decode_ranges = decode_ranges
     CaptureWriter.__exit__ = wrap("close", CaptureWriter.__exit__)
@@ -82,7 +82,7 @@ def timeline(trace: Path) -> list[tuple[str, float]]:
         self_after, child_after = _cpu()
     finally:
         (
-            parse.derive_rows,
+            parse.write_derived_rows,
             parse._decode.locate_events,
             parse._decode_ranges,
             CaptureWriter.__exit__,
@@ -114,6 +114,7 @@ def per_chunk(trace: Path, chunks: int = 6) -> dict[str, float]:
     start = buf.find(b"[", buf.find(b'"traceEvents"'))
     ranges = _decode.split_points(buf, start, len(buf), parse.CHUNK_BYTES)[:chunks]
     cpu: dict[str, float] = {}
+    slot = parse._Slot(0)
 
     def step(name, f, *a):
         t = time.process_time()
@@ -126,12 +127,10 @@ def per_chunk(trace: Path, chunks: int = 6) -> dict[str, float]:
         batch, _ = step("scan + Arrow batch", _fast.decode, buf, "us", a, b, True)
         table = step("rank column", parse._with_rank, batch, 0)
         needed = step("derive subset", needed_for_derive, table)
-        step("LZ4 IPC packing", _pack_both, table, needed)
+        step("event table into a shared-memory slot", slot.put, table)
+        step("derive part as LZ4 IPC", parse._pack, needed)
+    slot.close()
     return {k: 1000 * v / len(ranges) for k, v in cpu.items()}
-
-
-def _pack_both(table, needed):
-    return parse._pack(table), parse._pack(needed)
 
 
 def main() -> int:

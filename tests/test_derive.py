@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracekit.derive import clip_to_windows, derive_rows, needed_for_derive, union_intervals
+from tracekit.derive import clip_to_windows, derive_rows, needed_for_derive, start_order, union_intervals
 from tracekit.parse import parse_paths
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,7 +58,29 @@ def test_clip_to_windows_is_the_pairwise_intersection(raw, wins, disjoint):
         if min(b, d) > max(a, c)
     )
     assert sorted(zip(s.tolist(), e.tolist(), w.tolist())) == want
-    assert list(s) == sorted(s)
+    assert list(zip(s.tolist(), w.tolist())) == sorted(zip(s.tolist(), w.tolist()))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 3), st.integers(0, 2), st.integers(0, 12), st.integers(-2, 6)),
+        max_size=30,
+    ),
+    st.booleans(),
+)
+def test_start_order_is_lexsort(rows, presorted):
+    """start_order (argsort + fix-ups) orders exactly as np.lexsort by (groups, start, longer first),
+    ties in input order, on sorted and unsorted input, with and without group keys."""
+    if presorted:
+        rows = sorted(rows, key=lambda r: r[2])
+    g1 = np.array([r[0] for r in rows], dtype=np.int64)
+    g2 = np.array([r[1] for r in rows], dtype=np.int64)
+    starts = np.array([r[2] for r in rows], dtype=np.int64)
+    ends = starts + np.array([r[3] for r in rows], dtype=np.int64)
+    assert start_order(starts, ends).tolist() == np.lexsort((starts - ends, starts)).tolist()
+    want = np.lexsort((starts - ends, starts, g2, g1)).tolist()
+    assert start_order(starts, ends, g1, g2).tolist() == want
 
 
 @pytest.mark.parametrize(

@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 from tracekit import _arrow, _decode, _fast
-from tracekit.derive import derive_rows, needed_for_derive
+from tracekit.derive import derive_rows, needed_for_derive, write_derived_rows
 from tracekit.errors import InputNotFound, OutputExistsError, TraceFormatError
 from tracekit.schema import KIND_EVENT, SCHEMA
 from tracekit.store import Capture, CaptureWriter, check_output, read_capture, sha256_file
@@ -127,8 +127,7 @@ def _stream_once(
             files, salvage=salvage, progress=progress, sink=sink, plans=plans, streaming=True
         )
         _require_events(rows, files)
-        derived = derive_rows(pa.concat_tables(kept))
-        writer.write(derived)
+        derived = write_derived_rows(pa.concat_tables(kept), writer.write)
         writer.meta = {"sources": sources, "traces": traces, "manifest": manifest}
     return Capture(table=derived, meta=dict(writer.meta, event_rows=rows), path=output)
 
