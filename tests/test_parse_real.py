@@ -219,3 +219,30 @@ def test_fast_path_locates_the_events_of_every_real_trace(path):
     doc = _decode.split_document(buf, path, salvage=False, gz_truncated=False)
     assert metadata == doc.metadata
     assert bytes(doc.events) == buf[start:end]
+
+
+@pytest.mark.parametrize("failure", ["memfd refused", "slot write fails"])
+def test_streamed_parse_without_shared_memory_writes_the_same(tmp_path, monkeypatch, failure):
+    """When shared memory is refused (a sandbox without memfd) or a worker cannot write its slot (no
+    memory for it), the tables travel packed through the pipe instead, with the same result."""
+    import os
+
+    import tracekit.parse as parse_mod
+    from tracekit.store import read_capture
+
+    files = [HTA / "sampled_rank-0.json.gz"]
+    monkeypatch.setattr(parse_mod, "CHUNK_BYTES", 64 << 10)
+    monkeypatch.setenv("TRACEKIT_WORKERS", "2")
+    buf = gzip.decompress(files[0].read_bytes())
+    assert len(parse_mod._decode.split_points(buf, 0, len(buf), 64 << 10)) > 6  # more chunks than slots
+    expected = read_capture(parse_mod.parse_to_file(files, tmp_path / "a.parquet").path).table
+
+    def refuse(*_args, **_kwargs):
+        raise OSError(38, "Function not implemented")
+
+    if failure == "memfd refused":
+        monkeypatch.setattr(os, "memfd_create", refuse)
+    else:
+        monkeypatch.setattr(parse_mod._Slot, "put", refuse)  # the workers fork after this
+    got = read_capture(parse_mod.parse_to_file(files, tmp_path / "b.parquet").path).table
+    assert got.to_pylist() == expected.to_pylist()

@@ -433,12 +433,16 @@ def _decode_range_packed(job: tuple[int, int, str, str, int]) -> tuple[bytes, by
     return _pack(table), _pack(needed), stats
 
 
-def _decode_range_to_slot(job: tuple[int, int, str, str, int], slot: int) -> tuple[int, bytes, dict]:
+def _decode_range_to_slot(job: tuple[int, int, str, str, int], slot: int) -> tuple[int | bytes, bytes, dict]:
     """_decode_range for a worker process, the event table written as an Arrow IPC stream into shared
     memory slot `slot` (the parent maps it without a copy); returns (its size, the packed derive part,
-    stats)."""
+    stats). Should the shared memory fail (no memory for it), the table is sent packed instead."""
     table, needed, stats = _decode_range(job)
-    return _SLOTS[slot].put(table), _pack(needed), stats
+    try:
+        where: int | bytes = _SLOTS[slot].put(table)
+    except OSError:
+        where = _pack(table)
+    return where, _pack(needed), stats
 
 
 _IPC_OPTIONS = pa.ipc.IpcWriteOptions(compression="lz4")
@@ -453,7 +457,11 @@ def _pack(table: pa.Table) -> bytes:
 
 def _unpack(packed: tuple) -> tuple[pa.Table, pa.Table, dict]:
     table, needed, stats = packed
-    return pa.ipc.open_stream(table).read_all(), pa.ipc.open_stream(needed).read_all(), stats
+    return _unpack_one(table), _unpack_one(needed), stats
+
+
+def _unpack_one(packed: bytes) -> pa.Table:
+    return pa.ipc.open_stream(packed).read_all()
 
 
 class _Slot:
@@ -544,7 +552,14 @@ def _decode_in_pool(
     window = min(len(jobs), 2 * n + 2)
     try:
         if shared:
-            _SLOTS[:] = [_Slot(i) for i in range(window)]
+            try:
+                for i in range(window):
+                    _SLOTS.append(_Slot(i))
+            except OSError:  # memfd refused (a sandbox, a limit): tables travel through the pipe
+                for slot in _SLOTS:
+                    slot.close()
+                _SLOTS.clear()
+                shared = False
         with multiprocessing.get_context("fork").Pool(n) as pool:
             pending: collections.deque = collections.deque()
             todo = iter(jobs)
@@ -565,8 +580,9 @@ def _decode_in_pool(
             while pending:
                 slot, result = pending.popleft()
                 if shared:
-                    size, needed, stats = result.get()
-                    out = (_SLOTS[slot].get(size), pa.ipc.open_stream(needed).read_all(), stats)
+                    where, needed, stats = result.get()
+                    table = _SLOTS[slot].get(where) if isinstance(where, int) else _unpack_one(where)
+                    out = (table, _unpack_one(needed), stats)
                 else:
                     out = _unpack(result.get())
                 yield out
