@@ -355,3 +355,16 @@ def test_locate_events_reads_more_only_when_the_metadata_is_large():
         metadata, start, end = _decode.locate_events(doc)
         assert doc[start:end] == b"[" + event + b", " + event + b"]"
         assert set(metadata) == {"pad", "trail"} and len(metadata["trail"]) == tail_pad
+
+
+def test_chunk_size_gives_every_worker_work_on_small_rank_files(monkeypatch):
+    """A big file is cut into CHUNK_BYTES chunks; a rank file of a few MB into smaller ones, so both
+    cores decode it; below MIN_CHUNK_BYTES per chunk a file is not split further."""
+    import tracekit.parse as parse_mod
+
+    monkeypatch.setenv("TRACEKIT_WORKERS", "2")
+    assert parse_mod.chunk_bytes(1 << 30) == parse_mod.CHUNK_BYTES
+    assert parse_mod.chunk_bytes(20 << 20) == (20 << 20) // 8
+    assert parse_mod.chunk_bytes(100 << 10) == parse_mod.MIN_CHUNK_BYTES
+    monkeypatch.setattr(parse_mod, "CHUNK_BYTES", 64 << 10)  # tests that force many chunks still get them
+    assert parse_mod.chunk_bytes(1 << 30) == 64 << 10

@@ -8,10 +8,13 @@
 How a file is read (see _decode.py): the traceEvents array is located from the text around it, cut into
 chunks of whole events, and the chunks are decoded in parallel worker processes (forked, sharing the
 file's pages; the C scanner when it is built, else msgspec; each worker also adds the rank and picks the
-rows derive_rows needs, and sends its tables back as LZ4 Arrow IPC). Any surprise (a cut inside a
-string, a truncated or malformed file) falls back to one validating decode of the whole file, which
-also produces the precise error message. Format quirks are handled once, here and in `_decode.py`, and
-listed in docs/QUIRKS.md.
+rows derive_rows needs). When the tables are written out as they come (`parse_to_file`), a worker puts
+its event table into a shared-memory slot that the parent maps without copying (`_Slot`; else, or
+without memfd, tables come through the pipe as LZ4 Arrow IPC), and one worker computes the file's
+sha256 beside the chunks; the parent only writes Parquet and derives rows. Any surprise (a cut
+inside a string, a truncated or malformed file) falls back to one validating decode of the whole file,
+which also produces the precise error message. Nothing on this path imports pandas (see _arrow.py).
+Format quirks are handled once, here and in `_decode.py`, and listed in docs/QUIRKS.md.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ TRACE_SUFFIXES = (".json", ".json.gz")
 MANIFEST_NAME = "manifest.json"  # written by `tracekit capture` beside the traces; not a trace
 PARQUET_MAGIC = b"PAR1"
 CHUNK_BYTES = 24 << 20  # bytes of event JSON per decode task (memory per worker is a few × this)
+MIN_CHUNK_BYTES = 1 << 20  # smaller chunks cost more in per-task overhead than they gain
 
 # Receives each decoded event table and the part of it that derive_rows needs.
 Sink = Callable[[pa.Table, pa.Table], None]
@@ -339,7 +343,7 @@ def _parse_one(
     dropped_bytes = 0
     if located is not None:
         metadata, start, end = located
-        ranges = _decode.split_points(buf, start, end, CHUNK_BYTES)
+        ranges = _decode.split_points(buf, start, end, chunk_bytes(end - start))
         source = buf
     else:
         # One validating decode of the whole file: exact errors, truncation and --salvage.
@@ -392,6 +396,13 @@ def _merge_stats(into: dict, stats: dict) -> None:
     into["fractional"] = into["fractional"] or stats["fractional"]
     if decimal.Decimal(stats["max_abs_ts"]) > decimal.Decimal(into["max_abs_ts"]):
         into["max_abs_ts"] = stats["max_abs_ts"]
+
+
+def chunk_bytes(size: int) -> int:
+    """The chunk size for `size` bytes of events: CHUNK_BYTES, but small enough that a file of a few
+    MB (one rank of a multi-rank job) still gives every worker a few chunks."""
+    per_worker = -(-size // (4 * workers()))
+    return max(min(MIN_CHUNK_BYTES, CHUNK_BYTES), min(CHUNK_BYTES, per_worker))
 
 
 def workers() -> int:
