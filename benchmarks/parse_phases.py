@@ -45,10 +45,10 @@ def timeline(trace: Path) -> list[tuple[str, float]]:
         parse._decode_ranges,
         CaptureWriter.__exit__,
         CaptureWriter.write,
-        parse._unpack,
+        parse._Slot.get,
     )
     ranges = parse._decode_ranges
-    cpu = {"writing event tables": 0.0, "unpacking chunks": 0.0}
+    cpu = {"writing event tables": 0.0, "reading tables from shared memory": 0.0}
 
     def timed(name, f):
         def inner(*a, **k):
@@ -72,7 +72,7 @@ def timeline(trace: Path) -> list[tuple[str, float]]:
     parse._decode_ranges = decode_ranges
     CaptureWriter.__exit__ = wrap("close", CaptureWriter.__exit__)
     CaptureWriter.write = timed("writing event tables", CaptureWriter.write)
-    parse._unpack = timed("unpacking chunks", parse._unpack)
+    parse._Slot.get = timed("reading tables from shared memory", parse._Slot.get)
     try:
         mark("parse start")
         self_cpu, child_cpu = _cpu()
@@ -87,7 +87,7 @@ def timeline(trace: Path) -> list[tuple[str, float]]:
             parse._decode_ranges,
             CaptureWriter.__exit__,
             CaptureWriter.write,
-            parse._unpack,
+            parse._Slot.get,
         ) = saved
     events.append((f"CPU of the parent process (all threads): {self_after - self_cpu:.2f} s", None))
     for name, t in cpu.items():
