@@ -99,3 +99,32 @@ def test_usage_errors(args):
 
     result = CliRunner().invoke(get_app(), args)
     assert result.exit_code == 2 and "Missing" in result.output
+
+
+def test_parse_shows_progress_on_a_terminal_only(tmp_path):
+    """With stderr on a terminal, a `parsing NAME: N% of M MiB` line ends at 100%; piped, nothing."""
+    import pty
+
+    trace = Path(__file__).resolve().parent.parent / "fixtures" / "hta" / "nccl_data.json.gz"
+    env = {**os.environ, "TRACEKIT_WORKERS": "2"}
+    cmd = [sys.executable, "-m", "tracekit", "parse", str(trace), "-o", str(tmp_path / "a.parquet")]
+    main_fd, child_fd = pty.openpty()
+    proc = subprocess.run(cmd, stderr=child_fd, stdout=subprocess.PIPE, env=env, timeout=120)
+    os.close(child_fd)
+    chunks = []
+    while True:
+        try:
+            data = os.read(main_fd, 4096)
+        except OSError:  # EIO: the terminal's other end is closed and drained
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(main_fd)
+    shown = b"".join(chunks).decode()
+    assert proc.returncode == 0
+    assert "parsing nccl_data.json.gz:" in shown and "100% of" in shown
+    piped = subprocess.run(
+        cmd[:-1] + [str(tmp_path / "b.parquet")], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert piped.returncode == 0 and "parsing" not in piped.stderr

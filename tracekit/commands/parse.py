@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
-from typing import List
+from typing import Callable, List, Optional
 
 import typer
 
@@ -26,7 +27,7 @@ def parse(
     from tracekit.parse import parse_to_file
 
     started = time.perf_counter()
-    capture = parse_to_file(inputs, output, force=force, salvage=salvage)
+    capture = parse_to_file(inputs, output, force=force, salvage=salvage, progress=_progress_line())
     for trace in capture.traces:
         dropped = trace.get("salvaged_dropped_bytes")
         if dropped:
@@ -42,3 +43,24 @@ def parse(
         f"wrote {output}: {events} events, {len(ranks)} rank(s), {steps} step(s) "
         f"from {len(capture.meta['sources'])} file(s) in {time.perf_counter() - started:.1f} s"
     )
+
+
+def _progress_line() -> Optional[Callable[[str, int, int], None]]:
+    """On a terminal, one stderr line per trace file, rewritten as it is decoded (at most 5× a second):
+    `parsing rank-0.pt.trace.json: 42% of 1035 MiB`. Nothing when stderr is a file or a pipe."""
+    if not sys.stderr.isatty():
+        return None
+    shown = {"at": 0.0}
+
+    def show(name: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        finished = done >= total
+        if not finished and now - shown["at"] < 0.2:
+            return
+        shown["at"] = now
+        percent = 100 * done // total if total else 100
+        sys.stderr.write(f"\rparsing {name}: {percent:3d}% of {total / 2**20:.0f} MiB")
+        sys.stderr.write("\n" if finished else "")
+        sys.stderr.flush()
+
+    return show
