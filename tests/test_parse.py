@@ -368,3 +368,23 @@ def test_chunk_size_gives_every_worker_work_on_small_rank_files(monkeypatch):
     assert parse_mod.chunk_bytes(100 << 10) == parse_mod.MIN_CHUNK_BYTES
     monkeypatch.setattr(parse_mod, "CHUNK_BYTES", 64 << 10)  # tests that force many chunks still get them
     assert parse_mod.chunk_bytes(1 << 30) == 64 << 10
+
+
+def test_parse_prefers_jemalloc_unless_the_user_chose_a_pool(monkeypatch):
+    import pyarrow as pa
+
+    import tracekit.parse as parse_mod
+
+    if "jemalloc" not in pa.supported_memory_backends():
+        pytest.skip("this pyarrow has no jemalloc")
+    before = pa.default_memory_pool()
+    try:
+        pa.set_memory_pool(pa.system_memory_pool())
+        monkeypatch.setenv("ARROW_DEFAULT_MEMORY_POOL", "system")
+        parse_mod._prefer_jemalloc()
+        assert pa.default_memory_pool().backend_name == "system"
+        monkeypatch.delenv("ARROW_DEFAULT_MEMORY_POOL")
+        parse_mod._prefer_jemalloc()
+        assert pa.default_memory_pool().backend_name == "jemalloc"
+    finally:
+        pa.set_memory_pool(before)
