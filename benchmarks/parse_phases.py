@@ -39,14 +39,15 @@ def timeline(trace: Path) -> list[tuple[str, float]]:
 
         return inner
 
-    saved = (
-        parse.write_derived_rows,
-        parse._decode.locate_events,
-        parse._decode_ranges,
-        CaptureWriter.__exit__,
-        CaptureWriter.write,
-        parse._Slot.get,
-    )
+    patched = [
+        (parse, "write_derived_rows"),
+        (parse._decode, "locate_events"),
+        (parse, "_decode_ranges"),
+        (CaptureWriter, "__exit__"),
+        (CaptureWriter, "write"),
+        (parse._Slot, "get"),
+    ]
+    saved = [getattr(owner, name) for owner, name in patched]
     ranges = parse._decode_ranges
     cpu = {"writing event tables": 0.0, "reading tables from shared memory": 0.0}
 
@@ -81,14 +82,8 @@ def timeline(trace: Path) -> list[tuple[str, float]]:
         mark("parse end")
         self_after, child_after = _cpu()
     finally:
-        (
-            parse.write_derived_rows,
-            parse._decode.locate_events,
-            parse._decode_ranges,
-            CaptureWriter.__exit__,
-            CaptureWriter.write,
-            parse._Slot.get,
-        ) = saved
+        for (owner, name), original in zip(patched, saved):
+            setattr(owner, name, original)
     events.append((f"CPU of the parent process (all threads): {self_after - self_cpu:.2f} s", None))
     for name, t in cpu.items():
         events.append(
