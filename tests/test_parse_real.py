@@ -246,3 +246,32 @@ def test_streamed_parse_without_shared_memory_writes_the_same(tmp_path, monkeypa
         monkeypatch.setattr(parse_mod._Slot, "put", refuse)  # the workers fork after this
     got = read_capture(parse_mod.parse_to_file(files, tmp_path / "b.parquet").path).table
     assert got.to_pylist() == expected.to_pylist()
+
+
+def test_a_decode_worker_that_dies_is_one_error_not_a_hang(tmp_path, monkeypatch):
+    """A worker killed mid-parse (the OOM killer, a user's kill -9) fails the parse with one message and
+    leaves no output, where a multiprocessing.Pool would have waited forever for its result."""
+    import os
+
+    import tracekit.parse as parse_mod
+    from tracekit.errors import ParseAbortedError
+
+    real = parse_mod._decode_range
+
+    def dies_on_third_chunk(job):
+        if job[0] == third_start:
+            os._exit(9)
+        return real(job)
+
+    files = [HTA / "sampled_rank-0.json.gz"]
+    buf = gzip.decompress(files[0].read_bytes())
+    third_start = parse_mod._decode.split_points(buf, *parse_mod._decode.locate_events(buf)[1:], 64 << 10)[2][
+        0
+    ]
+    monkeypatch.setattr(parse_mod, "CHUNK_BYTES", 64 << 10)
+    monkeypatch.setenv("TRACEKIT_WORKERS", "2")
+    # Called inside the worker (the forked child has the patched module), never pickled.
+    monkeypatch.setattr(parse_mod, "_decode_range", dies_on_third_chunk)
+    with pytest.raises(ParseAbortedError, match="worker process died"):
+        parse_mod.parse_to_file(files, tmp_path / "c.parquet")
+    assert list(tmp_path.iterdir()) == []

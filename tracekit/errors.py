@@ -33,6 +33,10 @@ class OutputExistsError(TracekitError):
     """The output path exists and --force was not given."""
 
 
+class ParseAbortedError(TracekitError):
+    """Parsing stopped for a reason outside the trace (a decode worker process died)."""
+
+
 class CaptureError(TracekitError):
     """Running a workload under the profiler failed (interpreter without torch, workload crash...)."""
 

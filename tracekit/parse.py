@@ -28,6 +28,8 @@ import mmap
 import multiprocessing
 import os
 import re
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
@@ -36,7 +38,7 @@ import pyarrow as pa
 
 from tracekit import _arrow, _decode, _fast
 from tracekit.derive import derive_rows, needed_for_derive, write_derived_rows
-from tracekit.errors import InputNotFound, OutputExistsError, TraceFormatError
+from tracekit.errors import InputNotFound, OutputExistsError, ParseAbortedError, TraceFormatError
 from tracekit.schema import KIND_EVENT, SCHEMA
 from tracekit.store import Capture, CaptureWriter, check_output, read_capture, sha256_file
 
@@ -297,14 +299,14 @@ class _Digest:
         self._value: Optional[str] = None
         self._pending = None
 
-    def start_in(self, pool) -> None:
+    def start_in(self, pool: ProcessPoolExecutor) -> None:
         if self._value is None:
-            self._pending = pool.apply_async(sha256_file, (self.path,))
+            self._pending = pool.submit(sha256_file, self.path)
 
     def collect(self) -> None:
         """Take the worker's result (before its pool closes)."""
         if self._pending is not None:
-            self._value, self._pending = self._pending.get(), None
+            self._value, self._pending = self._pending.result(), None
 
     def value(self) -> str:
         if self._value is None:
@@ -488,15 +490,18 @@ class _Slot:
     def __init__(self, index: int) -> None:
         self.fd = os.memfd_create(f"tracekit-chunk-{index}", os.MFD_CLOEXEC)
         self._map: Optional[mmap.mmap] = None  # this process's mapping (each worker has its own)
+        self._writable = False
 
     def _mapping(self, size: int, write: bool) -> mmap.mmap:
-        if self._map is None or len(self._map) < size:
+        # A worker forked after the parent mapped the slot (a replacement) inherits a read-only map.
+        if self._map is None or len(self._map) < size or (write and not self._writable):
             if write and os.fstat(self.fd).st_size < size:
                 os.ftruncate(self.fd, size + size // 4)  # room for a somewhat larger next table
             length = os.fstat(self.fd).st_size
             prot = mmap.PROT_READ | (mmap.PROT_WRITE if write else 0)
             # The old mapping (if any) goes when the last buffer pointing into it does.
             self._map = mmap.mmap(self.fd, length, prot=prot)
+            self._writable = write
         return self._map
 
     def put(self, table: pa.Table) -> int:
@@ -573,7 +578,11 @@ def _decode_in_pool(
                     slot.close()
                 _SLOTS.clear()
                 shared = False
-        with multiprocessing.get_context("fork").Pool(n) as pool:
+        # A ProcessPoolExecutor, not a multiprocessing.Pool: when a worker dies (killed, out of memory)
+        # its futures fail with BrokenProcessPool, where a Pool's results would wait forever. With
+        # "fork" it starts all its workers at the first submit, before it starts any thread.
+        pool = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork"))
+        try:
             pending: collections.deque = collections.deque()
             todo = iter(jobs)
 
@@ -582,9 +591,9 @@ def _decode_in_pool(
                 if job is None:
                     return
                 if shared:
-                    pending.append((slot, pool.apply_async(_decode_range_to_slot, (job, slot))))
+                    pending.append((slot, pool.submit(_decode_range_to_slot, job, slot)))
                 else:
-                    pending.append((slot, pool.apply_async(_decode_range_packed, (job,))))
+                    pending.append((slot, pool.submit(_decode_range_packed, job)))
 
             if digest is not None:
                 digest.start_in(pool)
@@ -593,16 +602,23 @@ def _decode_in_pool(
             while pending:
                 slot, result = pending.popleft()
                 if shared:
-                    where, needed, stats = result.get()
+                    where, needed, stats = result.result()
                     table = _SLOTS[slot].get(where) if isinstance(where, int) else _unpack_one(where)
                     out = (table, _unpack_one(needed), stats)
                 else:
-                    out = _unpack(result.get())
+                    out = _unpack(result.result())
                 yield out
                 del out  # the consumer has written the table: the slot is free again
                 submit(slot)
             if digest is not None:
                 digest.collect()
+        except BrokenProcessPool:  # raised by whichever call notices first: a result, or a submit
+            raise ParseAbortedError(
+                "a decode worker process died (killed, or out of memory?); nothing was written. "
+                "Run again; if it recurs, lower TRACEKIT_WORKERS"
+            ) from None
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
     finally:
         for slot in _SLOTS:
             slot.close()
