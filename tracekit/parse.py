@@ -441,20 +441,18 @@ def _decode_range(job: tuple[int, int, str, str, int]) -> tuple[pa.Table, pa.Tab
     return table, needed_for_derive(table), stats
 
 
-def _decode_range_packed(job: tuple[int, int, str, str, int]) -> tuple[bytes, bytes, dict]:
-    """_decode_range for a worker process without shared memory: the tables travel as LZ4-compressed
-    Arrow IPC streams, ~15× smaller than pickled tables (most columns are mostly null)."""
+def _decode_range_for_parent(
+    job: tuple[int, int, str, str, int], slot: Optional[int]
+) -> tuple[int | bytes, bytes, dict]:
+    """_decode_range in a worker process, its tables made ready to cross to the parent: the event table
+    written as an Arrow IPC stream into shared-memory slot `slot` (the parent maps it without a copy;
+    returned: its size), or, without a slot or when the shared memory fails (no memory for it), packed
+    as LZ4 Arrow IPC (~15× smaller than a pickled table: most columns are mostly null). The part
+    derive_rows needs always travels packed (the parent keeps it)."""
     table, needed, stats = _decode_range(job)
-    return _pack(table), _pack(needed), stats
-
-
-def _decode_range_to_slot(job: tuple[int, int, str, str, int], slot: int) -> tuple[int | bytes, bytes, dict]:
-    """_decode_range for a worker process, the event table written as an Arrow IPC stream into shared
-    memory slot `slot` (the parent maps it without a copy); returns (its size, the packed derive part,
-    stats). Should the shared memory fail (no memory for it), the table is sent packed instead."""
-    table, needed, stats = _decode_range(job)
+    where: int | bytes
     try:
-        where: int | bytes = _SLOTS[slot].put(table)
+        where = _SLOTS[slot].put(table) if slot is not None else _pack(table)
     except OSError:
         where = _pack(table)
     return where, _pack(needed), stats
@@ -470,12 +468,7 @@ def _pack(table: pa.Table) -> bytes:
     return sink.getvalue()
 
 
-def _unpack(packed: tuple) -> tuple[pa.Table, pa.Table, dict]:
-    table, needed, stats = packed
-    return _unpack_one(table), _unpack_one(needed), stats
-
-
-def _unpack_one(packed: bytes) -> pa.Table:
+def _unpack(packed: bytes) -> pa.Table:
     return pa.ipc.open_stream(packed).read_all()
 
 
@@ -588,12 +581,10 @@ def _decode_in_pool(
 
             def submit(slot: int) -> None:
                 job = next(todo, None)
-                if job is None:
-                    return
-                if shared:
-                    pending.append((slot, pool.submit(_decode_range_to_slot, job, slot)))
-                else:
-                    pending.append((slot, pool.submit(_decode_range_packed, job)))
+                if job is not None:
+                    pending.append(
+                        (slot, pool.submit(_decode_range_for_parent, job, slot if shared else None))
+                    )
 
             if digest is not None:
                 digest.start_in(pool)
@@ -601,15 +592,10 @@ def _decode_in_pool(
                 submit(slot)
             while pending:
                 slot, result = pending.popleft()
-                if shared:
-                    where, needed, stats = result.result()
-                    table = _SLOTS[slot].get(where) if isinstance(where, int) else _unpack_one(where)
-                    out = (table, _unpack_one(needed), stats)
-                else:
-                    out = _unpack(result.result())
-                yield out
-                del out  # the consumer has written the table: the slot is free again
-                submit(slot)
+                where, needed, stats = result.result()
+                table = _SLOTS[slot].get(where) if isinstance(where, int) else _unpack(where)
+                yield table, _unpack(needed), stats
+                submit(slot)  # the consumer is done with the table (see `borrow`): the slot is free again
             if digest is not None:
                 digest.collect()
         except BrokenProcessPool:  # raised by whichever call notices first: a result, or a submit
@@ -671,5 +657,5 @@ def _with_rank(batch: pa.RecordBatch, rank: int) -> pa.Table:
         elif field.name in batch.schema.names:
             arrays.append(batch.column(field.name))
         else:
-            arrays.append(pa.nulls(n, field.type))
+            arrays.append(_arrow.nulls(n, field.type))
     return pa.Table.from_arrays(arrays, schema=SCHEMA)
