@@ -21,10 +21,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tracekit.analysis import analyze, check_invariants
-from tracekit.parse import parse_paths
-from tracekit.schema import SCHEMA
-from tracekit.store import read_capture, write_capture
+from tracekit.analysis.invariants import check_invariants
+from tracekit.analysis.pipeline import analyze
+from tracekit.data.schema import SCHEMA
+from tracekit.data.store import read_capture, write_capture
+from tracekit.parse.parser import parse_paths
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "fixtures" / "h200_probe" / "tiny.pt.trace.json.gz"

@@ -18,9 +18,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tracekit.parse import parse_paths
-from tracekit.schema import SCHEMA
-from tracekit.store import PARQUET_OPTIONS
+from tracekit.data.schema import SCHEMA
+from tracekit.data.store import PARQUET_OPTIONS
+from tracekit.parse.parser import parse_paths
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT = [

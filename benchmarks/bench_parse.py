@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         f"trace: {args.trace} ({size / 2**20:.0f} MiB), {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}"
     )
     decoder = subprocess.run(
-        [sys.executable, "-c", "from tracekit import _fast; print(_fast.decoder_name())"],
+        [sys.executable, "-c", "from tracekit.parse import fast; print(fast.decoder_name())"],
         capture_output=True,
         text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT)},

@@ -1,4 +1,4 @@
-"""Benchmark the C scanner alone (tracekit/_fastscan.c, the installed extension) on parse-sized chunks.
+"""Benchmark the C scanner alone (tracekit/parse/_fastscan.c, the installed extension) on parse-sized chunks.
 
     python benchmarks/gen_large_trace.py --size-mb 1024 -o benchmarks/data/large.pt.trace.json
     python benchmarks/bench_scan.py [benchmarks/data/large.pt.trace.json] [--chunks 12] [--repeat 3]
@@ -21,12 +21,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tracekit import _decode, parse  # noqa: E402
+from tracekit.parse import decode as _decode  # noqa: E402
+from tracekit.parse import parser as parse  # noqa: E402
 
 try:
-    from tracekit import _fastscan
+    from tracekit.parse import _fastscan
 except ImportError:
-    sys.exit("tracekit._fastscan is not built: run `pip install -e . --no-deps`")
+    sys.exit("tracekit.parse._fastscan is not built: run `pip install -e . --no-deps`")
 
 
 def main() -> None:

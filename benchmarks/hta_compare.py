@@ -101,8 +101,8 @@ def main() -> None:
         hta_side(args.hta_side)
         return
 
-    from tracekit.analysis import analyze
-    from tracekit.parse import parse_paths
+    from tracekit.analysis.pipeline import analyze
+    from tracekit.parse.parser import parse_paths
 
     paths = [str(FIXTURES / f"{n}.pt.trace.json.gz") for n in TRACES]
     proc = subprocess.run(

@@ -19,9 +19,12 @@ import resource  # noqa: E402
 import tempfile  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from tracekit import _decode, _fast, _fastscan, parse  # noqa: E402
-from tracekit.derive import needed_for_derive  # noqa: E402
-from tracekit.store import CaptureWriter  # noqa: E402
+from tracekit.data.store import CaptureWriter  # noqa: E402
+from tracekit.parse import _fastscan  # noqa: E402
+from tracekit.parse import decode as _decode  # noqa: E402
+from tracekit.parse import fast as _fast  # noqa: E402
+from tracekit.parse import parser as parse  # noqa: E402
+from tracekit.parse.derive import needed_for_derive  # noqa: E402
 
 
 def timeline(trace: Path) -> list[tuple[str, float]]:

@@ -8,7 +8,16 @@ from __future__ import annotations
 
 from typing import Mapping, Optional, Sequence
 
-from tracekit.model import CAUSES, HOST_STATES, DeviceReport, HostReport, HostStep, OpStat, Report, StepSample
+from tracekit.analysis.model import (
+    CAUSES,
+    HOST_STATES,
+    DeviceReport,
+    HostReport,
+    HostStep,
+    OpStat,
+    Report,
+    StepSample,
+)
 
 
 def _ns(ms: float) -> int:

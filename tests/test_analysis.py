@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from tests.tracebuilder import TraceBuilder
-from tracekit.analysis import analyze, check_invariants
-from tracekit.model import CAUSES, Report
-from tracekit.parse import parse_paths
+from tracekit.analysis.invariants import check_invariants
+from tracekit.analysis.model import CAUSES, Report
+from tracekit.analysis.pipeline import analyze
+from tracekit.parse.parser import parse_paths
 
 US = 1000
 
@@ -453,7 +454,7 @@ def test_manifest_figures_overhead_throughput_memory(tmp_path):
 def test_check_invariants_catches_a_broken_report(tmp_path):
     from dataclasses import replace
 
-    from tracekit.analysis import InvariantError
+    from tracekit.analysis.invariants import InvariantError
 
     t = TraceBuilder()
     t.step(1, 0, 100)
@@ -478,7 +479,7 @@ def stored_dispatch_gaps(capture) -> dict[tuple[int, int], tuple[int, int]]:
     """(rank, step) → (count, ns) of the parser's dispatch_gap rows on each rank's step thread."""
     import pyarrow.compute as pc
 
-    from tracekit import schema as S
+    from tracekit.data import schema as S
 
     t = capture.table
     rows = t.filter(pc.equal(t["kind"].cast("string"), S.KIND_DISPATCH_GAP)).to_pandas()

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from tracekit.analysis.model import Report
 from tracekit.analysis.store import stored_report
 from tracekit.cli import get_app
+from tracekit.data.store import read_capture
 from tracekit.errors import TracekitError
-from tracekit.model import Report
-from tracekit.parse import parse_to_file
-from tracekit.store import read_capture
+from tracekit.parse.parser import parse_to_file
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "h200_probe" / "sync.pt.trace.json.gz"
 

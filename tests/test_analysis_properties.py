@@ -11,9 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.tracebuilder import TraceBuilder
-from tracekit.analysis import analyze, check_invariants
 from tracekit.analysis import intervals as iv
-from tracekit.parse import parse_paths
+from tracekit.analysis.invariants import check_invariants
+from tracekit.analysis.pipeline import analyze
+from tracekit.parse.parser import parse_paths
 
 GRID = 60
 intervals = st.lists(
@@ -149,7 +150,7 @@ def test_random_timelines_keep_the_invariants(kernels, host, steps, linked):
 )
 def test_dispatch_gap_pieces_match_brute_force(ops, cuts, backward):
     # GIVEN random ops of one thread (nested or overlapping), step windows between cuts, backward windows
-    from tracekit.derive import dispatch_gap_pieces
+    from tracekit.parse.derive import dispatch_gap_pieces
 
     cuts = sorted(cuts)
     ws, we = np.array(cuts[:-1]), np.array(cuts[1:])

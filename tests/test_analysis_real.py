@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 
 from tests.test_analysis import assert_dispatch_gaps_match_stored_rows
-from tracekit.analysis import analyze, check_invariants
-from tracekit.model import CAUSES, Report
-from tracekit.parse import parse_paths
-from tracekit.render import get_renderer
+from tracekit.analysis.invariants import check_invariants
+from tracekit.analysis.model import CAUSES, Report
+from tracekit.analysis.pipeline import analyze
+from tracekit.parse.parser import parse_paths
+from tracekit.render.registry import get_renderer
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "h200_probe"
 
@@ -198,7 +199,7 @@ def test_h200_ddp_fast_rank_waits_for_the_slow_one(h200):
 
 @pytest.fixture(scope="module")
 def cpu_capture(tmp_path_factory):
-    from tracekit.capture_runner import run_capture
+    from tracekit.orchestrate.runner import run_capture
 
     out = tmp_path_factory.mktemp("cpu")
     knobs = {"batch_size": 8, "in_features": 64, "hidden": 64, "layers": 2, "out_features": 8}
@@ -215,7 +216,7 @@ def cpu_capture(tmp_path_factory):
 
 
 def test_cpu_capture_splits_the_step_thread_into_interpreter_and_framework(cpu_capture):
-    from tracekit.store import read_capture
+    from tracekit.data.store import read_capture
 
     capture = read_capture(cpu_capture)
     r = analyze(capture)

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tracekit.analysis import analyze
-from tracekit.annotate import CATEGORY, TRACK_NAME, annotate, splice
+from tracekit.analysis.pipeline import analyze
 from tracekit.cli import get_app
 from tracekit.errors import OutputExistsError, TracekitError
-from tracekit.parse import load_capture, parse_to_file
+from tracekit.export.annotate import CATEGORY, TRACK_NAME, annotate, splice
+from tracekit.parse.parser import load_capture, parse_to_file
 
 PROBE = Path(__file__).resolve().parent.parent / "fixtures" / "h200_probe"
 

@@ -1,4 +1,4 @@
-"""tracekit/_arrow.py: numpy ↔ Arrow without pandas, checked against pyarrow's own conversions."""
+"""tracekit/data/arrow.py: numpy ↔ Arrow without pandas, checked against pyarrow's own conversions."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracekit import _arrow
+from tracekit.data import arrow as _arrow
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -77,7 +77,7 @@ def test_parsing_never_imports_pandas(tmp_path):
     trace = ROOT / "fixtures" / "hta" / "nccl_data.json.gz"
     code = f"""
 import sys
-import tracekit.parse as p
+import tracekit.parse.parser as p
 p.CHUNK_BYTES = 64 << 10
 capture = p.parse_to_file([p.Path({str(trace)!r})], p.Path({str(tmp_path / "c.parquet")!r}))
 assert capture.rows_by_kind().get("step", 0) > 0

@@ -17,9 +17,9 @@ import pytest
 
 from tests.chromium import CHROMIUM, Chromium
 from tests.test_tensorboard import make_logdir, start_view, stop_view
-from tracekit.analysis import analyze
-from tracekit.parse import load_capture
-from tracekit.tensorboard import write_run_summaries
+from tracekit.analysis.pipeline import analyze
+from tracekit.export.tensorboard import write_run_summaries
+from tracekit.parse.parser import load_capture
 
 pytestmark = pytest.mark.skipif(
     not os.access(CHROMIUM, os.X_OK), reason=f"{CHROMIUM} not installed (apt-get install chromium)"

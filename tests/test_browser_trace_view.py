@@ -25,7 +25,7 @@ import pytest
 import torch_tb_profiler
 
 from tests.chromium import CHROMIUM, Chromium
-from tracekit.annotate import CATEGORY, TRACK_NAME, annotate
+from tracekit.export.annotate import CATEGORY, TRACK_NAME, annotate
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBE = ROOT / "fixtures" / "h200_probe"

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tracekit.capture_runner import child_env, plan_runs, run_capture
 from tracekit.errors import CaptureError, OutputExistsError
+from tracekit.orchestrate.runner import child_env, plan_runs, run_capture
 
 TRACE_NAME = re.compile(r"^rank(\d+)\.\d+\.pt\.trace\.json\.gz$")
 TINY_MLP = {"batch_size": 4, "in_features": 16, "hidden": 32, "layers": 1, "out_features": 8}
@@ -71,7 +71,7 @@ def test_heavy_mlp_cpu_capture_writes_logdir_manifest_and_parquet(tmp_path, capf
     # progress lines name the interpreter and the step
     assert f"[{run}] heavy_mlp step 13/13 (profiled active)" in capfd.readouterr().err
     # AND the Parquet capture holds the events with the manifest in its metadata
-    from tracekit.store import read_capture
+    from tracekit.data.store import read_capture
 
     cap = read_capture(paths[0])
     assert cap.manifest == manifest
@@ -248,7 +248,7 @@ def test_cpu_ddp_capture_writes_one_trace_per_rank(tmp_path):
     assert manifest["world_size"] == 2 and [r["rank"] for r in manifest["ranks"]] == [0, 1]
     assert manifest["global_samples_per_step"] == 8
     assert not list(run_dir.glob(".manifest.rank*"))
-    from tracekit.store import read_capture
+    from tracekit.data.store import read_capture
 
     ranks = set(read_capture(paths[0]).table.column("rank").to_pylist())
     assert ranks == {0, 1}
@@ -256,7 +256,7 @@ def test_cpu_ddp_capture_writes_one_trace_per_rank(tmp_path):
 
 def test_a_regular_install_puts_only_tracekit_and_workloads_on_the_childs_path(tmp_path, monkeypatch):
     import tracekit
-    from tracekit.capture_runner import capture_env
+    from tracekit.orchestrate.runner import capture_env
 
     site = tmp_path / "lib" / "python3.11" / "site-packages"
     for pkg in ("tracekit", "workloads", "numpy"):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tracekit.capture_runner import child_env
+from tracekit.orchestrate.runner import child_env
 
 ROOT = Path(__file__).resolve().parent.parent
 HEAVY = ("pandas", "pyarrow", "typer", "msgspec", "rich", "torch", "numpy")

@@ -1,4 +1,4 @@
-"""The derived-row algebra (tracekit/derive.py): property tests against brute force, and real traces."""
+"""The derived-row algebra (tracekit/parse/derive.py): property tests against brute force, and real traces."""
 
 from __future__ import annotations
 
@@ -10,8 +10,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracekit.derive import clip_to_windows, derive_rows, needed_for_derive, start_order, union_intervals
-from tracekit.parse import parse_paths
+from tracekit.parse.derive import (
+    clip_to_windows,
+    derive_rows,
+    needed_for_derive,
+    start_order,
+    union_intervals,
+)
+from tracekit.parse.parser import parse_paths
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -10,9 +10,9 @@ from diff_reports import cpu_report, gpu_report, manifest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracekit.diff import diff, diff_pair, step_values
+from tracekit.analysis.model import CAUSES, HostReport, Report
+from tracekit.diff.compare import diff, diff_pair, step_values
 from tracekit.errors import NotComparableError
-from tracekit.model import CAUSES, HostReport, Report
 
 # -- strategies -------------------------------------------------------------------------------------------
 
@@ -264,7 +264,7 @@ def test_relative_change_display_is_derived_from_the_log_ratio():
 def test_several_ranks_step_time_is_the_slowest_rank_and_idle_the_mean():
     from dataclasses import replace
 
-    from tracekit.model import DeviceReport
+    from tracekit.analysis.model import DeviceReport
 
     r0 = gpu_report([10.0, 10.0, 10.0, 10.0], {"sync": [1.0] * 4})
     r1 = gpu_report([12.0, 12.0, 12.0, 12.0], {"sync": [3.0] * 4})

@@ -136,11 +136,11 @@ def test_real_diff_is_exactly_antisymmetric():
 
 
 def test_stored_analysis_is_used_when_this_tracekit_wrote_it(tmp_path, monkeypatch):
-    import tracekit.analysis as analysis
+    import tracekit.analysis.pipeline as analysis
     from tracekit.analysis.store import store_report
     from tracekit.commands.diff import load_report
-    from tracekit.parse import load_capture, parse_to_file
-    from tracekit.store import write_capture
+    from tracekit.data.store import write_capture
+    from tracekit.parse.parser import load_capture, parse_to_file
 
     paths = []
     for trace in (MLP, SYNC):
@@ -186,10 +186,10 @@ def test_repeats_joined_with_a_comma_are_pooled(capsys):
 
 
 def test_compare_names_the_knob_that_varies(tmp_path):
-    import tracekit.analysis as analysis
+    import tracekit.analysis.pipeline as analysis
     from tracekit.analysis.store import store_report
-    from tracekit.parse import load_capture, parse_to_file
-    from tracekit.store import write_capture
+    from tracekit.data.store import write_capture
+    from tracekit.parse.parser import load_capture, parse_to_file
 
     paths = []
     for workers in (0, 4):

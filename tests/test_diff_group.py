@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from diff_reports import cpu_report, gpu_report, manifest
 
-from tracekit.diff import diff, step_values
-from tracekit.diff_group import STEP_OFFSET, group_label, merge_reports
+from tracekit.diff.compare import diff, step_values
+from tracekit.diff.group import STEP_OFFSET, group_label, merge_reports
 from tracekit.errors import NotComparableError
 
 SLOW = [10.0, 10.2, 10.1, 9.9, 10.3, 10.0]
@@ -91,7 +91,7 @@ def test_pooled_json_matches_the_schema():
     from pathlib import Path
 
     jsonschema = pytest.importorskip("jsonschema")
-    from tracekit.render_diff import to_json
+    from tracekit.render.diff import to_json
 
     a = _group([1.0, 1.02, 0.98, 1.01], "a")
     b = _group([0.9, 0.91, 0.89, 0.92], "b", python="3.11.7")

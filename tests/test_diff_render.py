@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from diff_reports import cpu_report, gpu_report, manifest
 
-from tracekit.diff import diff
-from tracekit.render_diff import (
+from tracekit.diff.compare import diff
+from tracekit.render.diff import (
     JsonRenderer,
     MarkdownRenderer,
     PlotRenderer,

@@ -1,4 +1,4 @@
-"""The C scanner (tracekit/_fastscan.c via _fast.py) against the msgspec decoder: identical tables.
+"""The C scanner (tracekit/parse/_fastscan.c via _fast.py) against the msgspec decoder: identical tables.
 
 The scanner may decline any chunk (then msgspec decodes it); what it accepts must decode exactly as the
 msgspec path does, and whatever msgspec rejects it must decline."""
@@ -17,12 +17,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.tracebuilder import TraceBuilder
-from tracekit import _decode, _fast
 from tracekit.errors import TracekitError
-from tracekit.parse import parse_paths
+from tracekit.parse import decode as _decode
+from tracekit.parse import fast as _fast
+from tracekit.parse.parser import parse_paths
 
 pytestmark = pytest.mark.skipif(
-    _fast._fastscan is None, reason="the C extension tracekit._fastscan is not built (pip install -e .)"
+    _fast._fastscan is None, reason="the C extension tracekit.parse._fastscan is not built (pip install -e .)"
 )
 
 ROOT = Path(__file__).resolve().parent.parent

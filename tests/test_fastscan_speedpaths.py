@@ -1,4 +1,4 @@
-"""The C scanner's fast paths (tracekit/_fastscan.c) against the msgspec decoder, on inputs made to hit
+"""The C scanner's fast paths (tracekit/parse/_fastscan.c) against the msgspec decoder, on inputs made to hit
 their edges: the predicted next key (a template of the bytes from a key's quote to its value), the hashed
 key lookup, the 8-digit number parser, the recent-codes cache of the string dictionaries and the lazily
 null-filled output columns. Each case either decodes exactly as msgspec does or is declined."""
@@ -12,10 +12,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.test_fastscan import EVENT, FUZZ, assert_same, check, slow_decode
-from tracekit import _fast
+from tracekit.parse import fast as _fast
 
 pytestmark = pytest.mark.skipif(
-    _fast._fastscan is None, reason="the C extension tracekit._fastscan is not built (pip install -e .)"
+    _fast._fastscan is None, reason="the C extension tracekit.parse._fastscan is not built (pip install -e .)"
 )
 
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from tests.tracebuilder import TraceBuilder
 from tracekit.errors import TracekitError
-from tracekit.parse import parse_paths
+from tracekit.parse.parser import parse_paths
 
 ROOT = Path(__file__).resolve().parent.parent
 REAL = [ROOT / "fixtures/hta/triton_example.json.gz", ROOT / "fixtures/hta/inference_rank_1.json.gz"]

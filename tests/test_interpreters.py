@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tracekit import interpreters
-from tracekit.capture_runner import run_capture
 from tracekit.errors import CaptureError
+from tracekit.orchestrate import interpreters
+from tracekit.orchestrate.runner import run_capture
 
 
 def _pyenv_39() -> Path:
@@ -76,7 +76,7 @@ def test_two_interpreters_with_one_run_name_are_refused(tmp_path):
 
 
 def test_several_interpreters_get_one_run_each_named_by_version(tmp_path):
-    from tracekit.capture_runner import plan_runs
+    from tracekit.orchestrate.runner import plan_runs
 
     _pyenv_39()
     runs = plan_runs("heavy_mlp", tmp_path, ["3.9", None], None, force=False)

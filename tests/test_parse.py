@@ -10,7 +10,7 @@ import pyarrow.compute as pc
 import pytest
 
 from tests.tracebuilder import TraceBuilder
-from tracekit.parse import find_trace_files, load_capture, parse_paths, rank_of
+from tracekit.parse.parser import find_trace_files, load_capture, parse_paths, rank_of
 
 
 def write(tmp_path: Path, trace: dict | TraceBuilder, name: str = "t.pt.trace.json") -> Path:
@@ -311,7 +311,7 @@ def test_bare_event_array_is_a_trace(tmp_path):
 
 
 def test_load_capture_reads_parquet_or_parses(tmp_path):
-    from tracekit.store import write_capture
+    from tracekit.data.store import write_capture
 
     t = TraceBuilder()
     t.step(1, 0, 10)
@@ -337,7 +337,7 @@ def test_find_trace_files_is_not_recursive(tmp_path):
 def test_locate_events_reads_more_only_when_the_metadata_is_large():
     """The fast path reads 1 MiB of head and 64 KiB of tail first; a header or trailer larger than that
     (e.g. many GPUs' deviceProperties) is still found, and the result is what the small reads give."""
-    from tracekit import _decode
+    from tracekit.parse import decode as _decode
 
     event = b'{"ph": "X", "cat": "cpu_op", "name": "a]", "pid": 1, "tid": 1, "ts": 1.5, "dur": 2}'
     for head_pad, tail_pad in [(10, 10), ((1 << 20) + 100, 10), (10, (1 << 16) + 100), (2 << 20, 1 << 17)]:
@@ -360,7 +360,7 @@ def test_locate_events_reads_more_only_when_the_metadata_is_large():
 def test_chunk_size_gives_every_worker_work_on_small_rank_files(monkeypatch):
     """A big file is cut into CHUNK_BYTES chunks; a rank file of a few MB into smaller ones, so both
     cores decode it; below MIN_CHUNK_BYTES per chunk a file is not split further."""
-    import tracekit.parse as parse_mod
+    import tracekit.parse.parser as parse_mod
 
     monkeypatch.setenv("TRACEKIT_WORKERS", "2")
     assert parse_mod.chunk_bytes(1 << 30) == parse_mod.CHUNK_BYTES
@@ -373,7 +373,7 @@ def test_chunk_size_gives_every_worker_work_on_small_rank_files(monkeypatch):
 def test_parse_prefers_jemalloc_unless_the_user_chose_a_pool(monkeypatch):
     import pyarrow as pa
 
-    import tracekit.parse as parse_mod
+    import tracekit.parse.parser as parse_mod
 
     if "jemalloc" not in pa.supported_memory_backends():
         pytest.skip("this pyarrow has no jemalloc")

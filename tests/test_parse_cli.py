@@ -12,7 +12,7 @@ import pytest
 from tests.clirun import run_main
 from tests.tracebuilder import TraceBuilder
 from tracekit.cli import get_app
-from tracekit.store import read_capture
+from tracekit.data.store import read_capture
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBE = ROOT / "fixtures" / "h200_probe" / "mlp.pt.trace.json.gz"

@@ -10,7 +10,7 @@ import pytest
 
 from tests.tracebuilder import TraceBuilder
 from tracekit.errors import InputNotFound, TraceFormatError, TruncatedTraceError
-from tracekit.parse import parse_paths
+from tracekit.parse.parser import parse_paths
 
 
 def trace_bytes(n_ops: int = 50) -> bytes:

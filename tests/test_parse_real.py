@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow.compute as pc
 import pytest
 
-from tracekit.parse import parse_paths
+from tracekit.parse.parser import parse_paths
 
 ROOT = Path(__file__).resolve().parent.parent
 HTA = ROOT / "fixtures" / "hta"
@@ -172,8 +172,8 @@ def test_h200_probe_steps_and_python_stack():
 def test_chunked_parallel_decode_equals_one_validating_decode(name, monkeypatch):
     """The fast path (array located from its surroundings, cut into chunks, decoded by 2 forked workers)
     gives exactly what one validating decode of the whole file gives."""
-    import tracekit.parse as parse_mod
-    from tracekit import _decode
+    import tracekit.parse.parser as parse_mod
+    from tracekit.parse import decode as _decode
 
     path = HTA / name
     monkeypatch.setattr(parse_mod, "CHUNK_BYTES", 64 << 10)
@@ -188,8 +188,8 @@ def test_chunked_parallel_decode_equals_one_validating_decode(name, monkeypatch)
 def test_streamed_parse_to_file_equals_in_memory_parse(tmp_path, monkeypatch):
     """The streamed parse (2 workers, tables handed over in shared-memory slots that are reused many
     times over: far more chunks than slots) writes what the in-memory parse holds."""
-    import tracekit.parse as parse_mod
-    from tracekit.store import read_capture
+    import tracekit.parse.parser as parse_mod
+    from tracekit.data.store import read_capture
 
     monkeypatch.setattr(parse_mod, "CHUNK_BYTES", 64 << 10)
     monkeypatch.setenv("TRACEKIT_WORKERS", "2")
@@ -210,7 +210,7 @@ def test_streamed_parse_to_file_equals_in_memory_parse(tmp_path, monkeypatch):
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name)
 def test_fast_path_locates_the_events_of_every_real_trace(path):
     """Every real trace takes the fast path, and its metadata is what the validating decode reads."""
-    from tracekit import _decode
+    from tracekit.parse import decode as _decode
 
     buf = gzip.decompress(path.read_bytes())
     located = _decode.locate_events(buf)
@@ -227,8 +227,8 @@ def test_streamed_parse_without_shared_memory_writes_the_same(tmp_path, monkeypa
     memory for it), the tables travel packed through the pipe instead, with the same result."""
     import os
 
-    import tracekit.parse as parse_mod
-    from tracekit.store import read_capture
+    import tracekit.parse.parser as parse_mod
+    from tracekit.data.store import read_capture
 
     files = [HTA / "sampled_rank-0.json.gz"]
     monkeypatch.setattr(parse_mod, "CHUNK_BYTES", 64 << 10)
@@ -253,7 +253,7 @@ def test_a_decode_worker_that_dies_is_one_error_not_a_hang(tmp_path, monkeypatch
     leaves no output, where a multiprocessing.Pool would have waited forever for its result."""
     import os
 
-    import tracekit.parse as parse_mod
+    import tracekit.parse.parser as parse_mod
     from tracekit.errors import ParseAbortedError
 
     real = parse_mod._decode_range

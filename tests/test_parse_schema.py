@@ -8,9 +8,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from tests.tracebuilder import TraceBuilder
-from tracekit.parse import parse_paths
-from tracekit.schema import COLUMNS, ROW_KINDS, SCHEMA, SCHEMA_VERSION
-from tracekit.store import write_capture
+from tracekit.data.schema import COLUMNS, ROW_KINDS, SCHEMA, SCHEMA_VERSION
+from tracekit.data.store import write_capture
+from tracekit.parse.parser import parse_paths
 
 GOLDEN = Path(__file__).parent / "golden" / "schema.txt"
 

@@ -15,10 +15,11 @@ import jsonschema
 import pytest
 
 from tests.tracebuilder import TraceBuilder
-from tracekit.analysis import analyze, check_invariants
-from tracekit.model import Report
-from tracekit.parse import parse_paths
-from tracekit.render import get_renderer, renderers
+from tracekit.analysis.invariants import check_invariants
+from tracekit.analysis.model import Report
+from tracekit.analysis.pipeline import analyze
+from tracekit.parse.parser import parse_paths
+from tracekit.render.registry import get_renderer, renderers
 
 GOLDEN = Path(__file__).parent / "golden"
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "h200_probe"

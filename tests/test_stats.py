@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracekit.stats import (
+from tracekit.diff.stats import (
     METHOD_BOOTSTRAP,
     METHOD_RANK,
     Interval,

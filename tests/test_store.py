@@ -12,10 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.tracebuilder import TraceBuilder
+from tracekit.data.schema import METADATA_KEY, SCHEMA, SCHEMA_VERSION
+from tracekit.data.store import read_capture, read_meta, write_capture
 from tracekit.errors import CaptureFileError, InputNotFound, OutputExistsError
-from tracekit.parse import parse_paths
-from tracekit.schema import METADATA_KEY, SCHEMA, SCHEMA_VERSION
-from tracekit.store import read_capture, read_meta, write_capture
+from tracekit.parse.parser import parse_paths
 
 # Times with up to three decimals, as Kineto writes them, up to ~1.7e15 µs (epoch µs).
 TIMES = st.decimals(min_value=0, max_value=1_800_000_000_000_000, places=3, allow_nan=False)

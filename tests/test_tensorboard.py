@@ -15,11 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from tracekit.analysis import analyze
+from tracekit.analysis.model import CAUSES, HOST_STATES
+from tracekit.analysis.pipeline import analyze
 from tracekit.errors import InputNotFound, OutputExistsError
-from tracekit.model import CAUSES, HOST_STATES
-from tracekit.parse import load_capture
-from tracekit.tensorboard import (
+from tracekit.export.tensorboard import (
     EVENT_GLOB,
     TEXT_TAG,
     event_files,
@@ -28,6 +27,7 @@ from tracekit.tensorboard import (
     write_events,
     write_run_summaries,
 )
+from tracekit.parse.parser import load_capture
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBE = ROOT / "fixtures" / "h200_probe"
@@ -231,9 +231,9 @@ def test_tb_writes_every_run_then_keeps_them_unless_forced(tmp_path):
 
 
 def test_tb_reads_the_parquet_capture_beside_the_run(tmp_path):
-    from tracekit.parse import parse_to_file
-    from tracekit.store import read_capture, write_capture
-    from tracekit.tensorboard import capture_of_run
+    from tracekit.data.store import read_capture, write_capture
+    from tracekit.export.tensorboard import capture_of_run
+    from tracekit.parse.parser import parse_to_file
 
     logdir = make_logdir(tmp_path, ("mlp",))
     run = logdir / "probe" / "mlp"
@@ -257,7 +257,7 @@ def test_tb_on_a_folder_without_traces(tmp_path):
 
 def test_cpu_only_capture_gets_host_scalars(tmp_path):
     from tests.tracebuilder import TraceBuilder
-    from tracekit.parse import parse_paths
+    from tracekit.parse.parser import parse_paths
 
     t = TraceBuilder()
     for n, start in ((1, 0), (2, 100)):
@@ -277,8 +277,8 @@ def test_cpu_only_capture_gets_host_scalars(tmp_path):
 
 def test_two_ranks_write_one_sub_run_each(tmp_path):
     from tests.tracebuilder import TraceBuilder
-    from tracekit.parse import parse_paths
-    from tracekit.tensorboard import write_capture_summaries
+    from tracekit.export.tensorboard import write_capture_summaries
+    from tracekit.parse.parser import parse_paths
 
     # GIVEN rank 0 busy 60 of 100 µs per step and rank 1 busy 30
     for rank, busy in ((0, 60), (1, 30)):

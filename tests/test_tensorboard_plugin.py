@@ -13,8 +13,8 @@ import pytest
 import torch_tb_profiler
 
 from tests.test_tensorboard import _get, make_logdir, start_view, stop_view, wait_for
-from tracekit.analysis import analyze
-from tracekit.parse import load_capture
+from tracekit.analysis.pipeline import analyze
+from tracekit.parse.parser import load_capture
 
 PROBE = Path(__file__).resolve().parent.parent / "fixtures" / "h200_probe"
 STATIC = Path(torch_tb_profiler.__file__).parent / "static"

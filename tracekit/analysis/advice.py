@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tracekit.model import Advice, Report
+from tracekit.analysis.model import Advice, Report
 
 DATALOADER_MIN_FRACTION = 0.20  # dataloader idle ≥ 20 % of step time
 SYNC_MIN_FRACTION = 0.10  # sync idle ≥ 10 % of step time

@@ -14,7 +14,7 @@ import pandas as pd
 from tracekit.analysis import intervals as iv
 from tracekit.analysis.events import DATALOADER, INTERPRETER, LAUNCH, STATE_NAMES, SYNC
 from tracekit.analysis.host import Thread, Threads
-from tracekit.model import CAUSES
+from tracekit.analysis.model import CAUSES
 
 # Cause codes: index into model.CAUSES.
 C_QUEUED, C_DATALOADER, C_SYNC, C_LAUNCH, C_FRAMEWORK, C_INTERPRETER = range(6)

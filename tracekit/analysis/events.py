@@ -15,8 +15,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tracekit import schema as S
-from tracekit.derive import DATALOADER_RE  # one pattern for the parser's derive and the analysis
+from tracekit.data import schema as S
+from tracekit.parse.derive import DATALOADER_RE  # one pattern for the parser's derive and the analysis
 
 # Host state codes; a higher code wins where intervals nest (DESIGN.md rule 3, "innermost state first").
 INTERPRETER, FRAMEWORK, LAUNCH, SYNC, DATALOADER = 0, 1, 2, 3, 4

@@ -28,14 +28,14 @@ from tracekit.analysis.events import (
     STATE_NAMES,
     SYNC,
 )
-from tracekit.derive import (
+from tracekit.analysis.model import HOST_STATES, DataLoaderInfo, HostStep, OpStat
+from tracekit.parse.derive import (
     ENGINE_OP_PREFIX,
     backward_windows,
     dispatch_gap_pieces,
     excluded_windows,
     top_level,
 )
-from tracekit.model import HOST_STATES, DataLoaderInfo, HostStep, OpStat
 
 
 @dataclass
@@ -65,7 +65,7 @@ def build_thread(
 
     `default`: the state where no event covers the thread (INTERPRETER; FRAMEWORK for an autograd
     engine device thread, which runs no Python between its ops). `waits_on`: the thread's backward
-    windows (`tracekit.derive.backward_windows`), during which it is blocked in backward() while the
+    windows (`tracekit.parse.derive.backward_windows`), during which it is blocked in backward() while the
     engine runs, on this thread (CPU) or another (GPU): they count as `framework` where the thread has
     nothing innermost of its own."""
     st = ev["state"].to_numpy()
@@ -104,7 +104,7 @@ class Threads:
     The autograd engine runs backward nodes inside `autograd::engine::evaluate_function` ops. On GPU
     it runs them on its own device threads, which run no Python between their ops: such a thread
     (engine ops, no step) defaults to `framework`. The thread that called backward() is blocked
-    meanwhile: its backward windows (`tracekit.derive.backward_windows`) are `framework`:
+    meanwhile: its backward windows (`tracekit.parse.derive.backward_windows`) are `framework`:
 
         GPU: step thread |- aten::sum -|....... blocked in backward() .......|- aten::add_ -|
              engine T'                  |- evaluate_function -| |- eval.. -|
@@ -226,7 +226,7 @@ def _quantile_sorted(g: np.ndarray, q: float) -> int:
 
 def dispatch_gaps(th: Thread, ws: np.ndarray, we: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Host dispatch gaps of a step thread in its disjoint sorted step windows (ws, we): exactly
-    `tracekit.derive.dispatch_gap_pieces` (the one definition, which the parser's stored rows use too)
+    `tracekit.parse.derive.dispatch_gap_pieces` (the one definition, which the parser's stored rows use too)
     over the thread's cpu_ops and backward windows. Returns (window_index, start, end)."""
     return dispatch_gap_pieces(th.op_s, th.op_e, ws, we, th.excl_s, th.excl_e)
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from tracekit.analysis.model import CAUSES, HOST_STATES, Report
 from tracekit.errors import TracekitError
-from tracekit.model import CAUSES, HOST_STATES, Report
 
 
 class InvariantError(TracekitError):

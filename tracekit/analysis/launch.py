@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from tracekit.model import Dist, KernelStat
+from tracekit.analysis.model import Dist, KernelStat
 
 
 def _dist(values: np.ndarray) -> Dist:

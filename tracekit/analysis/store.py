@@ -8,13 +8,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tracekit import schema as S
-from tracekit.model import Report
+from tracekit.analysis.model import Report
+from tracekit.data import schema as S
 
 
 def load_inputs(paths: list[Path]):
     """One capture from a .parquet file, a trace file or run folder, or several trace files (ranks)."""
-    from tracekit.parse import load_capture, parse_paths
+    from tracekit.parse.parser import load_capture, parse_paths
 
     paths = [Path(p) for p in paths]
     if len(paths) == 1:
@@ -56,7 +56,7 @@ def idle_rows(report: Report) -> pa.Table:
 
 def store_report(capture, report: Report) -> Path:
     """Replace the capture's idle rows and stored analysis with this report's, atomically, in place."""
-    from tracekit.store import write_capture
+    from tracekit.data.store import write_capture
 
     table = capture.table
     kind = pc.cast(table["kind"], pa.string())

@@ -18,7 +18,7 @@ from tracekit.analysis import intervals as iv
 from tracekit.analysis.attribution import C_SYNC, DeviceGaps
 from tracekit.analysis.events import python_frames
 from tracekit.analysis.host import Threads
-from tracekit.model import SyncPointer, SyncSource
+from tracekit.analysis.model import SyncPointer, SyncSource
 
 Key = tuple  # ((rank, pid, tid), sync event index)
 

@@ -44,11 +44,11 @@ def analyze(
     width: Optional[int] = typer.Option(None, "--width", min=40, help="Terminal width of the text report."),
 ) -> None:
     """Attribute every nanosecond of GPU idle time in each step to a cause."""
-    from tracekit.analysis import analyze as run_analysis
-    from tracekit.analysis import check_invariants
+    from tracekit.analysis.invariants import check_invariants
+    from tracekit.analysis.pipeline import analyze as run_analysis
     from tracekit.analysis.store import load_inputs, store_report
     from tracekit.errors import TracekitError
-    from tracekit.render import get_renderer, renderers
+    from tracekit.render.registry import get_renderer, renderers
 
     if as_json and as_markdown:
         raise TracekitError("--json and --markdown both given; pick one")
@@ -70,7 +70,7 @@ def analyze(
         by_suffix = {cls.suffix: name for name, cls in renderers().items()}
         if not (as_json or as_markdown):
             fmt = by_suffix.get(output.suffix, "text")
-        from tracekit.store import atomic_path, check_output
+        from tracekit.data.store import atomic_path, check_output
 
         check_output(output, force)
         with atomic_path(output) as tmp, open(tmp, "w", encoding="utf-8") as fh:

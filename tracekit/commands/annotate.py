@@ -18,7 +18,7 @@ def annotate(
     force: bool = typer.Option(False, "--force", help="Overwrite OUTPUT if it exists."),
 ) -> None:
     """Write the trace with an idle-gap track (cause + evidence) for TensorBoard's trace view / Perfetto."""
-    from tracekit.annotate import annotate as run
+    from tracekit.export.annotate import annotate as run
 
     done = run(capture, output, force=force)
     causes = ", ".join(f"{c} {n}" for c, n in sorted(done.gaps_by_cause.items(), key=lambda kv: -kv[1]))

@@ -47,7 +47,7 @@ def capture(
 ) -> None:
     """Capture a workload under torch.profiler in each interpreter and parse it into Parquet."""
     from tracekit.capture.knobs import KnobError, parse_assignments
-    from tracekit.capture_runner import run_capture
+    from tracekit.orchestrate.runner import run_capture
 
     targets = list(targets or [])
     if script is None:

@@ -25,12 +25,13 @@ def demo(
     """Capture a small workload under torch.profiler, parse it and print the idle-time analysis.
 
     Re-running overwrites the previous demo run in OUT. Open the traces with `tracekit view OUT`."""
-    from tracekit.analysis import analyze, check_invariants
+    from tracekit.analysis.invariants import check_invariants
+    from tracekit.analysis.pipeline import analyze
     from tracekit.capture.knobs import KnobError, parse_assignments
-    from tracekit.capture_runner import run_capture
+    from tracekit.data.store import read_capture
     from tracekit.errors import CaptureError
-    from tracekit.render import get_renderer
-    from tracekit.store import read_capture
+    from tracekit.orchestrate.runner import run_capture
+    from tracekit.render.registry import get_renderer
 
     try:
         knobs = parse_assignments(knob)

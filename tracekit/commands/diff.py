@@ -12,13 +12,13 @@ import typer
 from tracekit.cli import app
 
 
-def load_report(path: Path):  # -> tracekit.model.Report
+def load_report(path: Path):  # -> tracekit.analysis.model.Report
     """The analysis of a capture: the one stored in it (`analyze --store`) when this tracekit wrote it,
     else analysed now. `path` is a .parquet capture, a trace file or a run folder."""
     from tracekit import __version__
-    from tracekit.analysis import analyze
-    from tracekit.model import REPORT_VERSION, Report
-    from tracekit.parse import load_capture
+    from tracekit.analysis.model import REPORT_VERSION, Report
+    from tracekit.analysis.pipeline import analyze
+    from tracekit.parse.parser import load_capture
 
     capture = load_capture(path)
     stored = capture.meta.get("analysis")
@@ -38,7 +38,7 @@ def _named(report, path: Path):
 
 def _load_side(arg: str):
     """One side of the diff: a capture, or several runs of one configuration joined with ','."""
-    from tracekit.diff_group import merge_reports
+    from tracekit.diff.group import merge_reports
 
     paths = [Path(p) for p in arg.split(",") if p]
     reports = [_named(load_report(p), p) for p in paths]
@@ -86,11 +86,11 @@ def diff(
 ) -> None:
     """Compare captures: step time, throughput, GPU utilisation, idle per cause, host dispatch gaps and
     framework op time per call, each with an interval; says plainly when captures are not comparable."""
-    from tracekit.diff import default_labels
-    from tracekit.diff import diff as diff_reports
+    from tracekit.data.store import check_output
+    from tracekit.diff.compare import default_labels
+    from tracekit.diff.compare import diff as diff_reports
     from tracekit.errors import NotComparableError, TracekitError
-    from tracekit.render_diff import JsonRenderer, MarkdownRenderer, PlotRenderer, TerminalRenderer
-    from tracekit.store import check_output
+    from tracekit.render.diff import JsonRenderer, MarkdownRenderer, PlotRenderer, TerminalRenderer
 
     if len(captures) < 2:
         raise NotComparableError(

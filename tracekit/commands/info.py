@@ -16,7 +16,7 @@ def info(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of text."),
 ) -> None:
     """Show what a capture holds: the quick look before analysing it."""
-    from tracekit.parse import load_capture
+    from tracekit.parse.parser import load_capture
 
     doc = describe(load_capture(capture), capture)
     typer.echo(json.dumps(doc, indent=2, sort_keys=True) if as_json else render_text(doc))

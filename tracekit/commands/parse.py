@@ -24,7 +24,7 @@ def parse(
     ),
 ) -> None:
     """Parse PyTorch profiler traces into one typed, versioned Parquet capture file."""
-    from tracekit.parse import parse_to_file
+    from tracekit.parse.parser import parse_to_file
 
     started = time.perf_counter()
     capture = parse_to_file(inputs, output, force=force, salvage=salvage, progress=_progress_line())

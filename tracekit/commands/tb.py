@@ -15,7 +15,7 @@ def tb(
     force: bool = typer.Option(False, "--force", help="Rewrite runs that already have tracekit event files."),
 ) -> None:
     """Write per-step scalars and the markdown report beside each capture's traces, for TensorBoard."""
-    from tracekit.tensorboard import summarize_logdir
+    from tracekit.export.tensorboard import summarize_logdir
 
     for run_dir, done in summarize_logdir(logdir, force=force):
         typer.echo(f"tracekit: {run_dir}: {done}")

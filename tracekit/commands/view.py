@@ -17,7 +17,7 @@ def view(
     port: int = typer.Option(0, "--port", help="Port on 127.0.0.1; 0 picks a free one."),
 ) -> None:
     """Open captures in TensorBoard: tracekit's scalars and report, and the PyTorch Profiler tab."""
-    from tracekit.tensorboard import TensorBoardServer, event_files, find_trace_runs, iter_event_runs
+    from tracekit.export.tensorboard import TensorBoardServer, event_files, find_trace_runs, iter_event_runs
 
     server = TensorBoardServer(logdir, port=port)
     # A plain `kill` stops it as Ctrl-C does, so the profiler plugin's loader processes are shut down too.

@@ -1,7 +1,7 @@
-"""Renderers of analysis results: text (rich terminal), json (DESIGN.md contract), markdown."""
+"""Renderers: text (rich terminal), json (the DESIGN.md contract) and markdown for analysis reports
+(`registry` is the table by name; `sections` the tables text and markdown share), and `diff` for diff
+results. They format what a result model holds and compute nothing.
 
-from __future__ import annotations
-
-from tracekit.render.base import Renderer, Section, get_renderer, renderers
-
-__all__ = ["Renderer", "Section", "get_renderer", "renderers"]
+May import: tracekit.errors, tracekit.analysis.model, tracekit.diff (its result objects). Never export,
+orchestrate or commands.
+"""

@@ -1,16 +1,11 @@
-"""Renderer plug-ins (STYLE.md 4): each declares its name and file suffix and implements
-`render(result, out)`. Renderers never compute figures: they format what the result holds.
-
-    from tracekit.render import get_renderer
-    get_renderer("markdown").render(report, sys.stdout)
-"""
+"""What every renderer is (STYLE.md 4): it declares its name and file suffix and implements
+`render(result, out)`; renderers never compute figures, they format what the result holds. The table of
+renderers is `tracekit.render.registry` (this module imports none of them)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TextIO, runtime_checkable
-
-from tracekit.errors import TracekitError
 
 
 @runtime_checkable
@@ -19,7 +14,7 @@ class Renderer(Protocol):
     suffix: str  # file suffix of its output: ".txt", ".json", ".md"
 
     def render(self, result: Any, out: TextIO) -> None:
-        """Write `result` (a tracekit.model.Report) to `out`."""
+        """Write `result` (a tracekit.analysis.model.Report) to `out`."""
         ...
 
 
@@ -35,33 +30,3 @@ class Section:
 
     def alignment(self) -> str:
         return self.align or ("l" + "r" * (len(self.columns) - 1))
-
-
-_REGISTRY: dict[str, type] = {}
-
-
-def register(cls: type) -> type:
-    _REGISTRY[cls.name] = cls
-    return cls
-
-
-def get_renderer(name: str, **options: Any) -> Renderer:
-    """The renderer called `name` (text, json, markdown)."""
-    _load()
-    try:
-        return _REGISTRY[name](**options)
-    except KeyError:
-        raise TracekitError(
-            f"unknown output format {name!r}; choose one of {', '.join(sorted(_REGISTRY))}"
-        ) from None
-
-
-def renderers() -> dict[str, type]:
-    _load()
-    return dict(_REGISTRY)
-
-
-def _load() -> None:
-    from tracekit.render import json as _json  # noqa: F401
-    from tracekit.render import markdown as _md  # noqa: F401
-    from tracekit.render import text as _text  # noqa: F401

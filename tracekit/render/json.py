@@ -6,8 +6,6 @@ import json
 import math
 from typing import Any, TextIO
 
-from tracekit.render.base import register
-
 
 def _finite(x: Any) -> Any:
     if isinstance(x, float) and not math.isfinite(x):
@@ -19,7 +17,6 @@ def _finite(x: Any) -> Any:
     return x
 
 
-@register
 class JsonRenderer:
     name = "json"
     suffix = ".json"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any, TextIO
 
-from tracekit.render.base import register
 from tracekit.render.sections import advice_lines, header, other_notes, report_sections
 
 
@@ -12,7 +11,6 @@ def _cell(s: str) -> str:
     return s.replace("|", "\\|").replace("\n", " ")
 
 
-@register
 class MarkdownRenderer:
     name = "markdown"
     suffix = ".md"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 
-from tracekit.model import CAUSES, HOST_STATES, HostReport, Report
+from tracekit.analysis.model import CAUSES, HOST_STATES, HostReport, Report
 from tracekit.render.base import Section
 
 TOP_ROWS = 10  # rows shown in the longer tables (the JSON has everything)

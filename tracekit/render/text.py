@@ -10,11 +10,9 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from tracekit.render.base import register
 from tracekit.render.sections import advice_lines, header, other_notes, report_sections
 
 
-@register
 class TextRenderer:
     name = "text"
     suffix = ".txt"

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Iterable, Mapping
 from tracekit.errors import InputNotFound, OutputExistsError, TracekitError
 
 if TYPE_CHECKING:
-    from tracekit.model import Report
+    from tracekit.analysis.model import Report
 
 # tracekit's event files end with this suffix: they are the only ones it replaces or removes.
 EVENT_SUFFIX = ".tracekit"
@@ -156,7 +156,7 @@ def read_events(run_dir: Path) -> tuple[dict[str, list[tuple[int, float]]], dict
 
 def report_scalars(report: Report) -> dict[str, dict[int, dict[str, float]]]:
     """Per-step scalars of a report, by sub-run ("" for the capture's own run, "rank<r>" otherwise)."""
-    from tracekit.model import CAUSES, HOST_STATES
+    from tracekit.analysis.model import CAUSES, HOST_STATES
 
     ranks = sorted({d.rank for d in report.devices} | {h.rank for h in report.host.steps})
     sub = {r: (f"rank{r}" if len(ranks) > 1 else "") for r in ranks}
@@ -187,7 +187,7 @@ def report_scalars(report: Report) -> dict[str, dict[int, dict[str, float]]]:
 def _markdown(report: Report) -> str:
     import io
 
-    from tracekit.render import get_renderer
+    from tracekit.render.registry import get_renderer
 
     out = io.StringIO()
     get_renderer("markdown").render(report, out)
@@ -220,9 +220,9 @@ def write_run_summaries(
 
 
 def write_capture_summaries(run_dir: Path, capture, *, force: bool = True) -> list[Path]:
-    """Analyse `capture` (a tracekit.store.Capture) and write its event files into `run_dir`: what the
+    """Analyse `capture` (a tracekit.data.store.Capture) and write its event files into `run_dir`: what the
     capture runner calls right after parsing a run, so that `tracekit view OUT` shows it at once."""
-    from tracekit.analysis import analyze
+    from tracekit.analysis.pipeline import analyze
 
     return write_run_summaries(run_dir, analyze(capture), force=force)
 
@@ -291,8 +291,8 @@ def capture_of_run(run_dir: Path):
     parsed now (with ``manifest.json`` as the manifest when `tracekit capture` wrote one)."""
     import json
 
-    from tracekit.parse import parse_paths
-    from tracekit.store import read_capture
+    from tracekit.data.store import read_capture
+    from tracekit.parse.parser import parse_paths
 
     run_dir = Path(run_dir)
     parquet = run_dir.with_name(run_dir.name + ".parquet")

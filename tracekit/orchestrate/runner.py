@@ -1,6 +1,6 @@
 """Run captures from tracekit's own environment: one child process per interpreter, then parse.
 
-    from tracekit.capture_runner import run_capture
+    from tracekit.orchestrate.runner import run_capture
     paths = run_capture("heavy_mlp", Path("out"), pythons=["3.9", None], device="cpu",
                         knobs={"batch_size": 8}, schedule="wait=1,warmup=1,active=3,repeat=2")
 
@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Callable, Iterator, Mapping, Sequence
 
 import tracekit
-from tracekit import interpreters
 from tracekit.capture.knobs import (
     COMMON_KNOBS,
     KnobError,
@@ -36,6 +35,7 @@ from tracekit.capture.knobs import (
 from tracekit.capture.recorder import MANIFEST_NAME, TRACE_SUFFIX
 from tracekit.capture.workload import knobs_of
 from tracekit.errors import CaptureError, OutputExistsError, TracekitError
+from tracekit.orchestrate import interpreters
 
 Echo = Callable[[str], None]
 _INTERRUPT_GRACE_S = 60
@@ -283,8 +283,8 @@ def trace_files(run_dir: Path) -> list[Path]:
 
 
 def _parse_run(run: Run, manifest: dict, force: bool, echo: Echo) -> Path:
-    from tracekit.parse import parse_paths
-    from tracekit.store import write_capture
+    from tracekit.data.store import write_capture
+    from tracekit.parse.parser import parse_paths
 
     files = trace_files(run.run_dir)
     if not files:
@@ -299,7 +299,7 @@ def _parse_run(run: Run, manifest: dict, force: bool, echo: Echo) -> Path:
     echo(f"tracekit: wrote {run.parquet} ({len(files)} trace files, {capture.table.num_rows} rows)")
     # TensorBoard event files (per-step scalars + the report) beside the traces, so `tracekit view OUT`
     # overlays runs at once. The capture is already safe on disk: a failure here only costs the summaries.
-    from tracekit.tensorboard import write_capture_summaries
+    from tracekit.export.tensorboard import write_capture_summaries
 
     try:
         write_capture_summaries(run.run_dir, capture)

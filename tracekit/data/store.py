@@ -14,8 +14,8 @@ from typing import Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tracekit.data.schema import METADATA_KEY, SCHEMA, SCHEMA_VERSION, file_metadata
 from tracekit.errors import CaptureFileError, InputNotFound, OutputExistsError
-from tracekit.schema import METADATA_KEY, SCHEMA, SCHEMA_VERSION, file_metadata
 
 # How capture files are encoded (benchmarks/RESULTS.md, "Parquet encoding", has the measurements):
 # - dictionary pages only for the string columns (already dictionary arrays): trying dictionary encoding

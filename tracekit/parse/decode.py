@@ -9,7 +9,7 @@ cast, never through a double (1.7e15 µs with three decimals has 19 significant 
 `decode_events` turns one JSON array of events into one Arrow RecordBatch of `RAW_SCHEMA`; `parse.py`
 splits big files into chunks at event boundaries and calls it per chunk, in worker processes.
 
-When the optional C extension is built (tracekit/_fastscan.c, wrapper `_fast.py`), it scans a chunk
+When the optional C extension is built (tracekit/parse/_fastscan.c, wrapper `_fast.py`), it scans a chunk
 into columns first, ~10x faster; it declines anything outside the plain shapes (then msgspec decodes
 the chunk), and both paths build the batch with `assemble`, so they give identical tables.
 """
@@ -32,15 +32,36 @@ import numpy as np
 import pyarrow as pa
 from msgspec.structs import astuple
 
-from tracekit import _arrow, _fast
-from tracekit._fast import INT_ARGS
+from tracekit.data import arrow as _arrow
+from tracekit.data.schema import SCHEMA
 from tracekit.errors import InputNotFound, TraceFormatError, TruncatedTraceError
-from tracekit.schema import SCHEMA
 
 # ---------------------------------------------------------------------------------------------------
 # The typed view of one event. Field names are the Chrome-trace / Kineto keys; every value is `Any` so
 # that a trace with an odd type in one field (a string pid, a stream written as "0x0") still decodes:
 # the column builders below coerce values and turn what cannot be coerced into nulls.
+
+
+# The args keys kept as integers (names of _Args fields); the scanner fills them in this order.
+INT_ARGS = (
+    "device",
+    "stream",
+    "correlation",
+    "external_id",
+    "external_id_old",
+    "seq",
+    "fwd_tid",
+    "bytes",
+    "wait_stream",
+    "py_id",
+    "py_parent",
+    "msg_nelems",
+    "group_size",
+    "mem_bytes",
+    "total_allocated",
+    "total_reserved",
+    "device_id",
+)
 
 
 class _Args(msgspec.Struct, gc=False):
@@ -429,10 +450,8 @@ def decode_events(
     decides the unit of a whole trace from the returned stats (the largest |ts| as written and whether
     any time has a fractional part) and re-decodes in the rare case the guess was wrong.
 
-    The C scanner (_fast.py) decodes the plain cases; whatever it declines is decoded with msgspec."""
-    fast = _fast.decode(data, unit)
-    if fast is not None:
-        return fast
+    This is the msgspec decoder, which handles every case and gives the precise errors; the parser
+    tries the C scanner (fast.py) first and calls this for whatever the scanner declines."""
     with gc_paused():
         try:
             events = _EVENTS_DECODER.decode(data)

@@ -36,11 +36,13 @@ from typing import Callable, Iterator, Optional
 import numpy as np
 import pyarrow as pa
 
-from tracekit import _arrow, _decode, _fast
-from tracekit.derive import derive_rows, needed_for_derive, write_derived_rows
+from tracekit.data import arrow as _arrow
+from tracekit.data.schema import KIND_EVENT, SCHEMA
+from tracekit.data.store import Capture, CaptureWriter, check_output, read_capture, sha256_file
 from tracekit.errors import InputNotFound, OutputExistsError, ParseAbortedError, TraceFormatError
-from tracekit.schema import KIND_EVENT, SCHEMA
-from tracekit.store import Capture, CaptureWriter, check_output, read_capture, sha256_file
+from tracekit.parse import decode as _decode
+from tracekit.parse import fast as _fast
+from tracekit.parse.derive import derive_rows, needed_for_derive, write_derived_rows
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 MANIFEST_NAME = "manifest.json"  # written by `tracekit capture` beside the traces; not a trace

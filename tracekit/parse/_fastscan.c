@@ -2,7 +2,7 @@
  *
  * scan(buffer, start, stop, bare) walks one JSON array of events ('[' ... ']', or the text between the
  * brackets) and fills columns directly, without a
- * Python object per event. It keeps exactly the keys that tracekit/_decode.py's _Event/_Args structs
+ * Python object per event. It keeps exactly the keys that tracekit/parse/decode.py's _Event/_Args structs
  * keep and skips everything else with a strict JSON validator. It handles only the plain shapes:
  *
  *   - ph, cat, name, args.{cuda_sync_kind, Collective name, Process Group Ranks, name}: a JSON string or

@@ -29,11 +29,10 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
-from tracekit import comparable
-from tracekit.comparable import Comparability, Facts
-from tracekit.errors import NotComparableError
-from tracekit.model import CAUSES, HOST_STATES, Report
-from tracekit.stats import (
+from tracekit.analysis.model import CAUSES, HOST_STATES, Report
+from tracekit.diff import comparable
+from tracekit.diff.comparable import Comparability, Facts
+from tracekit.diff.stats import (
     DEFAULT_CONFIDENCE,
     METHOD_RUNS,
     Estimate,
@@ -41,6 +40,7 @@ from tracekit.stats import (
     rank_shift,
     single_values,
 )
+from tracekit.errors import NotComparableError
 
 DIFF_VERSION = 1
 TOP_OPS = 10  # framework ops listed per pair

@@ -1,4 +1,4 @@
-"""The optional C decoder: `tracekit/_fastscan.c` scans a JSON array of events into columns directly.
+"""The optional C decoder: `tracekit/parse/_fastscan.c` scans a JSON array of events into columns directly.
 
 `decode(data, unit)` returns what `_decode.decode_events` returns, or None when the scanner declined
 the input (a value of an unexpected type, an escaped key, invalid JSON, ...): the caller then decodes it
@@ -16,32 +16,15 @@ from typing import Optional
 import numpy as np
 import pyarrow as pa
 
+from tracekit.parse import decode as _decode
+from tracekit.parse.decode import INT_ARGS
+
 try:
-    from tracekit import _fastscan
+    from tracekit.parse import _fastscan
 except ImportError:  # the extension did not build: msgspec only
     _fastscan = None
 
-# The args keys kept as integers (names of _decode._Args fields); the scanner fills them in this order.
-INT_ARGS = (
-    "device",
-    "stream",
-    "correlation",
-    "external_id",
-    "external_id_old",
-    "seq",
-    "fwd_tid",
-    "bytes",
-    "wait_stream",
-    "py_id",
-    "py_parent",
-    "msg_nelems",
-    "group_size",
-    "mem_bytes",
-    "total_allocated",
-    "total_reserved",
-    "device_id",
-)
-# Column order of the scanner's output (tracekit/_fastscan.c, enums I_* and S_*).
+# Column order of the scanner's output (tracekit/parse/_fastscan.c, enums I_* and S_*).
 INT_FIELDS = ("pid", "tid", "ts", "dur", "flow") + INT_ARGS
 STR_FIELDS = ("ph", "cat", "name", "sync_kind", "collective", "pg_ranks", "name_arg")
 
@@ -52,8 +35,8 @@ def available() -> bool:
 
 
 def decoder_name() -> str:
-    """'C scanner (tracekit._fastscan)' or 'msgspec': which decoder parses traces here."""
-    return "C scanner (tracekit._fastscan)" if available() else "msgspec"
+    """'C scanner (tracekit.parse._fastscan)' or 'msgspec': which decoder parses traces here."""
+    return "C scanner (tracekit.parse._fastscan)" if available() else "msgspec"
 
 
 def scan(data, start: int = 0, stop: int = -1, bare: bool = False) -> Optional[tuple]:
@@ -69,8 +52,6 @@ def decode(
 ) -> Optional[tuple[pa.RecordBatch, dict]]:
     """Like `_decode.decode_events(data[start:stop], unit=unit)` (with `bare`: of "[" + data[start:stop]
     + "]", without copying it), or None: decode this one with msgspec."""
-    from tracekit import _decode
-
     out = scan(data, start, stop, bare)
     if out is None:
         return None

@@ -33,8 +33,8 @@ from typing import Callable
 import numpy as np
 import pyarrow as pa
 
-from tracekit import _arrow
-from tracekit.schema import (
+from tracekit.data import arrow as _arrow
+from tracekit.data.schema import (
     CAT_CPU_OP,
     CAT_USER_ANNOTATION,
     DEVICE_ACTIVITY_CATS,

@@ -16,11 +16,11 @@ import re
 from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
-from tracekit import comparable
-from tracekit.comparable import Role
-from tracekit.diff import STEP_OFFSET, facts, step_values
+from tracekit.analysis.model import DeviceReport, HostReport, OpStat, Report
+from tracekit.diff import comparable
+from tracekit.diff.comparable import Role
+from tracekit.diff.compare import STEP_OFFSET, facts, step_values
 from tracekit.errors import NotComparableError
-from tracekit.model import DeviceReport, HostReport, OpStat, Report
 
 
 def group_label(runs: Sequence[str]) -> str:

@@ -9,7 +9,7 @@ slice per cause piece. The original events are copied byte for byte (the ``trace
 not re-encoded), so every viewer that opened the trace opens the annotated one: TensorBoard's trace view,
 Perfetto, chrome://tracing.
 
-The gaps and their causes come from `tracekit.analysis.analyze` (all gaps, not only the longest), so
+The gaps and their causes come from `tracekit.analysis.pipeline.analyze` (all gaps, not only the longest), so
 the track shows exactly what `tracekit analyze` reports.
 """
 
@@ -25,9 +25,9 @@ from typing import Any, Iterator
 import msgspec
 import numpy as np
 
+from tracekit.analysis.model import IdleGap, Report
+from tracekit.data.store import Capture, atomic_path, check_output, sha256_file
 from tracekit.errors import InputNotFound, TraceFormatError, TracekitError
-from tracekit.model import IdleGap, Report
-from tracekit.store import Capture, atomic_path, check_output, sha256_file
 
 TRACK_NAME = "tracekit idle gaps"
 CATEGORY = "tracekit_idle"
@@ -55,8 +55,8 @@ class Annotated:
 def trace_of(capture_path: Path) -> Path:
     """The one trace file behind CAPTURE: a trace file, a run folder with one trace, or a .parquet capture
     whose source trace lies where `tracekit capture` put it (checked by its sha256)."""
-    from tracekit.parse import PARQUET_MAGIC, find_trace_files
-    from tracekit.store import read_meta
+    from tracekit.data.store import read_meta
+    from tracekit.parse.parser import PARQUET_MAGIC, find_trace_files
 
     path = Path(capture_path)
     if not path.exists():
@@ -91,8 +91,8 @@ def trace_of(capture_path: Path) -> Path:
 
 def annotate(capture_path: Path, output: Path, *, force: bool = False) -> Annotated:
     """Write `output`: the trace behind `capture_path` plus the idle-gap track (gzip when it ends .gz)."""
-    from tracekit.analysis import analyze
-    from tracekit.parse import parse_paths
+    from tracekit.analysis.pipeline import analyze
+    from tracekit.parse.parser import parse_paths
 
     output = Path(output)
     check_output(output, force)
@@ -233,7 +233,7 @@ def _start(g: IdleGap) -> int:
 
 def splice(trace: Path, events: list[dict[str, Any]]) -> bytes:
     """The trace's JSON with `events` appended to its traceEvents array; original bytes kept as they are."""
-    from tracekit._decode import read_trace_bytes
+    from tracekit.parse.decode import read_trace_bytes
 
     buf, gz_truncated = read_trace_bytes(trace)
     if gz_truncated:

@@ -1,0 +1,125 @@
+"""The tree reads like the pipeline (docs/DESIGN.md "Layout"): every import, at module level or inside a
+function, goes from a stage to the same stage or a lower one, and no modules import each other in a cycle."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent / "tracekit"
+
+# Lower stages first. A module may import only from its own stage or an earlier one.
+STAGES = [
+    ("errors",),
+    ("data",),
+    ("capture",),  # target side: stdlib + torch only (checked below)
+    ("parse",),
+    ("analysis",),
+    ("diff", "whatif"),
+    ("render",),
+    ("export",),
+    ("orchestrate",),
+    ("scale",),
+    ("api",),
+    ("commands", "cli", "__main__", "__init__"),
+]
+RANK = {name: i for i, names in enumerate(STAGES) for name in names}
+
+
+def _modules() -> dict[str, Path]:
+    mods = {}
+    for path in ROOT.rglob("*.py"):
+        rel = path.relative_to(ROOT.parent).with_suffix("")
+        parts = list(rel.parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        mods[".".join(parts)] = path
+    return mods
+
+
+def _imports(path: Path) -> set[str]:
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.add(node.module)
+            out.update(f"{node.module}.{a.name}" for a in node.names)
+    return {m for m in out if m == "tracekit" or m.startswith("tracekit.")}
+
+
+def _stage(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _graph() -> dict[str, set[str]]:
+    mods = _modules()
+    graph = {}
+    for name, path in mods.items():
+        graph[name] = {m for m in _imports(path) if m in mods and m != name}
+    return graph
+
+
+def test_every_module_belongs_to_a_stage():
+    unknown = sorted({_stage(m) for m in _modules()} - set(RANK))
+    assert not unknown, f"add these to STAGES (and docs/DESIGN.md's layout): {unknown}"
+
+
+def test_no_import_from_a_lower_stage_to_a_higher_one():
+    bad = []
+    for mod, deps in _graph().items():
+        for dep in deps:
+            if dep == "tracekit":  # the package face (__version__) is readable by every stage
+                continue
+            if RANK[_stage(dep)] > RANK[_stage(mod)]:
+                bad.append(f"{mod} imports {dep}")
+    assert not bad, "\n".join(sorted(bad))
+
+
+def test_no_import_cycles():
+    graph = _graph()
+    # a package's __init__ importing its own submodules is no cycle of code; a submodule importing the
+    # package face back is. Tarjan's strongly connected components over the whole graph:
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    cycles = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                cycles.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    assert not cycles, cycles
+
+
+def test_the_capture_side_imports_only_itself():
+    bad = [
+        f"{mod} imports {dep}"
+        for mod, deps in _graph().items()
+        if _stage(mod) == "capture"
+        for dep in deps
+        if dep != "tracekit" and _stage(dep) != "capture"
+    ]
+    assert not bad, bad
