@@ -403,133 +403,70 @@ def _sum_per_run(x: np.ndarray, runs: np.ndarray) -> np.ndarray:
     return np.array([x[runs == r].sum() for r in np.unique(runs)]) if len(runs) == len(x) else x
 
 
+MS, S = 1e-6, 1e-9
+
+
 def _figures(a: StepValues, b: StepValues, confidence: float) -> list[FigureDiff]:
-    ms, s = 1e-6, 1e-9
+    """Every figure of one pair, section by section (the order of the report's tables)."""
+    out: list[FigureDiff] = []
+    for section in (_time_figures, _device_figures, _idle_figures, _host_figures):
+        out += section(a, b, confidence)
+    return out
+
+
+def _time_figures(a: StepValues, b: StepValues, confidence: float) -> list[FigureDiff]:
+    """Step time, total time, throughput, step time without the profiler."""
+    runs = (a.step_runs, b.step_runs)
     out = [
         _ranked(
-            "step_time",
-            "step time",
-            "ms",
-            SECTION_TIME,
-            "lower",
-            a.dur_ns,
-            b.dur_ns,
-            ms,
-            confidence,
-            runs=(a.step_runs, b.step_runs),
-        ),
+            "step_time", "step time", "ms", SECTION_TIME, "lower", a.dur_ns, b.dur_ns, MS, confidence, runs
+        )
     ]
-    total_a, total_b = a.dur_ns * s, b.dur_ns * s
-    pooled = _pooled(a.step_runs, b.step_runs)
-    if pooled:
-        # several runs per side: one total per run (runs of one configuration have equal step counts)
-        fig = _ranked(
-            "total_time",
-            "total time, profiled steps",
-            "s",
-            SECTION_TIME,
-            "lower",
-            _sum_per_run(total_a, a.step_runs),
-            _sum_per_run(total_b, b.step_runs),
-            1.0,
-            confidence,
-        )
-        out.append(replace(fig, estimate=replace(fig.estimate, method=METHOD_RUNS)) if fig.estimate else fig)
-    elif len(total_a) == len(total_b):  # totals over different numbers of steps say nothing
-        out.append(
-            FigureDiff(
-                "total_time",
-                "total time, profiled steps",
-                "s",
-                SECTION_TIME,
-                "lower",
-                float(total_a.sum()),
-                float(total_b.sum()),
-                bootstrap_shift(total_a, total_b, _sum, confidence),
-            )
-        )
+    total = _total_time(a, b, confidence)
+    if total is not None:
+        out.append(total)
     if a.samples_per_step and b.samples_per_step:
+        ta, tb = a.samples_per_step / (a.dur_ns * S), b.samples_per_step / (b.dur_ns * S)
         out.append(
             _ranked(
-                "throughput",
-                "throughput",
-                "samples/s",
-                SECTION_TIME,
-                "higher",
-                a.samples_per_step / (a.dur_ns * s),
-                b.samples_per_step / (b.dur_ns * s),
-                1.0,
-                confidence,
-                runs=(a.step_runs, b.step_runs),
+                "throughput", "throughput", "samples/s", SECTION_TIME, "higher", ta, tb, 1.0, confidence, runs
             )
         )
     if a.unprofiled_step_ns is not None or b.unprofiled_step_ns is not None:
+        xa, xb = a.unprofiled_step_ns, b.unprofiled_step_ns
+        label, uruns = "step time without profiler", (a.unprofiled_runs, b.unprofiled_runs)
         out.append(
-            _ranked(
-                "unprofiled_step_time",
-                "step time without profiler",
-                "ms",
-                SECTION_TIME,
-                "lower",
-                a.unprofiled_step_ns,
-                b.unprofiled_step_ns,
-                ms,
-                confidence,
-                runs=(a.unprofiled_runs, b.unprofiled_runs),
-            )
+            _ranked("unprofiled_step_time", label, "ms", SECTION_TIME, "lower", xa, xb, MS, confidence, uruns)
         )
+    return out
 
+
+def _total_time(a: StepValues, b: StepValues, confidence: float) -> Optional[FigureDiff]:
+    """Total time of the profiled steps: one total per run when a side pools runs (runs of one
+    configuration have equal step counts); nothing when the two sides have different step counts."""
+    total_a, total_b = a.dur_ns * S, b.dur_ns * S
+    label = "total time, profiled steps"
+    if _pooled(a.step_runs, b.step_runs):
+        xa, xb = _sum_per_run(total_a, a.step_runs), _sum_per_run(total_b, b.step_runs)
+        fig = _ranked("total_time", label, "s", SECTION_TIME, "lower", xa, xb, 1.0, confidence)
+        return replace(fig, estimate=replace(fig.estimate, method=METHOD_RUNS)) if fig.estimate else fig
+    if len(total_a) != len(total_b):  # totals over different numbers of steps say nothing
+        return None
+    est = bootstrap_shift(total_a, total_b, _sum, confidence)
+    return FigureDiff(
+        "total_time", label, "s", SECTION_TIME, "lower", float(total_a.sum()), float(total_b.sum()), est
+    )
+
+
+def _device_figures(a: StepValues, b: StepValues, confidence: float) -> list[FigureDiff]:
+    """GPU utilisation (mean and peak step), peak device memory, collective wait."""
+    out = []
     if a.busy_ns is not None or b.busy_ns is not None:
-
-        def util_cols(v: StepValues) -> Optional[np.ndarray]:
-            return None if v.busy_ns is None else np.stack([v.busy_ns, v.dur_ns], axis=1)
-
-        ca, cb = util_cols(a), util_cols(b)
-        ua = None if ca is None else float(_sum_ratio(ca[None])[0]) * 100
-        ub = None if cb is None else float(_sum_ratio(cb[None])[0]) * 100
-        est = None
-        if ca is not None and cb is not None and pooled:
-            # several runs per side: each run's utilisation, compared run against run
-            ra = np.array([_sum_ratio(ca[a.step_runs == r][None])[0] * 100 for r in np.unique(a.step_runs)])
-            rb = np.array([_sum_ratio(cb[b.step_runs == r][None])[0] * 100 for r in np.unique(b.step_runs)])
-            est = rank_shift(ra, rb, confidence)
-            est = replace(est, method=METHOD_RUNS) if est is not None else None
-        elif ca is not None and cb is not None:
-            est = bootstrap_shift(ca, cb, lambda x: _sum_ratio(x) * 100, confidence)
-        out.append(
-            FigureDiff("gpu_util_mean", "GPU utilisation, mean", "%", SECTION_DEVICE, "higher", ua, ub, est)
-        )
-        pa = None if a.utilization is None else float(a.utilization.max()) * 100
-        pb = None if b.utilization is None else float(b.utilization.max()) * 100
-        est = single_values(pa, pb) if pa is not None and pb is not None else None
-        out.append(
-            FigureDiff(
-                "gpu_util_peak", "GPU utilisation, peak step", "%", SECTION_DEVICE, "higher", pa, pb, est
-            )
-        )
-    if a.peak_memory_per_step is not None and b.peak_memory_per_step is not None and not pooled:
-        out.append(
-            _ranked(
-                "peak_memory",
-                "peak device memory",
-                "MiB",
-                SECTION_DEVICE,
-                "lower",
-                a.peak_memory_per_step,
-                b.peak_memory_per_step,
-                1 / 2**20,
-                confidence,
-            )
-        )
-    elif a.peak_memory_bytes or b.peak_memory_bytes:
-        ma = a.peak_memory_bytes / 2**20 if a.peak_memory_bytes else None
-        mb = b.peak_memory_bytes / 2**20 if b.peak_memory_bytes else None
-        est = single_values(ma, mb) if ma is not None and mb is not None else None
-        out.append(
-            FigureDiff("peak_memory", "peak device memory", "MiB", SECTION_DEVICE, "lower", ma, mb, est)
-        )
+        out += _utilization(a, b, confidence)
+    out += _peak_memory(a, b, confidence)
     waits = [v.collective_wait_ns for v in (a, b) if v.collective_wait_ns is not None]
     if any(w.any() for w in waits):
+        xa, xb, runs = a.collective_wait_ns, b.collective_wait_ns, (a.step_runs, b.step_runs)
         out.append(
             _ranked(
                 "collective_wait",
@@ -537,93 +474,110 @@ def _figures(a: StepValues, b: StepValues, confidence: float) -> list[FigureDiff
                 "ms",
                 SECTION_DEVICE,
                 "lower",
-                a.collective_wait_ns,
-                b.collective_wait_ns,
-                ms,
+                xa,
+                xb,
+                MS,
                 confidence,
-                runs=(a.step_runs, b.step_runs),
+                runs,
             )
         )
+    return out
 
-    if a.idle_ns or b.idle_ns:
 
-        def idle_total(v: StepValues) -> Optional[np.ndarray]:
-            return sum(v.idle_ns.values()) if v.idle_ns else None  # type: ignore[return-value]
+def _utilization(a: StepValues, b: StepValues, confidence: float) -> list[FigureDiff]:
+    """Mean utilisation as Σ busy / Σ step time (run against run when pooled), and the peak step."""
 
-        out.append(
+    def util_cols(v: StepValues) -> Optional[np.ndarray]:
+        return None if v.busy_ns is None else np.stack([v.busy_ns, v.dur_ns], axis=1)
+
+    def per_run(cols: np.ndarray, runs: np.ndarray) -> np.ndarray:
+        return np.array([_sum_ratio(cols[runs == r][None])[0] * 100 for r in np.unique(runs)])
+
+    ca, cb = util_cols(a), util_cols(b)
+    ua = None if ca is None else float(_sum_ratio(ca[None])[0]) * 100
+    ub = None if cb is None else float(_sum_ratio(cb[None])[0]) * 100
+    est = None
+    if ca is not None and cb is not None and _pooled(a.step_runs, b.step_runs):
+        est = rank_shift(per_run(ca, a.step_runs), per_run(cb, b.step_runs), confidence)
+        est = replace(est, method=METHOD_RUNS) if est is not None else None
+    elif ca is not None and cb is not None:
+        est = bootstrap_shift(ca, cb, lambda x: _sum_ratio(x) * 100, confidence)
+    mean = FigureDiff("gpu_util_mean", "GPU utilisation, mean", "%", SECTION_DEVICE, "higher", ua, ub, est)
+    pa = None if a.utilization is None else float(a.utilization.max()) * 100
+    pb = None if b.utilization is None else float(b.utilization.max()) * 100
+    est = single_values(pa, pb) if pa is not None and pb is not None else None
+    peak = FigureDiff(
+        "gpu_util_peak", "GPU utilisation, peak step", "%", SECTION_DEVICE, "higher", pa, pb, est
+    )
+    return [mean, peak]
+
+
+def _peak_memory(a: StepValues, b: StepValues, confidence: float) -> list[FigureDiff]:
+    """Per-step peaks when both sides have them (one run each), else the capture-wide peak."""
+    pooled = _pooled(a.step_runs, b.step_runs)
+    if a.peak_memory_per_step is not None and b.peak_memory_per_step is not None and not pooled:
+        xa, xb = a.peak_memory_per_step, b.peak_memory_per_step
+        return [
             _ranked(
-                "idle",
-                "idle (all causes)",
-                "ms",
-                SECTION_IDLE,
+                "peak_memory",
+                "peak device memory",
+                "MiB",
+                SECTION_DEVICE,
                 "lower",
-                idle_total(a),
-                idle_total(b),
-                ms,
+                xa,
+                xb,
+                1 / 2**20,
                 confidence,
-                runs=(a.step_runs, b.step_runs),
             )
-        )
-        for cause in CAUSES:
-            out.append(
-                _ranked(
-                    f"idle.{cause}",
-                    f"idle: {cause}",
-                    "ms",
-                    SECTION_IDLE,
-                    "lower",
-                    a.idle_ns.get(cause) if a.idle_ns else None,
-                    b.idle_ns.get(cause) if b.idle_ns else None,
-                    ms,
-                    confidence,
-                    runs=(a.step_runs, b.step_runs),
-                )
-            )
+        ]
+    if a.peak_memory_bytes or b.peak_memory_bytes:
+        ma = a.peak_memory_bytes / 2**20 if a.peak_memory_bytes else None
+        mb = b.peak_memory_bytes / 2**20 if b.peak_memory_bytes else None
+        est = single_values(ma, mb) if ma is not None and mb is not None else None
+        return [FigureDiff("peak_memory", "peak device memory", "MiB", SECTION_DEVICE, "lower", ma, mb, est)]
+    return []
 
-    if a.host_ns or b.host_ns:
-        for state in HOST_STATES:
-            out.append(
-                _ranked(
-                    f"host.{state}",
-                    f"host: {state}",
-                    "ms",
-                    SECTION_HOST,
-                    None,
-                    a.host_ns.get(state) if a.host_ns else None,
-                    b.host_ns.get(state) if b.host_ns else None,
-                    ms,
-                    confidence,
-                    runs=(a.host_runs, b.host_runs),
-                )
-            )
+
+def _idle_figures(a: StepValues, b: StepValues, confidence: float) -> list[FigureDiff]:
+    """Idle time in all and per cause."""
+    if not (a.idle_ns or b.idle_ns):
+        return []
+
+    def idle_total(v: StepValues) -> Optional[np.ndarray]:
+        return sum(v.idle_ns.values()) if v.idle_ns else None  # type: ignore[return-value]
+
+    runs = (a.step_runs, b.step_runs)
+    xa, xb = idle_total(a), idle_total(b)
+    out = [_ranked("idle", "idle (all causes)", "ms", SECTION_IDLE, "lower", xa, xb, MS, confidence, runs)]
+    for cause in CAUSES:
+        xa = a.idle_ns.get(cause) if a.idle_ns else None
+        xb = b.idle_ns.get(cause) if b.idle_ns else None
         out.append(
             _ranked(
-                "dispatch_gap",
-                "host dispatch gaps, time",
-                "ms",
-                SECTION_HOST,
-                "lower",
-                a.dispatch_gap_ns,
-                b.dispatch_gap_ns,
-                ms,
-                confidence,
-                runs=(a.host_runs, b.host_runs),
+                f"idle.{cause}", f"idle: {cause}", "ms", SECTION_IDLE, "lower", xa, xb, MS, confidence, runs
             )
         )
+    return out
+
+
+def _host_figures(a: StepValues, b: StepValues, confidence: float) -> list[FigureDiff]:
+    """The host breakdown per state and the host dispatch gaps (time and count)."""
+    if not (a.host_ns or b.host_ns):
+        return []
+    runs = (a.host_runs, b.host_runs)
+    out = []
+    for state in HOST_STATES:
+        xa = a.host_ns.get(state) if a.host_ns else None
+        xb = b.host_ns.get(state) if b.host_ns else None
         out.append(
-            _ranked(
-                "dispatch_gaps",
-                "host dispatch gaps, count",
-                "",
-                SECTION_HOST,
-                None,
-                a.dispatch_gaps,
-                b.dispatch_gaps,
-                1.0,
-                confidence,
-                runs=(a.host_runs, b.host_runs),
-            )
+            _ranked(f"host.{state}", f"host: {state}", "ms", SECTION_HOST, None, xa, xb, MS, confidence, runs)
         )
+    xa, xb = a.dispatch_gap_ns, b.dispatch_gap_ns
+    label = "host dispatch gaps, time"
+    out.append(_ranked("dispatch_gap", label, "ms", SECTION_HOST, "lower", xa, xb, MS, confidence, runs))
+    xa, xb = a.dispatch_gaps, b.dispatch_gaps
+    label = "host dispatch gaps, count"
+    out.append(_ranked("dispatch_gaps", label, "", SECTION_HOST, None, xa, xb, 1.0, confidence, runs))
     return out
 
 
