@@ -1,4 +1,5 @@
-"""The one data model at the parse → analysis boundary: a capture is one Parquet file.
+"""The one data model at the parse → analysis boundary: a capture is one Parquet file, or a folder of
+one Parquet file per rank (the folder form, see tracekit.data.store).
 
 Every row is one event. Raw trace events have ``kind == "event"``; rows the parser derives from them sit
 beside them with another kind (``step``, ``busy``, ``dispatch_gap``), and the analysis may store its own
@@ -11,7 +12,8 @@ File metadata (key ``tracekit``) is one JSON object::
      "sources": [{"path": "rank0.pt.trace.json.gz", "rank": 0, "bytes": 123, "sha256": "..."}],
      "traces": [{"rank": 0, "source": "...", "metadata": {deviceProperties, distributedInfo, ...}}],
      "manifest": {...} or null,          # the capture manifest, when tracekit captured it
-     "analysis": {...} or null}          # a stored analysis report (tracekit analyze --store)
+     "analysis": {...} or null,          # a stored analysis report (tracekit analyze --store)
+     "failed": [{"path", "rank", "error"}]}  # only when some trace files of the job failed to parse
 """
 
 from __future__ import annotations
@@ -101,14 +103,16 @@ SCHEMA = pa.schema([pa.field(c.name, c.type) for c in COLUMNS])
 COLUMN_NAMES = tuple(c.name for c in COLUMNS)
 
 
-def file_metadata(
+def metadata_doc(
     *,
     sources: list[dict],
     traces: list[dict],
     manifest: dict | None = None,
     analysis: dict | None = None,
-) -> dict[bytes, bytes]:
-    """The Parquet key-value metadata of a capture file."""
+    failed: list[dict] | None = None,
+) -> dict:
+    """The tracekit metadata document of a capture (the value of a file's ``tracekit`` key).
+    `failed`: trace files of the job that could not be parsed (path, rank, error), when there are."""
     from tracekit import __version__
 
     doc = {
@@ -119,4 +123,19 @@ def file_metadata(
         "manifest": manifest,
         "analysis": analysis,
     }
+    if failed:
+        doc["failed"] = failed
+    return doc
+
+
+def file_metadata(
+    *,
+    sources: list[dict],
+    traces: list[dict],
+    manifest: dict | None = None,
+    analysis: dict | None = None,
+    failed: list[dict] | None = None,
+) -> dict[bytes, bytes]:
+    """The Parquet key-value metadata of a capture file."""
+    doc = metadata_doc(sources=sources, traces=traces, manifest=manifest, analysis=analysis, failed=failed)
     return {METADATA_KEY: json.dumps(doc, sort_keys=True, default=str).encode()}

@@ -1,4 +1,22 @@
-"""Read and write capture files: one Parquet file per capture, written atomically, versioned on read."""
+"""Read and write captures, atomically, versioned on read. A capture has one of two forms:
+
+- a file: one Parquet file, its metadata document under the file's ``tracekit`` key;
+- a folder: one Parquet file per rank plus the metadata document beside them::
+
+      capture/_tracekit.json              the metadata document, plus "parts" (which rank is where)
+      capture/rank=0/part-0.parquet       rank 0's rows (events and derived rows)
+      capture/rank=1/part-0.parquet
+
+  The folder is a Hive-partitioned dataset: pyarrow (`pq.read_table("capture")`), DuckDB
+  (`read_parquet('capture/*/*.parquet', hive_partitioning=true)`), Polars and Spark read it as one
+  table with a `rank` column. So the rank is in the folder name only, not in the part files (a column
+  of the same name in the files would clash with the partition key in pyarrow's dataset discovery), and
+  the metadata file's name starts with `_`, which those readers skip. Each part file also carries the
+  metadata of its own rank (sources, traces) under its `tracekit` key. The metadata file is written
+  last: a folder without it is not a capture (an interrupted write).
+
+Every access to a file goes through tracekit.data.files, so a capture may live in object storage.
+"""
 
 from __future__ import annotations
 
@@ -9,13 +27,16 @@ import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Optional
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tracekit.data.schema import METADATA_KEY, SCHEMA, SCHEMA_VERSION, file_metadata
+from tracekit.data import files
+from tracekit.data.files import Location
+from tracekit.data.schema import METADATA_KEY, SCHEMA, SCHEMA_VERSION, file_metadata, metadata_doc
 from tracekit.errors import CaptureFileError, InputNotFound, OutputExistsError
+
 
 # How capture files are encoded (benchmarks/RESULTS.md, "Parquet encoding", has the measurements):
 # - dictionary pages only for the string columns (already dictionary arrays): trying dictionary encoding
@@ -25,12 +46,22 @@ from tracekit.errors import CaptureFileError, InputNotFound, OutputExistsError
 #   which is most of what the parser's parent process does;
 # - min/max statistics only where a reader may filter row groups: computing them for every column
 #   (the string ones especially) doubled the time to write a capture.
-PARQUET_OPTIONS = {
-    "compression": "lz4",
-    "use_dictionary": [f.name for f in SCHEMA if pa.types.is_dictionary(f.type)],
-    "column_encoding": {f.name: "DELTA_BINARY_PACKED" for f in SCHEMA if pa.types.is_integer(f.type)},
-    "write_statistics": ["kind", "rank", "step", "ts_ns"],
-}
+def _parquet_options(schema: pa.Schema) -> dict:
+    return {
+        "compression": "lz4",
+        "use_dictionary": [f.name for f in schema if pa.types.is_dictionary(f.type)],
+        "column_encoding": {f.name: "DELTA_BINARY_PACKED" for f in schema if pa.types.is_integer(f.type)},
+        "write_statistics": [n for n in ("kind", "rank", "step", "ts_ns") if n in schema.names],
+    }
+
+
+PARQUET_OPTIONS = _parquet_options(SCHEMA)
+
+# The folder form (module docstring).
+FOLDER_META = "_tracekit.json"
+PART_NAME = "part-0.parquet"
+RANK_SCHEMA = SCHEMA.remove(SCHEMA.get_field_index("rank"))  # a part file's columns: no rank
+_RANK_POSITION = SCHEMA.get_field_index("rank")
 
 
 @dataclass
@@ -98,9 +129,23 @@ def _decoded(table: pa.Table, column: str) -> pa.Array:
     return col.dictionary_decode() if pa.types.is_dictionary(col.type) else col
 
 
-def check_output(path: Path, force: bool) -> None:
+def check_output(path: Location, force: bool) -> None:
     """Refuse to overwrite an existing output unless --force."""
-    if path.exists() and not force:
+    if files.exists(path) and not force:
+        raise OutputExistsError(f"{path} exists; pass --force to overwrite")
+
+
+def check_folder_output(path: Location, force: bool) -> None:
+    """Refuse to write a capture folder over an existing one unless --force, and over any other
+    non-empty folder or a file even with it (--force replaces a capture, never other data)."""
+    if not files.exists(path):
+        return
+    if files.is_dir(path) and not files.list_dir(path):
+        return
+    if not is_capture_folder(path):
+        what = "a file" if files.is_file(path) else "a folder that is not a tracekit capture"
+        raise OutputExistsError(f"{path} is {what}; name a new folder for the capture")
+    if not force:
         raise OutputExistsError(f"{path} exists; pass --force to overwrite")
 
 
@@ -130,6 +175,7 @@ def write_capture(capture: Capture, path: Path, *, force: bool = False) -> Path:
         traces=meta.get("traces", []),
         manifest=meta.get("manifest"),
         analysis=meta.get("analysis"),
+        failed=meta.get("failed"),
     )
     table = capture.table.cast(SCHEMA).replace_schema_metadata(md)
     with atomic_path(path) as tmp:
@@ -146,22 +192,29 @@ class CaptureWriter:
             w.meta = {"sources": [...], "traces": [...]}
     The file appears (atomically) only if the block succeeds."""
 
-    def __init__(self, path: Path, *, force: bool = False) -> None:
-        self.path = Path(path)
+    def __init__(self, path: Location, *, force: bool = False, part: bool = False) -> None:
+        self.path = path if files.is_uri(path) else Path(path)
         check_output(self.path, force)
         self.meta: dict = {}
-        self._atomic = atomic_path(self.path)
+        self.rows = 0
+        # A part file of the folder form: RANK_SCHEMA, the rank column dropped from every table.
+        self._schema = RANK_SCHEMA if part else SCHEMA
+        self._atomic = files.atomic_write(self.path)
         self._writer: pq.ParquetWriter | None = None
 
     def __enter__(self) -> CaptureWriter:
-        tmp = self._atomic.__enter__()
-        self._writer = pq.ParquetWriter(tmp, SCHEMA, **PARQUET_OPTIONS)
+        sink = self._atomic.__enter__()
+        self._writer = pq.ParquetWriter(sink, self._schema, **_parquet_options(self._schema))
         return self
 
     def write(self, table: pa.Table) -> None:
         assert self._writer is not None
         if table.num_rows:
-            self._writer.write_table(table.cast(SCHEMA))
+            table = table.cast(SCHEMA)
+            if self._schema is RANK_SCHEMA:
+                table = table.remove_column(_RANK_POSITION)
+            self._writer.write_table(table)
+            self.rows += table.num_rows
 
     def __exit__(self, exc_type, exc, tb) -> bool | None:
         assert self._writer is not None
@@ -172,20 +225,58 @@ class CaptureWriter:
                     traces=self.meta.get("traces", []),
                     manifest=self.meta.get("manifest"),
                     analysis=self.meta.get("analysis"),
+                    failed=self.meta.get("failed"),
                 )
             )
         self._writer.close()
         return self._atomic.__exit__(exc_type, exc, tb)
 
 
-def read_meta(path: Path) -> dict:
-    """The tracekit metadata document of a capture file, with its schema version checked."""
-    path = Path(path)
-    if not path.exists():
+def is_capture_folder(loc: Location) -> bool:
+    """A folder holding a capture's metadata file (the folder form)."""
+    return files.is_dir(loc) and files.exists(files.join(loc, FOLDER_META))
+
+
+def rank_part(root: Location, rank: int) -> Location:
+    """Where rank `rank`'s Parquet file of the capture folder `root` is."""
+    return files.join(root, f"rank={rank}", PART_NAME)
+
+
+def write_folder_meta(root: Location, meta: dict, parts: list[dict]) -> None:
+    """Write the metadata file of capture folder `root` (last: it marks the folder complete).
+    `parts`: [{"rank": r, "path": "rank=r/part-0.parquet", "rows": n}], by rank."""
+    doc = metadata_doc(
+        sources=meta.get("sources", []),
+        traces=meta.get("traces", []),
+        manifest=meta.get("manifest"),
+        analysis=meta.get("analysis"),
+        failed=meta.get("failed"),
+    )
+    doc["form"] = "folder"
+    doc["parts"] = sorted(parts, key=lambda p: p["rank"])
+    files.write_bytes(files.join(root, FOLDER_META), json.dumps(doc, sort_keys=True, default=str).encode())
+
+
+def read_meta(path: Location) -> dict:
+    """The tracekit metadata document of a capture (file or folder), with its schema version checked."""
+    if not files.exists(path):
         raise InputNotFound(f"{path}: no such file")
+    if files.is_dir(path):
+        meta_path = files.join(path, FOLDER_META)
+        if not files.exists(meta_path):
+            raise CaptureFileError(
+                f"{path}: a folder without {FOLDER_META}: not a tracekit capture folder, or one whose "
+                "writing was interrupted; parse the traces again"
+            )
+        try:
+            raw = files.read_bytes(meta_path)
+        except OSError as exc:
+            raise CaptureFileError(f"{meta_path}: cannot read ({exc})") from None
+        return _checked(raw, meta_path)
     try:
         # The file's key-value metadata (written at close by CaptureWriter, or from the schema).
-        kv = pq.read_metadata(path).metadata
+        with files.open_read(path) as fh:
+            kv = pq.read_metadata(fh).metadata
     except (pa.ArrowException, OSError) as exc:
         raise CaptureFileError(f"{path}: not a Parquet file ({exc})") from None
     raw = (kv or {}).get(METADATA_KEY)
@@ -194,10 +285,16 @@ def read_meta(path: Path) -> dict:
             f"{path}: a Parquet file, but not a tracekit capture (no '{METADATA_KEY.decode()}' metadata); "
             "make one with `tracekit parse TRACE -o capture.parquet`"
         )
+    return _checked(raw, path)
+
+
+def _checked(raw: bytes, path: Location) -> dict:
     try:
         meta = json.loads(raw)
     except ValueError:
         raise CaptureFileError(f"{path}: tracekit metadata is not valid JSON") from None
+    if not isinstance(meta, dict):
+        raise CaptureFileError(f"{path}: tracekit metadata is not a JSON object")
     version = meta.get("schema_version")
     if not isinstance(version, int):
         raise CaptureFileError(f"{path}: tracekit metadata has no schema_version")
@@ -214,12 +311,53 @@ def read_meta(path: Path) -> dict:
     return meta
 
 
-def read_capture(path: Path, columns: list[str] | None = None) -> Capture:
-    """Read a capture file written by `write_capture`."""
-    path = Path(path)
-    meta = read_meta(path)
+def capture_ranks(meta: dict) -> list[int]:
+    """The ranks a capture holds, from its metadata document (either form)."""
+    if meta.get("form") == "folder":
+        return sorted(int(p["rank"]) for p in meta.get("parts") or [])
+    return sorted({int(t.get("rank", 0)) for t in meta.get("traces") or []})
+
+
+def read_rank(path: Location, rank: int, meta: dict, columns: Optional[list[str]] = None) -> pa.Table:
+    """One rank's rows of a capture (either form) as a schema.SCHEMA table (or `columns` of it)."""
     try:
-        table = pq.read_table(path, columns=columns)
+        if meta.get("form") == "folder":
+            part = next((p for p in meta.get("parts") or [] if int(p["rank"]) == rank), None)
+            if part is None:
+                raise CaptureFileError(
+                    f"{path}: no rank {rank} in this capture (ranks {capture_ranks(meta)})"
+                )
+            loc = files.join(path, *part["path"].split("/"))
+            want = None if columns is None else [c for c in columns if c != "rank"]
+            with files.open_read(loc) as fh:
+                table = pq.read_table(fh, columns=want)
+            return _with_rank_column(table, rank, columns)
+        with files.open_read(path) as fh:
+            return pq.read_table(fh, columns=columns, filters=[("rank", "=", rank)])
+    except (pa.ArrowException, OSError) as exc:
+        raise CaptureFileError(f"{path}: cannot read rank {rank} ({exc})") from None
+
+
+def _with_rank_column(table: pa.Table, rank: int, columns: Optional[list[str]]) -> pa.Table:
+    rank_col = pa.array([rank] * table.num_rows, pa.int32()) if table.num_rows else pa.array([], pa.int32())
+    if columns is None:
+        return table.add_column(_RANK_POSITION, SCHEMA.field("rank"), rank_col)
+    if "rank" not in columns:
+        return table
+    return table.add_column(columns.index("rank"), SCHEMA.field("rank"), rank_col)
+
+
+def read_capture(path: Location, columns: list[str] | None = None) -> Capture:
+    """Read a whole capture (file or folder) into memory."""
+    meta = read_meta(path)
+    if meta.get("form") == "folder":
+        parts = [read_rank(path, r, meta, columns) for r in capture_ranks(meta)]
+        schema = SCHEMA if columns is None else pa.schema([SCHEMA.field(c) for c in columns])
+        table = pa.concat_tables([t.cast(schema) for t in parts]) if parts else schema.empty_table()
+        return Capture(table=table, meta=meta, path=path)
+    try:
+        with files.open_read(path) as fh:
+            table = pq.read_table(fh, columns=columns)
     except (pa.ArrowException, OSError) as exc:
         raise CaptureFileError(f"{path}: cannot read capture ({exc})") from None
     return Capture(table=table, meta=meta, path=path)
@@ -228,7 +366,7 @@ def read_capture(path: Path, columns: list[str] | None = None) -> Capture:
 def sha256_file(path: Path) -> str:
     """Hex sha256 of a file, read in 4 MiB blocks (the `sources[].sha256` of a capture)."""
     h = hashlib.sha256()
-    with open(path, "rb") as fh:
+    with files.open_read(path) as fh:
         for block in iter(lambda: fh.read(1 << 22), b""):
             h.update(block)
     return h.hexdigest()

@@ -37,12 +37,18 @@ import numpy as np
 import pyarrow as pa
 
 from tracekit.data import arrow as _arrow
-from tracekit.data.schema import KIND_EVENT, SCHEMA
+from tracekit.data.schema import CAT_CPU_OP, CAT_USER_ANNOTATION, KIND_EVENT, SCHEMA
 from tracekit.data.store import Capture, CaptureWriter, check_output, read_capture, sha256_file
-from tracekit.errors import InputNotFound, OutputExistsError, ParseAbortedError, TraceFormatError
+from tracekit.errors import (
+    InputNotFound,
+    OutputExistsError,
+    ParseAbortedError,
+    TraceFormatError,
+    TracekitError,
+)
 from tracekit.parse import decode as _decode
 from tracekit.parse import fast as _fast
-from tracekit.parse.derive import derive_rows, needed_for_derive, write_derived_rows
+from tracekit.parse.derive import Frame, derive_rows, needed_for_derive, write_derived_rows
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 MANIFEST_NAME = "manifest.json"  # written by `tracekit capture` beside the traces; not a trace
@@ -55,6 +61,8 @@ Sink = Callable[[pa.Table, pa.Table], None]
 # Progress callback: (source name, bytes done, bytes total).
 Progress = Callable[[str, int, int], None]
 
+_HOST_SPAN_CATS = (CAT_CPU_OP, CAT_USER_ANNOTATION)
+
 # A µs timestamp at or above this is after the year 5000: such a trace must be in ns.
 _NS_MAGNITUDE = 10**17
 
@@ -64,16 +72,25 @@ def parse_paths(paths: list[Path], *, salvage: bool = False, progress: Optional[
 
     Each file's rank comes from its ``distributedInfo.rank``, else from its name (``rank-3``,
     ``rank_3``, ``rank3``), else 0. With `salvage`, a truncated file keeps every complete event.
-    Raises a TracekitError subclass for anything that is not a readable trace."""
+    Raises a TracekitError subclass for anything that is not a readable trace. Of several files, one
+    that fails is left out and listed in the capture's `failed` metadata (the others are parsed);
+    when all fail, the first error is raised."""
     files = find_trace_files(paths)
     tables: list[pa.Table] = []
-    sources, traces = _parse_files(
-        files, salvage=salvage, progress=progress, sink=lambda table, _needed: tables.append(table)
+    sources, traces, failed = _parse_files(
+        files,
+        salvage=salvage,
+        progress=progress,
+        sink=lambda table, _needed: tables.append(table),
+        keep_going=len(files) > 1,
     )
+    check_rank_files(traces)
     events = pa.concat_tables(tables) if tables else SCHEMA.empty_table()
     _require_events(events.num_rows, files)
     table = pa.concat_tables([events, derive_rows(events)])
     meta = {"sources": sources, "traces": traces, "manifest": find_manifest(paths)}
+    if failed:
+        meta["failed"] = failed
     return Capture(table=table, meta=meta)
 
 
@@ -89,14 +106,45 @@ def parse_to_file(
 
     Event tables go to the Parquet file as they are decoded; only the columns the derived rows need are
     kept in memory. An existing `output` is kept unless `force` (checked before any parsing). Returns
-    the Capture holding the derived rows only (its meta is the file's)."""
+    the Capture holding the derived rows only (its meta is the file's). Of several files, one that
+    fails is left out and listed under the metadata's `failed` (see parse_paths)."""
     output = Path(output)
     check_output(output, force)
-    _prefer_jemalloc()
     files = find_trace_files(paths)
     for p, _ in files:
         if p.resolve() == output.resolve():
             raise OutputExistsError(f"{output} is also an input; choose another output path")
+    return parse_files_to(
+        files,
+        output,
+        force=force,
+        salvage=salvage,
+        progress=progress,
+        manifest=find_manifest(paths),
+        keep_going=len(files) > 1,
+    )
+
+
+def parse_files_to(
+    files: list[tuple[Path, str]],
+    output: Path,
+    *,
+    force: bool = False,
+    salvage: bool = False,
+    progress: Optional[Progress] = None,
+    manifest: Optional[dict] = None,
+    keep_going: bool = False,
+    part: bool = False,
+    parallel: bool = True,
+) -> Capture:
+    """Parse `files` ((path, display name) pairs) into the capture file `output`, streaming.
+
+    `keep_going`: a file that fails is listed in the metadata's `failed` instead of failing the parse
+    (unless every file fails). `part`: write a part file of the folder form (one rank; no rank column;
+    tracekit.data.store). `parallel`: decode each file in chunks over a pool of worker processes;
+    without, decode in this process (a worker of a job that parses many files at once)."""
+    if parallel:
+        _prefer_jemalloc()
     plans: dict = {}  # survives a restart: which files need the slow path or the ns unit
     while True:
         try:
@@ -107,7 +155,10 @@ def parse_to_file(
                 salvage=salvage,
                 progress=progress,
                 plans=plans,
-                manifest=find_manifest(paths),
+                manifest=manifest,
+                keep_going=keep_going,
+                part=part,
+                parallel=parallel,
             )
         except _Restart:
             continue  # a file needs its slow path or another unit: the output so far is discarded
@@ -122,10 +173,13 @@ def _stream_once(
     progress: Optional[Progress],
     plans: dict,
     manifest: Optional[dict],
+    keep_going: bool,
+    part: bool,
+    parallel: bool,
 ) -> Capture:
     kept: list[pa.Table] = []
     rows = 0
-    with CaptureWriter(output, force=force) as writer:
+    with CaptureWriter(output, force=force, part=part) as writer:
 
         def sink(table: pa.Table, needed: pa.Table) -> None:
             nonlocal rows
@@ -133,12 +187,22 @@ def _stream_once(
             rows += table.num_rows
             kept.append(needed)
 
-        sources, traces = _parse_files(
-            files, salvage=salvage, progress=progress, sink=sink, plans=plans, streaming=True
+        sources, traces, failed = _parse_files(
+            files,
+            salvage=salvage,
+            progress=progress,
+            sink=sink,
+            plans=plans,
+            streaming=True,
+            keep_going=keep_going,
+            parallel=parallel,
         )
+        check_rank_files(traces)
         _require_events(rows, files)
         derived = write_derived_rows(pa.concat_tables(kept), writer.write)
         writer.meta = {"sources": sources, "traces": traces, "manifest": manifest}
+        if failed:
+            writer.meta["failed"] = failed
     return Capture(table=derived, meta=dict(writer.meta, event_rows=rows), path=output)
 
 
@@ -251,45 +315,119 @@ def _parse_files(
     sink: Sink,
     plans: Optional[dict] = None,
     streaming: bool = False,
-) -> tuple[list[dict], list[dict]]:
+    keep_going: bool = False,
+    parallel: bool = True,
+) -> tuple[list[dict], list[dict], list[dict]]:
     """Decode every file, passing schema.SCHEMA event tables (and their `needed_for_derive` part) to
-    `sink`; return (sources, traces).
+    `sink`; return (sources, traces, failed).
 
     Each file is tried on the fast path with the µs unit; a file whose decode says otherwise is redone
-    (in memory: just that file; streaming: `_Restart`, and the caller starts over with the plan kept)."""
+    (in memory: just that file; streaming: `_Restart`, and the caller starts over with the plan kept).
+    With `keep_going`, a file that fails (a TracekitError) is left out and described in `failed`
+    ({"path", "rank" (None when unknown), "error"}); a file fails before any of its tables reach the
+    sink (its errors come from the validating decode, which runs before its events are emitted). When
+    every file fails, the first error is raised."""
     plans = {} if plans is None else plans
-    sources, traces = [], []
+    sources, traces, failed = [], [], []
+    first_error: Optional[TracekitError] = None
     for path, display in files:
         digest = _Digest(path)
-        key = (str(path), os.path.getsize(path))
-        while True:
-            plan = plans.setdefault(key, {"fast": True, "unit": "us"})
-            pending: list[tuple[pa.Table, pa.Table]] = []
-            emit = sink if streaming else functools.partial(_collect, pending)
-            try:
-                info = _parse_one(
-                    path,
-                    display,
-                    plan,
-                    salvage=salvage,
-                    progress=progress,
-                    sink=emit,
-                    borrow=streaming,
-                    digest=digest,
-                )
-            except _Redo as redo:
-                plan.update(redo.plan)
-                if streaming:
-                    raise _Restart() from None
-                continue
-            for tables in pending:
-                sink(*tables)
-            break
+        try:
+            info = _parse_file(
+                path,
+                display,
+                plans,
+                salvage=salvage,
+                progress=progress,
+                sink=sink,
+                streaming=streaming,
+                digest=digest,
+                parallel=parallel,
+            )
+        except (_Restart, ParseAbortedError):
+            raise
+        except TracekitError as exc:
+            if not keep_going:
+                raise
+            first_error = first_error or exc
+            failed.append({"path": display, "rank": _rank_hint(exc, display), "error": str(exc)})
+            continue
         source = {"path": display, "rank": info["rank"], "bytes": os.path.getsize(path)}
         source["sha256"] = digest.value()
         sources.append(source)
         traces.append(info)
-    return sources, traces
+    if failed and not traces:
+        assert first_error is not None
+        raise first_error
+    return sources, traces, failed
+
+
+def _parse_file(
+    path: Path,
+    display: str,
+    plans: dict,
+    *,
+    salvage: bool,
+    progress: Optional[Progress],
+    sink: Sink,
+    streaming: bool,
+    digest: _Digest,
+    parallel: bool,
+) -> dict:
+    key = (str(path), os.path.getsize(path))
+    while True:
+        plan = plans.setdefault(key, {"fast": True, "unit": "us"})
+        pending: list[tuple[pa.Table, pa.Table]] = []
+        emit = sink if streaming else functools.partial(_collect, pending)
+        try:
+            info = _parse_one(
+                path,
+                display,
+                plan,
+                salvage=salvage,
+                progress=progress,
+                sink=emit,
+                borrow=streaming,
+                digest=digest,
+                parallel=parallel,
+            )
+        except _Redo as redo:
+            plan.update(redo.plan)
+            if streaming:
+                raise _Restart() from None
+            continue
+        for tables in pending:
+            sink(*tables)
+        return info
+
+
+def _rank_hint(exc: Exception, display: str) -> Optional[int]:
+    """The rank of a file that failed: known from its metadata when decoding got that far (the
+    exception carries it), else from its name, else unknown."""
+    rank = getattr(exc, "rank", None)
+    if rank is not None:
+        return int(rank)
+    m = _RANK_IN_NAME.search(Path(display).name)
+    return int(m.group(1)) if m else None
+
+
+def check_rank_files(traces: list[dict]) -> None:
+    """Two files of one rank are successive profiler cycles (legal: their events are merged) only if
+    their host time spans do not overlap; overlapping ones are copies of one trace (or traces of
+    different jobs), whose merge would double every step. Raises TraceFormatError naming both."""
+    by_rank: dict[int, list[dict]] = collections.defaultdict(list)
+    for t in traces:
+        if t.get("host_span_ns"):
+            by_rank[int(t["rank"])].append(t)
+    for rank, ts in by_rank.items():
+        ts = sorted(ts, key=lambda t: t["host_span_ns"][0])
+        for a, b in zip(ts, ts[1:]):  # one loop per file of the rank: sorted, neighbours suffice
+            if b["host_span_ns"][0] < a["host_span_ns"][1]:
+                raise TraceFormatError(
+                    f"{a['source']} and {b['source']} are both rank {rank} and their time ranges "
+                    "overlap (copies of one trace, or traces of different runs?); successive profiler "
+                    "cycles of one rank never overlap. Parse one of them, or give each run its own capture"
+                )
 
 
 class _Digest:
@@ -336,6 +474,7 @@ def _parse_one(
     sink: Sink,
     borrow: bool = False,
     digest: Optional[_Digest] = None,
+    parallel: bool = True,
 ) -> dict:
     """Decode one file into `sink`; return its trace entry. Raises _Redo to change the plan.
 
@@ -349,7 +488,7 @@ def _parse_one(
     dropped_bytes = 0
     if located is not None:
         metadata, start, end = located
-        ranges = _decode.split_points(buf, start, end, chunk_bytes(end - start))
+        ranges = _decode.split_points(buf, start, end, chunk_bytes(end - start) if parallel else CHUNK_BYTES)
         source = buf
     else:
         # One validating decode of the whole file: exact errors, truncation and --salvage.
@@ -361,18 +500,28 @@ def _parse_one(
     stats_all = {"events_seen": 0, "max_abs_ts": "0", "fractional": False, "dropped_no_time": 0}
     rows = 0
     done = 0
+    span = _HostSpan()
     try:
         for table, needed, stats in _decode_ranges(
-            source, ranges, unit=plan["unit"], where=str(path), rank=rank, borrow=borrow, digest=digest
+            source,
+            ranges,
+            unit=plan["unit"],
+            where=str(path),
+            rank=rank,
+            borrow=borrow,
+            digest=digest,
+            parallel=parallel,
         ):
             rows += table.num_rows
             _merge_stats(stats_all, stats)
+            span.add(needed)
             sink(table, needed)
             done += stats.get("bytes", 0)
             if progress:
                 progress(display, min(done, size), size)
-    except TraceFormatError:
+    except TraceFormatError as exc:
         if located is None:
+            exc.rank = rank  # for the message of a job's failed file (`_rank_hint`)
             raise
         raise _Redo({"fast": False}) from None
     unit = time_unit(metadata, stats_all)
@@ -392,8 +541,33 @@ def _parse_one(
         "events_in_file": stats_all["events_seen"],
         "dropped_events_without_time": stats_all["dropped_no_time"],
         "salvaged_dropped_bytes": dropped_bytes if salvage else None,
+        "host_span_ns": span.value(),
         "metadata": metadata,
     }
+
+
+class _HostSpan:
+    """[first start, last end] of a file's host events (complete cpu_op and annotation events): what
+    `check_rank_files` compares. Device activity is left out: a GPU may finish a cycle's work after
+    its host has stopped, and clocks of host and device differ slightly."""
+
+    def __init__(self) -> None:
+        self.lo: Optional[int] = None
+        self.hi: Optional[int] = None
+
+    def add(self, needed: pa.Table) -> None:
+        frame = Frame(needed)
+        host = frame.mask("ph", lambda v: v == "X") & frame.mask("cat", lambda v: v in _HOST_SPAN_CATS)
+        if not host.any():
+            return
+        ts = frame.ints("ts_ns")[host]
+        end = ts + np.maximum(frame.ints("dur_ns")[host], 0)
+        lo, hi = int(ts.min()), int(end.max())
+        self.lo = lo if self.lo is None else min(self.lo, lo)
+        self.hi = hi if self.hi is None else max(self.hi, hi)
+
+    def value(self) -> Optional[list[int]]:
+        return None if self.lo is None else [self.lo, self.hi]
 
 
 def _merge_stats(into: dict, stats: dict) -> None:
@@ -536,6 +710,7 @@ def _decode_ranges(
     rank: int,
     borrow: bool = False,
     digest: Optional[_Digest] = None,
+    parallel: bool = True,
 ) -> Iterator[tuple[pa.Table, pa.Table, dict]]:
     """Decode each range of whole events, in order; in worker processes when there are several.
 
@@ -543,9 +718,10 @@ def _decode_ranges(
     the pipe) only until the parent has written it, so memory stays bounded by the chunk size. With
     `borrow`, each event table is only valid until the next one is asked for (it lives in a shared
     memory slot that is then reused); without, every table is the caller's to keep. A `digest` is
-    computed by the pool, when there is one, beside the chunks."""
+    computed by the pool, when there is one, beside the chunks. Without `parallel`, every range is
+    decoded in this process."""
     jobs = [(a, b, unit, where, rank) for a, b in ranges]
-    n = min(workers(), len(jobs))
+    n = min(workers(), len(jobs)) if parallel else 1
     _SHARED["buf"] = buf
     try:
         if n <= 1 or "fork" not in multiprocessing.get_all_start_methods():
