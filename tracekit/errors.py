@@ -43,3 +43,7 @@ class CaptureError(TracekitError):
 
 class NotComparableError(TracekitError):
     """Captures that cannot be compared at all (e.g. no steps in common)."""
+
+
+class WorkerError(TracekitError):
+    """A worker process of a parallel job died (killed, out of memory), or its engine is unavailable."""

@@ -1,7 +1,8 @@
-"""`tracekit parse TRACE_OR_DIR... -o capture.parquet`: profiler traces → one capture file."""
+"""`tracekit parse TRACE_OR_DIR... -o capture.parquet | -o capture/`: profiler traces → one capture."""
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -17,18 +18,40 @@ def parse(
     inputs: List[Path] = typer.Argument(
         ..., help="Trace files (*.pt.trace.json, *.json.gz) or run folders; one file per rank."
     ),
-    output: Path = typer.Option(..., "-o", "--output", help="The capture file to write (.parquet)."),
+    output: str = typer.Option(
+        ...,
+        "-o",
+        "--output",
+        help="The capture to write: a .parquet file, or, ending in '/' (or an existing capture folder), "
+        "a folder of one Parquet file per rank (rank=<r>/part-0.parquet, one dataset for pyarrow, "
+        "DuckDB, Polars, Spark).",
+    ),
     force: bool = typer.Option(False, "--force", help="Overwrite the output if it exists."),
     salvage: bool = typer.Option(
         False, "--salvage", help="Keep every complete event of a truncated trace instead of refusing it."
     ),
 ) -> None:
-    """Parse PyTorch profiler traces into one typed, versioned Parquet capture file."""
-    from tracekit.parse.parser import parse_to_file
+    """Parse PyTorch profiler traces into one typed, versioned Parquet capture (a file, or a folder of
+    one file per rank).
+
+    Of a job's rank files, one that cannot be parsed is left out: the others are written, each failed
+    file is named on stderr (with its rank) and the exit status is 2. Two files of one rank whose time
+    ranges overlap are refused (successive profiler cycles of a rank never overlap)."""
+    from tracekit.scale.job import parse_job
 
     started = time.perf_counter()
-    capture = parse_to_file(inputs, output, force=force, salvage=salvage, progress=_progress_line())
-    for trace in capture.traces:
+    folder = is_folder_output(output)
+    result = parse_job(
+        inputs,
+        Path(output),
+        folder=folder,
+        force=force,
+        salvage=salvage,
+        progress=_progress_line(),
+        files_done=_files_line(),
+    )
+    traces = result.meta["traces"]
+    for trace in traces:
         dropped = trace.get("salvaged_dropped_bytes")
         if dropped:
             typer.echo(
@@ -36,13 +59,28 @@ def parse(
                 f"dropped the last {dropped} bytes",
                 err=True,
             )
-    events = sum(t["events"] for t in capture.traces)
-    ranks = sorted({t["rank"] for t in capture.traces})
-    steps = capture.rows_by_kind().get("step", 0)  # the returned capture holds the derived rows
+    events = sum(t["events"] for t in traces)
+    files = len(result.meta["sources"]) + len(result.failed)
     typer.echo(
-        f"wrote {output}: {events} events, {len(ranks)} rank(s), {steps} step(s) "
-        f"from {len(capture.meta['sources'])} file(s) in {time.perf_counter() - started:.1f} s"
+        f"wrote {result.output}{os.sep if folder else ''}: {events} events, {len(result.ranks)} rank(s), "
+        f"{result.steps} step(s) from {len(result.meta['sources'])} file(s) in "
+        f"{time.perf_counter() - started:.1f} s"
     )
+    for f in result.failed:
+        rank = f"rank {f['rank']}" if f.get("rank") is not None else "rank unknown"
+        typer.echo(f"tracekit: error: {rank} ({f['path']}) left out: {f['error']}", err=True)
+    if result.failed:
+        typer.echo(
+            f"tracekit: {len(result.failed)} of {files} trace files failed; the capture holds the others"
+            + ("" if salvage else " (--salvage keeps the complete events of a truncated file)"),
+            err=True,
+        )
+        raise typer.Exit(2)
+
+
+def is_folder_output(output: str) -> bool:
+    """-o names a capture folder: it ends with a path separator, or is an existing folder."""
+    return output.endswith(("/", os.sep)) or Path(output).is_dir()
 
 
 def _progress_line() -> Optional[Callable[[str, int, int], None]]:
@@ -61,6 +99,23 @@ def _progress_line() -> Optional[Callable[[str, int, int], None]]:
         percent = 100 * done // total if total else 100
         sys.stderr.write(f"\rparsing {name}: {percent:3d}% of {total / 2**20:.0f} MiB")
         sys.stderr.write("\n" if finished else "")
+        sys.stderr.flush()
+
+    return show
+
+
+def _files_line() -> Optional[Callable[[int, int], None]]:
+    """On a terminal, one stderr line rewritten as a job's files are parsed: `parsed 37 of 256 files`."""
+    if not sys.stderr.isatty():
+        return None
+    shown = {"at": 0.0}
+
+    def show(done: int, total: int) -> None:
+        now = time.monotonic()
+        if done < total and now - shown["at"] < 0.2:
+            return
+        shown["at"] = now
+        sys.stderr.write(f"\rparsed {done} of {total} files" + ("\n" if done >= total else ""))
         sys.stderr.flush()
 
     return show

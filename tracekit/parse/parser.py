@@ -350,7 +350,7 @@ def _parse_files(
             if not keep_going:
                 raise
             first_error = first_error or exc
-            failed.append({"path": display, "rank": _rank_hint(exc, display), "error": str(exc)})
+            failed.append({"path": display, "rank": rank_hint(exc, display), "error": str(exc)})
             continue
         source = {"path": display, "rank": info["rank"], "bytes": os.path.getsize(path)}
         source["sha256"] = digest.value()
@@ -401,7 +401,7 @@ def _parse_file(
         return info
 
 
-def _rank_hint(exc: Exception, display: str) -> Optional[int]:
+def rank_hint(exc: Exception, display: str) -> Optional[int]:
     """The rank of a file that failed: known from its metadata when decoding got that far (the
     exception carries it), else from its name, else unknown."""
     rank = getattr(exc, "rank", None)
@@ -521,7 +521,7 @@ def _parse_one(
                 progress(display, min(done, size), size)
     except TraceFormatError as exc:
         if located is None:
-            exc.rank = rank  # for the message of a job's failed file (`_rank_hint`)
+            exc.rank = rank  # for the message of a job's failed file (`rank_hint`)
             raise
         raise _Redo({"fast": False}) from None
     unit = time_unit(metadata, stats_all)

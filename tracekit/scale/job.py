@@ -1,0 +1,218 @@
+"""The driver of a job: which trace files go to which worker, the capture it writes, and (see
+`analyze_capture`) the merge of the per-rank analyses.
+
+    result = parse_job([Path("run/")], Path("capture/"), folder=True)      # one Parquet file per rank
+    result = parse_job([Path("run/")], Path("capture.parquet"), folder=False)
+
+How a job's files are decoded:
+- *across files* (a job of many rank files, the usual multi-rank case): each worker decodes whole
+  files in its own process and writes their rows to a part file; no event crosses processes. A
+  rank's files are known only once decoded (the rank is in each file's metadata), so each file is
+  first parsed on its own; a rank with several files (successive profiler cycles) is then parsed
+  again from all its files together, so that its derived rows (steps, busy intervals, dispatch
+  gaps) see the whole rank. The folder form keeps the part files; the file form copies them, rank
+  after rank, into the one Parquet file.
+- *within files* (a few large files): files are decoded one after the other, each cut into chunks
+  decoded by all cores (tracekit.parse.parser); the file form streams straight into its file.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+from tracekit.data import files as fs
+from tracekit.data.files import Location
+from tracekit.data.store import (
+    CaptureWriter,
+    check_folder_output,
+    check_output,
+    rank_part,
+    read_rank,
+    write_folder_meta,
+)
+from tracekit.errors import OutputExistsError, TraceFormatError
+from tracekit.parse.parser import (
+    Progress,
+    check_rank_files,
+    find_manifest,
+    find_trace_files,
+    parse_files_to,
+    workers,
+)
+from tracekit.scale import tasks
+from tracekit.scale.executor import Executor, LocalExecutor
+
+# A file at least this large (on disk) is worth cutting into chunks decoded by all cores; a job of
+# smaller files is decoded a file per worker.
+LARGE_FILE_BYTES = 32 << 20
+_STAGE = ".files"  # inside the staged output: each file's part, before it is known whose rank it is
+
+
+@dataclass
+class ParseResult:
+    """What `parse_job` wrote: the output, its metadata document, and counts for the summary line."""
+
+    output: Location
+    folder: bool
+    meta: dict
+    events: int = 0  # rows written (events and derived rows)
+    steps: int = 0
+    ranks: list[int] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def failed(self) -> list[dict]:
+        return self.meta.get("failed") or []
+
+
+def across_files(sizes: list[int], n_workers: int) -> bool:
+    """Decode a file per worker (True), or each file over all workers (False)?"""
+    return len(sizes) > 1 and (len(sizes) >= n_workers or max(sizes) < LARGE_FILE_BYTES)
+
+
+def parse_job(
+    paths: list[Path],
+    output: Location,
+    *,
+    folder: bool,
+    force: bool = False,
+    salvage: bool = False,
+    executor: Optional[Executor] = None,
+    progress: Optional[Progress] = None,
+    files_done: Optional[Callable[[int, int], None]] = None,
+) -> ParseResult:
+    """Parse a job's trace files (files and/or run folders; one file per rank, or several successive
+    cycles of a rank) into a capture at `output`: a folder of one Parquet file per rank (`folder`) or
+    one Parquet file. Files that fail are left out and listed in `meta["failed"]` (when all fail, the
+    first error is raised); files of one rank whose time ranges overlap are an error naming both.
+    `executor` runs the per-file work (default: a LocalExecutor). `progress` is called as a large
+    file is decoded, `files_done(k, n)` as each file of a job decoded across files is."""
+    started = time.perf_counter()
+    (check_folder_output if folder else check_output)(output, force)
+    files = find_trace_files(paths)
+    if not fs.is_uri(output):
+        for p, _ in files:
+            if p.resolve() == Path(output).resolve():
+                raise OutputExistsError(f"{output} is also an input; choose another output path")
+    manifest = find_manifest(paths)
+    executor = executor or LocalExecutor()
+    spread = across_files([os.path.getsize(p) for p, _ in files], getattr(executor, "workers", workers()))
+    if not folder and not spread:
+        capture = parse_files_to(
+            files,
+            output,
+            force=force,
+            salvage=salvage,
+            progress=progress,
+            manifest=manifest,
+            keep_going=len(files) > 1,
+        )
+        steps = capture.rows_by_kind().get("step", 0)
+        rows = capture.meta["event_rows"] + capture.table.num_rows
+        meta = {k: v for k, v in capture.meta.items() if k != "event_rows"}
+        ranks = sorted({int(t["rank"]) for t in meta["traces"]})
+        return ParseResult(output, False, meta, rows, steps, ranks, time.perf_counter() - started)
+    if folder:
+        with fs.staged_folder(output) as stage:
+            result = _parse_into(stage, files, manifest, salvage, executor, spread, progress, files_done)
+            fs.remove_tree(fs.join(stage, _STAGE))
+            write_folder_meta(stage, result.meta, result.meta.pop("parts"))
+    else:
+        stage = Path(output).parent / f".{Path(output).name}.parts"
+        try:
+            result = _parse_into(stage, files, manifest, salvage, executor, spread, progress, files_done)
+            _concatenate(stage, output, result.meta)
+        finally:
+            if fs.exists(stage):
+                fs.remove_tree(stage)
+    result.output, result.folder = output, folder
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _parse_into(
+    root: Location,
+    files: list[tuple[Path, str]],
+    manifest: Optional[dict],
+    salvage: bool,
+    executor: Executor,
+    spread: bool,
+    progress: Optional[Progress],
+    files_done: Optional[Callable[[int, int], None]],
+) -> ParseResult:
+    """Parse every file into `root`/rank=<r>/part-0.parquet; the metadata (with "parts") in .meta."""
+    fs.make_dirs(fs.join(root, _STAGE))
+    staged = [fs.join(root, _STAGE, f"{i}.parquet") for i in range(len(files))]
+    jobs = [([(str(p), d)], out, salvage) for (p, d), out in zip(files, staged)]
+    if spread:
+        summaries = []
+        for summary in executor.map(tasks.parse_rank_task, jobs):
+            summaries.append(summary)
+            if files_done:
+                files_done(len(summaries), len(jobs))
+    else:
+        summaries = [_parse_here(job, progress) for job in jobs]
+    failed = [f for s in summaries for f in s["failed"]]
+    done = [(f, s) for f, s in zip(files, summaries) if not s["failed"]]
+    if not done:
+        raise TraceFormatError(failed[0]["error"])
+    check_rank_files([t for _, s in done for t in s["traces"]])
+    by_rank: dict[int, list[tuple[tuple[Path, str], dict]]] = collections.defaultdict(list)
+    for f, s in done:
+        by_rank[s["rank"]].append((f, s))
+    # A rank of several files (successive profiler cycles): parsed again from all of them together.
+    again = {r: fs_ for r, fs_ in by_rank.items() if len(fs_) > 1}
+    for r, (_, s) in ((r, v[0]) for r, v in by_rank.items() if r not in again):
+        fs.make_dirs(fs.join(root, f"rank={r}"))
+        _move(s["out"], rank_part(root, r))
+    for r in again:
+        fs.make_dirs(fs.join(root, f"rank={r}"))
+    rejobs = [([(str(p), d) for (p, d), _ in again[r]], rank_part(root, r), salvage) for r in sorted(again)]
+    redone = executor.map(tasks.parse_rank_task, rejobs) if spread else (_parse_here(j, None) for j in rejobs)
+    merged = dict(zip(sorted(again), redone))
+    final = {r: (merged[r] if r in merged else v[0][1]) for r, v in by_rank.items()}
+    # Sources and traces in the order the files were named (as a one-process parse lists them).
+    order = {d: i for i, (_, d) in enumerate(files)}
+    sources = sorted((x for s in final.values() for x in s["sources"]), key=lambda x: order[x["path"]])
+    traces = sorted((x for s in final.values() for x in s["traces"]), key=lambda x: order[x["source"]])
+    parts = [
+        {"rank": r, "path": f"rank={r}/part-0.parquet", "rows": s["rows"], "steps": s["steps"]}
+        for r, s in sorted(final.items())
+    ]
+    meta = {"sources": sources, "traces": traces, "manifest": manifest, "parts": parts}
+    if failed:
+        meta["failed"] = failed
+    return ParseResult(
+        output=root,
+        folder=True,
+        meta=meta,
+        events=sum(p["rows"] for p in parts),
+        steps=sum(p["steps"] for p in parts),
+        ranks=sorted(final),
+    )
+
+
+def _parse_here(job: tuple, progress: Optional[Progress]) -> dict:
+    """parse_rank in this process, each file decoded over all cores (large files)."""
+    return tasks.parse_rank(*job, parallel=True, progress=progress)
+
+
+def _move(src: Location, dst: Location) -> None:
+    if fs.is_uri(src):
+        filesystem, a = fs.filesystem(src)
+        filesystem.move(a, fs.filesystem(dst)[1])
+    else:
+        os.replace(src, dst)
+
+
+def _concatenate(root: Location, output: Location, meta: dict) -> None:
+    """The file form of a job parsed across files: its part files, rank after rank, in one file."""
+    with CaptureWriter(output, force=True) as writer:
+        for part in meta["parts"]:
+            writer.write(read_rank(root, part["rank"], {"form": "folder", "parts": meta["parts"]}))
+        writer.meta = {k: v for k, v in meta.items() if k != "parts"}
