@@ -265,15 +265,19 @@ def op_stats(host: pd.DataFrame, steps: pd.DataFrame) -> list[OpStat]:
     ]
 
 
-def dataloader_info(host: pd.DataFrame, n_steps: int) -> DataLoaderInfo | None:
-    """The DataLoader iterator kind from its __next__ annotation (single-process vs multi-worker)."""
+def dataloader_kinds(host: pd.DataFrame) -> tuple[dict[str, int], int, int] | None:
+    """The DataLoader __next__ annotations: (iterator kind → calls, calls, ns inside), None without."""
     ann = host[host["state"] == DATALOADER]
     if not len(ann):
         return None
     kinds = ann["name"].astype(str).str.extract(DATALOADER_RE)[0].dropna()
-    kind = kinds.mode().iloc[0] if len(kinds) else None
+    counts = {str(k): int(v) for k, v in kinds.value_counts().items()}
+    return counts, len(ann), int((ann["end"] - ann["ts"]).sum())
+
+
+def dataloader_info(kinds: dict[str, int], calls: int, ns: int, n_steps: int) -> DataLoaderInfo:
+    """The DataLoader iterator kind (the most frequent; ties: the first by name), single-process or
+    multi-worker, and its time per step."""
+    kind = min(kinds, key=lambda k: (-kinds[k], k)) if kinds else None
     multi = None if kind is None else ("MultiProcessing" in kind or "MultiProcess" in kind)
-    total = int((ann["end"] - ann["ts"]).sum())
-    return DataLoaderInfo(
-        iterator=kind, multi_worker=multi, calls=len(ann), ns_per_step=total / max(n_steps, 1)
-    )
+    return DataLoaderInfo(iterator=kind, multi_worker=multi, calls=calls, ns_per_step=ns / max(n_steps, 1))

@@ -1,0 +1,204 @@
+"""The driver's half of an analysis: per-part results (`tracekit.analysis.partial`) → one Report.
+
+    report = merge(parts, meta, params)
+
+What needs the whole job happens here, on compact inputs: rule 5 (collective wait and the straggler)
+matches the parts' collective kernels across ranks; the longest gaps, sync sources, kernel and op
+statistics, the DataLoader figures and the profiler overhead are combined from the parts' aggregates.
+Every combination is exact and independent of how the ranks were split into parts (the kernel
+medians: see tracekit.analysis.sketch), so one process, a pool and Ray give the same report.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Iterable, Optional
+
+import numpy as np
+import pandas as pd
+
+from tracekit.analysis.advice import advise
+from tracekit.analysis.collective import collective_waits
+from tracekit.analysis.host import dataloader_info
+from tracekit.analysis.launch import kernel_stats, merge_kernel_partials
+from tracekit.analysis.model import (
+    CAUSES,
+    DeviceReport,
+    GapHistogram,
+    HostReport,
+    OpStat,
+    ProfilerOverhead,
+    Report,
+    SyncSource,
+)
+from tracekit.analysis.partial import Params, Partial
+
+
+def merge(parts: Iterable[Partial], meta: dict, params: Params = Params(), path: Any = None) -> Report:
+    """One Report from the partial analyses of a capture's ranks (each rank in exactly one part).
+    `meta`: the capture's metadata document; `path`: where the capture is (for the report)."""
+    parts = sorted(parts, key=lambda p: p.ranks)
+    coll = [p.collectives for p in parts if len(p.collectives)]
+    waits, stragglers = collective_waits(pd.concat(coll, ignore_index=True) if coll else _NO_COLLECTIVES)
+    wait_by = {(int(r), int(d), int(s)): int(w) for r, d, s, w in waits.itertuples(index=False)}
+    devices = tuple(
+        _with_waits(d, wait_by, stragglers.get((d.rank, d.device))) for p in parts for d in p.devices
+    )
+    n_steps = sum(p.step_ns.size for p in parts)
+    dl = [p.dataloader for p in parts if p.dataloader is not None]
+    manifest = dict(meta.get("manifest") or {})
+    report = Report(
+        capture=capture_info(meta, path),
+        devices=devices,
+        host=HostReport(steps=tuple(h for p in parts for h in p.host_steps)),
+        top_gaps=tuple(
+            sorted(
+                (g for p in parts for g in p.top_gaps),
+                key=lambda g: (-g.dur_ns, g.rank, g.device, g.start_ns),
+            )[: params.top_gaps]
+        ),
+        sync_sources=tuple(_sync_sources(parts, n_device_steps=sum(d.steps for d in devices))),
+        kernel_stats=tuple(kernel_stats(merge_kernel_partials(p.kernels for p in parts), params.top_kernels)),
+        op_stats=tuple(_op_stats(parts)),
+        gap_histogram=_histogram([p.histogram for p in parts]),
+        dataloader=_dataloader(dl, n_steps) if dl else None,
+        profiler_overhead=_overhead(manifest, np.concatenate([p.step_ns for p in parts]) if parts else None),
+        parameters=params.to_json(),
+        idle_intervals=_concat([p.idle_intervals for p in parts]),
+        busy_intervals=_concat([p.busy_intervals for p in parts]),
+    )
+    return replace(report, advice=tuple(advise(report)))
+
+
+_NO_COLLECTIVES = pd.DataFrame(
+    {
+        "rank": np.zeros(0, np.int64),
+        "device": np.zeros(0, np.int64),
+        "ts": np.zeros(0, np.int64),
+        "end": np.zeros(0, np.int64),
+        "name": np.zeros(0, object),
+        "step": np.zeros(0, np.int64),
+    }
+)
+
+
+def _with_waits(d: DeviceReport, wait_by: dict, straggler: Optional[int]) -> DeviceReport:
+    samples = tuple(
+        replace(s, collective_wait_ns=wait_by.get((s.rank, s.device, s.step), 0)) for s in d.samples
+    )
+    return replace(d, samples=samples, straggler_rank=straggler)
+
+
+def _sync_sources(parts: list[Partial], n_device_steps: int) -> list[SyncSource]:
+    """Sync idle by (call, op, source, function) over all parts, largest first (ties: in the order
+    the sources first appear, by rank)."""
+    total: dict[tuple, list[int]] = {}
+    for p in parts:
+        for s in p.sync_sources:
+            acc = total.setdefault((s.call, s.op, s.source, s.function), [0, 0])
+            acc[0] += s.idle_ns
+            acc[1] += s.gaps
+    ranked = sorted(total.items(), key=lambda kv: -kv[1][0])  # stable: first appearance breaks ties
+    return [
+        SyncSource(
+            call=call,
+            op=op,
+            source=source,
+            function=function,
+            idle_ns=ns,
+            gaps=gaps,
+            steps=max(int(n_device_steps), 1),
+        )
+        for (call, op, source, function), (ns, gaps) in ranked
+    ]
+
+
+def _op_stats(parts: list[Partial]) -> list[OpStat]:
+    """Calls and time per op name and step, summed over the parts' ranks; the longest total first
+    (ties: by name). Steps are the union of the parts' step numbers."""
+    steps = sorted({s for p in parts for o in p.op_stats for s in o.steps})
+    col = {s: i for i, s in enumerate(steps)}
+    calls: dict[str, np.ndarray] = {}
+    ns: dict[str, np.ndarray] = {}
+    for p in parts:
+        for o in p.op_stats:  # one loop per op name of each part (hundreds)
+            c = calls.setdefault(o.name, np.zeros(len(steps), np.int64))
+            t = ns.setdefault(o.name, np.zeros(len(steps), np.int64))
+            idx = [col[s] for s in o.steps]
+            c[idx] += o.calls_per_step
+            t[idx] += o.ns_per_step
+    names = sorted(calls, key=lambda n: (-int(ns[n].sum()), n))
+    return [
+        OpStat(
+            name=n,
+            steps=tuple(steps),
+            calls_per_step=tuple(int(x) for x in calls[n]),
+            ns_per_step=tuple(int(x) for x in ns[n]),
+        )
+        for n in names
+    ]
+
+
+def _histogram(hists: list[GapHistogram]) -> Optional[GapHistogram]:
+    if not hists:
+        return None
+    first = hists[0]
+    return GapHistogram(
+        edges_us=first.edges_us,
+        counts=tuple(int(sum(h.counts[i] for h in hists)) for i in range(len(first.edges_us))),
+        idle_ns=tuple(int(sum(h.idle_ns[i] for h in hists)) for i in range(len(first.edges_us))),
+        idle_ns_by_cause={
+            c: tuple(int(sum(h.idle_ns_by_cause[c][i] for h in hists)) for i in range(len(first.edges_us)))
+            for c in CAUSES
+        },
+    )
+
+
+def _dataloader(dl: list[tuple[dict[str, int], int, int]], n_steps: int):
+    kinds: dict[str, int] = {}
+    for counts, _, _ in dl:
+        for k, v in counts.items():
+            kinds[k] = kinds.get(k, 0) + v
+    return dataloader_info(kinds, sum(d[1] for d in dl), sum(d[2] for d in dl), n_steps)
+
+
+def _overhead(manifest: dict, step_ns: Optional[np.ndarray]) -> Optional[ProfilerOverhead]:
+    """Profiled vs unprofiled step time (manifest `unprofiled_step_ns` or `unprofiled_step_ms`)."""
+    un = manifest.get("unprofiled_step_ns")
+    scale = 1e-6
+    if not un:
+        un = manifest.get("unprofiled_step_ms")
+        scale = 1.0
+    if not un or step_ns is None or step_ns.size == 0:
+        return None
+    un_ms = float(np.median(np.asarray(un, dtype=np.float64))) * scale
+    prof_ms = float(np.median(step_ns.astype(np.float64))) / 1e6
+    return ProfilerOverhead(profiled_step_ms=prof_ms, unprofiled_step_ms=un_ms)
+
+
+def _concat(frames: list[Optional[pd.DataFrame]]) -> Optional[pd.DataFrame]:
+    if any(f is None for f in frames) or not frames:
+        return None
+    return pd.concat(frames, ignore_index=True)
+
+
+def capture_info(meta: dict, path: Any = None) -> dict:
+    """The report's `capture`: the manifest, else what the trace metadata tells, plus the sources."""
+    info: dict[str, Any] = {}
+    if meta.get("manifest"):
+        info.update(meta["manifest"])
+    traces = meta.get("traces") or []
+    if traces:
+        info.setdefault("ranks", sorted({t.get("rank", 0) for t in traces}))
+        md = traces[0].get("metadata") or {}
+        props = md.get("deviceProperties") or []
+        if props and "device" not in info:
+            info["device"] = props[0].get("name")
+    sources = meta.get("sources") or []
+    if sources:
+        info.setdefault("sources", [s.get("path") for s in sources])
+    if meta.get("failed"):
+        info.setdefault("failed", meta["failed"])
+    if path is not None:
+        info.setdefault("path", str(path))
+    return info

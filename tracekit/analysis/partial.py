@@ -1,0 +1,334 @@
+"""The analysis of part of a capture (one rank, or any set of ranks): everything that needs only
+that part's events, as a `Partial` that `tracekit.analysis.merge` combines with the others.
+
+    part = analyze_partial(table, context)     # table: schema.SCHEMA rows of some ranks
+    report = merge([part, ...], context)       # tracekit.analysis.merge
+
+What crosses ranks waits for the merge: matching collectives (rule 5: the waits and the straggler),
+the top gaps, sync sources, kernel and op statistics over the whole job. A Partial holds per-step
+figures, aggregates and the collective kernels, never an event table (a worker ships it to the driver):
+its size grows with steps, kernel names and collectives, not with events. Only with `evidence` does
+it keep the idle and busy intervals (for `--check`, `--store` and `annotate`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from tracekit.analysis import intervals as iv
+from tracekit.analysis.attribution import (
+    DEFAULT_SYNC_TOLERANCE_NS,
+    DeviceGaps,
+    attribute_device,
+    cause_totals,
+    gap_causes,
+)
+from tracekit.analysis.events import STATE_NAMES, load_frames
+from tracekit.analysis.host import Threads, dataloader_kinds, host_steps, op_stats
+from tracekit.analysis.launch import kernel_partials
+from tracekit.analysis.model import (
+    CAUSES,
+    DeviceReport,
+    GapHistogram,
+    HostStep,
+    IdleGap,
+    OpStat,
+    StepSample,
+    SyncSource,
+)
+from tracekit.analysis.sketch import Sketch
+from tracekit.analysis.sync import pointer_of, resolve_pointers, sync_sources
+
+# Idle-gap histogram bucket edges, µs (eager PyTorch loses its time in thousands of 5-50 µs gaps).
+GAP_EDGES_US = (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, 50_000, 100_000)
+DEFAULT_TOP_GAPS = 20
+DEFAULT_TOP_KERNELS = 50
+
+
+@dataclass(frozen=True)
+class Params:
+    """The analysis parameters (thresholds with units), as a report's `parameters` lists them."""
+
+    sync_tolerance_ns: int = DEFAULT_SYNC_TOLERANCE_NS
+    top_gaps: int = DEFAULT_TOP_GAPS
+    top_kernels: Optional[int] = DEFAULT_TOP_KERNELS
+    evidence: bool = False  # keep the idle and busy intervals (check_invariants, --store, annotate)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "sync_tolerance_ns": self.sync_tolerance_ns,
+            "top_gaps": self.top_gaps,
+            "top_kernels": self.top_kernels,
+            "gap_edges_us": list(GAP_EDGES_US),
+        }
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a part's analysis needs from the capture's metadata: the manifest (batch size, peak memory,
+    unprofiled step times) and the device names of the trace metadata, by (rank, device)."""
+
+    manifest: dict = field(default_factory=dict)
+    device_names: dict = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, meta: dict) -> Context:
+        names = {}
+        for t in meta.get("traces") or []:
+            for p in (t.get("metadata") or {}).get("deviceProperties") or []:
+                if "id" in p and "name" in p:
+                    names[(int(t.get("rank", 0)), int(p["id"]))] = p["name"]
+        return cls(manifest=dict(meta.get("manifest") or {}), device_names=names)
+
+    def for_ranks(self, ranks: set[int]) -> Context:
+        """The context a worker needs for these ranks only (the device names of other ranks stay)."""
+        return Context(self.manifest, {k: v for k, v in self.device_names.items() if k[0] in ranks})
+
+
+@dataclass
+class Partial:
+    """The analysis of some ranks of a capture (module docstring). Devices' samples have no
+    collective wait yet, and no straggler: the merge adds them."""
+
+    ranks: tuple[int, ...]
+    devices: tuple[DeviceReport, ...]
+    host_steps: tuple[HostStep, ...]
+    step_ns: np.ndarray  # the duration of every step window (the profiler-overhead median)
+    top_gaps: tuple[IdleGap, ...]  # this part's longest gaps, at most Params.top_gaps
+    sync_sources: tuple[SyncSource, ...]  # steps = this part's device-steps
+    histogram: GapHistogram
+    kernels: dict[str, tuple[Sketch, Sketch, Sketch, int]]  # name → (api, queue, kernel, launched)
+    op_stats: tuple[OpStat, ...]
+    dataloader: Optional[tuple[dict[str, int], int, int]]  # (iterator kinds → calls, calls, ns)
+    collectives: pd.DataFrame  # NCCL kernels: rank, device, ts, end, name, step (-1: outside steps)
+    idle_intervals: Optional[pd.DataFrame] = None  # with Params.evidence
+    busy_intervals: Optional[pd.DataFrame] = None
+
+
+def analyze_partial(table: pa.Table, context: Context = Context(), params: Params = Params()) -> Partial:
+    """Attribute every nanosecond of device idle time in every step of the ranks in `table`."""
+    fr = load_frames(table)
+    steps = fr.steps
+    threads = Threads(fr.host, steps)
+    hsteps = host_steps(threads, steps)
+    hstep_by = {(h.rank, h.step): h for h in hsteps}
+    manifest = context.manifest
+
+    dev = fr.device
+    dev_step = _assign_steps(dev, steps)
+    in_win = dev_step >= 0
+    nccl = dev["nccl"].to_numpy()
+    # collective kernels, with their step (-1 outside every window: matched across ranks all the same)
+    coll = dev.loc[nccl, ["rank", "device", "ts", "end"]].assign(
+        name=dev.loc[nccl, "name"].astype(str).to_numpy(object), step=dev_step[nccl]
+    )
+
+    devices: list[DeviceReport] = []
+    all_gaps: list[DeviceGaps] = []
+    busy_rows = []
+    for (rank, device), acts in dev.groupby(["rank", "device"], sort=True):
+        rank, device = int(rank), int(device)
+        rsteps = steps[steps["rank"] == rank].reset_index(drop=True)
+        if rsteps.empty:
+            continue
+        launches = fr.launches[fr.launches["rank"] == rank].reset_index(drop=True)
+        gaps, busy_s, busy_e = attribute_device(
+            rank,
+            device,
+            acts.reset_index(drop=True),
+            rsteps,
+            launches,
+            threads,
+            sync_tolerance_ns=params.sync_tolerance_ns,
+        )
+        all_gaps.append(gaps)
+        ws = rsteps["ts"].to_numpy(np.int64)
+        we = rsteps["end"].to_numpy(np.int64)
+        busy = iv.total_overlap(busy_s, busy_e, ws, we)
+        all_s, all_e = iv.union(acts["ts"].to_numpy(np.int64), acts["end"].to_numpy(np.int64))
+        after = iv.total_overlap(all_s, all_e, we[-1:], np.array([max(int(we[-1]), int(all_e.max()))]))
+        idle = cause_totals(gaps, len(rsteps))
+        ngaps = np.bincount(gaps.win, minlength=len(rsteps))
+        if params.evidence:
+            win, _, bs, be = iv.intersect_windows(busy_s, busy_e, ws, we)
+            busy_rows.append(
+                pd.DataFrame(
+                    {
+                        "rank": np.full(win.size, rank, np.int64),
+                        "device": np.full(win.size, device, np.int64),
+                        "step": rsteps["step"].to_numpy(np.int64)[win],
+                        "ts_ns": bs,
+                        "dur_ns": be - bs,
+                    }
+                )
+            )
+        samples = []
+        for i, row in enumerate(rsteps.itertuples(index=False)):  # one loop per step
+            h = hstep_by.get((rank, int(row.step)))
+            samples.append(
+                StepSample(
+                    rank=rank,
+                    device=device,
+                    step=int(row.step),
+                    start_ns=int(row.ts),
+                    dur_ns=int(row.end - row.ts),
+                    busy_ns=int(busy[i]),
+                    idle_ns={c: int(idle[i, j]) for j, c in enumerate(CAUSES)},
+                    dispatch_gap_ns=h.dispatch_gap_ns if h else 0,
+                    dispatch_gaps=h.dispatch_gaps if h else 0,
+                    idle_gaps=int(ngaps[i]),
+                )
+            )
+        devices.append(
+            DeviceReport(
+                rank=rank,
+                device=device,
+                samples=tuple(samples),
+                peak_memory_bytes=fr.peak_memory.get((rank, device), _peak_memory(manifest, rank, device)),
+                samples_per_step=manifest.get("samples_per_step") or manifest.get("batch_size"),
+                name=context.device_names.get((rank, device)),
+                busy_after_last_step_ns=int(after[0]),
+            )
+        )
+
+    pointers = resolve_pointers(all_gaps, threads)
+    return Partial(
+        ranks=tuple(sorted(set(steps["rank"].tolist()) | {d.rank for d in devices})),
+        devices=tuple(devices),
+        host_steps=tuple(hsteps),
+        step_ns=(steps["end"] - steps["ts"]).to_numpy(np.int64),
+        top_gaps=tuple(_top_gaps(all_gaps, steps, pointers, params.top_gaps)),
+        sync_sources=tuple(sync_sources(all_gaps, pointers, n_steps=sum(d.steps for d in devices))),
+        histogram=_histogram(all_gaps),
+        kernels=kernel_partials(dev.loc[in_win], fr.launches),
+        op_stats=tuple(op_stats(fr.host, steps)),
+        dataloader=dataloader_kinds(fr.host),
+        collectives=coll.reset_index(drop=True),
+        idle_intervals=_idle_frame(all_gaps, steps) if params.evidence else None,
+        busy_intervals=(pd.concat(busy_rows, ignore_index=True) if busy_rows else _EMPTY_BUSY)
+        if params.evidence
+        else None,
+    )
+
+
+_EMPTY_BUSY = pd.DataFrame({c: np.zeros(0, np.int64) for c in ("rank", "device", "step", "ts_ns", "dur_ns")})
+
+
+def _assign_steps(df: pd.DataFrame, steps: pd.DataFrame) -> np.ndarray:
+    """Step number of the window (same rank) each row starts in; -1 outside every window."""
+    out = np.full(len(df), -1, dtype=np.int64)
+    for rank, grp in steps.groupby("rank"):
+        m = (df["rank"] == rank).to_numpy()
+        wi = iv.window_of(grp["ts"], grp["end"], df["ts"].to_numpy(np.int64)[m])
+        out[np.flatnonzero(m)] = np.where(wi >= 0, grp["step"].to_numpy(np.int64)[wi], -1)
+    return out
+
+
+def _idle_frame(all_gaps: list[DeviceGaps], steps: pd.DataFrame) -> pd.DataFrame:
+    parts = []
+    for g in all_gaps:
+        rsteps = steps[steps["rank"] == g.rank]["step"].to_numpy(np.int64)
+        parts.append(
+            pd.DataFrame(
+                {
+                    "rank": np.full(g.p_gap.size, g.rank, np.int64),
+                    "device": np.full(g.p_gap.size, g.device, np.int64),
+                    "step": rsteps[g.win[g.p_gap]] if g.p_gap.size else np.zeros(0, np.int64),
+                    "ts_ns": g.p_start,
+                    "dur_ns": g.p_end - g.p_start,
+                    "cause": pd.Categorical.from_codes(g.p_cause, categories=pd.Index(CAUSES, dtype=object)),
+                }
+            )
+        )
+    if not parts:
+        return pd.DataFrame(
+            {c: np.zeros(0, np.int64) for c in ("rank", "device", "step", "ts_ns", "dur_ns")}
+        ).assign(cause=pd.Series(dtype=object))
+    return pd.concat(parts, ignore_index=True)
+
+
+def _top_gaps(
+    all_gaps: list[DeviceGaps], steps: pd.DataFrame, pointers: pd.DataFrame, n: int
+) -> list[IdleGap]:
+    rows = []
+    for gi, g in enumerate(all_gaps):
+        if g.a.size == 0:
+            continue
+        dur = g.b - g.a
+        k = min(n, dur.size)
+        idx = np.argpartition(-dur, k - 1)[:k] if k else np.zeros(0, np.int64)
+        for i in idx:  # at most n per device
+            rows.append((int(dur[i]), gi, int(i)))
+    rows.sort(key=lambda r: (-r[0], r[1], r[2]))
+    out = []
+    for _, gi, i in rows[:n]:
+        g = all_gaps[gi]
+        by_cause, by_state = gap_causes_one(g, i)
+        rsteps = steps[steps["rank"] == g.rank]["step"].to_numpy(np.int64)
+        ptr = None
+        if g.drain[i] and g.pointer[i] >= 0:
+            ptr = pointer_of(pointers, g.thread_keys[g.thread[i]], int(g.pointer[i]))
+        cause = CAUSES[int(np.argmax(by_cause))]
+        slices = {name: int(by_state[j]) for j, name in enumerate((*STATE_NAMES, "queued")) if by_state[j]}
+        out.append(
+            IdleGap(
+                rank=g.rank,
+                device=g.device,
+                step=int(rsteps[g.win[i]]),
+                start_ns=int(g.a[i]),
+                dur_ns=int(g.b[i] - g.a[i]),
+                cause=cause,
+                slices_ns=slices,
+                next_kernel=g.next_kernel[i],
+                sync=ptr,
+            )
+        )
+    return out
+
+
+def gap_causes_one(g: DeviceGaps, i: int) -> tuple[np.ndarray, np.ndarray]:
+    lo = np.searchsorted(g.p_gap, i, side="left")
+    hi = np.searchsorted(g.p_gap, i, side="right")
+    sub = DeviceGaps(**{**g.__dict__})
+    for f in ("p_gap", "p_start", "p_end", "p_state", "p_cause", "p_pointer"):
+        setattr(sub, f, getattr(g, f)[lo:hi])
+    sub.p_gap = np.zeros(hi - lo, dtype=np.int64)
+    sub.a = g.a[i : i + 1]
+    by_cause, by_state = gap_causes(sub)
+    return by_cause[0], by_state[0]
+
+
+def _histogram(all_gaps: list[DeviceGaps]) -> GapHistogram:
+    edges_ns = np.asarray(GAP_EDGES_US, dtype=np.int64) * 1000
+    nb = len(GAP_EDGES_US)
+    counts = np.zeros(nb, dtype=np.int64)
+    idle = np.zeros(nb, dtype=np.int64)
+    by_cause = np.zeros((len(CAUSES), nb), dtype=np.int64)
+    for g in all_gaps:
+        dur = g.b - g.a
+        bucket = np.searchsorted(edges_ns, dur, side="right") - 1
+        counts += np.bincount(bucket, minlength=nb)
+        idle += np.bincount(bucket, weights=dur, minlength=nb).astype(np.int64)
+        pb = bucket[g.p_gap]
+        np.add.at(by_cause, (g.p_cause, pb), g.p_end - g.p_start)
+    return GapHistogram(
+        edges_us=tuple(float(x) for x in GAP_EDGES_US),
+        counts=tuple(int(x) for x in counts),
+        idle_ns=tuple(int(x) for x in idle),
+        idle_ns_by_cause={c: tuple(int(x) for x in by_cause[j]) for j, c in enumerate(CAUSES)},
+    )
+
+
+def _peak_memory(manifest: dict, rank: int, device: int) -> int | None:
+    peaks = manifest.get("peak_memory_bytes")
+    if isinstance(peaks, int):
+        return peaks
+    if isinstance(peaks, dict):
+        v = peaks.get(f"{rank}:{device}", peaks.get(str(device)))
+        return int(v) if v is not None else None
+    return None
