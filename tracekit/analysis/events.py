@@ -255,18 +255,22 @@ def _steps(t: pa.Table, host: pd.DataFrame, dev: pd.DataFrame) -> pd.DataFrame:
     spanning the rank's events (DESIGN.md "Words"). Windows of one rank are made disjoint (a window is
     cut at the next one's start)."""
     kcodes, kcats = dict_codes(t["kind"])
-    rows = t.filter(pa.array(_classify(kcodes, kcats, lambda v: v == S.KIND_STEP))).to_pandas()
-    if len(rows):
+    rows = t.filter(pa.array(_classify(kcodes, kcats, lambda v: v == S.KIND_STEP)))
+    if rows.num_rows:
+        if "step" in rows.column_names and not rows["step"].null_count:
+            step = _ints(rows, "step")
+        else:
+            names = pd.Series(rows["name"].to_pylist(), dtype=object).astype(str)
+            step = names.str.extract(_STEP_RE)[0].fillna(-1).astype(np.int64).to_numpy()
+        ts = _ints(rows, "ts_ns")
         steps = pd.DataFrame(
             {
-                "rank": rows["rank"].fillna(0).astype(np.int64),
-                "step": rows["step"].astype(np.int64)
-                if "step" in rows and rows["step"].notna().all()
-                else rows["name"].astype(str).str.extract(_STEP_RE)[0].fillna(-1).astype(np.int64),
-                "pid": rows["pid"].fillna(0).astype(np.int64),
-                "tid": rows["tid"].fillna(0).astype(np.int64),
-                "ts": rows["ts_ns"].astype(np.int64),
-                "end": (rows["ts_ns"] + rows["dur_ns"]).astype(np.int64),
+                "rank": _ints(rows, "rank"),
+                "step": step,
+                "pid": _ints(rows, "pid"),
+                "tid": _ints(rows, "tid"),
+                "ts": ts,
+                "end": ts + _ints(rows, "dur_ns"),
             }
         )
     else:

@@ -25,26 +25,56 @@ def kernel_partials(acts: pd.DataFrame, launches: pd.DataFrame) -> KernelPartial
     how many activities have a launch record."""
     if acts.empty:
         return {}
-    a = acts[["rank", "name", "ts", "end", "correlation"]].copy()
-    a["correlation"] = a["correlation"].astype("Int64")
-    lau = launches[["rank", "correlation", "ts", "end"]].rename(columns={"ts": "l_ts", "end": "l_end"})
-    lau = lau.assign(correlation=lau["correlation"].astype("Int64"))
-    m = a.merge(lau, on=["rank", "correlation"], how="left")
-    kernel = (m["end"] - m["ts"]).to_numpy(np.int64)
-    launched = m["l_end"].notna().to_numpy()
-    l_end = m["l_end"].fillna(0).to_numpy(np.int64)
-    api = l_end - m["l_ts"].fillna(0).to_numpy(np.int64)
-    queue = np.maximum(m["ts"].to_numpy(np.int64) - l_end, 0)
-    names = m["name"].astype(str).to_numpy(object)
-    uniq, inverse = np.unique(names, return_inverse=True)
-    order = np.argsort(inverse, kind="stable")
-    bounds = np.searchsorted(inverse[order], np.arange(uniq.size + 1))
+    ts = acts["ts"].to_numpy(np.int64)
+    kernel = acts["end"].to_numpy(np.int64) - ts
+    l_ts, l_end, launched = _launch_of(acts, launches)
+    api = l_end - l_ts
+    queue = np.maximum(ts - l_end, 0)
+    names = acts["name"]
+    codes = names.cat.codes.to_numpy().astype(np.int64)
+    cats = names.cat.categories
+    order = np.argsort(codes, kind="stable")
+    used, starts = np.unique(codes[order], return_index=True)
+    bounds = np.append(starts, order.size)
     out: KernelPartials = {}
-    for k, name in enumerate(uniq.tolist()):  # one loop per activity name
+    for k, code in enumerate(used.tolist()):  # one loop per activity name
+        if code < 0:
+            continue
         rows = order[bounds[k] : bounds[k + 1]]
         ok = rows[launched[rows]]
+        name = str(cats[code])
         out[name] = (Sketch.of(api[ok]), Sketch.of(queue[ok]), Sketch.of(kernel[rows]), int(ok.size))
     return out
+
+
+def _launch_of(acts: pd.DataFrame, launches: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(launch start, launch end, has a launch) of each activity: the launch record of the same rank
+    and correlation (launches hold one per (rank, correlation))."""
+    n = len(acts)
+    l_ts, l_end = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    corr = acts["correlation"].to_numpy(np.float64)
+    ok = ~np.isnan(corr)
+    if not len(launches) or not ok.any():
+        return l_ts, l_end, np.zeros(n, bool)
+    key_a = _key(acts["rank"].to_numpy(np.int64)[ok], corr[ok].astype(np.int64))
+    key_l = _key(launches["rank"].to_numpy(np.int64), launches["correlation"].to_numpy(np.int64))
+    order = np.argsort(key_l, kind="stable")
+    key_l = key_l[order]
+    pos = np.minimum(np.searchsorted(key_l, key_a), key_l.size - 1)
+    hit = key_l[pos] == key_a
+    rows = np.flatnonzero(ok)[hit]
+    src = order[pos[hit]]
+    l_ts[rows] = launches["ts"].to_numpy(np.int64)[src]
+    l_end[rows] = launches["end"].to_numpy(np.int64)[src]
+    launched = np.zeros(n, bool)
+    launched[rows] = True
+    return l_ts, l_end, launched
+
+
+def _key(rank: np.ndarray, corr: np.ndarray) -> np.ndarray:
+    """One int64 per (rank, correlation): ranks below 2**23, correlation ids below 2**40 (both are
+    far larger than any trace's)."""
+    return (rank << 40) | (corr & ((1 << 40) - 1))
 
 
 def merge_kernel_partials(parts: Iterable[KernelPartials]) -> KernelPartials:

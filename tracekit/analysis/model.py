@@ -379,6 +379,8 @@ class Report:
     # as pandas DataFrames. None on a Report read back from JSON.
     idle_intervals: Any = field(default=None, compare=False, repr=False)
     busy_intervals: Any = field(default=None, compare=False, repr=False)
+    # The invariants checked where the intervals were (a job's workers: tracekit.scale.job).
+    checked: tuple = field(default=(), compare=False, repr=False)
 
     @property
     def cpu_only(self) -> bool:

@@ -42,7 +42,7 @@ from tracekit.analysis.model import (
     SyncSource,
 )
 from tracekit.analysis.sketch import Sketch
-from tracekit.analysis.sync import pointer_of, resolve_pointers, sync_sources
+from tracekit.analysis.sync import pointer_index, pointer_of, resolve_pointers, sync_sources
 
 # Idle-gap histogram bucket edges, µs (eager PyTorch loses its time in thousands of 5-50 µs gaps).
 GAP_EDGES_US = (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, 50_000, 100_000)
@@ -108,6 +108,7 @@ class Partial:
     collectives: pd.DataFrame  # NCCL kernels: rank, device, ts, end, name, step (-1: outside steps)
     idle_intervals: Optional[pd.DataFrame] = None  # with Params.evidence
     busy_intervals: Optional[pd.DataFrame] = None
+    checked: tuple[str, ...] = ()  # invariants a worker checked on this part (tracekit.scale.tasks)
 
 
 def analyze_partial(table: pa.Table, context: Context = Context(), params: Params = Params()) -> Partial:
@@ -196,7 +197,7 @@ def analyze_partial(table: pa.Table, context: Context = Context(), params: Param
             )
         )
 
-    pointers = resolve_pointers(all_gaps, threads)
+    pointers = pointer_index(resolve_pointers(all_gaps, threads))
     return Partial(
         ranks=tuple(sorted(set(steps["rank"].tolist()) | {d.rank for d in devices})),
         devices=tuple(devices),
@@ -252,9 +253,7 @@ def _idle_frame(all_gaps: list[DeviceGaps], steps: pd.DataFrame) -> pd.DataFrame
     return pd.concat(parts, ignore_index=True)
 
 
-def _top_gaps(
-    all_gaps: list[DeviceGaps], steps: pd.DataFrame, pointers: pd.DataFrame, n: int
-) -> list[IdleGap]:
+def _top_gaps(all_gaps: list[DeviceGaps], steps: pd.DataFrame, pointers: dict, n: int) -> list[IdleGap]:
     rows = []
     for gi, g in enumerate(all_gaps):
         if g.a.size == 0:

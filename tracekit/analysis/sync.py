@@ -96,65 +96,77 @@ def _tkey(key: tuple) -> str:
 _NO_HOST = pd.DataFrame({"cat": pd.Series(dtype=object), "name": pd.Series(dtype=object)})
 
 
-def pointer_of(pointers: pd.DataFrame, thread: tuple, ptr: int) -> SyncPointer | None:
-    """The SyncPointer of one (thread, sync event index), or None."""
-    if ptr < 0 or pointers.empty:
-        return None
-    m = pointers[(pointers["ptr"] == ptr) & (pointers["thread"] == _tkey(thread))]
-    if m.empty:
-        return None
-    r = m.iloc[0]
-    return SyncPointer(
-        call=str(r["call"]),
-        op=None if r["op"] is None else str(r["op"]),
-        source=None if r["source"] is None else str(r["source"]),
-        function=None if r["function"] is None else str(r["function"]),
-        start_ns=int(r["start_ns"]),
-        dur_ns=int(r["dur_ns"]),
-    )
+def pointer_index(pointers: pd.DataFrame) -> dict[tuple[str, int], SyncPointer]:
+    """Every resolved pointer as a SyncPointer, by ("rank:pid:tid", sync event index)."""
+    if pointers.empty:
+        return {}
+    cols = [pointers[c].tolist() for c in ("thread", "ptr", "call", "op", "source", "function")]
+    starts, durs = pointers["start_ns"].tolist(), pointers["dur_ns"].tolist()
+    return {
+        (thread, int(ptr)): SyncPointer(
+            call=str(call),
+            op=_text(op),
+            source=_text(source),
+            function=_text(function),
+            start_ns=int(start),
+            dur_ns=int(dur),
+        )
+        for thread, ptr, call, op, source, function, start, dur in zip(*cols, starts, durs)
+    }
 
 
-def sync_sources(all_gaps: list[DeviceGaps], pointers: pd.DataFrame, n_steps: float) -> list[SyncSource]:
-    """Sync-caused idle time grouped by (call, op, source), largest first. `n_steps`: device-steps the
-    per-step figures divide by."""
-    rows = []
+def _text(value) -> str | None:
+    """A string cell of the pointers frame; None for a missing one (None or NaN after a concat)."""
+    return None if value is None or (isinstance(value, float) and value != value) else str(value)
+
+
+def pointer_of(index: dict, thread: tuple, ptr: int) -> SyncPointer | None:
+    """The SyncPointer of one (thread, sync event index), or None (`index`: `pointer_index`)."""
+    if ptr < 0:
+        return None
+    return index.get((_tkey(thread), int(ptr)))
+
+
+def sync_sources(all_gaps: list[DeviceGaps], index: dict, n_steps: float) -> list[SyncSource]:
+    """Sync-caused idle time grouped by (call, op, source, function), largest first (ties: in the
+    order the sources first appear). `index`: `pointer_index`; `n_steps`: device-steps the per-step
+    figures divide by. Loops run over the distinct (thread, sync event) pairs, not over pieces."""
+    acc: dict[tuple, list] = {}
     for gi, g in enumerate(all_gaps):
         m = g.p_cause == C_SYNC
         if not m.any():
             continue
-        rows.append(
-            pd.DataFrame(
-                {
-                    "thread": np.array([_tkey(k) for k in g.thread_keys], dtype=object)[g.thread[g.p_gap[m]]],
-                    "ptr": g.p_pointer[m],
-                    "gap": g.p_gap[m] + (gi << 40),
-                    "ns": (g.p_end - g.p_start)[m],
-                }
-            )
+        thread = g.thread[g.p_gap[m]]
+        ptr = g.p_pointer[m]
+        gap = g.p_gap[m]
+        ns = (g.p_end - g.p_start)[m]
+        pairs, first, inverse = np.unique(
+            np.stack([thread, ptr]), axis=1, return_index=True, return_inverse=True
         )
-    if not rows:
-        return []
-    df = pd.concat(rows, ignore_index=True)
-    df = df.merge(
-        pointers[["thread", "ptr", "call", "op", "source", "function"]], on=["thread", "ptr"], how="left"
-    )
-    df = df.fillna({"call": "(unknown)"})
-    df["op"] = df["op"].fillna("")
-    df["source"] = df["source"].fillna("")
-    df["function"] = df["function"].fillna("")
-    agg = df.groupby(["call", "op", "source", "function"], sort=False).agg(
-        ns=("ns", "sum"), gaps=("gap", "nunique")
-    )
-    agg = agg.sort_values("ns", ascending=False, kind="stable").reset_index()
+        inverse = inverse.ravel()
+        totals = np.bincount(inverse, weights=ns, minlength=pairs.shape[1])
+        for k in np.argsort(first, kind="stable"):  # one loop per (thread, sync event), in order
+            t, p = int(pairs[0, k]), int(pairs[1, k])
+            sp = index.get((_tkey(g.thread_keys[t]), p)) if p >= 0 else None
+            key = (
+                sp.call if sp else "(unknown)",
+                sp.op if sp else None,
+                sp.source if sp else None,
+                sp.function if sp else None,
+            )
+            entry = acc.setdefault(key, [0, set()])
+            entry[0] += int(totals[k])
+            entry[1].update((gi, int(x)) for x in np.unique(gap[inverse == k]))
+    ranked = sorted(acc.items(), key=lambda kv: -kv[1][0])
     return [
         SyncSource(
-            call=str(r.call),
-            op=r.op or None,
-            source=r.source or None,
-            function=r.function or None,
-            idle_ns=int(r.ns),
-            gaps=int(r.gaps),
+            call=call,
+            op=op,
+            source=source,
+            function=function,
+            idle_ns=ns,
+            gaps=len(gaps),
             steps=max(int(round(n_steps)), 1),
         )
-        for r in agg.itertuples(index=False)
+        for (call, op, source, function), (ns, gaps) in ranked
     ]

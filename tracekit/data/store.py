@@ -338,6 +338,18 @@ def read_rank(path: Location, rank: int, meta: dict, columns: Optional[list[str]
         raise CaptureFileError(f"{path}: cannot read rank {rank} ({exc})") from None
 
 
+def read_ranks(path: Location, ranks: list[int], meta: dict) -> pa.Table:
+    """The rows of several ranks of a capture (either form) as one schema.SCHEMA table."""
+    if meta.get("form") == "folder" or len(ranks) == 1:
+        tables = [read_rank(path, r, meta) for r in ranks]
+        return pa.concat_tables([t.cast(SCHEMA) for t in tables]) if len(tables) > 1 else tables[0]
+    try:
+        with files.open_read(path) as fh:
+            return pq.read_table(fh, filters=[("rank", "in", list(ranks))])
+    except (pa.ArrowException, OSError) as exc:
+        raise CaptureFileError(f"{path}: cannot read ranks {ranks} ({exc})") from None
+
+
 def _with_rank_column(table: pa.Table, rank: int, columns: Optional[list[str]]) -> pa.Table:
     rank_col = pa.array([rank] * table.num_rows, pa.int32()) if table.num_rows else pa.array([], pa.int32())
     if columns is None:

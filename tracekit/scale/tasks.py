@@ -73,3 +73,31 @@ def parse_rank(
 def parse_rank_task(job: tuple) -> dict[str, Any]:
     """parse_rank(*job): the one-argument form Executor.map calls."""
     return parse_rank(*job)
+
+
+def analyze_rank(path_or_uri: Location, params: dict[str, Any]):
+    """Analyse ranks of the capture at `path_or_uri` (either form) where their data is: read their
+    rows, attribute, aggregate. `params`: {"ranks": [r, ...] (one rank, or a few analysed together:
+    cheaper per rank, the same result), "meta": the capture's metadata as `job.rank_meta` trims it,
+    "params": analysis.partial.Params, "context": analysis.partial.Context, "check": bool}.
+    Returns an analysis.partial.Partial (compact: no event table). With "check", the invariants are
+    checked here, against these ranks' own events; their names are in `Partial.checked`."""
+    from tracekit.analysis.partial import analyze_partial
+    from tracekit.data.store import read_ranks
+
+    table = read_ranks(path_or_uri, [int(r) for r in params["ranks"]], params["meta"])
+    part = analyze_partial(table, params["context"], params["params"])
+    if params.get("check"):
+        from tracekit.analysis.invariants import check_invariants
+        from tracekit.analysis.merge import merge
+        from tracekit.data.store import Capture
+
+        report = merge([part], {}, params["params"])
+        part.checked = tuple(check_invariants(report, Capture(table=table)))
+        part.idle_intervals = part.busy_intervals = None  # checked: no need to ship them
+    return part
+
+
+def analyze_rank_task(job: tuple):
+    """analyze_rank(*job): the one-argument form Executor.map calls."""
+    return analyze_rank(*job)
