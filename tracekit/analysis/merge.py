@@ -32,6 +32,7 @@ from tracekit.analysis.model import (
     SyncSource,
 )
 from tracekit.analysis.partial import Params, Partial
+from tracekit.analysis.ranks import job_summary
 
 
 def merge(parts: Iterable[Partial], meta: dict, params: Params = Params(), path: Any = None) -> Report:
@@ -64,6 +65,7 @@ def merge(parts: Iterable[Partial], meta: dict, params: Params = Params(), path:
         dataloader=_dataloader(dl, n_steps) if dl else None,
         profiler_overhead=_overhead(manifest, np.concatenate([p.step_ns for p in parts]) if parts else None),
         parameters=params.to_json(),
+        job=job_summary(devices),
         idle_intervals=_concat([p.idle_intervals for p in parts]),
         busy_intervals=_concat([p.busy_intervals for p in parts]),
     )

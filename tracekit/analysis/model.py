@@ -358,6 +358,54 @@ class DataLoaderInfo:
 
 
 @dataclass(frozen=True)
+class FigureSpread:
+    """One per-step figure of a job's devices (ms per step of each device) across its devices."""
+
+    figure: str  # "step", "busy", "idle: <cause>", "collective wait"
+    median_ms: float
+    p90_ms: float
+    max_ms: float
+    max_rank: int  # the rank of the device with the max
+
+
+@dataclass(frozen=True)
+class StragglerRank:
+    """A rank other devices wait for in collectives (their `straggler_rank`)."""
+
+    rank: int
+    waited_on_by: int  # devices that name it
+    wait_ms_per_step_total: float  # their collective wait per step, summed
+    wait_ms_per_step_median: float
+
+
+@dataclass(frozen=True)
+class OutlierRank:
+    """A device whose `figure` differs from the rest of the job (tracekit.analysis.ranks)."""
+
+    rank: int
+    device: int
+    figure: str
+    value_ms: float
+    median_ms: float
+    others: tuple[str, ...] = ()  # other figures on which it differs too
+
+
+@dataclass(frozen=True)
+class JobSummary:
+    """A multi-rank job in a few figures (tracekit.analysis.ranks; derived from the devices)."""
+
+    ranks: int
+    devices: int
+    steps: int  # step numbers
+    step_median_ms: float  # per step number the slowest rank's step; median over steps
+    step_max_ms: float
+    slowest_rank: Optional[int]  # the rank slowest in most steps
+    spreads: tuple[FigureSpread, ...] = ()
+    stragglers: tuple[StragglerRank, ...] = ()
+    outliers: tuple[OutlierRank, ...] = ()
+
+
+@dataclass(frozen=True)
 class Report:
     """Everything `tracekit analyze` found in one capture."""
 
@@ -373,6 +421,7 @@ class Report:
     advice: tuple[Advice, ...] = ()
     profiler_overhead: Optional[ProfilerOverhead] = None
     parameters: Mapping[str, Any] = field(default_factory=dict)  # thresholds used, with units
+    job: Optional[JobSummary] = None  # jobs of several ranks: the figures across ranks
     version: int = REPORT_VERSION
     # In-memory evidence for check_invariants and `analyze --store` (not part of the JSON):
     # idle pieces (rank, device, step, ts_ns, dur_ns, cause) and busy intervals (rank, device, ts_ns, dur_ns)
@@ -385,6 +434,11 @@ class Report:
     @property
     def cpu_only(self) -> bool:
         return not self.devices
+
+    @property
+    def ranks(self) -> list[int]:
+        """The ranks the report covers (of its devices, else of its host steps)."""
+        return sorted({d.rank for d in self.devices} or {h.rank for h in self.host.steps})
 
     def to_json(self) -> dict[str, Any]:
         """The JSON report (DESIGN.md contract): plain dicts/lists/numbers, ready for json.dumps."""
@@ -412,6 +466,7 @@ class Report:
                 else None
             ),
             "parameters": dict(self.parameters),
+            **({"job": _plain(self.job)} if self.job is not None else {}),
         }
 
     @classmethod
