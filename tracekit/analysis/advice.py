@@ -70,19 +70,7 @@ def advise(report: Report) -> list[Advice]:
                     "launch",
                 )
             )
-    for d in report.devices:
-        total = sum(s.dur_ns for s in d.samples)
-        wait = sum(s.collective_wait_ns for s in d.samples)
-        if total and wait / total >= COLLECTIVE_MIN_FRACTION and d.straggler_rank is not None:
-            out.append(
-                Advice(
-                    "straggler",
-                    f"Rank {d.rank} waits for rank {d.straggler_rank} in collectives: balance its work "
-                    "(data, compute, placement).",
-                    f"collective wait {wait / total:.0%} of step time on rank {d.rank} device {d.device}",
-                    None,
-                )
-            )
+    out.extend(_straggler_advice(report))
     if not report.devices and report.host.steps:
         total = sum(h.dur_ns for h in report.host.steps)
         gaps = sum(h.dispatch_gap_ns for h in report.host.steps)
@@ -97,3 +85,54 @@ def advise(report: Report) -> list[Advice]:
                 )
             )
     return out
+
+
+def _straggler_advice(report: Report) -> list[Advice]:
+    """One advice per straggler rank: the devices whose collective wait is at least
+    COLLECTIVE_MIN_FRACTION of their step time, grouped by the rank they wait for."""
+    waiting: dict[int, list[tuple[float, int, int]]] = {}
+    for d in report.devices:
+        total = sum(s.dur_ns for s in d.samples)
+        wait = sum(s.collective_wait_ns for s in d.samples)
+        if total and wait / total >= COLLECTIVE_MIN_FRACTION and d.straggler_rank is not None:
+            waiting.setdefault(d.straggler_rank, []).append((wait / total, d.rank, d.device))
+    out = []
+    for straggler, devs in sorted(waiting.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        if len(devs) == 1:
+            frac, rank, device = devs[0]
+            out.append(
+                Advice(
+                    "straggler",
+                    f"Rank {rank} waits for rank {straggler} in collectives: balance its work "
+                    "(data, compute, placement).",
+                    f"collective wait {frac:.0%} of step time on rank {rank} device {device}",
+                    None,
+                )
+            )
+            continue
+        fracs = [f for f, _, _ in devs]
+        top = max(devs)
+        ranks = sorted({r for _, r, _ in devs})
+        out.append(
+            Advice(
+                "straggler",
+                f"{len(ranks)} ranks ({_ranges(ranks)}) wait for rank {straggler} in collectives: "
+                "balance its work (data, compute, placement).",
+                f"collective wait median {float(np.median(fracs)):.0%} of step time on {len(devs)} "
+                f"devices, max {top[0]:.0%} on rank {top[1]} device {top[2]}",
+                None,
+            )
+        )
+    return out
+
+
+def _ranges(ranks: list[int]) -> str:
+    """[0, 1, 2, 5, 7, 8] → '0-2, 5, 7-8'."""
+    parts, start = [], None
+    for i, r in enumerate(ranks):
+        if start is None:
+            start = r
+        if i + 1 == len(ranks) or ranks[i + 1] != r + 1:
+            parts.append(str(start) if start == r else f"{start}-{r}")
+            start = None
+    return ", ".join(parts)

@@ -8,6 +8,7 @@ from tracekit.analysis.model import CAUSES, HOST_STATES, HostReport, Report
 from tracekit.render.base import Section
 
 TOP_ROWS = 10  # rows shown in the longer tables (the JSON has everything)
+MANY_RANKS = 8  # beyond, the report summarises the ranks instead of a table set per rank
 
 
 def _ms(ns: float) -> str:
@@ -44,9 +45,78 @@ def header(report: Report) -> list[str]:
     c = report.capture
     parts = manifest_parts(c)
     lines = ["tracekit analysis" + (": " + ", ".join(parts) if parts else "")]
-    if c.get("sources"):
-        lines.append("sources: " + ", ".join(str(s) for s in c["sources"]))
+    sources = [str(s) for s in c.get("sources") or []]
+    if len(sources) > MANY_RANKS:
+        lines.append(f"sources: {len(sources)} files ({sources[0]} … {sources[-1]})")
+    elif sources:
+        lines.append("sources: " + ", ".join(sources))
+    if report.job is not None and len(report.ranks) > MANY_RANKS:
+        j = report.job
+        slowest = "" if j.slowest_rank is None else f", rank {j.slowest_rank} the slowest most often"
+        lines.append(
+            f"job: {j.ranks} ranks, {j.devices} devices, {j.steps} steps; step time (the slowest rank's, "
+            f"per step) median {j.step_median_ms:.3f} ms, max {j.step_max_ms:.3f} ms{slowest}"
+        )
     return lines
+
+
+def many_ranks(report: Report) -> bool:
+    """Whether the report summarises its ranks (more than MANY_RANKS) instead of showing each."""
+    return report.job is not None and len(report.ranks) > MANY_RANKS
+
+
+def job_sections(report: Report) -> list[Section]:
+    """The ranks of a large job in three tables: figures across ranks, stragglers, ranks that differ."""
+    j = report.job
+    assert j is not None
+    out = [
+        Section(
+            f"figures across the {j.devices} devices (ms/step of each device)",
+            ["", "median", "p90", "max", "max on rank"],
+            [
+                [f.figure, f"{f.median_ms:.3f}", f"{f.p90_ms:.3f}", f"{f.max_ms:.3f}", str(f.max_rank)]
+                for f in j.spreads
+            ],
+        )
+    ]
+    if j.stragglers:
+        out.append(
+            Section(
+                "stragglers: the ranks others wait for in collectives",
+                ["rank", "waited on by", "their wait ms/step (sum)", "median per device"],
+                [
+                    [
+                        str(s.rank),
+                        f"{s.waited_on_by} device(s)",
+                        f"{s.wait_ms_per_step_total:.3f}",
+                        f"{s.wait_ms_per_step_median:.3f}",
+                    ]
+                    for s in j.stragglers
+                ],
+                align="rrrr",
+            )
+        )
+    if j.outliers:
+        out.append(
+            Section(
+                "ranks that differ from the rest",
+                ["rank:dev", "figure", "ms/step", "median", "differs also in"],
+                [
+                    [
+                        f"{o.rank}:{o.device}",
+                        o.figure,
+                        f"{o.value_ms:.3f}",
+                        f"{o.median_ms:.3f}",
+                        ", ".join(o.others) or "-",
+                    ]
+                    for o in j.outliers
+                ],
+                align="rlrrl",
+            )
+        )
+    else:
+        out[-1].notes.append("no rank differs from the rest by more than 3 MADs and 1 % of the step")
+    return out
 
 
 def device_sections(report: Report) -> list[Section]:
@@ -95,17 +165,20 @@ def device_sections(report: Report) -> list[Section]:
 
 def host_sections(report: Report) -> list[Section]:
     """The host table: one for all steps, or one per rank when there are several (ranks differ: on a
-    DDP run the slow rank's interpreter time is the fast rank's collective wait)."""
+    DDP run the slow rank's interpreter time is the fast rank's collective wait), or, beyond
+    MANY_RANKS, one over all ranks (their spread is in the job tables)."""
     ranks = sorted({s.rank for s in report.host.steps})
     if len(ranks) <= 1:
         return [host_section(report.host)]
+    if len(ranks) > MANY_RANKS:
+        return [host_section(report.host, ranks=len(ranks))]
     return [
         host_section(HostReport(steps=tuple(s for s in report.host.steps if s.rank == r)), rank=r)
         for r in ranks
     ]
 
 
-def host_section(h: HostReport, rank: int | None = None) -> Section:
+def host_section(h: HostReport, rank: int | None = None, ranks: int | None = None) -> Section:
     step_ms = statistics.fmean([s.dur_ns for s in h.steps]) / 1e6 if h.steps else 0.0
     rows = [
         [k, f"{v:.3f}", _pct(v / step_ms if step_ms else 0.0)] for k, v in h.breakdown_ms_per_step.items()
@@ -118,11 +191,12 @@ def host_section(h: HostReport, rank: int | None = None) -> Section:
         f"{h.dispatch_gap_ms_per_step:.3f} ms, "
         f"median {j['dispatch_gap_median_us']:.1f} µs, p95 {j['dispatch_gap_p95_us']:.1f} µs",
     ]
-    title = (
-        "host (step thread): what it did"
-        if rank is None
-        else f"host (step thread of rank {rank}): what it did"
-    )
+    if ranks is not None:
+        title = f"host (step threads of all {ranks} ranks): what they did, per step"
+    elif rank is None:
+        title = "host (step thread): what it did"
+    else:
+        title = f"host (step thread of rank {rank}): what it did"
     return Section(title, ["state", "ms/step", "% of step"], rows, notes)
 
 
@@ -207,7 +281,9 @@ def op_section(report: Report) -> Section | None:
         rows.append(
             [_short(o.name, 50), f"{o.calls / n:.1f}", f"{o.us_per_call:.1f}", _ms(sum(o.ns_per_step) / n)]
         )
-    return Section("framework ops (CPU, inclusive)", ["op", "calls/step", "µs/call", "ms/step"], rows)
+    ranks = len(report.ranks)
+    title = "framework ops (CPU, inclusive)" + (f", summed over the {ranks} ranks" if ranks > 1 else "")
+    return Section(title, ["op", "calls/step", "µs/call", "ms/step"], rows)
 
 
 def _bytes(n: int) -> str:
@@ -241,12 +317,19 @@ def other_notes(report: Report) -> list[str]:
         )
     if report.cpu_only:
         notes.append("CPU-only capture: no device activity; the host breakdown is the whole story.")
+    for f in report.capture.get("failed") or []:
+        rank = "rank unknown" if f.get("rank") is None else f"rank {f['rank']}"
+        notes.append(f"left out: {rank} ({f.get('path')}): {f.get('error')}")
+    if many_ranks(report):
+        notes.append(
+            f"{len(report.ranks)} ranks summarised: `--rank R` shows rank R in full, --json every rank."
+        )
     return notes
 
 
 def report_sections(report: Report) -> list[Section]:
     """Every table of the report, in reading order."""
-    out = device_sections(report)
+    out = job_sections(report) if many_ranks(report) else device_sections(report)
     out.extend(host_sections(report))
     for s in (
         sync_section(report),
