@@ -72,6 +72,17 @@ def merge(parts: Iterable[Partial], meta: dict, params: Params = Params(), path:
     return replace(report, advice=tuple(advise(report)))
 
 
+def rank_report(
+    part: Partial, job: Report, rank: int, meta: dict, params: Params, path: Any = None
+) -> Report:
+    """The full report of one rank (`part`: the partial analysis of that rank alone), with its
+    devices' collective waits and straggler as the whole `job` found them."""
+    report = merge([part], meta, params, path=path)
+    devices = tuple(d for d in job.devices if d.rank == rank)
+    report = replace(report, devices=devices, capture={**report.capture, "rank_of_job": rank})
+    return replace(report, advice=tuple(advise(report)))
+
+
 _NO_COLLECTIVES = pd.DataFrame(
     {
         "rank": np.zeros(0, np.int64),

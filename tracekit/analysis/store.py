@@ -24,7 +24,11 @@ def load_inputs(paths: list[Path]):
 
 def idle_rows(report: Report) -> pa.Table:
     """The report's idle pieces as schema rows of kind "idle" (pid = device, cause and step set)."""
-    idle = report.idle_intervals
+    return idle_table(report.idle_intervals)
+
+
+def idle_table(idle) -> pa.Table:
+    """Idle pieces (a frame: rank, device, step, ts_ns, dur_ns, cause) as schema rows of kind "idle"."""
     n = 0 if idle is None else len(idle)
     cols = {}
     if n:

@@ -14,10 +14,12 @@ from tracekit.cli import app
 @app.command()
 def analyze(
     inputs: List[Path] = typer.Argument(
-        ..., help="A capture (.parquet), or trace files / run folders parsed on the fly (one file per rank)."
+        ...,
+        help="A capture (a .parquet file or a capture folder), or trace files / run folders parsed on the "
+        "fly (one file per rank).",
     ),
     as_json: bool = typer.Option(
-        False, "--json", help="Print the JSON report (the contract in docs/DESIGN.md)."
+        False, "--json", help="Print the JSON report (the contract in docs/DESIGN.md); it keeps every rank."
     ),
     as_markdown: bool = typer.Option(False, "--markdown", help="Print the report as Markdown."),
     output: Optional[Path] = typer.Option(
@@ -33,7 +35,13 @@ def analyze(
     store: bool = typer.Option(
         False,
         "--store",
-        help="Store the result in the .parquet capture (idle rows + report) so diff does not recompute.",
+        help="Store the result in the capture (idle rows + report) so diff does not recompute.",
+    ),
+    rank: Optional[int] = typer.Option(
+        None,
+        "--rank",
+        min=0,
+        help="Show this rank in full (a job of more than 8 ranks is otherwise summarised across ranks).",
     ),
     sync_tolerance_us: float = typer.Option(
         2.0,
@@ -43,28 +51,25 @@ def analyze(
     ),
     width: Optional[int] = typer.Option(None, "--width", min=40, help="Terminal width of the text report."),
 ) -> None:
-    """Attribute every nanosecond of GPU idle time in each step to a cause."""
-    from tracekit.analysis.invariants import check_invariants
-    from tracekit.analysis.pipeline import analyze as run_analysis
-    from tracekit.analysis.store import load_inputs, store_report
+    """Attribute every nanosecond of GPU idle time in each step to a cause.
+
+    A capture's ranks are analysed in worker processes, a few ranks each; only compact per-rank results
+    come back, so memory does not grow with the job's events. With more than 8 ranks the text and
+    Markdown reports summarise the job (step time, each figure's spread across ranks, stragglers, the
+    ranks that differ); --rank R shows one rank in full, --json keeps every rank."""
+    from tracekit.analysis.partial import Params
     from tracekit.errors import TracekitError
     from tracekit.render.registry import get_renderer, renderers
+    from tracekit.scale.job import analyze_inputs
 
     if as_json and as_markdown:
         raise TracekitError("--json and --markdown both given; pick one")
-    capture = load_inputs(inputs)
-    if store and (capture.path is None or len(inputs) != 1):
-        raise TracekitError(
-            f"--store needs one .parquet capture, got {', '.join(map(str, inputs))}; "
-            "make one with `tracekit parse TRACE -o capture.parquet`"
-        )
-    report = run_analysis(capture, sync_tolerance_ns=int(round(sync_tolerance_us * 1000)))
-    if check:
-        for name in check_invariants(report, capture):
-            typer.echo(f"ok: {name}", err=True)
+    params = Params(sync_tolerance_ns=int(round(sync_tolerance_us * 1000)))
+    report, where = analyze_inputs(inputs, params=params, check=check, store=store, rank=rank)
+    for name in report.checked:
+        typer.echo(f"ok: {name}", err=True)
     if store:
-        store_report(capture, report)
-        typer.echo(f"stored the analysis in {capture.path}", err=True)
+        typer.echo(f"stored the analysis in {where}", err=True)
     fmt = "json" if as_json else "markdown" if as_markdown else "text"
     if output is not None:
         by_suffix = {cls.suffix: name for name, cls in renderers().items()}

@@ -242,6 +242,22 @@ def rank_part(root: Location, rank: int) -> Location:
     return files.join(root, f"rank={rank}", PART_NAME)
 
 
+IDLE_PART_NAME = "idle-0.parquet"  # a folder's stored analysis: each rank's idle rows (analyze --store)
+
+
+def is_capture(loc: Location) -> bool:
+    """A capture (either form), as opposed to trace files or a run folder of traces."""
+    if files.is_dir(loc):
+        return is_capture_folder(loc)
+    if not files.is_file(loc):
+        return False
+    try:
+        with files.open_read(loc) as fh:
+            return fh.read(4) == b"PAR1"
+    except OSError:
+        return False
+
+
 def write_folder_meta(root: Location, meta: dict, parts: list[dict]) -> None:
     """Write the metadata file of capture folder `root` (last: it marks the folder complete).
     `parts`: [{"rank": r, "path": "rank=r/part-0.parquet", "rows": n}], by rank."""
@@ -327,10 +343,13 @@ def read_rank(path: Location, rank: int, meta: dict, columns: Optional[list[str]
                 raise CaptureFileError(
                     f"{path}: no rank {rank} in this capture (ranks {capture_ranks(meta)})"
                 )
-            loc = files.join(path, *part["path"].split("/"))
             want = None if columns is None else [c for c in columns if c != "rank"]
-            with files.open_read(loc) as fh:
-                table = pq.read_table(fh, columns=want)
+            tables = []
+            for rel in (part["path"], part.get("idle")):  # the rank's rows; its stored idle rows
+                if rel:
+                    with files.open_read(files.join(path, *rel.split("/"))) as fh:
+                        tables.append(pq.read_table(fh, columns=want))
+            table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
             return _with_rank_column(table, rank, columns)
         with files.open_read(path) as fh:
             return pq.read_table(fh, columns=columns, filters=[("rank", "=", rank)])

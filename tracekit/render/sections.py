@@ -45,6 +45,8 @@ def header(report: Report) -> list[str]:
     c = report.capture
     parts = manifest_parts(c)
     lines = ["tracekit analysis" + (": " + ", ".join(parts) if parts else "")]
+    if c.get("rank_of_job") is not None:
+        lines.append(f"rank {c['rank_of_job']} of a job of {len(c.get('ranks') or [])} ranks (--rank)")
     sources = [str(s) for s in c.get("sources") or []]
     if len(sources) > MANY_RANKS:
         lines.append(f"sources: {len(sources)} files ({sources[0]} … {sources[-1]})")

@@ -29,28 +29,33 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tracekit.analysis.invariants import check_invariants
-from tracekit.analysis.merge import merge
+from tracekit.analysis.merge import merge, rank_report
 from tracekit.analysis.model import Report
 from tracekit.analysis.partial import Context, Params
 from tracekit.data import files as fs
 from tracekit.data.files import Location
 from tracekit.data.store import (
+    IDLE_PART_NAME,
+    Capture,
     CaptureWriter,
     capture_ranks,
     check_folder_output,
     check_output,
+    is_capture,
     rank_part,
+    read_capture,
     read_meta,
     read_rank,
     write_folder_meta,
 )
-from tracekit.errors import CaptureFileError, OutputExistsError, TraceFormatError
+from tracekit.errors import CaptureFileError, OutputExistsError, TraceFormatError, TracekitError
 from tracekit.parse.parser import (
     Progress,
     check_rank_files,
     find_manifest,
     find_trace_files,
     parse_files_to,
+    parse_paths,
     workers,
 )
 from tracekit.scale import tasks
@@ -269,22 +274,36 @@ def analyze_capture(
     params: Optional[Params] = None,
     executor: Optional[Executor] = None,
     check: bool = False,
+    store: bool = False,
+    rank: Optional[int] = None,
     meta: Optional[dict] = None,
 ) -> Report:
     """Analyse the capture at `path` (file or folder) in `executor`'s workers, each reading its own
     ranks (a few per task, `rank_groups`); the driver holds only the compact per-task results and
-    merges them (tracekit.analysis.merge: the report does not depend on how ranks were grouped). With
-    `check`, every worker checks the invariants on its ranks (against their events) and the driver
-    checks the merged report; the names checked are in `report.checked`."""
+    merges them (tracekit.analysis.merge: the report does not depend on how ranks were grouped).
+
+    `check`: every worker checks the invariants on its ranks (against their events) and the driver
+    checks the merged report; the names checked are in `report.checked`. `store` (folder form): every
+    worker writes its ranks' idle rows beside their data (`rank=<r>/idle-0.parquet`) and the driver
+    the report into the metadata file. `rank`: the report of that rank in full (its collective waits
+    and straggler from the whole job), instead of the job's."""
     params = params or Params()
     meta = meta if meta is not None else read_meta(path)
     ranks = capture_ranks(meta)
     if not ranks:
         raise CaptureFileError(f"{path}: the capture holds no rank")
+    if rank is not None and rank not in ranks:
+        raise TracekitError(f"rank {rank} is not in {path} (its ranks: {_ranges(ranks)})")
+    if store and meta.get("form") != "folder":
+        raise TracekitError(f"{path}: analyze_capture stores into capture folders only")
     executor = executor or LocalExecutor()
     context = Context.of(meta)
-    work = replace(params, evidence=params.evidence or check)
-    groups = rank_groups(meta, ranks, getattr(executor, "workers", 1), _rows_per_rank(path, meta, ranks))
+    work = replace(params, evidence=params.evidence or check or store)
+    n_workers = getattr(executor, "workers", 1)
+    rest = [r for r in ranks if r != rank]
+    groups = rank_groups(meta, rest, n_workers, _rows_per_rank(path, meta, ranks))
+    if rank is not None:
+        groups.insert(0, [rank])  # its own part: the rank's report is that part's
     jobs = [
         (
             path,
@@ -294,6 +313,7 @@ def analyze_capture(
                 "params": work,
                 "context": context.for_ranks(set(group)),
                 "check": check,
+                "store": store,
             },
         )
         for group in groups
@@ -303,4 +323,89 @@ def analyze_capture(
     if check:
         checked = sorted({name for p in parts for name in p.checked} | set(check_invariants(report)))
         report = replace(report, checked=tuple(checked))
+    if store:
+        stored = {**meta, "analysis": report.to_json()}
+        for part in stored["parts"]:
+            part["idle"] = f"rank={part['rank']}/{IDLE_PART_NAME}"
+        write_folder_meta(path, stored, stored.pop("parts"))
+    if rank is not None:
+        return rank_report(parts[0], report, rank, meta, params, path)
+    return report
+
+
+def _ranges(ranks: list[int]) -> str:
+    return f"{ranks[0]}-{ranks[-1]}" if ranks == list(range(ranks[0], ranks[-1] + 1)) else str(ranks)
+
+
+def analyze_inputs(
+    inputs: list[Path],
+    *,
+    params: Optional[Params] = None,
+    executor: Optional[Executor] = None,
+    check: bool = False,
+    store: bool = False,
+    rank: Optional[int] = None,
+) -> tuple[Report, Optional[Location]]:
+    """`tracekit analyze`: the report of a capture (file or folder) or of trace files / run folders;
+    returns (report, the capture it was stored in, if `store`).
+
+    A capture is analysed rank by rank in workers (`analyze_capture`), except a capture file with
+    `store`, which is rewritten whole (its idle rows live in the one file). Traces of several files
+    are parsed into a temporary capture folder first (a file per worker), then analysed alike; a
+    single trace file is parsed and analysed in this process."""
+    import tempfile
+
+    params = params or Params()
+    if len(inputs) == 1 and is_capture(inputs[0]):
+        path = inputs[0]
+        meta = read_meta(path)
+        if not (store and meta.get("form") != "folder"):
+            report = analyze_capture(
+                path, params=params, executor=executor, check=check, store=store, rank=rank, meta=meta
+            )
+            return report, path if store else None
+        return _analyze_here(read_capture(path), params, check, store, rank), path
+    if store:
+        raise TracekitError(
+            f"--store needs one capture, got {', '.join(map(str, inputs))}; "
+            "make one with `tracekit parse TRACE -o capture.parquet`"
+        )
+    files = find_trace_files(inputs)
+    if len(files) == 1:
+        return _analyze_here(parse_paths(inputs), params, check, False, rank), None
+    executor = executor or LocalExecutor()
+    with tempfile.TemporaryDirectory(prefix="tracekit-") as tmp:
+        parsed = parse_job(inputs, Path(tmp) / "capture", folder=True, executor=executor)
+        report = analyze_capture(parsed.output, params=params, executor=executor, check=check, rank=rank)
+    # The report names the inputs, not the temporary capture.
+    return replace(report, capture={k: v for k, v in report.capture.items() if k != "path"}), None
+
+
+def _analyze_here(capture: Capture, params: Params, check: bool, store: bool, rank: Optional[int]) -> Report:
+    """A capture in memory, analysed in this process (one part; two with `rank`: it alone, the rest)."""
+    import pyarrow.compute as pc
+
+    from tracekit.analysis.partial import analyze_partial
+    from tracekit.analysis.store import store_report
+
+    work = replace(params, evidence=params.evidence or check or store)
+    meta = capture.meta or {}
+    context = Context.of(meta)
+    if rank is None:
+        parts = [analyze_partial(capture.table, context, work)]
+    else:
+        ranks = capture_ranks(meta) or sorted(set(capture.table["rank"].to_pylist()) - {None})
+        if rank not in ranks:
+            raise TracekitError(f"rank {rank} is not in this capture (its ranks: {_ranges(ranks)})")
+        mine = pc.equal(capture.table["rank"], rank)
+        parts = [analyze_partial(capture.table.filter(mine), context, work)]
+        if len(ranks) > 1:
+            parts.append(analyze_partial(capture.table.filter(pc.invert(mine)), context, work))
+    report = merge(parts, meta, work, path=capture.path)
+    if check:
+        report = replace(report, checked=tuple(check_invariants(report, capture)))
+    if store:
+        store_report(capture, report)
+    if rank is not None:
+        return rank_report(parts[0], report, rank, meta, params, capture.path)
     return report

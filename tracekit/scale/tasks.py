@@ -85,7 +85,10 @@ def analyze_rank(path_or_uri: Location, params: dict[str, Any]):
     from tracekit.analysis.partial import analyze_partial
     from tracekit.data.store import read_ranks
 
-    table = read_ranks(path_or_uri, [int(r) for r in params["ranks"]], params["meta"])
+    ranks = [int(r) for r in params["ranks"]]
+    table = read_ranks(path_or_uri, ranks, params["meta"])
+    if params.get("store"):  # the rows a previous --store wrote are replaced, not analysed
+        table = _without_idle_rows(table)
     part = analyze_partial(table, params["context"], params["params"])
     if params.get("check"):
         from tracekit.analysis.invariants import check_invariants
@@ -94,8 +97,32 @@ def analyze_rank(path_or_uri: Location, params: dict[str, Any]):
 
         report = merge([part], {}, params["params"])
         part.checked = tuple(check_invariants(report, Capture(table=table)))
-        part.idle_intervals = part.busy_intervals = None  # checked: no need to ship them
+    if params.get("store"):
+        _store_idle(path_or_uri, ranks, part.idle_intervals)
+    if params.get("check") or params.get("store"):
+        part.idle_intervals = part.busy_intervals = None  # used here: no need to ship them
     return part
+
+
+def _without_idle_rows(table):
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from tracekit.data.schema import KIND_IDLE
+
+    return table.filter(pc.not_equal(pc.cast(table["kind"], pa.string()), KIND_IDLE))
+
+
+def _store_idle(root: Location, ranks: list[int], idle) -> None:
+    """Write each rank's idle pieces beside its rows: `rank=<r>/idle-0.parquet` (folder form)."""
+    from tracekit.analysis.store import idle_table
+    from tracekit.data import files
+    from tracekit.data.store import IDLE_PART_NAME, CaptureWriter
+
+    for r in ranks:
+        rows = idle_table(idle[idle["rank"] == r] if idle is not None else None)
+        with CaptureWriter(files.join(root, f"rank={r}", IDLE_PART_NAME), force=True, part=True) as w:
+            w.write(rows)
 
 
 def analyze_rank_task(job: tuple):
