@@ -14,21 +14,24 @@ from tracekit.cli import app
 
 def load_report(path: Path):  # -> tracekit.analysis.model.Report
     """The analysis of a capture: the one stored in it (`analyze --store`) when this tracekit wrote it,
-    else analysed now. `path` is a .parquet capture, a trace file or a run folder."""
+    else analysed now (a capture rank by rank in worker processes). `path` is a capture (file or
+    folder), a trace file or a run folder."""
     from tracekit import __version__
     from tracekit.analysis.model import REPORT_VERSION, Report
-    from tracekit.analysis.pipeline import analyze
-    from tracekit.parse.parser import load_capture
+    from tracekit.data.store import is_capture, read_meta
+    from tracekit.scale.job import analyze_capture, analyze_inputs
 
-    capture = load_capture(path)
-    stored = capture.meta.get("analysis")
+    if not is_capture(path):
+        return analyze_inputs([path])[0]
+    meta = read_meta(path)
+    stored = meta.get("analysis")
     if (
         isinstance(stored, dict)
         and stored.get("tracekit_report") == REPORT_VERSION
-        and stored.get("tracekit_version", capture.meta.get("tracekit_version")) == __version__
+        and stored.get("tracekit_version", meta.get("tracekit_version")) == __version__
     ):
         return Report.from_json(stored)
-    return analyze(capture)
+    return analyze_capture(path, meta=meta)
 
 
 def _named(report, path: Path):

@@ -21,7 +21,9 @@ Tags (x axis: the step number N of ProfilerStep#N):
 
 A capture with several ranks writes one sub-run per rank (``<run>/rank<r>/``) so that each rank's curves
 overlay with the same rank of another capture; a rank with several devices prefixes its device tags with
-``gpu<d>/``. The markdown report is the text tag ``report`` of the capture's own run.
+``gpu<d>/``. Beyond 8 ranks, one sub-run per group of consecutive ranks (``<run>/ranks0-31/``, at most 8
+groups) holds the median of each tag over the group and its max (``group_max/<tag>``). The markdown
+report is the text tag ``report`` of the capture's own run.
 """
 
 from __future__ import annotations
@@ -154,34 +156,70 @@ def read_events(run_dir: Path) -> tuple[dict[str, list[tuple[int, float]]], dict
 # -- from a Report ---------------------------------------------------------------------------------------
 
 
+# Beyond this many ranks, sub-runs are groups of ranks, not ranks (TensorBoard draws one curve per run).
+MAX_RANK_RUNS = 8
+
+
 def report_scalars(report: Report) -> dict[str, dict[int, dict[str, float]]]:
-    """Per-step scalars of a report, by sub-run ("" for the capture's own run, "rank<r>" otherwise)."""
+    """Per-step scalars of a report, by sub-run: "" for the capture's own run, "rank<r>" per rank
+    for up to MAX_RANK_RUNS ranks, beyond that "ranks<lo>-<hi>" per group of consecutive ranks (at
+    most MAX_RANK_RUNS groups): each tag is the median over the group's devices, and `group_max/<tag>`
+    its max (a straggler shows there)."""
+    ranks = sorted({d.rank for d in report.devices} | {h.rank for h in report.host.steps})
+    if len(ranks) <= MAX_RANK_RUNS:
+        sub = {r: (f"rank{r}" if len(ranks) > 1 else "") for r in ranks}
+        return _scalars(report, sub, lambda rows: rows[0])
+    size = -(-len(ranks) // MAX_RANK_RUNS)
+    groups = [ranks[i : i + size] for i in range(0, len(ranks), size)]
+    sub = {r: f"ranks{g[0]}-{g[-1]}" for g in groups for r in g}
+    return _scalars(report, sub, None)
+
+
+def _scalars(report: Report, sub: dict[int, str], one) -> dict[str, dict[int, dict[str, float]]]:
+    """The scalars of each device and host step, by sub-run and step; where a sub-run holds several
+    ranks (`one` is None), each tag's values over them become their median and max."""
+    import statistics
+
     from tracekit.analysis.model import CAUSES, HOST_STATES
 
-    ranks = sorted({d.rank for d in report.devices} | {h.rank for h in report.host.steps})
-    sub = {r: (f"rank{r}" if len(ranks) > 1 else "") for r in ranks}
-    out: dict[str, dict[int, dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
+    values: dict[str, dict[int, dict[str, list[float]]]] = defaultdict(
+        lambda: defaultdict(lambda: defaultdict(list))
+    )
     per_rank_devices: dict[int, int] = defaultdict(int)
     for d in report.devices:
         per_rank_devices[d.rank] += 1
+    device_time: set[tuple[str, int]] = set()  # (sub-run, step) with a device's step time
     for d in report.devices:
-        prefix = f"gpu{d.device}/" if per_rank_devices[d.rank] > 1 else ""
+        prefix = f"gpu{d.device}/" if per_rank_devices[d.rank] > 1 and one is not None else ""
         for s in d.samples:
-            row = out[sub[d.rank]][s.step]
-            row[f"{prefix}step/time_ms"] = s.dur_ns / 1e6
-            row[f"{prefix}step/gpu_utilization"] = s.busy_ns / s.dur_ns if s.dur_ns else 0.0
+            row = values[sub[d.rank]][s.step]
+            row[f"{prefix}step/time_ms"].append(s.dur_ns / 1e6)
+            if not prefix:
+                device_time.add((sub[d.rank], s.step))
+            row[f"{prefix}step/gpu_utilization"].append(s.busy_ns / s.dur_ns if s.dur_ns else 0.0)
             for cause in CAUSES:
-                row[f"{prefix}idle_ms/{cause}"] = s.idle_ns.get(cause, 0) / 1e6
-            row[f"{prefix}idle_ms/total"] = s.idle_total_ns / 1e6
-            row[f"{prefix}step/collective_wait_ms"] = s.collective_wait_ns / 1e6
+                row[f"{prefix}idle_ms/{cause}"].append(s.idle_ns.get(cause, 0) / 1e6)
+            row[f"{prefix}idle_ms/total"].append(s.idle_total_ns / 1e6)
+            row[f"{prefix}step/collective_wait_ms"].append(s.collective_wait_ns / 1e6)
     for h in report.host.steps:
-        row = out[sub[h.rank]][h.step]
-        row.setdefault("step/time_ms", h.dur_ns / 1e6)  # CPU-only captures: the host step
-        row["step/dispatch_gap_ms"] = h.dispatch_gap_ns / 1e6
-        row["host/dispatch_gaps"] = float(h.dispatch_gaps)
+        row = values[sub[h.rank]][h.step]
+        if (sub[h.rank], h.step) not in device_time:  # CPU-only captures: the host step
+            row["step/time_ms"].append(h.dur_ns / 1e6)
+        row["step/dispatch_gap_ms"].append(h.dispatch_gap_ns / 1e6)
+        row["host/dispatch_gaps"].append(float(h.dispatch_gaps))
         for state in HOST_STATES:
-            row[f"host/{state}_ms"] = h.breakdown_ns.get(state, 0) / 1e6
-    return {k: dict(v) for k, v in out.items()}
+            row[f"host/{state}_ms"].append(h.breakdown_ns.get(state, 0) / 1e6)
+    out: dict[str, dict[int, dict[str, float]]] = {}
+    for name, steps in values.items():
+        out[name] = {}
+        for step, row in steps.items():
+            if one is not None:
+                out[name][step] = {tag: one(v) for tag, v in row.items()}
+                continue
+            scalars = {tag: float(statistics.median(v)) for tag, v in row.items()}
+            scalars.update({f"group_max/{tag}": float(max(v)) for tag, v in row.items()})
+            out[name][step] = scalars
+    return out
 
 
 def _markdown(report: Report) -> str:

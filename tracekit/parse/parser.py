@@ -38,7 +38,14 @@ import pyarrow as pa
 
 from tracekit.data import arrow as _arrow
 from tracekit.data.schema import CAT_CPU_OP, CAT_USER_ANNOTATION, KIND_EVENT, SCHEMA
-from tracekit.data.store import Capture, CaptureWriter, check_output, read_capture, sha256_file
+from tracekit.data.store import (
+    Capture,
+    CaptureWriter,
+    check_output,
+    is_capture_folder,
+    read_capture,
+    sha256_file,
+)
 from tracekit.errors import (
     InputNotFound,
     OutputExistsError,
@@ -207,10 +214,13 @@ def _stream_once(
 
 
 def load_capture(path: Path) -> Capture:
-    """A capture from a .parquet capture file, or parsed on the fly from a trace file or run folder."""
+    """A capture from a .parquet capture file or a capture folder (read whole), or parsed on the fly
+    from a trace file or run folder."""
     path = Path(path)
     if not path.exists():
         raise InputNotFound(f"{path}: no such file or folder")
+    if is_capture_folder(path):
+        return read_capture(path)
     if path.is_file():
         with open(path, "rb") as fh:
             if fh.read(4) == PARQUET_MAGIC:
