@@ -151,10 +151,12 @@ def test_stored_analysis_is_used_when_this_tracekit_wrote_it(tmp_path, monkeypat
         paths.append(str(path))
     before = json.loads(_run(MLP, SYNC, "--json").output)
 
-    def no_analysis(_capture):
+    def no_analysis(*_args, **_kwargs):
         raise AssertionError("analysed again instead of using the stored analysis")
 
-    monkeypatch.setattr(analysis, "analyze", no_analysis)
+    import tracekit.scale.job as job
+
+    monkeypatch.setattr(job, "analyze_capture", no_analysis)
     after = json.loads(_run(*paths, "--json").output)
     # the diff from the stored analyses is the diff from fresh ones
     assert after["pairs"][0]["figures"] == before["pairs"][0]["figures"]
