@@ -378,3 +378,14 @@ def test_gzip_rank_files_parse_across_workers(tmp_path):
         p.unlink()
     result = parse_job([traces], tmp_path / "cap", folder=True, executor=LocalExecutor(2))
     assert result.ranks == [0, 1, 2] and result.steps == 6
+
+
+def test_many_rank_json_validates_and_reads_back(report12):
+    import jsonschema
+
+    from tests.test_render import SCHEMA
+    from tracekit.analysis.model import Report
+
+    doc = json.loads(render(report12, "json"))
+    jsonschema.validate(doc, SCHEMA)
+    assert Report.from_json(doc) == report12 and Report.from_json(doc).job == report12.job
