@@ -10,6 +10,7 @@ sync (sync sources), advice, invariants.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -60,126 +61,150 @@ def analyze(
     `sync_tolerance_ns`: how far (ns) a sync call may lie from the instant the device went idle and
     still count as the sync that drained the queue (rule 4). `top_gaps`: how many of the longest gaps
     to keep as evidence. `top_kernels`: kernel names kept in the launch statistics (None: all)."""
-    fr = load_frames(capture.table)
-    steps = fr.steps
-    threads = Threads(fr.host, steps)
-    hsteps = host_steps(threads, steps)
-    hstep_by = {(h.rank, h.step): h for h in hsteps}
-    manifest = dict(capture.manifest or {})
-
-    # collective kernels, with their step (-1 outside every window: matched across ranks all the same)
-    dev = fr.device
-    dev_step = _assign_steps(dev, steps)
-    in_win = dev_step >= 0
-    nccl = dev["nccl"].to_numpy()
-    coll = dev.loc[nccl, ["rank", "device", "ts", "end", "name"]].assign(step=dev_step[nccl])
-    waits, stragglers = collective_waits(coll)
-    wait_by = {(int(r), int(d), int(s)): int(w) for r, d, s, w in waits.itertuples(index=False)}
-
-    devices: list[DeviceReport] = []
-    all_gaps: list[DeviceGaps] = []
-    busy_rows = []
-    names = _device_names(capture)
-    for (rank, device), acts in dev.groupby(["rank", "device"], sort=True):
-        rank, device = int(rank), int(device)
-        rsteps = steps[steps["rank"] == rank].reset_index(drop=True)
-        if rsteps.empty:
-            continue
-        launches = fr.launches[fr.launches["rank"] == rank].reset_index(drop=True)
-        gaps, busy_s, busy_e = attribute_device(
-            rank,
-            device,
-            acts.reset_index(drop=True),
-            rsteps,
-            launches,
-            threads,
-            sync_tolerance_ns=sync_tolerance_ns,
-        )
-        all_gaps.append(gaps)
-        ws = rsteps["ts"].to_numpy(np.int64)
-        we = rsteps["end"].to_numpy(np.int64)
-        busy = iv.total_overlap(busy_s, busy_e, ws, we)
-        all_s, all_e = iv.union(acts["ts"].to_numpy(np.int64), acts["end"].to_numpy(np.int64))
-        after = iv.total_overlap(all_s, all_e, we[-1:], np.array([max(int(we[-1]), int(all_e.max()))]))
-        idle = cause_totals(gaps, len(rsteps))
-        ngaps = np.bincount(gaps.win, minlength=len(rsteps))
-        win, _, bs, be = iv.intersect_windows(busy_s, busy_e, ws, we)
-        busy_rows.append(
-            pd.DataFrame(
-                {
-                    "rank": np.full(win.size, rank, np.int64),
-                    "device": np.full(win.size, device, np.int64),
-                    "step": rsteps["step"].to_numpy(np.int64)[win],
-                    "ts_ns": bs,
-                    "dur_ns": be - bs,
-                }
-            )
-        )
-        samples = []
-        for i, row in enumerate(rsteps.itertuples(index=False)):  # one loop per step
-            h = hstep_by.get((rank, int(row.step)))
-            samples.append(
-                StepSample(
-                    rank=rank,
-                    device=device,
-                    step=int(row.step),
-                    start_ns=int(row.ts),
-                    dur_ns=int(row.end - row.ts),
-                    busy_ns=int(busy[i]),
-                    idle_ns={c: int(idle[i, j]) for j, c in enumerate(CAUSES)},
-                    collective_wait_ns=wait_by.get((rank, device, int(row.step)), 0),
-                    dispatch_gap_ns=h.dispatch_gap_ns if h else 0,
-                    dispatch_gaps=h.dispatch_gaps if h else 0,
-                    idle_gaps=int(ngaps[i]),
-                )
-            )
-        devices.append(
-            DeviceReport(
-                rank=rank,
-                device=device,
-                samples=tuple(samples),
-                straggler_rank=stragglers.get((rank, device)),
-                peak_memory_bytes=fr.peak_memory.get((rank, device), _peak_memory(manifest, rank, device)),
-                samples_per_step=manifest.get("samples_per_step") or manifest.get("batch_size"),
-                name=names.get((rank, device)),
-                busy_after_last_step_ns=int(after[0]),
-            )
-        )
-
-    pointers = resolve_pointers(all_gaps, threads)
-    top = _top_gaps(all_gaps, steps, pointers, top_gaps)
-    n_steps = len(steps)
-    srcs = sync_sources(all_gaps, pointers, n_steps=sum(d.steps for d in devices))
-    hist = _histogram(all_gaps)
-    dev_in = dev.loc[in_win]
-    kstats = kernel_stats(dev_in, fr.launches, limit=top_kernels)
-    ostats = op_stats(fr.host, steps)
-    dl = dataloader_info(fr.host, n_steps)
-    overhead = _overhead(manifest, steps)
+    ctx = _context(capture, sync_tolerance_ns)  # frames, thread states, host steps, collective waits
+    per_device = [
+        _device(ctx, int(r), int(d), acts) for (r, d), acts in ctx.fr.device.groupby(["rank", "device"])
+    ]
+    per_device = [x for x in per_device if x is not None]
+    devices = [d for d, _, _ in per_device]
+    all_gaps = [g for _, g, _ in per_device]
+    busy_rows = [b for _, _, b in per_device]
+    pointers = resolve_pointers(all_gaps, ctx.threads)  # the sync call behind each drain (rule 4)
+    steps, host = ctx.fr.steps, ctx.fr.host
     params = {
         "sync_tolerance_ns": sync_tolerance_ns,
         "top_gaps": top_gaps,
         "top_kernels": top_kernels,
         "gap_edges_us": list(GAP_EDGES_US),
     }
-    report_wo_advice = Report(
+    report = Report(
         capture=_capture_info(capture),
         devices=tuple(devices),
-        host=HostReport(steps=tuple(hsteps)),
-        top_gaps=tuple(top),
-        sync_sources=tuple(srcs),
-        kernel_stats=tuple(kstats),
-        op_stats=tuple(ostats),
-        gap_histogram=hist,
-        dataloader=dl,
-        profiler_overhead=overhead,
+        host=HostReport(steps=tuple(ctx.hsteps)),
+        top_gaps=tuple(_top_gaps(all_gaps, steps, pointers, top_gaps)),
+        sync_sources=tuple(sync_sources(all_gaps, pointers, n_steps=sum(d.steps for d in devices))),
+        kernel_stats=tuple(
+            kernel_stats(ctx.fr.device.loc[ctx.dev_step >= 0], ctx.fr.launches, limit=top_kernels)
+        ),
+        op_stats=tuple(op_stats(host, steps)),
+        gap_histogram=_histogram(all_gaps),
+        dataloader=dataloader_info(host, len(steps)),
+        profiler_overhead=_overhead(ctx.manifest, steps),
         parameters=params,
         idle_intervals=_idle_frame(all_gaps, steps),
         busy_intervals=pd.concat(busy_rows, ignore_index=True) if busy_rows else _EMPTY_BUSY,
     )
-    from dataclasses import replace
+    return replace(report, advice=tuple(advise(report)))
 
-    return replace(report_wo_advice, advice=tuple(advise(report_wo_advice)))
+
+@dataclass
+class _Context:
+    """What every device's attribution shares: the frames, the host threads' states, the host steps and
+    the collective waits (rule 5, matched across all ranks at once)."""
+
+    fr: Any
+    threads: Threads
+    hsteps: list
+    manifest: dict
+    names: dict
+    dev_step: np.ndarray  # each device activity's step (-1 outside every window)
+    wait_by: dict  # (rank, device, step) -> collective wait ns
+    stragglers: dict  # (rank, device) -> straggler rank
+    sync_tolerance_ns: int
+
+
+def _context(capture: Any, sync_tolerance_ns: int) -> _Context:
+    fr = load_frames(capture.table)
+    threads = Threads(fr.host, fr.steps)
+    dev = fr.device
+    # collective kernels, with their step (-1 outside every window: matched across ranks all the same)
+    dev_step = _assign_steps(dev, fr.steps)
+    nccl = dev["nccl"].to_numpy()
+    coll = dev.loc[nccl, ["rank", "device", "ts", "end", "name"]].assign(step=dev_step[nccl])
+    waits, stragglers = collective_waits(coll)
+    wait_by = {(int(r), int(d), int(s)): int(w) for r, d, s, w in waits.itertuples(index=False)}
+    return _Context(
+        fr=fr,
+        threads=threads,
+        hsteps=host_steps(threads, fr.steps),
+        manifest=dict(capture.manifest or {}),
+        names=_device_names(capture),
+        dev_step=dev_step,
+        wait_by=wait_by,
+        stragglers=stragglers,
+        sync_tolerance_ns=sync_tolerance_ns,
+    )
+
+
+def _device(
+    ctx: _Context, rank: int, device: int, acts: pd.DataFrame
+) -> tuple[DeviceReport, DeviceGaps, pd.DataFrame] | None:
+    """One device: its idle gaps attributed (rules 1-4), its busy intervals per step, its report."""
+    steps = ctx.fr.steps
+    rsteps = steps[steps["rank"] == rank].reset_index(drop=True)
+    if rsteps.empty:
+        return None
+    launches = ctx.fr.launches[ctx.fr.launches["rank"] == rank].reset_index(drop=True)
+    acts = acts.reset_index(drop=True)
+    gaps, busy_s, busy_e = attribute_device(
+        rank, device, acts, rsteps, launches, ctx.threads, sync_tolerance_ns=ctx.sync_tolerance_ns
+    )
+    ws = rsteps["ts"].to_numpy(np.int64)
+    we = rsteps["end"].to_numpy(np.int64)
+    busy = iv.total_overlap(busy_s, busy_e, ws, we)
+    all_s, all_e = iv.union(acts["ts"].to_numpy(np.int64), acts["end"].to_numpy(np.int64))
+    after = iv.total_overlap(all_s, all_e, we[-1:], np.array([max(int(we[-1]), int(all_e.max()))]))
+    win, _, bs, be = iv.intersect_windows(busy_s, busy_e, ws, we)
+    busy_rows = pd.DataFrame(
+        {
+            "rank": np.full(win.size, rank, np.int64),
+            "device": np.full(win.size, device, np.int64),
+            "step": rsteps["step"].to_numpy(np.int64)[win],
+            "ts_ns": bs,
+            "dur_ns": be - bs,
+        }
+    )
+    samples = _samples(ctx, rank, device, rsteps, busy, gaps)
+    manifest = ctx.manifest
+    report = DeviceReport(
+        rank=rank,
+        device=device,
+        samples=tuple(samples),
+        straggler_rank=ctx.stragglers.get((rank, device)),
+        peak_memory_bytes=ctx.fr.peak_memory.get((rank, device), _peak_memory(manifest, rank, device)),
+        samples_per_step=manifest.get("samples_per_step") or manifest.get("batch_size"),
+        name=ctx.names.get((rank, device)),
+        busy_after_last_step_ns=int(after[0]),
+    )
+    return report, gaps, busy_rows
+
+
+def _samples(
+    ctx: _Context, rank: int, device: int, rsteps: pd.DataFrame, busy: np.ndarray, gaps: DeviceGaps
+) -> list[StepSample]:
+    """One StepSample per step window of the rank: busy, idle by cause, collective wait, host gaps."""
+    idle = cause_totals(gaps, len(rsteps))
+    ngaps = np.bincount(gaps.win, minlength=len(rsteps))
+    hstep_by = {(h.rank, h.step): h for h in ctx.hsteps}
+    samples = []
+    for i, row in enumerate(rsteps.itertuples(index=False)):  # one loop per step
+        h = hstep_by.get((rank, int(row.step)))
+        samples.append(
+            StepSample(
+                rank=rank,
+                device=device,
+                step=int(row.step),
+                start_ns=int(row.ts),
+                dur_ns=int(row.end - row.ts),
+                busy_ns=int(busy[i]),
+                idle_ns={c: int(idle[i, j]) for j, c in enumerate(CAUSES)},
+                collective_wait_ns=ctx.wait_by.get((rank, device, int(row.step)), 0),
+                dispatch_gap_ns=h.dispatch_gap_ns if h else 0,
+                dispatch_gaps=h.dispatch_gaps if h else 0,
+                idle_gaps=int(ngaps[i]),
+            )
+        )
+    return samples
 
 
 _EMPTY_BUSY = pd.DataFrame({c: np.zeros(0, np.int64) for c in ("rank", "device", "step", "ts_ns", "dur_ns")})
