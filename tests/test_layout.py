@@ -123,3 +123,14 @@ def test_the_capture_side_imports_only_itself():
         if dep != "tracekit" and _stage(dep) != "capture"
     ]
     assert not bad, bad
+
+
+def test_no_function_is_longer_than_80_lines():
+    long = []
+    for path in sorted(ROOT.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = node.end_lineno - node.lineno + 1
+                if n > 80:
+                    long.append(f"{path.relative_to(ROOT.parent)}:{node.lineno} {node.name} ({n} lines)")
+    assert not long, "split these into named steps:\n" + "\n".join(long)
