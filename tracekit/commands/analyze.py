@@ -44,21 +44,21 @@ def analyze(
     width: Optional[int] = typer.Option(None, "--width", min=40, help="Terminal width of the text report."),
 ) -> None:
     """Attribute every nanosecond of GPU idle time in each step to a cause."""
+    from tracekit import api
     from tracekit.analysis.invariants import check_invariants
-    from tracekit.analysis.pipeline import analyze as run_analysis
-    from tracekit.analysis.store import load_inputs, store_report
+    from tracekit.analysis.store import store_report
     from tracekit.errors import TracekitError
     from tracekit.render.registry import get_renderer, renderers
 
     if as_json and as_markdown:
         raise TracekitError("--json and --markdown both given; pick one")
-    capture = load_inputs(inputs)
+    capture = api.load(*inputs)
     if store and (capture.path is None or len(inputs) != 1):
         raise TracekitError(
             f"--store needs one .parquet capture, got {', '.join(map(str, inputs))}; "
             "make one with `tracekit parse TRACE -o capture.parquet`"
         )
-    report = run_analysis(capture, sync_tolerance_ns=int(round(sync_tolerance_us * 1000)))
+    report = api.analyze(capture, sync_tolerance_us=sync_tolerance_us).report
     if check:
         for name in check_invariants(report, capture):
             typer.echo(f"ok: {name}", err=True)

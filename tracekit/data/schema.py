@@ -109,7 +109,7 @@ def file_metadata(
     analysis: dict | None = None,
 ) -> dict[bytes, bytes]:
     """The Parquet key-value metadata of a capture file."""
-    from tracekit import __version__
+    from tracekit.version import __version__
 
     doc = {
         "schema_version": SCHEMA_VERSION,

@@ -30,9 +30,9 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 
 from tracekit.analysis.model import CAUSES, HOST_STATES, Report
-from tracekit.diff import comparable
-from tracekit.diff.comparable import Comparability, Facts
-from tracekit.diff.stats import (
+from tracekit.compare import comparable
+from tracekit.compare.comparable import Comparability, Facts
+from tracekit.compare.stats import (
     DEFAULT_CONFIDENCE,
     METHOD_RUNS,
     Estimate,
