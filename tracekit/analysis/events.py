@@ -204,6 +204,7 @@ def _device_frame(c: _Cols) -> pd.DataFrame:
             "device": np.where(np.isnan(device), c.pid[di], np.nan_to_num(device)).astype(np.int64),
             "stream": np.where(np.isnan(stream), c.tid[di], np.nan_to_num(stream)).astype(np.int64),
             "nccl": _classify(c.ncodes, c.ncats, NCCL_RE.search)[di],
+            "row": di,  # index in the capture table
         }
     )
     order = np.lexsort(
@@ -242,6 +243,7 @@ def _host_frame(c: _Cols, *, has_device: bool) -> tuple[pd.DataFrame, np.ndarray
                 c.ccodes[hi], categories=pd.Index(c.ccats, dtype=object), validate=False
             ),
             "name": c.name[hi],
+            "row": hi,  # index in the capture table
         }
     )
     return host, runtime, hi
