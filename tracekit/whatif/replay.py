@@ -100,7 +100,7 @@ def activity_factors(g: Graph, kernels: dict) -> np.ndarray:
     f = np.ones(len(g.device), np.float64)
     if not kernels:
         return f
-    names = g.device["name"].astype("category")
+    names = g.device["name"].astype("category").cat.remove_unused_categories()
     cats = np.asarray(names.cat.categories.astype(str), dtype=object)
     codes = names.cat.codes.to_numpy()
     for pattern, factor in kernels.items():
