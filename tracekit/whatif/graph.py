@@ -316,7 +316,8 @@ class _Builder:
                 kind[idle] = IDLE
                 # an idle thread wakes when its rank's step thread reaches that point
                 if sk is not None and sk in self.thread_index:
-                    wake = np.flatnonzero(idle) + 1  # index of the boundary that ends the idle segment
+                    # the boundaries that end an idle segment, and the thread's first one
+                    wake = np.r_[0, np.flatnonzero(idle) + 1]
                     t = bnd[wake]
                     p = self.point_at(sk, t)
                     self.add(p, tp.offset + wake, t - self.obs[p], ANCHOR)
