@@ -134,7 +134,7 @@ def test_cross_stream_wait_inferred_from_timing(tmp_path):
 
 
 def test_backward_on_the_engine_thread_joins_the_step_thread(tmp_path):
-    # GIVEN  step thread  |- aten::mm [0,10) -| interp |.. blocked in backward() ..| interp |- add_ [65,70) -| interp
+    # GIVEN  step thread  |- mm [0,10) -| interp |.. in backward() ..| interp |- add_ [65,70) -| interp
     #        engine (200)                            |- evaluate_function [20,60) -|
     t = TraceBuilder()
     t.step(1, 0, 80)
