@@ -189,7 +189,7 @@ class _Builder:
                     (fr.steps["rank"] == key[0]) & (fr.steps["pid"] == key[1]) & (fr.steps["tid"] == key[2])
                 ]
                 extra += [st["ts"].to_numpy(np.int64), st["end"].to_numpy(np.int64)]
-            bounds = np.unique(np.concatenate([s, e, *extra]))
+            bounds = _sorted_unique(np.concatenate([s, e, *extra]))
             self.thread_index[key] = len(self.threads)
             self.threads.append(ThreadPoints(key, offset, bounds))
             offset += bounds.size
@@ -413,7 +413,13 @@ class _Builder:
         self.diag["sync_calls"] = int(len(calls))
         if not len(calls) or not len(dev):
             return
-        lau = self.fr.launches.set_index(["rank", "pid", "tid", "ts"])
+        lt = self.fr.launches
+        lau = dict(
+            zip(
+                zip(*(lt[c].to_numpy(np.int64).tolist() for c in ("rank", "pid", "tid", "ts"))),
+                lt["correlation"].to_numpy(np.int64).tolist(),
+            )
+        )
         launch_ts = np.where(np.isnan(self.launch_ts), dev["ts"].to_numpy(np.float64), self.launch_ts)
         a_rank = dev["rank"].to_numpy(np.int64)
         a_end = dev["end"].to_numpy(np.int64)
@@ -436,12 +442,9 @@ class _Builder:
                 s, e = int(row.ts), int(row.end)
                 name = str(row.name)
                 awaited: list[int] = []
-                try:
-                    c = lau.loc[(int(row.rank), int(row.pid), int(row.tid), s), "correlation"]
-                    c = int(c.iloc[0]) if hasattr(c, "iloc") else int(c)
+                c = lau.get((int(row.rank), int(row.pid), int(row.tid), s))
+                if c is not None:
                     awaited = list(np.flatnonzero((corr == c) & (a_rank == rank)))
-                except KeyError:
-                    pass
                 if not awaited and name in DEVICE_SYNC_CALLS:
                     for lts, gi in streams.values():
                         k = np.searchsorted(lts, s, side="left") - 1
@@ -692,6 +695,11 @@ def _scaling_state(th, ev: pd.DataFrame, seg_s: np.ndarray) -> np.ndarray:
     tl = iv.StateTimeline.build(fams, default=default)
     k = np.searchsorted(tl.bounds, seg_s, side="right") - 1
     return tl.state[k].astype(np.int8)
+
+
+def _sorted_unique(x: np.ndarray) -> np.ndarray:
+    x = np.sort(x, kind="stable")
+    return x[np.r_[True, x[1:] != x[:-1]]] if x.size else x
 
 
 def _median_or(x: np.ndarray, default: int) -> int:

@@ -195,7 +195,7 @@ def _attribute(rp: Replayer, rep: np.ndarray) -> dict:
 
     if rp.capture is None or not len(rp.graph.device):
         return {}
-    cap = Capture(table=replayed_table(rp.capture.table, rp.graph, rep), meta={})
+    cap = Capture(table=replayed_table(rp.capture.table, rp.graph, rep, columns_for_analysis=True), meta={})
     report = analyze(cap, top_gaps=0, top_kernels=0)
     return {(d.rank, d.device): d.idle_ns_per_step() for d in report.devices}
 

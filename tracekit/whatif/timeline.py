@@ -14,10 +14,17 @@ from tracekit.whatif.graph import Graph
 from tracekit.whatif.replay import map_times
 
 
-def replayed_table(table: pa.Table, g: Graph, rep: np.ndarray) -> pa.Table:
-    """The capture's host and device events (kind event, ph X) and its step rows, at replayed times."""
+def replayed_table(
+    table: pa.Table, g: Graph, rep: np.ndarray, columns_for_analysis: bool = False
+) -> pa.Table:
+    """The capture's host and device events (kind event, ph X) and its step rows, at replayed times
+    (only the columns the attribution reads with `columns_for_analysis`)."""
     import pyarrow.compute as pc
 
+    from tracekit.analysis.events import _COLUMNS
+
+    if columns_for_analysis:  # what the attribution reads: a third of the copy
+        table = table.select([c for c in table.column_names if c in _COLUMNS])
     h, d = g.host, g.device
     base = g.device_base
     di = np.arange(len(d))
