@@ -18,9 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-# Per-event cost (µs) measured on the H200 captures (fixtures/h200: the host-bound ones, where c is
-# identifiable): `python benchmarks/profiler_cost.py` prints each capture's c and their median.
-DEFAULT_COST_US = 2.0
+# Per-event cost (µs): the median of the costs fitted on the H200 captures of fixtures/h200 (10 of 12
+# identifiable; they range from 0.4 to 46 µs/event: one cost per event is a coarse model), printed by
+# `.venv/bin/python benchmarks/profiler_cost.py`.
+DEFAULT_COST_US = 6.2
 MAX_COST_US = 50.0
 # How close (relative) the replayed step must come to the unprofiled one: the unprofiled step times of
 # the H200 captures vary by ~0.5 % from step to step.
