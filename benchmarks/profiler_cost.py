@@ -9,7 +9,7 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from tracekit.analysis.store import load_inputs
+from tracekit.api import load as load_inputs
 from tracekit.whatif import Replayer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def main() -> None:
     fitted = []
     for run in sorted(p for p in (ROOT / "fixtures" / "h200").iterdir() if (p / "manifest.json").exists()):
-        rp = Replayer.of(load_inputs([run]))
+        rp = Replayer.of(load_inputs(*[run]))
         source, target, est = rp.cost(None)
         rng = f"[{est.low_us:.2f}, {est.high_us:.2f}]" if est.low_us is not None else "-"
         print(

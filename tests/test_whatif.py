@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.tracebuilder import TraceBuilder
-from tracekit.parse import parse_paths
+from tracekit.parse.parser import parse_paths
 from tracekit.whatif import Replayer, parse_scenario, whatif
 from tracekit.whatif.graph import COLL, JOIN, WAIT, XSTREAM
 

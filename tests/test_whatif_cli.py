@@ -15,7 +15,7 @@ import pytest
 
 from tests.clirun import run_main
 from tests.tracebuilder import TraceBuilder
-from tracekit.parse import parse_paths
+from tracekit.parse.parser import parse_paths
 
 GOLDEN = Path(__file__).parent / "golden"
 

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.tracebuilder import TraceBuilder
-from tracekit.parse import parse_paths
+from tracekit.parse.parser import parse_paths
 from tracekit.whatif import Replayer, parse_scenario
 
 # one host "layer": (interpreter gap, op length, launches a kernel?, kernel length, device lag, sync?)

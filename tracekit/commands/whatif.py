@@ -55,10 +55,10 @@ def whatif(
     """Predict the step time if a cause were removed or changed: replay the capture as a dependency
     graph (host threads, launches, streams, syncs, collectives), unchanged and changed, with and
     without the profiler's own cost."""
-    from tracekit.analysis.store import load_inputs
+    from tracekit.api import load as load_inputs
+    from tracekit.data.store import check_output
     from tracekit.errors import TracekitError
     from tracekit.render.whatif import RENDERERS
-    from tracekit.store import check_output
     from tracekit.whatif import Replayer, parse_scenario
     from tracekit.whatif import whatif as run_whatif
 
@@ -69,7 +69,7 @@ def whatif(
     scenario = parse_scenario(sets, kernels, rank_host, python_speedup)
     if trace is not None:
         check_output(trace, force)
-    capture = load_inputs(inputs)
+    capture = load_inputs(*inputs)
     rp = Replayer.of(capture)
     result, predicted = run_whatif(capture, scenario, unprofiled_step_ms=unprofiled_step_ms, replayer=rp)
     if trace is not None:

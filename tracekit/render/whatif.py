@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any, TextIO
 
-from tracekit.model import CAUSES
+from tracekit.analysis.model import CAUSES
 from tracekit.render.base import Section
 from tracekit.render.json import _finite
 from tracekit.render.sections import manifest_parts

@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from tracekit import schema as S
 from tracekit.analysis import intervals as iv
 from tracekit.analysis.collective import match_collectives
 from tracekit.analysis.events import (
@@ -37,6 +36,8 @@ from tracekit.analysis.events import (
     is_sync_call,
 )
 from tracekit.analysis.host import Threads
+from tracekit.data import schema as S
+from tracekit.whatif.loops import DROPPED, topological_order
 
 # Edge kinds.
 HOST, SYNC_OWN, IDLE, WAIT, ANCHOR, JOIN, LAUNCH_EDGE, STREAM, XSTREAM, DUR, COLL = range(11)
@@ -54,7 +55,6 @@ EDGE_KINDS = (
     "coll",
 )
 
-DROPPED = np.iinfo(np.int64).min  # an edge a scenario removes (a sync's wait under sync=0); no bound
 
 DEVICE_SYNC_CALLS = frozenset({"cudaDeviceSynchronize", "cuCtxSynchronize"})
 
@@ -609,7 +609,6 @@ class _Builder:
         order_e = np.argsort(dst, kind="stable")
         indptr = np.zeros(self.n_nodes + 1, np.int64)
         np.cumsum(np.bincount(dst, minlength=self.n_nodes), out=indptr[1:])
-        from tracekit.whatif.replay import topological_order
 
         order, forced = topological_order(self.n_nodes, src, dst, indptr, order_e, obs)
         self.diag["cycles_broken"] = int(forced)

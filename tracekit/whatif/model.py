@@ -7,7 +7,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
-from tracekit.model import CAUSES
+from tracekit.analysis.model import CAUSES
 
 WHATIF_VERSION = 1
 

@@ -189,8 +189,8 @@ def _busy(rp: Replayer, key, rep: np.ndarray, t: StepTimes, i: int) -> int:
 
 def _attribute(rp: Replayer, rep: np.ndarray) -> dict:
     """The attribution (tracekit analyze) of the predicted timeline: idle ns per step by cause."""
-    from tracekit.analysis import analyze
-    from tracekit.store import Capture
+    from tracekit.analysis.pipeline import analyze
+    from tracekit.data.store import Capture
     from tracekit.whatif.timeline import replayed_table
 
     if rp.capture is None or not len(rp.graph.device):
@@ -236,7 +236,7 @@ def _notes(rp: Replayer, devices: list[DevicePrediction]) -> list[str]:
 def _capture_info(capture: Any) -> dict:
     if capture is None:
         return {}
-    from tracekit.analysis import _capture_info as info
+    from tracekit.analysis.pipeline import _capture_info as info
 
     c = info(capture)
     return {k: c[k] for k in ("workload", "run", "device", "python", "torch", "path", "sources") if k in c}

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from tracekit import schema as S
+from tracekit.data import schema as S
 from tracekit.whatif.graph import Graph
 from tracekit.whatif.replay import map_times
 
@@ -128,7 +128,7 @@ def write_chrome_trace(doc: dict, path: Path) -> Path:
     decimals from the integer ns, never through a float."""
     import msgspec
 
-    from tracekit.store import atomic_path
+    from tracekit.data.store import atomic_path
 
     raw = msgspec.json.encode(_with_us_text(doc))
     with atomic_path(Path(path)) as tmp:
