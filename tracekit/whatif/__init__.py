@@ -6,7 +6,10 @@ with and without the profiler (issue 11; DESIGN.md "What if: the graph and the r
 
 Modules: graph (nodes, edges, weights), replay (the longest-path pass, scenario weights, step times),
 scenario (flags → factors), profiler (the per-event profiler cost), timeline (the replayed capture and
-its Chrome trace), model (the result), predict (the pipeline).
+its Chrome trace), model (the result), predict (the pipeline), loops (the two compiled node loops).
+
+May import: tracekit.errors, tracekit.data, tracekit.parse, tracekit.analysis. Never a later stage
+(render, export, orchestrate, api, commands).
 """
 
 from tracekit.whatif.model import DevicePrediction, Unprofiled, WhatIfResult
