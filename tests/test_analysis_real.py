@@ -226,9 +226,10 @@ def test_cpu_capture_splits_the_step_thread_into_interpreter_and_framework(cpu_c
     for h in r.host.steps:
         b = h.breakdown_ns
         assert sum(b.values()) == h.dur_ns
-        # interpreter was 0 (the whole step framework); a tiny MLP's Python takes 0.3-5 ms per step here,
-        # its ops anything from 0.7 to 75 ms on a busy 2-core machine: no share is asserted
-        assert b["interpreter"] > 100_000 and b["framework"] > 0
+        # interpreter was 0 (the whole step framework); a tiny MLP's Python takes 0.09-5 ms per step here
+        # (93 µs seen with torch 2.13), its ops anything from 0.7 to 75 ms on a busy 2-core machine: no
+        # share is asserted, only that the step thread's Python is there
+        assert b["interpreter"] > 10_000 and b["framework"] > 0
         # every dispatch gap is interpreter time (no runtime calls on CPU)
         assert 0 < h.dispatch_gap_ns <= b["interpreter"]
     # backward ran on the step thread itself, inside the steps, and is framework time

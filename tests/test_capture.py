@@ -255,13 +255,13 @@ def test_cpu_ddp_capture_writes_one_trace_per_rank(tmp_path):
 
 
 def test_a_regular_install_puts_only_tracekit_and_workloads_on_the_childs_path(tmp_path, monkeypatch):
-    import tracekit
+    from tracekit.orchestrate import runner
     from tracekit.orchestrate.runner import capture_env
 
     site = tmp_path / "lib" / "python3.11" / "site-packages"
     for pkg in ("tracekit", "workloads", "numpy"):
         (site / pkg).mkdir(parents=True)
-    monkeypatch.setattr(tracekit, "__file__", str(site / "tracekit" / "__init__.py"))
+    monkeypatch.setattr(runner, "PACKAGE_ROOT", site)
     with capture_env() as env:
         first = Path(env["PYTHONPATH"].split(os.pathsep)[0])
         assert first != site and sorted(p.name for p in first.iterdir()) == ["tracekit", "workloads"]

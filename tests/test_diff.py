@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tracekit.analysis.model import CAUSES, HostReport, Report
-from tracekit.diff.compare import diff, diff_pair, step_values
+from tracekit.compare.diff import diff, diff_pair, step_values
 from tracekit.errors import NotComparableError
 
 # -- strategies -------------------------------------------------------------------------------------------

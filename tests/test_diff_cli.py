@@ -138,7 +138,7 @@ def test_real_diff_is_exactly_antisymmetric():
 def test_stored_analysis_is_used_when_this_tracekit_wrote_it(tmp_path, monkeypatch):
     import tracekit.analysis.pipeline as analysis
     from tracekit.analysis.store import store_report
-    from tracekit.commands.diff import load_report
+    from tracekit.api import analysis_of as load_report
     from tracekit.data.store import write_capture
     from tracekit.parse.parser import load_capture, parse_to_file
 
@@ -163,10 +163,10 @@ def test_stored_analysis_is_used_when_this_tracekit_wrote_it(tmp_path, monkeypat
     assert after["pairs"][0]["ops"] == before["pairs"][0]["ops"]
 
     # stored by another tracekit version: analysed again
-    import tracekit
+    import tracekit.version
 
     with monkeypatch.context() as m:
-        m.setattr(tracekit, "__version__", "0.0.0-other")
+        m.setattr(tracekit.version, "__version__", "0.0.0-other")
         with pytest.raises(AssertionError, match="analysed again"):
             load_report(Path(paths[0]))
     # a stored report of another report version: analysed again

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from diff_reports import cpu_report, gpu_report, manifest
 
-from tracekit.diff.compare import diff, step_values
-from tracekit.diff.group import STEP_OFFSET, group_label, merge_reports
+from tracekit.compare.diff import diff, step_values
+from tracekit.compare.group import STEP_OFFSET, group_label, merge_reports
 from tracekit.errors import NotComparableError
 
 SLOW = [10.0, 10.2, 10.1, 9.9, 10.3, 10.0]

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from diff_reports import cpu_report, gpu_report, manifest
 
-from tracekit.diff.compare import diff
+from tracekit.compare.diff import diff
 from tracekit.render.diff import (
     JsonRenderer,
     MarkdownRenderer,

@@ -1,4 +1,4 @@
-"""The C scanner (tracekit/parse/_fastscan.c via _fast.py) against the msgspec decoder: identical tables.
+"""The C scanner (tracekit/parse/_fastscan.c via parse/fast.py) against the msgspec decoder: identical tables.
 
 The scanner may decline any chunk (then msgspec decodes it); what it accepts must decode exactly as the
 msgspec path does, and whatever msgspec rejects it must decline."""

@@ -162,6 +162,7 @@ def test_a_file_per_worker_writes_the_same_capture_as_chunks_over_all_workers(tm
 
     parse_to_file([job12], tmp_path / "b.parquet")  # each file over the pool, streamed into one file
     a, b = read_capture(across.output), read_capture(tmp_path / "b.parquet")
+
     def rows(table):
         return sorted(json.dumps(r, sort_keys=True) for r in table.to_pylist())
 

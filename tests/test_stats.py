@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracekit.diff.stats import (
+from tracekit.compare.stats import (
     METHOD_BOOTSTRAP,
     METHOD_RANK,
     Interval,

@@ -10,8 +10,8 @@ import sys
 
 import typer
 
-from tracekit import __version__
 from tracekit.errors import TracekitError
+from tracekit.version import __version__
 
 app = typer.Typer(
     name="tracekit",

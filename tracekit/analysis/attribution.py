@@ -67,16 +67,87 @@ def attribute_device(
     """
     ws = steps["ts"].to_numpy(np.int64)
     we = steps["end"].to_numpy(np.int64)
-    k_ts = acts["ts"].to_numpy(np.int64)
-    busy_s, busy_e = iv.union(k_ts, acts["end"].to_numpy(np.int64))
+    busy_s, busy_e = iv.union(acts["ts"].to_numpy(np.int64), acts["end"].to_numpy(np.int64))
     win, a, b = iv.gaps_in_windows(busy_s, busy_e, ws, we)
+    nxt = _next_activity(rank, acts, steps, launches, win, b)  # rule 1
 
-    # Rule 1: the activity K that starts at b ends the gap (none for a tail gap); its launch record L
-    # (same correlation) names the host thread T. Without K or L, T is the thread that owns the step.
+    # Rule 2, queued: L ended at or before a, so K was already queued when the device went idle.
     #
-    #   CPU T   ...|- cudaLaunchKernel (L) -|.............
-    #   GPU     ===K0===]        idle        [=== K ===
-    #                   a                    b
+    #   CPU T   |- L -|....................
+    #   GPU     ==K0=======]   idle   [=== K ===
+    #                 L.end <= a      b
+    #   predicate: L exists and L.end <= a
+    queued = nxt.has_l & (nxt.l_end <= a)
+
+    # Rule 3: slice [a, c) by T's state, c = min(max(L.end, a), b); [c, b) is `launch`: issued, not
+    # yet started (the launch latency of K).
+    #
+    #   CPU T   ....interp....|-- fw --|- L -|.........
+    #   GPU     ==K0==]         idle               [=== K ===
+    #                 a  interp   fw    launch  pending-launch  b
+    c = np.where(nxt.has_l, np.clip(nxt.l_end, a, b), b)
+    host_b = np.where(queued, a, c)  # queued gaps are not sliced
+    drain, pointer, pieces = _drains_and_slices(nxt, threads, a, host_b, queued, sync_tolerance_ns)
+
+    # queued gaps: one piece; pending launch pieces [c, b)
+    qg = np.flatnonzero(queued)
+    pend = np.flatnonzero(~queued & (c < b))
+    p_gap = np.concatenate([pieces[0], qg, pend])
+    p_start = np.concatenate([pieces[1], a[qg], c[pend]])
+    p_end = np.concatenate([pieces[2], b[qg], b[pend]])
+    p_state = np.concatenate([pieces[3], np.full(qg.size, -1), np.full(pend.size, LAUNCH)])
+    order = np.lexsort((p_start, p_gap))
+    p_gap, p_start, p_end, p_state = p_gap[order], p_start[order], p_end[order], p_state[order]
+
+    p_cause = np.where(p_state < 0, C_QUEUED, STATE_TO_CAUSE[np.maximum(p_state, 0)])
+    drained = drain[p_gap] & (p_state != DATALOADER) & (p_state >= 0)
+    p_cause = np.where(drained, C_SYNC, p_cause)
+    p_pointer = _piece_pointers(nxt, threads, pointer, p_gap, p_start, p_state, drained)
+
+    gaps = DeviceGaps(
+        rank=rank,
+        device=device,
+        win=win,
+        a=a,
+        b=b,
+        next_kernel=nxt.next_kernel,
+        thread=nxt.thread_code,
+        queued=queued,
+        drain=drain,
+        pointer=pointer,
+        p_gap=p_gap,
+        p_start=p_start,
+        p_end=p_end,
+        p_state=p_state,
+        p_cause=p_cause,
+        p_pointer=p_pointer,
+        thread_keys=nxt.thread_keys,
+    )
+    return gaps, busy_s, busy_e
+
+
+@dataclass
+class _Next:
+    """Rule 1's answer per gap: the activity that ends it, its launch record and the host thread."""
+
+    next_kernel: np.ndarray  # object: name of K, None for tail gaps
+    has_l: np.ndarray  # bool: K has a launch record L
+    l_end: np.ndarray  # L's end (0 without L)
+    thread_code: np.ndarray  # index into thread_keys
+    thread_keys: list  # (rank, pid, tid)
+
+
+def _next_activity(
+    rank: int, acts: pd.DataFrame, steps: pd.DataFrame, launches: pd.DataFrame, win: np.ndarray, b: np.ndarray
+) -> _Next:
+    """Rule 1: the activity K that starts at b ends the gap (none for a tail gap); its launch record L
+    (same correlation) names the host thread T. Without K or L, T is the thread that owns the step.
+
+      CPU T   ...|- cudaLaunchKernel (L) -|.............
+      GPU     ===K0===]        idle        [=== K ===
+                      a                    b
+    """
+    k_ts = acts["ts"].to_numpy(np.int64)
     pos = np.searchsorted(k_ts, b, side="left")
     has_k = (pos < k_ts.size) & (k_ts[np.minimum(pos, max(k_ts.size - 1, 0))] == b) if k_ts.size else pos < 0
     kpos = np.where(has_k, pos, 0)
@@ -84,7 +155,7 @@ def attribute_device(
     next_kernel = np.where(has_k, names[kpos] if names.size else None, None)
     corr = acts["correlation"].to_numpy(dtype=np.float64, na_value=np.nan) if len(acts) else np.zeros(0)
     k_corr = np.where(has_k, corr[kpos] if corr.size else np.nan, np.nan)
-    lidx = np.full(a.size, -1, dtype=np.int64)
+    lidx = np.full(b.size, -1, dtype=np.int64)
     ok = ~np.isnan(k_corr)
     if ok.any() and len(launches):
         index = pd.Index(launches["correlation"].to_numpy(np.int64))
@@ -98,102 +169,66 @@ def attribute_device(
     tid = np.where(has_l, launches["tid"].to_numpy(np.int64)[li] if len(launches) else 0, step_tid)
     pcode, puniq = pd.factorize(pid)
     tcode, tuniq = pd.factorize(tid)
-    thread_code, combo = pd.factorize(pcode.astype(np.int64) * max(len(tuniq), 1) + tcode)
-    thread_keys = [
-        (rank, int(puniq[c // max(len(tuniq), 1)]), int(tuniq[c % max(len(tuniq), 1)])) for c in combo
-    ]
+    width = max(len(tuniq), 1)
+    thread_code, combo = pd.factorize(pcode.astype(np.int64) * width + tcode)
+    thread_keys = [(rank, int(puniq[c // width]), int(tuniq[c % width])) for c in combo]
+    return _Next(next_kernel, has_l, l_end, thread_code.astype(np.int64), thread_keys)
 
-    # Rule 2, queued: L ended at or before a, so K was already queued when the device went idle.
-    #
-    #   CPU T   |- L -|....................
-    #   GPU     ==K0=======]   idle   [=== K ===
-    #                 L.end <= a      b
-    #   predicate: L exists and L.end <= a
-    queued = has_l & (l_end <= a)
 
-    # Rule 3: slice [a, c) by T's state, c = min(max(L.end, a), b); [c, b) is `launch`: issued, not
-    # yet started (the launch latency of K).
-    #
-    #   CPU T   ....interp....|-- fw --|- L -|.........
-    #   GPU     ==K0==]         idle               [=== K ===
-    #                 a  interp   fw    launch  pending-launch  b
-    c = np.where(has_l, np.clip(l_end, a, b), b)
-    host_a = np.where(queued, a, a)
-    host_b = np.where(queued, a, c)  # queued gaps are not sliced
+def _drains_and_slices(
+    nxt: _Next, threads: Threads, a: np.ndarray, host_b: np.ndarray, queued: np.ndarray, tol: int
+) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """Rule 4 per gap (drain, pointer) and rule 3's slices of [a, host_b) by each thread's state.
 
-    # Rule 4, sync drain: T was blocked in a sync (call or sync op) at a, within the tolerance:
-    #
-    #   CPU T   |- aten::item [- cudaStreamSynchronize -] -|..launch..|
-    #   GPU     ==K0===]              idle                            [=== K ===
-    #                  a
-    #   predicate: some sync interval [s, e) on T has s - tol <= a <= e + tol
-    #   (tol = sync_tolerance_ns absorbs the host/device clock offset: the sync returns just
-    #   after the device finished, and the two clocks disagree by a few µs).
-    # The host queued nothing ahead because it waited: the gap's non-dataloader time is `sync`.
+    Rule 4, sync drain: T was blocked in a sync (call or sync op) at a, within the tolerance:
+
+      CPU T   |- aten::item [- cudaStreamSynchronize -] -|..launch..|
+      GPU     ==K0===]              idle                            [=== K ===
+                     a
+      predicate: some sync interval [s, e) on T has s - tol <= a <= e + tol
+      (tol = sync_tolerance_ns absorbs the host/device clock offset: the sync returns just
+      after the device finished, and the two clocks disagree by a few µs).
+    The host queued nothing ahead because it waited: the gap's non-dataloader time is `sync`."""
     drain = np.zeros(a.size, dtype=bool)
     pointer = np.full(a.size, -1, dtype=np.int64)
     pieces = []
-    for code, key in enumerate(thread_keys):
+    for code, key in enumerate(nxt.thread_keys):
         th = threads[key]
-        g = np.flatnonzero(thread_code == code)
+        g = np.flatnonzero(nxt.thread_code == code)
         if th.sync_s.size:
-            us, ue = iv.union(th.sync_s - sync_tolerance_ns, th.sync_e + sync_tolerance_ns)
+            us, ue = iv.union(th.sync_s - tol, th.sync_e + tol)
             k = np.searchsorted(us, a[g], side="right") - 1
             hit = (k >= 0) & (ue[np.maximum(k, 0)] >= a[g])
             drain[g] = hit & ~queued[g]
-            ptr = _sync_pointer(th, a[g], sync_tolerance_ns)
+            ptr = _sync_pointer(th, a[g], tol)
             pointer[g] = np.where(drain[g], ptr, -1)
-        q, ps, pe, st = th.timeline.slice(host_a[g], host_b[g])
+        q, ps, pe, st = th.timeline.slice(a[g], host_b[g])
         pieces.append((g[q], ps, pe, st.astype(np.int64)))
-    p_gap = np.concatenate([p[0] for p in pieces] + [np.zeros(0, np.int64)]).astype(np.int64)
-    p_start = np.concatenate([p[1] for p in pieces] + [np.zeros(0, np.int64)])
-    p_end = np.concatenate([p[2] for p in pieces] + [np.zeros(0, np.int64)])
-    p_state = np.concatenate([p[3] for p in pieces] + [np.zeros(0, np.int64)])
-    # queued gaps: one piece; pending launch pieces [c, b)
-    qg = np.flatnonzero(queued)
-    pend = np.flatnonzero(~queued & (c < b))
-    p_gap = np.concatenate([p_gap, qg, pend])
-    p_start = np.concatenate([p_start, a[qg], c[pend]])
-    p_end = np.concatenate([p_end, b[qg], b[pend]])
-    p_state = np.concatenate([p_state, np.full(qg.size, -1), np.full(pend.size, LAUNCH)])
-    order = np.lexsort((p_start, p_gap))
-    p_gap, p_start, p_end, p_state = p_gap[order], p_start[order], p_end[order], p_state[order]
+    empty = [np.zeros(0, np.int64)]
+    cat = tuple(np.concatenate([p[i] for p in pieces] + empty).astype(np.int64) for i in range(4))
+    return drain, pointer, cat  # type: ignore[return-value]
 
-    p_cause = np.where(p_state < 0, C_QUEUED, STATE_TO_CAUSE[np.maximum(p_state, 0)])
-    drained = drain[p_gap] & (p_state != DATALOADER) & (p_state >= 0)
-    p_cause = np.where(drained, C_SYNC, p_cause)
 
-    # the sync call behind each sync piece: the drain's call, or the sync event the piece lies in
+def _piece_pointers(
+    nxt: _Next,
+    threads: Threads,
+    pointer: np.ndarray,
+    p_gap: np.ndarray,
+    p_start: np.ndarray,
+    p_state: np.ndarray,
+    drained: np.ndarray,
+) -> np.ndarray:
+    """The sync call behind each sync piece: the drain's call, or the sync event the piece lies in."""
     p_pointer = np.full(p_gap.size, -1, dtype=np.int64)
     p_pointer[drained] = pointer[p_gap[drained]]
     own = (p_state == SYNC) & ~drained
     if own.any():
-        for code, key in enumerate(thread_keys):
-            m = own & (thread_code[p_gap] == code)
+        for code, key in enumerate(nxt.thread_keys):
+            m = own & (nxt.thread_code[p_gap] == code)
             if m.any():
                 th = threads[key]
                 p_pointer[m] = iv.innermost_containing(th.sync_s, th.sync_e, th.sync_depth, p_start[m])
-
-    gaps = DeviceGaps(
-        rank=rank,
-        device=device,
-        win=win,
-        a=a,
-        b=b,
-        next_kernel=next_kernel,
-        thread=thread_code.astype(np.int64),
-        queued=queued,
-        drain=drain,
-        pointer=pointer,
-        p_gap=p_gap,
-        p_start=p_start,
-        p_end=p_end,
-        p_state=p_state,
-        p_cause=p_cause,
-        p_pointer=p_pointer,
-        thread_keys=thread_keys,
-    )
-    return gaps, busy_s, busy_e
+    return p_pointer
 
 
 def _sync_pointer(th: Thread, a: np.ndarray, tol: int) -> np.ndarray:

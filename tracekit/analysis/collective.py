@@ -35,19 +35,8 @@ def collective_waits(
     empty = pd.DataFrame(columns=["rank", "device", "step", "wait"])
     if coll.empty or coll["rank"].nunique() < 2:
         return empty, {}
-    c = coll.sort_values(["rank", "device", "ts"]).reset_index(drop=True)
+    c = match_collectives(coll)
     c["dur"] = c["end"] - c["ts"]
-    c["occ"] = c.groupby(["rank", "device", "name"]).cumcount()
-    c["group"] = -1
-    for _name, by_name in c.groupby("name", sort=False):  # one loop per collective kernel name
-        seqs = [g for _, g in by_name.groupby(["rank", "device"], sort=True)]
-        ref_end = seqs[0]["end"].to_numpy(np.int64)
-        c.loc[seqs[0].index, "group"] = seqs[0]["occ"].to_numpy()
-        for g in seqs[1:]:  # one loop per other rank and device
-            k = _best_shift(g["end"].to_numpy(np.int64), ref_end)
-            idx = g["occ"].to_numpy() + k
-            ok = (idx >= 0) & (idx < ref_end.size)
-            c.loc[g.index[ok], "group"] = idx[ok]
     key = ["name", "group"]
     m = c[c["group"] >= 0]
     grp = m.groupby(key)
@@ -65,6 +54,25 @@ def collective_waits(
         for r, d, s in zip(best["rank"], best["device"], best["last_rank"]):
             straggler[(int(r), int(d))] = int(s)
     return waits, straggler
+
+
+def match_collectives(coll: pd.DataFrame) -> pd.DataFrame:
+    """coll (columns rank, device, ts, end, name, any others) sorted by rank, device, ts, with a column
+    `group`: the same number for the same collective on every rank (with `name`), -1 where the
+    reference rank has no match (the sequence matching of the module docstring)."""
+    c = coll.sort_values(["rank", "device", "ts"]).reset_index(drop=True)
+    c["occ"] = c.groupby(["rank", "device", "name"]).cumcount()
+    c["group"] = -1
+    for _name, by_name in c.groupby("name", sort=False):  # one loop per collective kernel name
+        seqs = [g for _, g in by_name.groupby(["rank", "device"], sort=True)]
+        ref_end = seqs[0]["end"].to_numpy(np.int64)
+        c.loc[seqs[0].index, "group"] = seqs[0]["occ"].to_numpy()
+        for g in seqs[1:]:  # one loop per other rank and device
+            k = _best_shift(g["end"].to_numpy(np.int64), ref_end)
+            idx = g["occ"].to_numpy() + k
+            ok = (idx >= 0) & (idx < ref_end.size)
+            c.loc[g.index[ok], "group"] = idx[ok]
+    return c
 
 
 def _best_shift(end: np.ndarray, ref_end: np.ndarray) -> int:

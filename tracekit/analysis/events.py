@@ -127,55 +127,104 @@ def load_frames(table: pa.Table) -> Frames:
     categorical and are classified once per distinct value)."""
     names = [c for c in _COLUMNS if c in table.column_names]
     t = table.select(names).unify_dictionaries()
-    kcodes, kcats = dict_codes(t["kind"])
-    pcodes, pcats = dict_codes(t["ph"])
-    keep = _classify(kcodes, kcats, lambda v: v == S.KIND_EVENT) & _classify(
-        pcodes, pcats, lambda v: v == "X"
+    cols = _Cols.of(t)
+    dev = _device_frame(cols)
+    host, runtime, hi = _host_frame(cols, has_device=bool(len(dev)))
+    return Frames(
+        host=host,
+        device=dev,
+        steps=_steps(t, host, dev),
+        launches=_launch_frame(cols, runtime, hi),
+        has_device=bool(len(dev)),
+        peak_memory=_peak_memory(table),
     )
-    ev = t  # rows are picked by index below: cheaper than filtering every column
-    ccodes, ccats = dict_codes(ev["cat"])
-    ncodes, ncats = dict_codes(ev["name"])
-    name = pd.Categorical.from_codes(ncodes, categories=pd.Index(ncats, dtype=object), validate=False)
-    ts = _ints(ev, "ts_ns")
-    end = ts + np.maximum(_ints(ev, "dur_ns"), 0)
-    rank, pid, tid = _ints(ev, "rank"), _ints(ev, "pid"), _ints(ev, "tid")
-    correlation = _floats(ev, "correlation")
 
-    is_dev = keep & _classify(ccodes, ccats, lambda v: v in S.DEVICE_ACTIVITY_CATS)
-    di = np.flatnonzero(is_dev)
-    device_col = _floats(ev, "device")
-    stream_col = _floats(ev, "stream")
+
+@dataclass
+class _Cols:
+    """The columns every frame is cut from, read once (rows are picked by index: cheaper than filtering
+    every column). `keep`: raw complete events (kind event, ph X)."""
+
+    keep: np.ndarray
+    ccodes: np.ndarray
+    ccats: np.ndarray
+    ncodes: np.ndarray
+    ncats: np.ndarray
+    name: pd.Categorical
+    ts: np.ndarray
+    end: np.ndarray
+    rank: np.ndarray
+    pid: np.ndarray
+    tid: np.ndarray
+    correlation: np.ndarray
+    device: np.ndarray
+    stream: np.ndarray
+
+    @classmethod
+    def of(cls, t: pa.Table) -> _Cols:
+        kcodes, kcats = dict_codes(t["kind"])
+        pcodes, pcats = dict_codes(t["ph"])
+        keep = _classify(kcodes, kcats, lambda v: v == S.KIND_EVENT) & _classify(
+            pcodes, pcats, lambda v: v == "X"
+        )
+        ccodes, ccats = dict_codes(t["cat"])
+        ncodes, ncats = dict_codes(t["name"])
+        name = pd.Categorical.from_codes(ncodes, categories=pd.Index(ncats, dtype=object), validate=False)
+        ts = _ints(t, "ts_ns")
+        end = ts + np.maximum(_ints(t, "dur_ns"), 0)
+        return cls(
+            keep=keep,
+            ccodes=ccodes,
+            ccats=ccats,
+            ncodes=ncodes,
+            ncats=ncats,
+            name=name,
+            ts=ts,
+            end=end,
+            rank=_ints(t, "rank"),
+            pid=_ints(t, "pid"),
+            tid=_ints(t, "tid"),
+            correlation=_floats(t, "correlation"),
+            device=_floats(t, "device"),
+            stream=_floats(t, "stream"),
+        )
+
+
+def _device_frame(c: _Cols) -> pd.DataFrame:
+    """Device activities sorted by (rank, device, ts, end); device / stream fall back to pid / tid."""
+    di = np.flatnonzero(c.keep & _classify(c.ccodes, c.ccats, lambda v: v in S.DEVICE_ACTIVITY_CATS))
+    device, stream = c.device[di], c.stream[di]
     dev = pd.DataFrame(
         {
-            "rank": rank[di],
-            "ts": ts[di],
-            "end": end[di],
-            "name": name[di],
-            "correlation": correlation[di],
-            "device": np.where(np.isnan(device_col[di]), pid[di], np.nan_to_num(device_col[di])).astype(
-                np.int64
-            ),
-            "stream": np.where(np.isnan(stream_col[di]), tid[di], np.nan_to_num(stream_col[di])).astype(
-                np.int64
-            ),
-            "nccl": _classify(ncodes, ncats, NCCL_RE.search)[di],
+            "rank": c.rank[di],
+            "ts": c.ts[di],
+            "end": c.end[di],
+            "name": c.name[di],
+            "correlation": c.correlation[di],
+            "device": np.where(np.isnan(device), c.pid[di], np.nan_to_num(device)).astype(np.int64),
+            "stream": np.where(np.isnan(stream), c.tid[di], np.nan_to_num(stream)).astype(np.int64),
+            "nccl": _classify(c.ncodes, c.ncats, NCCL_RE.search)[di],
+            "row": di,  # index in the capture table
         }
     )
     order = np.lexsort(
         (dev["end"].to_numpy(), dev["ts"].to_numpy(), dev["device"].to_numpy(), dev["rank"].to_numpy())
     )
-    dev = dev.iloc[order].reset_index(drop=True)
+    return dev.iloc[order].reset_index(drop=True)
 
+
+def _host_frame(c: _Cols, *, has_device: bool) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+    """Host events with their own state (framework, launch, sync, dataloader; -1 for python_function
+    and other annotations). Also returns the runtime-call mask and the host rows' table indices."""
     host_cats = (S.CAT_CPU_OP, S.CAT_RUNTIME, S.CAT_DRIVER, S.CAT_USER_ANNOTATION, S.CAT_PYTHON_FUNCTION)
-    hi = np.flatnonzero(keep & _classify(ccodes, ccats, lambda v: v in host_cats))
-    cat_of = np.append(ccats, None)[np.where(ccodes[hi] >= 0, ccodes[hi], len(ccats))]
+    hi = np.flatnonzero(c.keep & _classify(c.ccodes, c.ccats, lambda v: v in host_cats))
+    cat_of = np.append(c.ccats, None)[np.where(c.ccodes[hi] >= 0, c.ccodes[hi], len(c.ccats))]
     runtime = (cat_of == S.CAT_RUNTIME) | (cat_of == S.CAT_DRIVER)
     cpu_op = cat_of == S.CAT_CPU_OP
-    hn = ncodes[hi]
-    is_sync_call_ev = _classify(hn, ncats, is_sync_call)
-    is_sync_op = _classify(hn, ncats, lambda v: v in SYNC_OPS)
-    is_dl = _classify(hn, ncats, lambda v: DATALOADER_RE.match(v))
-    has_device = bool(len(dev))
+    hn = c.ncodes[hi]
+    is_sync_call_ev = _classify(hn, c.ncats, is_sync_call)
+    is_sync_op = _classify(hn, c.ncats, lambda v: v in SYNC_OPS)
+    is_dl = _classify(hn, c.ncats, lambda v: DATALOADER_RE.match(v))
     state = np.full(hi.size, -1, dtype=np.int8)  # -1: no state of its own (python_function, annotations)
     state[cpu_op] = FRAMEWORK
     state[runtime] = LAUNCH
@@ -184,28 +233,34 @@ def load_frames(table: pa.Table) -> Frames:
     state[(cat_of == S.CAT_USER_ANNOTATION) & is_dl] = DATALOADER
     host = pd.DataFrame(
         {
-            "rank": rank[hi],
-            "pid": pid[hi],
-            "tid": tid[hi],
-            "ts": ts[hi],
-            "end": end[hi],
+            "rank": c.rank[hi],
+            "pid": c.pid[hi],
+            "tid": c.tid[hi],
+            "ts": c.ts[hi],
+            "end": c.end[hi],
             "state": state,
             "cat": pd.Categorical.from_codes(
-                ccodes[hi], categories=pd.Index(ccats, dtype=object), validate=False
+                c.ccodes[hi], categories=pd.Index(c.ccats, dtype=object), validate=False
             ),
-            "name": name[hi],
+            "name": c.name[hi],
+            "row": hi,  # index in the capture table
         }
     )
+    return host, runtime, hi
 
-    lm = runtime & ~np.isnan(correlation[hi])
+
+def _launch_frame(c: _Cols, runtime: np.ndarray, hi: np.ndarray) -> pd.DataFrame:
+    """Launch records: runtime/driver calls with a correlation, one per (rank, correlation)."""
+    lm = runtime & ~np.isnan(c.correlation[hi])
+    rows = hi[lm]
     launches = pd.DataFrame(
         {
-            "rank": rank[hi][lm],
-            "correlation": correlation[hi][lm].astype(np.int64),
-            "pid": pid[hi][lm],
-            "tid": tid[hi][lm],
-            "ts": ts[hi][lm],
-            "end": end[hi][lm],
+            "rank": c.rank[rows],
+            "correlation": c.correlation[rows].astype(np.int64),
+            "pid": c.pid[rows],
+            "tid": c.tid[rows],
+            "ts": c.ts[rows],
+            "end": c.end[rows],
         }
     )
     # cuLaunchKernel inside cudaLaunchKernelExC may repeat a correlation: keep the outermost call.
@@ -213,17 +268,7 @@ def load_frames(table: pa.Table) -> Frames:
         (launches["ts"].to_numpy(), launches["correlation"].to_numpy(), launches["rank"].to_numpy())
     )
     launches = launches.iloc[order]
-    launches = launches[~launches.duplicated(["rank", "correlation"])].reset_index(drop=True)
-
-    steps = _steps(t, host, dev)
-    return Frames(
-        host=host,
-        device=dev,
-        steps=steps,
-        launches=launches,
-        has_device=has_device,
-        peak_memory=_peak_memory(table),
-    )
+    return launches[~launches.duplicated(["rank", "correlation"])].reset_index(drop=True)
 
 
 def _peak_memory(table: pa.Table) -> dict[tuple[int, int], int]:

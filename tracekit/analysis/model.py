@@ -442,7 +442,7 @@ class Report:
 
     def to_json(self) -> dict[str, Any]:
         """The JSON report (DESIGN.md contract): plain dicts/lists/numbers, ready for json.dumps."""
-        from tracekit import __version__
+        from tracekit.version import __version__
 
         return {
             "tracekit_report": self.version,

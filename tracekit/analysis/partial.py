@@ -114,99 +114,31 @@ class Partial:
 def analyze_partial(table: pa.Table, context: Context = Context(), params: Params = Params()) -> Partial:
     """Attribute every nanosecond of device idle time in every step of the ranks in `table`."""
     fr = load_frames(table)
-    steps = fr.steps
-    threads = Threads(fr.host, steps)
-    hsteps = host_steps(threads, steps)
-    hstep_by = {(h.rank, h.step): h for h in hsteps}
-    manifest = context.manifest
-
-    dev = fr.device
+    threads = Threads(fr.host, fr.steps)
+    hsteps = host_steps(threads, fr.steps)
+    dev, steps = fr.device, fr.steps
     dev_step = _assign_steps(dev, steps)
-    in_win = dev_step >= 0
     nccl = dev["nccl"].to_numpy()
     # collective kernels, with their step (-1 outside every window: matched across ranks all the same)
     coll = dev.loc[nccl, ["rank", "device", "ts", "end"]].assign(
         name=dev.loc[nccl, "name"].astype(str).to_numpy(object), step=dev_step[nccl]
     )
-
-    devices: list[DeviceReport] = []
-    all_gaps: list[DeviceGaps] = []
-    busy_rows = []
-    for (rank, device), acts in dev.groupby(["rank", "device"], sort=True):
-        rank, device = int(rank), int(device)
-        rsteps = steps[steps["rank"] == rank].reset_index(drop=True)
-        if rsteps.empty:
-            continue
-        launches = fr.launches[fr.launches["rank"] == rank].reset_index(drop=True)
-        gaps, busy_s, busy_e = attribute_device(
-            rank,
-            device,
-            acts.reset_index(drop=True),
-            rsteps,
-            launches,
-            threads,
-            sync_tolerance_ns=params.sync_tolerance_ns,
-        )
-        all_gaps.append(gaps)
-        ws = rsteps["ts"].to_numpy(np.int64)
-        we = rsteps["end"].to_numpy(np.int64)
-        busy = iv.total_overlap(busy_s, busy_e, ws, we)
-        all_s, all_e = iv.union(acts["ts"].to_numpy(np.int64), acts["end"].to_numpy(np.int64))
-        after = iv.total_overlap(all_s, all_e, we[-1:], np.array([max(int(we[-1]), int(all_e.max()))]))
-        idle = cause_totals(gaps, len(rsteps))
-        ngaps = np.bincount(gaps.win, minlength=len(rsteps))
-        if params.evidence:
-            win, _, bs, be = iv.intersect_windows(busy_s, busy_e, ws, we)
-            busy_rows.append(
-                pd.DataFrame(
-                    {
-                        "rank": np.full(win.size, rank, np.int64),
-                        "device": np.full(win.size, device, np.int64),
-                        "step": rsteps["step"].to_numpy(np.int64)[win],
-                        "ts_ns": bs,
-                        "dur_ns": be - bs,
-                    }
-                )
-            )
-        samples = []
-        for i, row in enumerate(rsteps.itertuples(index=False)):  # one loop per step
-            h = hstep_by.get((rank, int(row.step)))
-            samples.append(
-                StepSample(
-                    rank=rank,
-                    device=device,
-                    step=int(row.step),
-                    start_ns=int(row.ts),
-                    dur_ns=int(row.end - row.ts),
-                    busy_ns=int(busy[i]),
-                    idle_ns={c: int(idle[i, j]) for j, c in enumerate(CAUSES)},
-                    dispatch_gap_ns=h.dispatch_gap_ns if h else 0,
-                    dispatch_gaps=h.dispatch_gaps if h else 0,
-                    idle_gaps=int(ngaps[i]),
-                )
-            )
-        devices.append(
-            DeviceReport(
-                rank=rank,
-                device=device,
-                samples=tuple(samples),
-                peak_memory_bytes=fr.peak_memory.get((rank, device), _peak_memory(manifest, rank, device)),
-                samples_per_step=manifest.get("samples_per_step") or manifest.get("batch_size"),
-                name=context.device_names.get((rank, device)),
-                busy_after_last_step_ns=int(after[0]),
-            )
-        )
-
-    pointers = pointer_index(resolve_pointers(all_gaps, threads))
+    shared = _Shared(fr, threads, {(h.rank, h.step): h for h in hsteps}, context, params)
+    per_device = [_device(shared, int(r), int(d), acts) for (r, d), acts in dev.groupby(["rank", "device"])]
+    per_device = [x for x in per_device if x is not None]
+    devices = tuple(d for d, _, _ in per_device)
+    all_gaps = [g for _, g, _ in per_device]
+    busy_rows = [b for _, _, b in per_device if b is not None]
+    pointers = pointer_index(resolve_pointers(all_gaps, threads))  # the sync call behind each drain
     return Partial(
         ranks=tuple(sorted(set(steps["rank"].tolist()) | {d.rank for d in devices})),
-        devices=tuple(devices),
+        devices=devices,
         host_steps=tuple(hsteps),
         step_ns=(steps["end"] - steps["ts"]).to_numpy(np.int64),
         top_gaps=tuple(_top_gaps(all_gaps, steps, pointers, params.top_gaps)),
         sync_sources=tuple(sync_sources(all_gaps, pointers, n_steps=sum(d.steps for d in devices))),
         histogram=_histogram(all_gaps),
-        kernels=kernel_partials(dev.loc[in_win], fr.launches),
+        kernels=kernel_partials(dev.loc[dev_step >= 0], fr.launches),
         op_stats=tuple(op_stats(fr.host, steps)),
         dataloader=dataloader_kinds(fr.host),
         collectives=coll.reset_index(drop=True),
@@ -215,6 +147,88 @@ def analyze_partial(table: pa.Table, context: Context = Context(), params: Param
         if params.evidence
         else None,
     )
+
+
+@dataclass
+class _Shared:
+    """What every device's attribution shares: the frames, the host threads' states, the host steps."""
+
+    fr: Any
+    threads: Threads
+    hstep_by: dict  # (rank, step) -> HostStep
+    context: Context
+    params: Params
+
+
+def _device(
+    sh: _Shared, rank: int, device: int, acts: pd.DataFrame
+) -> tuple[DeviceReport, DeviceGaps, Optional[pd.DataFrame]] | None:
+    """One device: its idle gaps attributed (rules 1-4), its report, its busy intervals per step (with
+    Params.evidence). Collective waits and the straggler come later (the merge: they need all ranks)."""
+    steps = sh.fr.steps
+    rsteps = steps[steps["rank"] == rank].reset_index(drop=True)
+    if rsteps.empty:
+        return None
+    launches = sh.fr.launches[sh.fr.launches["rank"] == rank].reset_index(drop=True)
+    acts = acts.reset_index(drop=True)
+    gaps, busy_s, busy_e = attribute_device(
+        rank, device, acts, rsteps, launches, sh.threads, sync_tolerance_ns=sh.params.sync_tolerance_ns
+    )
+    ws = rsteps["ts"].to_numpy(np.int64)
+    we = rsteps["end"].to_numpy(np.int64)
+    busy = iv.total_overlap(busy_s, busy_e, ws, we)
+    all_s, all_e = iv.union(acts["ts"].to_numpy(np.int64), acts["end"].to_numpy(np.int64))
+    after = iv.total_overlap(all_s, all_e, we[-1:], np.array([max(int(we[-1]), int(all_e.max()))]))
+    busy_rows = None
+    if sh.params.evidence:
+        win, _, bs, be = iv.intersect_windows(busy_s, busy_e, ws, we)
+        busy_rows = pd.DataFrame(
+            {
+                "rank": np.full(win.size, rank, np.int64),
+                "device": np.full(win.size, device, np.int64),
+                "step": rsteps["step"].to_numpy(np.int64)[win],
+                "ts_ns": bs,
+                "dur_ns": be - bs,
+            }
+        )
+    manifest = sh.context.manifest
+    report = DeviceReport(
+        rank=rank,
+        device=device,
+        samples=tuple(_samples(sh, rank, device, rsteps, busy, gaps)),
+        peak_memory_bytes=sh.fr.peak_memory.get((rank, device), _peak_memory(manifest, rank, device)),
+        samples_per_step=manifest.get("samples_per_step") or manifest.get("batch_size"),
+        name=sh.context.device_names.get((rank, device)),
+        busy_after_last_step_ns=int(after[0]),
+    )
+    return report, gaps, busy_rows
+
+
+def _samples(
+    sh: _Shared, rank: int, device: int, rsteps: pd.DataFrame, busy: np.ndarray, gaps: DeviceGaps
+) -> list[StepSample]:
+    """One StepSample per step window of the rank: busy, idle by cause, host gaps (no collective wait
+    yet: the merge adds it)."""
+    idle = cause_totals(gaps, len(rsteps))
+    ngaps = np.bincount(gaps.win, minlength=len(rsteps))
+    samples = []
+    for i, row in enumerate(rsteps.itertuples(index=False)):  # one loop per step
+        h = sh.hstep_by.get((rank, int(row.step)))
+        samples.append(
+            StepSample(
+                rank=rank,
+                device=device,
+                step=int(row.step),
+                start_ns=int(row.ts),
+                dur_ns=int(row.end - row.ts),
+                busy_ns=int(busy[i]),
+                idle_ns={c: int(idle[i, j]) for j, c in enumerate(CAUSES)},
+                dispatch_gap_ns=h.dispatch_gap_ns if h else 0,
+                dispatch_gaps=h.dispatch_gaps if h else 0,
+                idle_gaps=int(ngaps[i]),
+            )
+        )
+    return samples
 
 
 _EMPTY_BUSY = pd.DataFrame({c: np.zeros(0, np.int64) for c in ("rank", "device", "step", "ts_ns", "dur_ns")})

@@ -46,3 +46,10 @@ def analyze(
     meta = capture.meta or {}
     part = analyze_partial(capture.table, Context.of(meta), params)
     return merge([part], meta, params, path=capture.path)
+
+
+def _capture_info(capture: Any) -> dict:
+    """The report's `capture` of an in-memory capture (what-if reports share it)."""
+    from tracekit.analysis.merge import capture_info
+
+    return capture_info(capture.meta or {}, capture.path)

@@ -1,4 +1,4 @@
-"""Reading the analysis input, and storing a result back into its capture (`analyze --store`)."""
+"""Storing an analysis back into its capture (`analyze --store`): idle rows and the JSON report."""
 
 from __future__ import annotations
 
@@ -10,16 +10,6 @@ import pyarrow.compute as pc
 
 from tracekit.analysis.model import Report
 from tracekit.data import schema as S
-
-
-def load_inputs(paths: list[Path]):
-    """One capture from a .parquet file, a trace file or run folder, or several trace files (ranks)."""
-    from tracekit.parse.parser import load_capture, parse_paths
-
-    paths = [Path(p) for p in paths]
-    if len(paths) == 1:
-        return load_capture(paths[0])
-    return parse_paths(paths)
 
 
 def idle_rows(report: Report) -> pa.Table:

@@ -270,7 +270,7 @@ class Session:
         }
 
     def manifest(self, status: str, error: Optional[str]) -> Dict[str, Any]:
-        from tracekit import __version__
+        from tracekit.version import __version__
 
         cfg = self.config
         rec = self.rank_record(status, error)

@@ -3,60 +3,12 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
 from tracekit.cli import app
-
-
-def load_report(path: Path):  # -> tracekit.analysis.model.Report
-    """The analysis of a capture: the one stored in it (`analyze --store`) when this tracekit wrote it,
-    else analysed now (a capture rank by rank in worker processes). `path` is a capture (file or
-    folder), a trace file or a run folder."""
-    from tracekit import __version__
-    from tracekit.analysis.model import REPORT_VERSION, Report
-    from tracekit.data.store import is_capture, read_meta
-    from tracekit.scale.job import analyze_capture, analyze_inputs
-
-    if not is_capture(path):
-        return analyze_inputs([path])[0]
-    meta = read_meta(path)
-    stored = meta.get("analysis")
-    if (
-        isinstance(stored, dict)
-        and stored.get("tracekit_report") == REPORT_VERSION
-        and stored.get("tracekit_version", meta.get("tracekit_version")) == __version__
-    ):
-        return Report.from_json(stored)
-    return analyze_capture(path, meta=meta)
-
-
-def _named(report, path: Path):
-    """The report with the capture's path as the user named it (relative paths stay relative)."""
-    return replace(report, capture={**report.capture, "path": str(path)})
-
-
-def _load_side(arg: str):
-    """One side of the diff: a capture, or several runs of one configuration joined with ','."""
-    from tracekit.diff.group import merge_reports
-
-    paths = [Path(p) for p in arg.split(",") if p]
-    reports = [_named(load_report(p), p) for p in paths]
-    if len(reports) == 1:
-        return reports[0]
-    names = [str(r.capture.get("run") or _label_of(p)) for r, p in zip(reports, paths)]
-    return _named(merge_reports(reports, names), Path(arg))
-
-
-def _label_of(path: Path) -> str:
-    name = path.name
-    for suffix in (".gz", ".json", ".pt.trace", ".parquet"):
-        if name.endswith(suffix):
-            name = name[: -len(suffix)]
-    return name or str(path)
 
 
 @app.command()
@@ -89,9 +41,8 @@ def diff(
 ) -> None:
     """Compare captures: step time, throughput, GPU utilisation, idle per cause, host dispatch gaps and
     framework op time per call, each with an interval; says plainly when captures are not comparable."""
+    from tracekit import api
     from tracekit.data.store import check_output
-    from tracekit.diff.compare import default_labels
-    from tracekit.diff.compare import diff as diff_reports
     from tracekit.errors import NotComparableError, TracekitError
     from tracekit.render.diff import JsonRenderer, MarkdownRenderer, PlotRenderer, TerminalRenderer
 
@@ -109,9 +60,10 @@ def diff(
         if plot.suffix.lower() != ".png":
             raise TracekitError(f"--plot {plot}: the plot is a PNG; name it with .png")
         check_output(plot, force)
-    reports = [_load_side(str(p)) for p in captures]
-    labels = label or default_labels(reports, [_label_of(Path(str(p).split(",")[0])) for p in captures])
-    result = diff_reports(reports, labels, confidence=confidence, top_ops=top_ops, compared=compare)
+    sides = [[p for p in str(c).split(",") if p] for c in captures]  # A1,A2: runs pooled into one side
+    result = api.diff(
+        *sides, labels=label or None, confidence=confidence, top_ops=top_ops, compare=compare
+    ).result
     if json_out:
         JsonRenderer().render(result, sys.stdout)
     elif markdown:

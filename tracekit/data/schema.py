@@ -113,7 +113,7 @@ def metadata_doc(
 ) -> dict:
     """The tracekit metadata document of a capture (the value of a file's ``tracekit`` key).
     `failed`: trace files of the job that could not be parsed (path, rank, error), when there are."""
-    from tracekit import __version__
+    from tracekit.version import __version__
 
     doc = {
         "schema_version": SCHEMA_VERSION,

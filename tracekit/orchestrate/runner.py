@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Mapping, Sequence
 
-import tracekit
 from tracekit.capture.knobs import (
     COMMON_KNOBS,
     KnobError,
@@ -56,9 +55,17 @@ class Run:
     parquet: Path
 
 
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent  # the folder that holds tracekit/
+
+
+def package_root() -> Path:
+    """The folder holding the `tracekit` package: the checkout, or site-packages for a regular install."""
+    return PACKAGE_ROOT
+
+
 def child_env(root: str | Path | None = None) -> dict[str, str]:
     """The environment of a capture child: `root` (default: tracekit's parent folder) first on PYTHONPATH."""
-    root = str(root or Path(tracekit.__file__).resolve().parent.parent)
+    root = str(root or package_root())
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
         [root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
@@ -76,7 +83,7 @@ def capture_env() -> Iterator[dict[str, str]]:
     path (its compiled packages would shadow the target's); the child then gets a temporary folder holding
     only links to the `tracekit` and `workloads` packages.
     """
-    root = Path(tracekit.__file__).resolve().parent.parent
+    root = package_root()
     if root.name not in ("site-packages", "dist-packages"):
         yield child_env(root)
         return

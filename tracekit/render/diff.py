@@ -11,14 +11,14 @@ import math
 from pathlib import Path
 from typing import IO, Any, Optional
 
-from tracekit.diff.compare import (
+from tracekit.compare.diff import (
     DIFF_VERSION,
     CaptureInfo,
     DiffResult,
     FigureDiff,
     PairDiff,
 )
-from tracekit.diff.stats import METHOD_RUNS, Interval
+from tracekit.compare.stats import METHOD_RUNS, Interval
 
 # -- numbers as text --------------------------------------------------------------------------------------
 

@@ -4,11 +4,25 @@ from __future__ import annotations
 
 from typing import Any, TextIO
 
+from tracekit.render.base import Section
 from tracekit.render.sections import advice_lines, header, other_notes, report_sections
 
 
 def _cell(s: str) -> str:
     return s.replace("|", "\\|").replace("\n", " ")
+
+
+def write_sections(out: TextIO, sections: list[Section]) -> None:
+    """Each Section as a level-2 heading, a table and its notes as paragraphs."""
+    for sec in sections:
+        out.write(f"## {sec.title}\n\n")
+        out.write("| " + " | ".join(_cell(c) for c in sec.columns) + " |\n")
+        out.write("|" + "|".join("---:" if a == "r" else "---" for a in sec.alignment()) + "|\n")
+        for row in sec.rows:
+            out.write("| " + " | ".join(_cell(c) for c in row) + " |\n")
+        out.write("\n")
+        for note in sec.notes:
+            out.write(f"{note}\n\n")
 
 
 class MarkdownRenderer:
@@ -20,15 +34,7 @@ class MarkdownRenderer:
         out.write(f"# {head[0]}\n\n")
         for line in head[1:]:
             out.write(f"{line}\n\n")
-        for sec in report_sections(result):
-            out.write(f"## {sec.title}\n\n")
-            out.write("| " + " | ".join(_cell(c) for c in sec.columns) + " |\n")
-            out.write("|" + "|".join("---:" if a == "r" else "---" for a in sec.alignment()) + "|\n")
-            for row in sec.rows:
-                out.write("| " + " | ".join(_cell(c) for c in row) + " |\n")
-            out.write("\n")
-            for note in sec.notes:
-                out.write(f"{note}\n\n")
+        write_sections(out, report_sections(result))
         for n in other_notes(result):
             out.write(f"{n}\n\n")
         adv = advice_lines(result)

@@ -10,7 +10,35 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from tracekit.render.base import Section
 from tracekit.render.sections import advice_lines, header, other_notes, report_sections
+
+
+def make_console(out: TextIO, width: int | None, color: bool | None) -> Console:
+    return Console(
+        file=out,
+        width=width,
+        force_terminal=color,
+        no_color=color is False,
+        color_system="auto" if color else None,
+        highlight=False,
+        emoji=False,
+    )
+
+
+def print_sections(console: Console, sections: list[Section]) -> None:
+    """Each Section as a bold title, a table and its notes (indented)."""
+    for sec in sections:
+        console.print()
+        console.print(sec.title, style="bold", markup=False)
+        table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+        for col, al in zip(sec.columns, sec.alignment()):
+            table.add_column(col, justify="right" if al == "r" else "left", overflow="fold")
+        for row in sec.rows:
+            table.add_row(*row)
+        console.print(table)
+        for note in sec.notes:
+            console.print(Padding(Text(note), (0, 0, 0, 2), expand=False))
 
 
 class TextRenderer:
@@ -33,17 +61,7 @@ class TextRenderer:
         )
         for line in header(result):
             console.print(line, style="bold", markup=False)
-        for sec in report_sections(result):
-            console.print()
-            console.print(sec.title, style="bold", markup=False)
-            table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-            for col, al in zip(sec.columns, sec.alignment()):
-                table.add_column(col, justify="right" if al == "r" else "left", overflow="fold")
-            for row in sec.rows:
-                table.add_row(*row)
-            console.print(table)
-            for note in sec.notes:
-                console.print(Padding(Text(note), (0, 0, 0, 2), expand=False))
+        print_sections(console, report_sections(result))
         notes = other_notes(result)
         if notes:
             console.print()

@@ -17,9 +17,9 @@ from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
 from tracekit.analysis.model import DeviceReport, HostReport, OpStat, Report
-from tracekit.diff import comparable
-from tracekit.diff.comparable import Role
-from tracekit.diff.compare import STEP_OFFSET, facts, step_values
+from tracekit.compare import comparable
+from tracekit.compare.comparable import Role
+from tracekit.compare.diff import STEP_OFFSET, facts, step_values
 from tracekit.errors import NotComparableError
 
 

@@ -1,6 +1,6 @@
-"""Stage 4, diff: captures compared figure by figure with the noise taken into account.
+"""Stage 4, compare: captures compared figure by figure with the noise taken into account.
 
-compare (pairwise diff of two reports: step time, throughput, utilisation, idle per cause, host gaps, op
+diff (pairwise diff of two reports: step time, throughput, utilisation, idle per cause, host gaps, op
 time, each with its interval), group (several runs per side, run-to-run noise), stats (bootstrap and
 interval arithmetic), comparable (what differs between captures that should not).
 

@@ -42,7 +42,7 @@ MAX_PAIRS = 4_000_000  # above this the pairwise differences are taken on evenly
 METHOD_RANK = "hodges-lehmann"
 METHOD_BOOTSTRAP = "bootstrap"
 METHOD_SINGLE = "single value"
-METHOD_RUNS = "hodges-lehmann over runs"  # the same test on each run's median (pooled repeats: diff_group)
+METHOD_RUNS = "hodges-lehmann over runs"  # the same test on each run's median (pooled repeats: compare.group)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ not itself antisymmetric (+25 % one way is −20 % the other).
 of that step over ranks; busy, idle per cause, utilisation and collective wait are the mean over devices;
 host figures the mean over ranks.
 
-**Several runs per side** (`diff_group.merge_reports`, `tracekit diff A1,A2 B1,B2`): the steps of one run
+**Several runs per side** (`group.merge_reports`, `tracekit diff A1,A2 B1,B2`): the steps of one run
 share the machine's state, so when a side pools runs the unit of comparison is the run — each run's
 median (or ratio of sums) — and the same rank test runs on those (`stats.METHOD_RUNS`).
 """
@@ -30,9 +30,9 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 
 from tracekit.analysis.model import CAUSES, HOST_STATES, Report
-from tracekit.diff import comparable
-from tracekit.diff.comparable import Comparability, Facts
-from tracekit.diff.stats import (
+from tracekit.compare import comparable
+from tracekit.compare.comparable import Comparability, Facts
+from tracekit.compare.stats import (
     DEFAULT_CONFIDENCE,
     METHOD_RUNS,
     Estimate,
@@ -203,7 +203,7 @@ class StepValues:
     ops_per_call_ns: Mapping[str, np.ndarray]  # op → CPU ns per call in each step it was called
     ops_ns_per_step: Mapping[str, float]  # op → mean CPU ns per step (for the listing threshold)
     ops_calls_per_step: Mapping[str, float]  # op → median calls per step (workload fingerprint)
-    # Which run each value comes from (`diff_group`: pooled repeats number their steps run·STEP_OFFSET + n).
+    # Which run each value comes from (`group`: pooled repeats number their steps run·STEP_OFFSET + n).
     step_runs: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     host_runs: Optional[np.ndarray] = None
     ops_runs: Mapping[str, np.ndarray] = field(default_factory=dict)
@@ -214,7 +214,7 @@ class StepValues:
         return len(np.unique(self.step_runs)) if len(self.step_runs) else 1
 
 
-STEP_OFFSET = 1_000_000  # a pooled run i numbers its step n as i·STEP_OFFSET + n (diff_group)
+STEP_OFFSET = 1_000_000  # a pooled run i numbers its step n as i·STEP_OFFSET + n (compare.group)
 
 
 def _run_of(steps: Sequence[int]) -> np.ndarray:
@@ -245,7 +245,7 @@ def _unprofiled_step_ns(manifest: Mapping[str, Any]) -> Optional[np.ndarray]:
 
 
 def _unprofiled_runs(manifest: Mapping[str, Any]) -> Optional[np.ndarray]:
-    """The run of each unprofiled step time of a pooled group (`diff_group` records the counts)."""
+    """The run of each unprofiled step time of a pooled group (`group` records the counts)."""
     counts = manifest.get("group_unprofiled_counts")
     if not isinstance(counts, (list, tuple)):
         return None

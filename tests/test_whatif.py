@@ -1,0 +1,231 @@
+"""The replay on tiny synthetic traces with hand-computed answers: one test per dependency kind and per
+scenario. Times in µs as the trace builder takes them; answers in µs.
+
+Each test reads GIVEN (the timeline), WHEN (the scenario), THEN (the predicted step and where each
+piece went). The step ends when both its host window and the device work launched in it are done.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.tracebuilder import TraceBuilder
+from tracekit.parse.parser import parse_paths
+from tracekit.whatif import Replayer, parse_scenario, whatif
+from tracekit.whatif.graph import COLL, JOIN, WAIT, XSTREAM
+
+US = 1000
+
+
+def replayer(tmp_path: Path, *builders: TraceBuilder) -> Replayer:
+    paths = [b.write(tmp_path / f"rank{i}.pt.trace.json") for i, b in enumerate(builders)]
+    return Replayer.of(parse_paths(paths))
+
+
+def predict(rp: Replayer, **flags) -> list[float]:
+    """Predicted mean step (µs) per device."""
+    result, _ = whatif(rp.capture, parse_scenario(**flags), replayer=rp, attribute=False)
+    return [d.predicted_step_ms * 1000 for d in result.devices]
+
+
+def observed(rp: Replayer) -> list[float]:
+    return [float(d.mean()) / US for d in rp.observed.dur]
+
+
+def replayed(rp: Replayer) -> list[float]:
+    return [float(d.mean()) / US for d in rp.replayed.dur]
+
+
+def op_with_launch() -> TraceBuilder:
+    # GIVEN  CPU  interp [0,10) |- aten::add [10,30) -| (launch [15,20) inside)  interp [30,100)
+    #        GPU                          [k1 25,45)
+    t = TraceBuilder()
+    t.step(1, 0, 100)
+    t.op("aten::add", 10, 20)
+    t.launch(15, 5, corr=1)
+    t.kernel("k1", 25, 20, corr=1)
+    return t
+
+
+def test_unchanged_replay_is_the_observed_step(tmp_path):
+    rp = replayer(tmp_path, op_with_launch())
+    assert observed(rp) == [100.0]
+    assert replayed(rp) == [100.0]
+    assert predict(rp) == [100.0]
+
+
+def test_interpreter_removed_host_chain_and_launch_edge(tmp_path):
+    rp = replayer(tmp_path, op_with_launch())
+    # WHEN interpreter=0: the op runs [0,20), its launch [5,10), the kernel 5 µs after it (the observed
+    # launch → start lag, kept) [15,35); the host window ends at 20
+    # THEN the step ends when the kernel does: 35
+    assert predict(rp, sets=["interpreter=0"]) == [35.0]
+    # interpreter halved: op [5,25), launch [10,15), kernel [20,40), window 5 + 20 + 35 = 60
+    assert predict(rp, sets=["interpreter=0.5"]) == [60.0]
+    # --python-speedup 2 is interpreter=1/2
+    assert predict(rp, python_speedup=2.0) == [60.0]
+
+
+def test_framework_and_launch_scale_their_own_segments(tmp_path):
+    rp = replayer(tmp_path, op_with_launch())
+    # framework=0: the op's own time [10,15) and [20,30) goes; the launch call stays: window 100 - 15
+    assert predict(rp, sets=["framework=0"]) == [85.0]
+    # launch=0: the launch call's 5 µs goes: 95
+    assert predict(rp, sets=["launch=0"]) == [95.0]
+
+
+def sync_trace() -> TraceBuilder:
+    # GIVEN  CPU  launch [10,15) | cudaDeviceSynchronize [20,125) | interp [125,200)
+    #        GPU                 [k 20,120)      (the sync returns 5 µs after the kernel ends)
+    t = TraceBuilder()
+    t.step(1, 0, 200)
+    t.launch(10, 5, corr=1)
+    t.kernel("gemm", 20, 100, corr=1)
+    t.sync(20, 105)
+    return t
+
+
+def test_sync_waits_for_the_work_it_awaits(tmp_path):
+    rp = replayer(tmp_path, sync_trace())
+    assert (rp.graph.kind == WAIT).sum() == 1
+    # WHEN the kernel takes half: it ends at 70, the sync 5 µs later (75), the rest of the step 75 µs
+    # THEN 150
+    assert predict(rp, kernels=["gemm=0.5"]) == [150.0]
+
+
+def test_sync_zero_keeps_the_work_not_the_wait(tmp_path):
+    rp = replayer(tmp_path, sync_trace())
+    # WHEN sync=0: the call keeps its own overhead (3 µs default: too few samples to measure) and
+    # returns at 23; the host window ends at 98, the kernel still at 120
+    # THEN the step ends with the kernel: 120
+    assert predict(rp, sets=["sync=0"]) == [120.0]
+
+
+def test_stream_order_keeps_the_observed_gap(tmp_path):
+    # GIVEN two kernels on one stream; k2 was launched early and waited for k1 (1 µs gap)
+    t = TraceBuilder()
+    t.step(1, 0, 100)
+    t.launch(10, 2, corr=1)
+    t.kernel("k1", 15, 50, corr=1)
+    t.launch(20, 2, corr=2)
+    t.kernel("k2", 66, 20, corr=2)
+    rp = replayer(tmp_path, t)
+    # WHEN k1 takes half: [15,40); k2 follows 1 µs after it: [41,61); the host window still ends at 100
+    assert predict(rp, kernels=["^k1$=0.5"]) == [100.0]
+    # WHEN both take 3x: k1 [15,165), k2 [166,226): the device sets the step
+    assert predict(rp, kernels=["k=3"]) == [226.0]
+
+
+def test_cross_stream_wait_inferred_from_timing(tmp_path):
+    # GIVEN k2 on stream 8 starts at 70, 48 µs after its launch, 5 µs after k1 on stream 7 ended
+    t = TraceBuilder()
+    t.step(1, 0, 100)
+    t.launch(10, 2, corr=1)
+    t.kernel("k1", 15, 50, corr=1, stream=7)
+    t.launch(20, 2, corr=2)
+    t.kernel("k2", 70, 20, corr=2, stream=8)
+    rp = replayer(tmp_path, t)
+    assert (rp.graph.kind == XSTREAM).sum() == 1
+    assert "inferred 1" in rp.graph.diagnostics["stream_waits"]
+    # WHEN k1 takes 2x: [15,115); k2 5 µs later [120,140): the step ends at 140
+    assert predict(rp, kernels=["^k1$=2"]) == [140.0]
+
+
+def test_backward_on_the_engine_thread_joins_the_step_thread(tmp_path):
+    # GIVEN  step thread  |- mm [0,10) -| interp |.. in backward() ..| interp |- add_ [65,70) -| interp
+    #        engine (200)                            |- evaluate_function [20,60) -|
+    t = TraceBuilder()
+    t.step(1, 0, 80)
+    t.op("aten::mm", 0, 10)
+    t.op("autograd::engine::evaluate_function: MmBackward0", 20, 40, tid=200)
+    t.op("aten::add_", 65, 5)
+    rp = replayer(tmp_path, t)
+    assert (rp.graph.kind == JOIN).sum() == 1
+    # WHEN framework=0.5: mm [0,5), interp [5,15), the engine op starts when backward() is called (15)
+    # and takes 20: [15,35); the step thread resumes at 35, interp 5, add_ [40,42.5), interp 10
+    # THEN 52.5
+    assert predict(rp, sets=["framework=0.5"]) == [52.5]
+
+
+def test_dataloader_removed(tmp_path):
+    # GIVEN a DataLoader fetch [0,60) (with a collate op inside), then mm [60,70) launching k [66,86)
+    t = TraceBuilder()
+    t.step(1, 0, 100)
+    t.dataloader(0, 60)
+    t.op("aten::stack", 10, 10)
+    t.op("aten::mm", 60, 10)
+    t.launch(62, 2, corr=1)
+    t.kernel("k", 66, 20, corr=1)
+    rp = replayer(tmp_path, t)
+    # WHEN dataloader=0: everything inside the fetch goes (its ops too): mm [0,10), launch [2,4), k [6,26);
+    # the window ends at 40
+    assert predict(rp, sets=["dataloader=0"]) == [40.0]
+
+
+def test_collective_ends_after_the_last_rank_starts(tmp_path):
+    # GIVEN rank 0 starts its all-reduce at 15 and waits; rank 1 (slow host) starts it at 85; both end
+    # at 100 (the transfer after the last arrival: 15 µs)
+    r0 = TraceBuilder(rank=0, world_size=2)
+    r0.step(1, 0, 120)
+    r0.launch(10, 2, corr=1)
+    r0.kernel("ncclDevKernel_AllReduce", 15, 85, corr=1)
+    r1 = TraceBuilder(rank=1, world_size=2, pid=101)
+    r1.step(1, 0, 120)
+    r1.launch(80, 2, corr=1)
+    r1.kernel("ncclDevKernel_AllReduce", 85, 15, corr=1, device=1)
+    rp = replayer(tmp_path, r0, r1)
+    assert (rp.graph.kind == COLL).sum() == 4  # every rank's start → every rank's end
+    # WHEN rank 1's host is twice as fast: its launch [40,41), the kernel 3 µs later [44, ...);
+    # both ranks end at 44 + 15 = 59; rank 1's host window ends at 60 (its tail shrinks to 19)
+    result, _ = whatif(rp.capture, parse_scenario(rank_host=["1=0.5"]), replayer=rp, attribute=False)
+    ends = {d.rank: d.predicted_step_ms * 1000 for d in result.devices}
+    # rank 0's host window is unchanged (120): its step stays 120; rank 1's: max(60, 59) = 60
+    assert ends == {0: 120.0, 1: 60.0}
+    dev0 = rp.graph.device
+    rep = rp.run(parse_scenario(rank_host=["1=0.5"]))
+    end_nodes = rp.graph.device_base + 2 * dev0.index.to_numpy() + 1
+    assert sorted(rep[end_nodes] - rep[end_nodes].min()) == [0, 0]
+    assert (rep[end_nodes] - rp.graph.obs[end_nodes]).tolist() == [-41 * US, -41 * US]
+
+
+def test_profiler_cost_fitted_to_the_unprofiled_step(tmp_path):
+    # GIVEN ten 5 µs ops 5 µs apart: 20 segments of 5 µs, each right after one event boundary
+    t = TraceBuilder()
+    t.step(1, 0, 100)
+    for i in range(10):
+        t.op("aten::relu", 5 + 10 * i, 5)
+    rp = replayer(tmp_path, t)
+    # WHEN the step without the profiler took 60 µs: each segment loses c/2, 20 x (5 - c/2) = 60
+    # THEN c = 4 µs per event
+    result, _ = whatif(rp.capture, parse_scenario(), replayer=rp, unprofiled_step_ms=0.060, attribute=False)
+    u = result.unprofiled
+    assert u.source == "flag"
+    assert u.profiler_cost_us_per_event == pytest.approx(4.0, abs=0.05)
+    assert u.replayed_step_ms == pytest.approx(0.060, rel=0.01)
+    # and the scenario's unprofiled prediction uses it: framework=0 leaves 10 interpreter segments
+    result, _ = whatif(
+        rp.capture,
+        parse_scenario(sets=["framework=0"]),
+        replayer=rp,
+        unprofiled_step_ms=0.060,
+        attribute=False,
+    )
+    assert result.unprofiled.predicted_step_ms == pytest.approx(0.030, rel=0.02)
+
+
+def test_without_unprofiled_time_the_default_cost_is_said(tmp_path):
+    rp = replayer(tmp_path, op_with_launch())
+    result, _ = whatif(rp.capture, parse_scenario(), replayer=rp, attribute=False)
+    assert result.unprofiled.source == "default"
+    assert "default profiler cost" in result.unprofiled.note
+
+
+def test_predicted_idle_is_attributed_on_the_predicted_timeline(tmp_path):
+    rp = replayer(tmp_path, op_with_launch())
+    # WHEN interpreter=0 the host window is [0,20): the device is idle [0,15) (10 framework-ish lead-in:
+    # [0,5) fw, [5,10) launch call, [10,15) launch pending) and busy [15,20)
+    result, _ = whatif(rp.capture, parse_scenario(sets=["interpreter=0"]), replayer=rp)
+    idle = {k: v / US for k, v in result.devices[0].predicted_idle_ns_per_step.items() if v}
+    assert idle == {"framework": 5.0, "launch": 10.0}

@@ -1,0 +1,170 @@
+"""Renderers of a `WhatIfResult` (text, JSON, Markdown): the same Sections as the analysis report, laid
+out by the same functions; every number comes from the result."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, TextIO
+
+from tracekit.analysis.model import CAUSES
+from tracekit.render.base import Section
+from tracekit.render.json import _finite
+from tracekit.render.sections import manifest_parts
+from tracekit.whatif.model import WhatIfResult
+
+
+def _ms(x: float) -> str:
+    return f"{x:.3f}"
+
+
+def _pm(mean: float, spread: float) -> str:
+    return f"{mean:.3f} ± {spread:.3f}"
+
+
+def _change(x: float) -> str:
+    text = f"{100 * x:+.1f}%"
+    return "+0.0%" if text == "-0.0%" else text
+
+
+def header(r: WhatIfResult) -> list[str]:
+    parts = manifest_parts(dict(r.capture))
+    lines = ["tracekit whatif" + (": " + ", ".join(parts) if parts else "")]
+    lines.append(f"scenario: {r.scenario_text}")
+    return lines
+
+
+def sections(r: WhatIfResult) -> list[Section]:
+    out = []
+    rows = []
+    for d in r.devices:
+        js = d.to_json()
+        sp = js["step_ms_spread"]
+        rows.append(
+            [
+                f"{d.rank}:{d.device}" if d.device >= 0 else f"{d.rank}:host",
+                str(len(d.steps)),
+                _pm(d.observed_step_ms, sp["observed"]),
+                _pm(d.replayed_step_ms, sp["replayed"]),
+                _pm(d.predicted_step_ms, sp["predicted"]),
+                _change(d.change),
+                f"{100 * d.predicted_gpu_utilization:.1f}%" if d.device >= 0 else "-",
+                _ms(js["unprofiled_predicted_step_ms"])
+                if js["unprofiled_predicted_step_ms"] is not None
+                else "-",
+            ]
+        )
+    notes = [
+        "step: until both the host window and the device work launched in it are done (mean ± spread "
+        "over steps); replayed: the capture unchanged through the graph; change: predicted / replayed - 1",
+        f"replay error (replayed vs observed, largest): {100 * r.replay_error:.2f}%",
+    ]
+    out.append(
+        Section(
+            "step time (ms): observed, replayed, predicted",
+            ["rank:dev", "steps", "observed", "replayed", "predicted", "change", "GPU util", "unprofiled"],
+            rows,
+            notes,
+        )
+    )
+    u = r.unprofiled
+    if u is not None:
+        rows = [
+            ["step without the profiler", _ms(u.observed_step_ms) if u.observed_step_ms is not None else "-"],
+            ["replayed without the profiler", _ms(u.replayed_step_ms)],
+            ["predicted without the profiler", _ms(u.predicted_step_ms)],
+            ["change", _change(u.change)],
+            ["profiler cost, µs per recorded event", f"{u.profiler_cost_us_per_event:.2f}"],
+        ]
+        src = {"manifest": "the capture's manifest", "flag": "--unprofiled-step-ms", "default": "none"}[
+            u.source
+        ]
+        out.append(
+            Section(
+                "without the profiler (slowest device)",
+                ["", "ms"],
+                rows,
+                [f"unprofiled step time from: {src}", u.note],
+            )
+        )
+    devs = [d for d in r.devices if d.device >= 0 and d.predicted_idle_ns_per_step]
+    if devs:
+        rows = [[c] + [_ms(d.predicted_idle_ns_per_step.get(c, 0.0) / 1e6) for d in devs] for c in CAUSES]
+        out.append(
+            Section(
+                "predicted idle time by cause (ms/step, the attribution on the predicted timeline)",
+                ["cause"] + [f"{d.rank}:{d.device}" for d in devs],
+                rows,
+                ["within the predicted host step windows, as `tracekit analyze` counts them"],
+            )
+        )
+    return out
+
+
+def footer(r: WhatIfResult) -> list[str]:
+    g = r.graph
+    lines = list(r.notes)
+    edges = g.get("edges") or {}
+    if edges:
+        lines.append(
+            f"graph: {g.get('nodes', 0)} nodes, "
+            + ", ".join(f"{v} {k}" for k, v in sorted(edges.items(), key=lambda kv: -kv[1]))
+            + " edges"
+        )
+    if g.get("stream_waits"):
+        lines.append(f"stream waits: {g['stream_waits']}")
+    return lines
+
+
+class WhatIfTextRenderer:
+    name = "text"
+    suffix = ".txt"
+
+    def __init__(self, width: int | None = None, color: bool | None = None) -> None:
+        self.width = width
+        self.color = color
+
+    def render(self, result: WhatIfResult, out: TextIO) -> None:
+        from tracekit.render.text import make_console, print_sections
+
+        console = make_console(out, self.width, self.color)
+        for line in header(result):
+            console.print(line, style="bold", markup=False)
+        print_sections(console, sections(result))
+        lines = footer(result)
+        if lines:
+            console.print()
+            for line in lines:
+                console.print(line, markup=False)
+
+
+class WhatIfMarkdownRenderer:
+    name = "markdown"
+    suffix = ".md"
+
+    def render(self, result: WhatIfResult, out: TextIO) -> None:
+        from tracekit.render.markdown import write_sections
+
+        head = header(result)
+        out.write(f"# {head[0]}\n\n")
+        for line in head[1:]:
+            out.write(f"{line}\n\n")
+        write_sections(out, sections(result))
+        for line in footer(result):
+            out.write(f"{line}\n\n")
+
+
+class WhatIfJsonRenderer:
+    name = "json"
+    suffix = ".json"
+
+    def __init__(self, indent: int | None = 2) -> None:
+        self.indent = indent
+
+    def render(self, result: Any, out: TextIO) -> None:
+        json.dump(_finite(result.to_json()), out, indent=self.indent, allow_nan=False)
+        out.write("\n")
+
+
+RENDERERS = {c.name: c for c in (WhatIfTextRenderer, WhatIfJsonRenderer, WhatIfMarkdownRenderer)}
+
+__all__ = ["WhatIfTextRenderer", "WhatIfJsonRenderer", "WhatIfMarkdownRenderer", "RENDERERS", "sections"]

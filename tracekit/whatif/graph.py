@@ -1,0 +1,709 @@
+"""The dependency graph of a capture (DESIGN.md, "What if: the graph and the replay").
+
+Nodes are instants with an observed time: every boundary of every host event on its thread (a thread's
+time is a chain of *segments* between consecutive boundaries), and the start and end of every device
+activity. Edges say "v cannot happen before u + w":
+
+    host thread T  o--seg--o--seg--o---- sync call ----o--seg--o        HOST / SYNC_OWN chain edges
+                           |launch end                 ^ WAIT (awaited work ends, + wake-up)
+                           v LAUNCH                    |
+    stream S         o==K1==o--STREAM--o==== K2 ====o--+                  DUR: the activity's length
+    stream S'                               ^ XSTREAM (cross-stream wait, recorded or inferred)
+    rank 1 stream    o==== allreduce ====o  COLL: a collective ends after every rank started it
+
+Each node's replayed time is max(u' + w) over its incoming edges (a longest path; nodes with none keep
+their observed time). The weights are set so that replaying the capture unchanged gives back the
+observed times (`binding` below), except where an observed wait has no known cause: that wait is
+dropped and counted, and the replay then runs early by exactly that much, which is the replay error
+the self-check reports.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from tracekit.analysis import intervals as iv
+from tracekit.analysis.collective import match_collectives
+from tracekit.analysis.events import (
+    DATALOADER,
+    FRAMEWORK,
+    LAUNCH,
+    SYNC,
+    Frames,
+    is_sync_call,
+)
+from tracekit.analysis.host import Threads
+from tracekit.data import schema as S
+from tracekit.whatif.loops import DROPPED, topological_order
+
+# Edge kinds.
+HOST, SYNC_OWN, IDLE, WAIT, ANCHOR, JOIN, LAUNCH_EDGE, STREAM, XSTREAM, DUR, COLL = range(11)
+EDGE_KINDS = (
+    "host",
+    "sync_own",
+    "idle",
+    "wait",
+    "anchor",
+    "join",
+    "launch",
+    "stream",
+    "xstream",
+    "dur",
+    "coll",
+)
+
+
+DEVICE_SYNC_CALLS = frozenset({"cudaDeviceSynchronize", "cuCtxSynchronize"})
+
+# Floors: the least time a dependency takes when it is not the one that held a node back. Each is
+# measured on the capture (medians below) where it has enough samples, else these H200 values are used
+# (median launch end → kernel start 1.3-2.3 µs, back-to-back kernels 1.2 µs apart on one stream, a sync
+# call returning ~2 µs after the device finished; fixtures/h200).
+DEFAULT_LAUNCH_FLOOR_NS = 2_000
+DEFAULT_STREAM_FLOOR_NS = 1_000
+DEFAULT_WAKE_FLOOR_NS = 2_000
+DEFAULT_SYNC_OVERHEAD_NS = 3_000
+MIN_SAMPLES = 20
+# A wait longer than this beyond its floor, with no dependency in the trace to explain it, is dropped
+# from the replay and reported (a missing stream-wait record, an untraced thread, clock skew).
+UNEXPLAINED_NS = 50_000
+# A device activity that starts this much later than its launch and its stream allow is looked up for a
+# cross-stream dependency (an activity on another stream of the device that ended just before it).
+XSTREAM_MIN_NS = 5_000
+# The ends of one collective on different ranks further apart than this (median) mean the ranks' clocks
+# are not comparable: the ranks are then replayed without the cross-rank edges.
+CLOCK_SKEW_NS = 100_000
+
+
+@dataclass
+class ThreadPoints:
+    """One host thread's chain: its boundary times are nodes offset .. offset + len(bounds) - 1."""
+
+    key: tuple[int, int, int]  # rank, pid, tid
+    offset: int
+    bounds: np.ndarray  # sorted unique observed times
+
+
+@dataclass
+class Graph:
+    """Nodes (observed times) and weighted edges, with the topological order and the incoming-edge
+    lists the replay walks; plus what maps events and steps onto nodes."""
+
+    obs: np.ndarray  # int64, per node
+    src: np.ndarray  # int64, per edge
+    dst: np.ndarray
+    w: np.ndarray  # int64: the weight for an unchanged replay
+    floor: np.ndarray  # int64: the least time each dependency takes (see binding_weights)
+    unexplained: np.ndarray  # bool: a binding wait with no cause in the trace, cut to its floor
+    kind: np.ndarray  # int8: EDGE_KINDS index
+    state: np.ndarray  # int8: host scaling state of HOST / SYNC_OWN edges (events.STATE codes), else -1
+    rank: np.ndarray  # int64: rank of the edge's destination
+    act: np.ndarray  # int64: device activity of DUR / COLL edges, else -1
+    cost: np.ndarray  # int32: profiler event boundaries at the start of a HOST / SYNC_OWN segment
+    lb: np.ndarray  # int64: a node's earliest time whatever its edges say (DROPPED: none)
+    order: np.ndarray  # nodes in a topological order
+    indptr: np.ndarray  # incoming edges of node v: in_edges[indptr[v]:indptr[v + 1]]
+    in_edges: np.ndarray
+    threads: list[ThreadPoints]
+    thread_index: dict[tuple[int, int, int], int]
+    host: pd.DataFrame  # frames.host plus start_node, end_node
+    device: pd.DataFrame  # frames.device plus launch_ts (NaN without launch record)
+    device_base: int  # activity i: start node device_base + 2i, end node + 1
+    steps: pd.DataFrame  # frames.steps
+    diagnostics: dict = field(default_factory=dict)
+
+
+def build_graph(fr: Frames, threads: Threads, stream_waits: pd.DataFrame | None = None) -> Graph:
+    """The graph of a capture's frames. `threads` is the analysis's host-thread model (backward windows,
+    engine threads, step threads); `stream_waits`: the capture's recorded `cuda_sync` stream waits
+    (`recorded_stream_waits`), or None."""
+    b = _Builder(fr, threads)
+    b.host_chains()
+    b.device_chains()
+    b.launches()
+    b.syncs()
+    b.collectives()
+    b.cross_stream(stream_waits)
+    return b.finish()
+
+
+def recorded_stream_waits(table) -> pd.DataFrame:
+    """`cuda_sync` "Stream Wait Event" records (Kineto with CUDA sync events enabled): rank, device,
+    stream (the waiting one), wait_stream, correlation (of the cudaStreamWaitEvent call)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    cols = ["rank", "cat", "sync_kind", "device", "stream", "wait_stream", "correlation"]
+    if table.num_rows == 0 or any(c not in table.column_names for c in cols):
+        return pd.DataFrame(columns=cols[:1] + cols[3:])
+    t = table.select(cols)
+    m = pc.and_(
+        pc.equal(pc.cast(t["cat"], pa.string()), S.CAT_CUDA_SYNC),
+        pc.equal(pc.cast(t["sync_kind"], pa.string()), "Stream Wait Event"),
+    )
+    t = t.filter(pc.fill_null(m, False)).select(["rank", "device", "stream", "wait_stream", "correlation"])
+    df = t.to_pandas().dropna()
+    return df.astype(np.int64)
+
+
+class _Builder:
+    def __init__(self, fr: Frames, threads: Threads) -> None:
+        self.fr = fr
+        self.th = threads
+        self.edges: list[tuple] = []  # (src, dst, floor, kind, state, act, cost) arrays
+        self.diag: dict = {}
+        host = fr.host.sort_values(["rank", "pid", "tid", "ts"], kind="stable")
+        self.host = host
+        self.step_key = {}  # rank -> (rank, pid, tid) of its (first) step thread
+        for r, p, t in fr.steps[["rank", "pid", "tid"]].drop_duplicates().itertuples(index=False):
+            self.step_key.setdefault(int(r), (int(r), int(p), int(t)))
+        self.step_threads = set(self.step_key.values())
+
+        # nodes of the host threads
+        self.threads: list[ThreadPoints] = []
+        self.thread_index: dict[tuple[int, int, int], int] = {}
+        self.bw: dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray, list]] = {}
+        offset = 0
+        keys = sorted(
+            {
+                (int(r), int(p), int(t))
+                for r, p, t in host[["rank", "pid", "tid"]].drop_duplicates().to_numpy()
+            }
+            | self.step_threads
+        )
+        self.by_thread = {k: g for k, g in host.groupby(["rank", "pid", "tid"], sort=False)}
+        self.by_thread = {(int(k[0]), int(k[1]), int(k[2])): g for k, g in self.by_thread.items()}
+        for key in keys:
+            ev = self.by_thread.get(key)
+            s = ev["ts"].to_numpy(np.int64) if ev is not None else np.zeros(0, np.int64)
+            e = ev["end"].to_numpy(np.int64) if ev is not None else np.zeros(0, np.int64)
+            extra = [np.zeros(0, np.int64)]
+            if key in self.step_threads:
+                ws, we, other = self._joined_backward_windows(key)
+                self.bw[key] = (ws, we, other)
+                extra += [ws, we]
+                st = fr.steps[
+                    (fr.steps["rank"] == key[0]) & (fr.steps["pid"] == key[1]) & (fr.steps["tid"] == key[2])
+                ]
+                extra += [st["ts"].to_numpy(np.int64), st["end"].to_numpy(np.int64)]
+            bounds = _sorted_unique(np.concatenate([s, e, *extra]))
+            self.thread_index[key] = len(self.threads)
+            self.threads.append(ThreadPoints(key, offset, bounds))
+            offset += bounds.size
+        self.n_host = offset
+        dev = fr.device.reset_index(drop=True)
+        self.dev = dev
+        self.device_base = offset
+        self.n_nodes = offset + 2 * len(dev)
+        obs = np.empty(self.n_nodes, np.int64)
+        for tp in self.threads:
+            obs[tp.offset : tp.offset + tp.bounds.size] = tp.bounds
+        obs[offset::2] = dev["ts"].to_numpy(np.int64)
+        obs[offset + 1 :: 2] = dev["end"].to_numpy(np.int64)
+        self.obs = obs
+        # host events → nodes
+        start_node = np.empty(len(host), np.int64)
+        end_node = np.empty(len(host), np.int64)
+        pos = 0
+        for key, ev in self.by_thread.items():
+            tp = self.threads[self.thread_index[key]]
+            n = len(ev)
+            idx = host.index.get_indexer(ev.index)
+            start_node[idx] = tp.offset + np.searchsorted(tp.bounds, ev["ts"].to_numpy(np.int64))
+            end_node[idx] = tp.offset + np.searchsorted(tp.bounds, ev["end"].to_numpy(np.int64))
+            pos += n
+        self.host = host.assign(start_node=start_node, end_node=end_node)
+        self.act_launch = np.full(len(dev), -1, np.int64)  # node of the launch call's end
+        self.launch_ts = np.full(len(dev), np.nan)
+
+    # -- helpers ------------------------------------------------------------------------------------
+    def add(self, src, dst, floor, kind, state=None, act=None, cost=None) -> None:
+        src = np.asarray(src, np.int64)
+        n = src.size
+        if n == 0:
+            return
+        self.edges.append(
+            (
+                src,
+                np.asarray(dst, np.int64),
+                np.broadcast_to(np.asarray(floor, np.int64), (n,)).copy(),
+                np.broadcast_to(np.asarray(kind, np.int8), (n,)).copy(),
+                np.full(n, -1, np.int8) if state is None else np.asarray(state, np.int8),
+                np.full(n, -1, np.int64) if act is None else np.asarray(act, np.int64),
+                np.zeros(n, np.int32) if cost is None else np.asarray(cost, np.int32),
+            )
+        )
+
+    def point_at(self, key: tuple[int, int, int], t: np.ndarray) -> np.ndarray:
+        """Node of the latest boundary of a thread at or before each time (the first one if none)."""
+        tp = self.threads[self.thread_index[key]]
+        k = np.searchsorted(tp.bounds, t, side="right") - 1
+        return tp.offset + np.maximum(k, 0)
+
+    def _joined_backward_windows(self, key):
+        """The step thread's backward windows whose engine ops ran on another thread (GPU: the engine's
+        device thread), with that thread's key per window; on CPU the engine runs on the step thread."""
+        ev = self.by_thread.get(key)
+        if ev is None:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), []
+        ws, we = self.th._backward_windows(key, ev)
+        eng = self.th.engine_ops
+        eng = eng[(eng["rank"] == key[0]).to_numpy() & (eng["pid"] == key[1]).to_numpy()]
+        keep, other = [], []
+        e_end = eng["end"].to_numpy(np.int64)
+        for i, (a, z) in enumerate(zip(ws, we)):  # one loop per backward window
+            m = (e_end == z) & (eng["ts"].to_numpy(np.int64) >= a)
+            if not m.any():
+                continue
+            row = eng[m].iloc[0]
+            k2 = (int(row["rank"]), int(row["pid"]), int(row["tid"]))
+            if k2 != key:
+                keep.append(i)
+                other.append(k2)
+        keep = np.asarray(keep, np.int64)
+        return ws[keep], we[keep], other
+
+    # -- host ---------------------------------------------------------------------------------------
+    def host_chains(self) -> None:
+        """Each thread: one edge per segment between consecutive boundaries (see module docstring)."""
+        n_anchor = 0
+        for tp in self.threads:
+            key = tp.key
+            bnd = tp.bounds
+            if bnd.size < 2:
+                continue
+            ev = self.by_thread.get(key)
+            if ev is None:
+                continue
+            s = ev["ts"].to_numpy(np.int64)
+            e = ev["end"].to_numpy(np.int64)
+            seg_s, seg_e = bnd[:-1], bnd[1:]
+            src = tp.offset + np.arange(bnd.size - 1)
+            dst = src + 1
+            length = seg_e - seg_s
+            state = _scaling_state(self.th[key], ev, seg_s)
+            # profiler cost: event boundaries (starts and ends) at each segment's start
+            cnt = np.bincount(np.searchsorted(bnd, np.concatenate([s, e])), minlength=bnd.size)[:-1]
+            kind = np.full(seg_s.size, HOST, np.int8)
+            # busy: inside an op, a runtime call or a DataLoader fetch (Python frames and annotations,
+            # e.g. the step span itself, cover a thread that waits as well as one that works)
+            st = ev["state"].to_numpy()
+            us, ue = iv.union(s[st >= FRAMEWORK], e[st >= FRAMEWORK])
+            covered = iv.window_of(us, ue, seg_s) >= 0
+            # sync calls: the segment that ends at the call's end is its own overhead; the wait is derived
+            is_call = ((ev["cat"] == S.CAT_RUNTIME) | (ev["cat"] == S.CAT_DRIVER)).to_numpy()
+            sync_call = (st == SYNC) & is_call
+            last_of_call = np.searchsorted(bnd, e[sync_call]) - 1
+            kind[last_of_call[last_of_call >= 0]] = SYNC_OWN
+            if key in self.step_threads:
+                ws, we, other = self.bw[key]
+                inside = iv.window_of(ws, we, seg_s) >= 0
+                kind[inside & ~covered] = IDLE
+                # the step thread resumes when the engine thread's last op of the window ends
+                for _a, z, k2 in zip(ws, we, other):  # one loop per backward window
+                    self.add(self.point_at(k2, np.array([z])), self.point_at(key, np.array([z])), 0, JOIN)
+            else:
+                # a thread that owns no step is idle between its events, except an autograd engine
+                # thread inside a backward window (its time between ops is engine work: framework)
+                idle = ~covered
+                sk = self.step_key.get(key[0])
+                if key in self.th.engine and sk is not None and sk in self.by_thread:
+                    all_ws, all_we = self.th._backward_windows(sk, self.by_thread[sk])
+                    idle &= iv.window_of(all_ws, all_we, seg_s) < 0
+                kind[idle] = IDLE
+                # an idle thread wakes when its rank's step thread reaches that point
+                if sk is not None and sk in self.thread_index:
+                    # the boundaries that end an idle segment, and the thread's first one
+                    wake = np.r_[0, np.flatnonzero(idle) + 1]
+                    t = bnd[wake]
+                    p = self.point_at(sk, t)
+                    self.add(p, tp.offset + wake, t - self.obs[p], ANCHOR)
+                    n_anchor += wake.size
+            floor = np.where(kind == IDLE, 0, length)
+            self.add(src, dst, floor, kind, state=state, cost=np.where(kind == IDLE, 0, cnt))
+        self.diag["anchored_wakeups"] = n_anchor
+
+    # -- device -------------------------------------------------------------------------------------
+    def device_chains(self) -> None:
+        dev = self.dev
+        self.stream_prev = np.full(len(dev), -1, np.int64)
+        if not len(dev):
+            return
+        order = np.lexsort(
+            (
+                dev["end"].to_numpy(),
+                dev["ts"].to_numpy(),
+                dev["stream"].to_numpy(),
+                dev["device"].to_numpy(),
+                dev["rank"].to_numpy(),
+            )
+        )
+        r, d, st = (dev[c].to_numpy(np.int64)[order] for c in ("rank", "device", "stream"))
+        same = (r[1:] == r[:-1]) & (d[1:] == d[:-1]) & (st[1:] == st[:-1])
+        prev, cur = order[:-1][same], order[1:][same]
+        self.stream_prev[cur] = prev
+        base = self.device_base
+        self.add(base + 2 * prev + 1, base + 2 * cur, self._stream_floor(prev, cur), STREAM)
+
+    def _stream_floor(self, prev, cur) -> int:
+        gap = self.obs[self.device_base + 2 * cur] - self.obs[self.device_base + 2 * prev + 1]
+        floor = _median_or(gap[(gap >= 0) & (gap < XSTREAM_MIN_NS)], DEFAULT_STREAM_FLOOR_NS)
+        self.diag["stream_floor_ns"] = floor
+        return floor
+
+    def launches(self) -> None:
+        dev, fr = self.dev, self.fr
+        if not len(dev) or not len(fr.launches):
+            return
+        lau = fr.launches
+        key = pd.MultiIndex.from_arrays(
+            [lau["rank"].to_numpy(np.int64), lau["correlation"].to_numpy(np.int64)]
+        )
+        ok = ~np.isnan(dev["correlation"].to_numpy(np.float64))
+        idx = np.full(len(dev), -1, np.int64)
+        if ok.any():
+            q = pd.MultiIndex.from_arrays(
+                [
+                    dev["rank"].to_numpy(np.int64)[ok],
+                    dev["correlation"].to_numpy(np.float64)[ok].astype(np.int64),
+                ]
+            )
+            idx[ok] = key.get_indexer(q)
+        has = np.flatnonzero(idx >= 0)
+        li = idx[has]
+        nodes = np.empty(has.size, np.int64)
+        for k, g in pd.DataFrame(
+            {
+                "i": np.arange(has.size),
+                "p": lau["pid"].to_numpy()[li],
+                "t": lau["tid"].to_numpy()[li],
+                "r": lau["rank"].to_numpy()[li],
+            }
+        ).groupby(["r", "p", "t"]):
+            kk = (int(k[0]), int(k[1]), int(k[2]))
+            tp = self.threads[self.thread_index[kk]]
+            ends = lau["end"].to_numpy(np.int64)[li[g["i"].to_numpy()]]
+            nodes[g["i"].to_numpy()] = tp.offset + np.searchsorted(tp.bounds, ends)
+        self.act_launch[has] = nodes
+        self.launch_ts[has] = lau["ts"].to_numpy(np.float64)[li]
+        start = self.device_base + 2 * has
+        lat = self.obs[start] - self.obs[nodes]
+        prev = self.stream_prev[has]
+        prev_end = np.where(
+            prev >= 0, self.obs[self.device_base + 2 * np.maximum(prev, 0) + 1], np.iinfo(np.int64).min
+        )
+        launch_bound = prev_end < self.obs[nodes]
+        floor = _median_or(lat[launch_bound & (lat >= 0) & (lat < XSTREAM_MIN_NS)], DEFAULT_LAUNCH_FLOOR_NS)
+        self.diag["launch_floor_ns"] = floor
+        self.diag["launch_records_missing"] = int(len(dev) - has.size)
+        self.add(nodes, start, floor, LAUNCH_EDGE)
+
+    # -- syncs --------------------------------------------------------------------------------------
+    def syncs(self) -> None:
+        """Each blocking runtime call waits for device work: its own copy (blocking cudaMemcpy with a
+        correlation), every stream's last launched work (device synchronize), else the activity that
+        ended last before the call returned among those launched before it started (stream and event
+        synchronize: the trace does not say which stream or event)."""
+        host, dev, base = self.host, self.dev, self.device_base
+        is_call = ((host["cat"] == S.CAT_RUNTIME) | (host["cat"] == S.CAT_DRIVER)).to_numpy()
+        calls = host[is_call & (host["state"] == SYNC).to_numpy()]
+        self.diag["sync_calls"] = int(len(calls))
+        if not len(calls) or not len(dev):
+            return
+        lt = self.fr.launches
+        lau = dict(
+            zip(
+                zip(*(lt[c].to_numpy(np.int64).tolist() for c in ("rank", "pid", "tid", "ts"))),
+                lt["correlation"].to_numpy(np.int64).tolist(),
+            )
+        )
+        launch_ts = np.where(np.isnan(self.launch_ts), dev["ts"].to_numpy(np.float64), self.launch_ts)
+        a_rank = dev["rank"].to_numpy(np.int64)
+        a_end = dev["end"].to_numpy(np.int64)
+        corr = dev["correlation"].to_numpy(np.float64)
+        srcs, dsts = [], []
+        wake_samples: list[int] = []
+        own: list[int] = []
+        for rank in np.unique(calls["rank"].to_numpy()):  # one loop per rank
+            mine = np.flatnonzero(a_rank == rank)
+            by_end = mine[np.argsort(a_end[mine], kind="stable")]
+            ends_sorted = a_end[by_end]
+            lts_sorted = launch_ts[by_end]
+            streams = {}
+            for key, g in dev.iloc[mine].groupby(["device", "stream"]):
+                gi = g.index.to_numpy()
+                gi = gi[np.argsort(launch_ts[gi], kind="stable")]
+                streams[key] = (np.maximum.accumulate(launch_ts[gi]), gi)
+            rc = calls[calls["rank"] == rank]
+            for row in rc.itertuples(index=False):  # one loop per sync call
+                s, e = int(row.ts), int(row.end)
+                name = str(row.name)
+                awaited: list[int] = []
+                c = lau.get((int(row.rank), int(row.pid), int(row.tid), s))
+                if c is not None:
+                    awaited = list(np.flatnonzero((corr == c) & (a_rank == rank)))
+                if not awaited and name in DEVICE_SYNC_CALLS:
+                    for lts, gi in streams.values():
+                        k = np.searchsorted(lts, s, side="left") - 1
+                        if k >= 0:
+                            awaited.append(int(gi[k]))
+                if not awaited:
+                    k = np.searchsorted(ends_sorted, e + 2_000, side="right") - 1
+                    while k >= 0 and not lts_sorted[k] < s:
+                        k -= 1
+                    if k >= 0:
+                        awaited.append(int(by_end[k]))
+                if not awaited:
+                    continue
+                endnode = int(row.end_node)
+                for a in awaited:
+                    srcs.append(base + 2 * a + 1)
+                    dsts.append(endnode)
+                last = max(int(a_end[a]) for a in awaited)
+                if last > s:
+                    wake_samples.append(e - last)
+                else:  # the work was done before the call: all of it is the call's own time
+                    own.append(e - s)
+        ws_ = np.asarray(wake_samples, np.int64)
+        wake = _median_or(ws_[np.abs(ws_) < XSTREAM_MIN_NS], DEFAULT_WAKE_FLOOR_NS)
+        self.diag["wake_floor_ns"] = wake
+        self.sync_overhead = _median_or(np.asarray(own, np.int64), DEFAULT_SYNC_OVERHEAD_NS)
+        self.diag["sync_overhead_ns"] = self.sync_overhead
+        self.diag["sync_waits"] = len(wake_samples)
+        self.add(np.asarray(srcs, np.int64), np.asarray(dsts, np.int64), wake, WAIT)
+
+    # -- collectives --------------------------------------------------------------------------------
+    def collectives(self) -> None:
+        dev = self.dev
+        n = len(dev)
+        if n == 0:
+            return
+        base = self.device_base
+        nccl = dev["nccl"].to_numpy()
+        grouped = np.zeros(n, bool)
+        if nccl.any() and dev.loc[nccl, "rank"].nunique() > 1:
+            coll = dev.loc[nccl, ["rank", "device", "ts", "end", "name"]].assign(i=np.flatnonzero(nccl))
+            c = match_collectives(coll)
+            c = c[c["group"] >= 0]
+            c = c[c.groupby(["name", "group"])["rank"].transform("nunique") > 1]
+            spread = c.groupby(["name", "group"])["end"].agg(lambda x: int(x.max() - x.min()))
+            skew = float(np.median(spread.to_numpy())) if len(spread) else 0.0
+            self.diag["collectives_matched"] = int(len(spread))
+            self.diag["collective_end_spread_ns"] = skew
+            if skew > CLOCK_SKEW_NS:
+                self.diag["clock_skew"] = True
+            else:
+                srcs, dsts, floors, acts = [], [], [], []
+                for _, g in c.groupby(["name", "group"]):  # one loop per matched collective
+                    idx = g["i"].to_numpy(np.int64)
+                    s_max = int(dev["ts"].to_numpy(np.int64)[idx].max())
+                    for r_i in idx:
+                        t_r = int(dev["end"].to_numpy(np.int64)[r_i]) - s_max
+                        srcs.extend(base + 2 * idx)
+                        dsts.extend([base + 2 * r_i + 1] * idx.size)
+                        floors.extend([t_r] * idx.size)
+                        acts.extend([r_i] * idx.size)
+                    grouped[idx] = True
+                self.add(np.asarray(srcs), np.asarray(dsts), np.asarray(floors), COLL, act=np.asarray(acts))
+        single = np.flatnonzero(~grouped)
+        dur = dev["end"].to_numpy(np.int64) - dev["ts"].to_numpy(np.int64)
+        self.add(base + 2 * single, base + 2 * single + 1, dur[single], DUR, act=single)
+
+    # -- cross-stream -------------------------------------------------------------------------------
+    def cross_stream(self, stream_waits: pd.DataFrame | None) -> None:
+        """Stream waits: from the capture's cuda_sync records when it has them; else inferred for the
+        activities that started later than their launch and stream allow, from the activity on another
+        stream of the device that ended last before they started."""
+        dev, base = self.dev, self.device_base
+        n = len(dev)
+        if n == 0 or dev.groupby(["rank", "device"])["stream"].nunique().max() < 2:
+            self.diag["stream_waits"] = "single stream"
+            return
+        if stream_waits is not None and len(stream_waits):
+            self._recorded_waits(stream_waits)
+            return
+        # what the launch and stream edges explain, per start node
+        src, dst, floor, kind = (np.concatenate([e[i] for e in self.edges]) for i in range(4))
+        m = (kind == LAUNCH_EDGE) | (kind == STREAM)
+        starts = base + 2 * np.arange(n)
+        explained = np.full(self.n_nodes, np.iinfo(np.int64).min, np.int64)
+        np.maximum.at(explained, dst[m], self.obs[src[m]] + floor[m])
+        delay = self.obs[starts] - explained[starts]
+        late = np.flatnonzero((delay > XSTREAM_MIN_NS) & (explained[starts] > np.iinfo(np.int64).min))
+        srcs, dsts = [], []
+        a_end = dev["end"].to_numpy(np.int64)
+        a_ts = dev["ts"].to_numpy(np.int64)
+        for (_r, _d), g in dev.groupby(["rank", "device"]):  # one loop per device
+            gi = g.index.to_numpy()
+            gi = gi[np.argsort(a_end[gi], kind="stable")]
+            ge = a_end[gi]
+            gs = dev["stream"].to_numpy()[gi]
+            for i in late[np.isin(late, g.index.to_numpy())]:  # one loop per late activity
+                k = np.searchsorted(ge, a_ts[i] + 2_000, side="right") - 1
+                while k >= 0 and gs[k] == dev["stream"].iat[i]:
+                    k -= 1
+                if k >= 0 and ge[k] > explained[starts[i]]:
+                    srcs.append(base + 2 * gi[k] + 1)
+                    dsts.append(starts[i])
+        self.diag["stream_waits"] = f"inferred {len(srcs)} from timing (no stream-wait records)"
+        self.add(
+            np.asarray(srcs, np.int64),
+            np.asarray(dsts, np.int64),
+            self.diag.get("stream_floor_ns", 0),
+            XSTREAM,
+        )
+
+    def _recorded_waits(self, waits: pd.DataFrame) -> None:
+        """cudaStreamWaitEvent(stream, event): the work launched on `stream` after the call waits for
+        the work on `wait_stream` launched before it (the event was recorded there just before)."""
+        dev, base, lau = self.dev, self.device_base, self.fr.launches
+        li = lau.set_index(["rank", "correlation"])
+        launch_ts = np.where(np.isnan(self.launch_ts), dev["ts"].to_numpy(np.float64), self.launch_ts)
+        srcs, dsts = [], []
+        groups = {k: g.index.to_numpy() for k, g in dev.groupby(["rank", "device", "stream"])}
+        for w in waits.itertuples(index=False):  # one loop per recorded wait
+            try:
+                t = float(li.loc[(int(w.rank), int(w.correlation)), "ts"])
+            except (KeyError, TypeError):
+                continue
+            before = groups.get((w.rank, w.device, w.wait_stream))
+            after = groups.get((w.rank, w.device, w.stream))
+            if before is None or after is None:
+                continue
+            b = before[launch_ts[before] < t]
+            a = after[launch_ts[after] > t]
+            if b.size and a.size:
+                srcs.append(base + 2 * b[np.argmax(launch_ts[b])] + 1)
+                dsts.append(base + 2 * a[np.argmin(launch_ts[a])])
+        self.diag["stream_waits"] = f"{len(srcs)} recorded (cuda_sync)"
+        self.add(
+            np.asarray(srcs, np.int64),
+            np.asarray(dsts, np.int64),
+            self.diag.get("stream_floor_ns", 0),
+            XSTREAM,
+        )
+
+    # -- weights and order --------------------------------------------------------------------------
+    def finish(self) -> Graph:
+        cols = [np.concatenate([e[i] for e in self.edges]) if self.edges else None for i in range(7)]
+        if cols[0] is None:
+            z = np.zeros(0, np.int64)
+            cols = [z, z, z, z.astype(np.int8), z.astype(np.int8), z, z.astype(np.int32)]
+        src, dst, floor, kind, state, act, cost = cols
+        obs = self.obs
+        own = kind == SYNC_OWN
+        floor[own] = np.minimum(floor[own], getattr(self, "sync_overhead", DEFAULT_SYNC_OVERHEAD_NS))
+        w, unexplained = binding_weights(obs, src, dst, floor, kind)
+        self.diag["unexplained_waits"] = int(unexplained.sum())
+        self.diag["unexplained_wait_ns"] = int(
+            (obs[dst[unexplained]] - obs[src[unexplained]] - w[unexplained]).sum()
+        )
+        node_rank = np.zeros(self.n_nodes, np.int64)
+        for tp in self.threads:
+            node_rank[tp.offset : tp.offset + tp.bounds.size] = tp.key[0]
+        node_rank[self.device_base :: 2] = self.dev["rank"].to_numpy(np.int64)
+        node_rank[self.device_base + 1 :: 2] = self.dev["rank"].to_numpy(np.int64)
+        order_e = np.argsort(dst, kind="stable")
+        indptr = np.zeros(self.n_nodes + 1, np.int64)
+        np.cumsum(np.bincount(dst, minlength=self.n_nodes), out=indptr[1:])
+
+        order, forced = topological_order(self.n_nodes, src, dst, indptr, order_e, obs)
+        self.diag["cycles_broken"] = int(forced)
+        # Nodes nothing in the trace explains keep their observed time as a lower bound: threads' and
+        # streams' first nodes, and device work launched before the trace began (no launch record).
+        lb = np.where(indptr[1:] == indptr[:-1], obs, DROPPED)
+        no_launch = np.flatnonzero(self.act_launch < 0)
+        lb[self.device_base + 2 * no_launch] = obs[self.device_base + 2 * no_launch]
+        dev = self.dev.assign(launch_ts=self.launch_ts, launch_node=self.act_launch)
+        return Graph(
+            obs=obs,
+            src=src,
+            dst=dst,
+            w=w,
+            floor=floor,
+            unexplained=unexplained,
+            kind=kind,
+            state=state,
+            rank=node_rank[dst],
+            act=act,
+            cost=cost,
+            lb=lb,
+            order=order,
+            indptr=indptr,
+            in_edges=order_e,
+            threads=self.threads,
+            thread_index=self.thread_index,
+            host=self.host,
+            device=dev,
+            device_base=self.device_base,
+            steps=self.fr.steps,
+            diagnostics=self.diag,
+        )
+
+
+def binding_weights(obs, src, dst, floor, kind) -> tuple[np.ndarray, np.ndarray]:
+    """Per edge, the weight that replays the observed times (DESIGN.md):
+
+        binding b = argmax over the in-edges of v of (obs[u] + floor)     (the dependency that held v)
+        w_b = obs[v] - obs[u_b]                                            (its observed lag, kept)
+        w_e = min(floor_e, obs[v] - obs[u_e])  for the others              (never later than observed)
+
+    so that max(obs[u] + w) = obs[v]. A binding lag more than UNEXPLAINED_NS beyond its floor on a
+    dependency that does not measure it (a launch, a stream, a sync wake-up, a cross-stream wait) is a
+    wait with no cause in the trace: it is cut to its floor and flagged (the second array)."""
+    slack = obs[dst] - obs[src]
+    cand = obs[src] + floor
+    n = src.size
+    if n == 0:
+        return floor.copy(), np.zeros(0, bool)
+    order = np.lexsort((cand, dst))  # by dst, then candidate time: the last of each dst is its binding
+    last = np.r_[dst[order][1:] != dst[order][:-1], True]
+    binding = np.zeros(n, bool)
+    binding[order[last]] = True
+    w = np.where(binding, slack, np.minimum(floor, slack))
+    waits = np.isin(kind, (LAUNCH_EDGE, STREAM, WAIT, XSTREAM))
+    unexplained = binding & waits & (slack - floor > UNEXPLAINED_NS)
+    w = np.where(unexplained, np.minimum(floor, slack), w)
+    return w.astype(np.int64), unexplained
+
+
+def _scaling_state(th, ev: pd.DataFrame, seg_s: np.ndarray) -> np.ndarray:
+    """The state that scales each segment: the attribution's state (events.STATE codes), except inside
+    a sync op (aten::item) outside its runtime sync call, which is the op's own framework/launch work."""
+    st = ev["state"].to_numpy()
+    is_call = ((ev["cat"] == S.CAT_RUNTIME) | (ev["cat"] == S.CAT_DRIVER)).to_numpy()
+    s = ev["ts"].to_numpy(np.int64)
+    e = ev["end"].to_numpy(np.int64)
+    fams = []
+    for code in (FRAMEWORK, LAUNCH, SYNC, DATALOADER):
+        if code == FRAMEWORK:
+            m = (st == FRAMEWORK) | ((st == SYNC) & ~is_call)
+            fs = np.concatenate([s[m], th.wait_s])
+            fe = np.concatenate([e[m], th.wait_e])
+        elif code == SYNC:
+            m = (st == SYNC) & is_call
+            fs, fe = s[m], e[m]
+        else:
+            m = st == code
+            fs, fe = s[m], e[m]
+        fams.append((fs, fe))
+    default = int(th.timeline.state[0]) if th.timeline.state.size else 0
+    tl = iv.StateTimeline.build(fams, default=default)
+    k = np.searchsorted(tl.bounds, seg_s, side="right") - 1
+    return tl.state[k].astype(np.int8)
+
+
+def _sorted_unique(x: np.ndarray) -> np.ndarray:
+    x = np.sort(x, kind="stable")
+    return x[np.r_[True, x[1:] != x[:-1]]] if x.size else x
+
+
+def _median_or(x: np.ndarray, default: int) -> int:
+    x = np.asarray(x)
+    return int(np.median(x)) if x.size >= MIN_SAMPLES else int(default)
+
+
+__all__ = ["Graph", "build_graph", "binding_weights", "recorded_stream_waits", "EDGE_KINDS", "is_sync_call"]

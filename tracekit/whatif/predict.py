@@ -1,0 +1,245 @@
+"""`whatif(capture, scenario)`: build the graph, replay it unchanged and changed, with and without the
+profiler's cost, and attribute the predicted timeline's idle time (pure: returns a `WhatIfResult`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import numpy as np
+
+from tracekit.analysis import intervals as iv
+from tracekit.analysis.events import load_frames
+from tracekit.analysis.host import Threads
+from tracekit.whatif.graph import EDGE_KINDS, Graph, build_graph, recorded_stream_waits
+from tracekit.whatif.model import DevicePrediction, Unprofiled, WhatIfResult
+from tracekit.whatif.profiler import DEFAULT_COST_US, CostEstimate, estimate_cost
+from tracekit.whatif.replay import StepModel, StepTimes, activity_factors, replay, weights
+from tracekit.whatif.scenario import Scenario, ScenarioError
+
+IDENTITY = Scenario()
+
+
+@dataclass
+class Replayer:
+    """A capture's graph, ready to replay scenarios (built once; each replay is one pass)."""
+
+    capture: Any
+    graph: Graph
+    steps: StepModel
+    observed: StepTimes
+    replayed: StepTimes
+
+    @classmethod
+    def of(cls, capture: Any) -> Replayer:
+        fr = load_frames(capture.table)
+        g = build_graph(fr, Threads(fr.host, fr.steps), recorded_stream_waits(capture.table))
+        sm = StepModel(g)
+        rep = replay(g, weights(g, IDENTITY))
+        return cls(capture, g, sm, sm.times(g.obs), sm.times(rep))
+
+    def check(self, scenario: Scenario) -> np.ndarray:
+        """The scenario's activity factors; ScenarioError for a rank or kernel pattern not in the capture."""
+        ranks = sorted({k[0] for k in self.steps.keys})
+        for r in scenario.rank_host:
+            if r not in ranks:
+                raise ScenarioError(
+                    f"--rank-host {r}=...: the capture has no rank {r}; "
+                    f"its ranks: {', '.join(map(str, ranks))}"
+                )
+        return activity_factors(self.graph, dict(scenario.kernels))
+
+    def run(self, scenario: Scenario, cost_us: float = 0.0, act_factor: np.ndarray | None = None):
+        if act_factor is None:
+            act_factor = self.check(scenario)
+        w = weights(self.graph, scenario, cost_ns=cost_us * 1000.0, act_factor=act_factor)
+        return replay(self.graph, w)
+
+    def step_ms(
+        self, scenario: Scenario, cost_us: float = 0.0, act_factor: np.ndarray | None = None
+    ) -> float:
+        """The job's step time (the slowest device's mean step, ms) under a scenario."""
+        t = self.steps.times(self.run(scenario, cost_us, act_factor))
+        return max((float(d.mean()) / 1e6 for d in t.dur if d.size), default=0.0)
+
+    def host_ms(
+        self, scenario: Scenario, cost_us: float = 0.0, act_factor: np.ndarray | None = None
+    ) -> float:
+        """The step threads' host windows alone (the longest rank's mean, ms)."""
+        t = self.steps.times(self.run(scenario, cost_us, act_factor))
+        return max((float(d.mean()) / 1e6 for d in t.host_dur if d.size), default=0.0)
+
+    def unprofiled_target(self, flag_ms: Optional[float]) -> tuple[str, Optional[float], Optional[float]]:
+        """(source, unprofiled step ms, unprofiled host step ms): the flag, else the capture manifest's
+        medians (`tracekit capture` times steps without the profiler after the profiled ones)."""
+        if flag_ms is not None:
+            return "flag", float(flag_ms), None
+        m = (self.capture.manifest or {}) if self.capture is not None else {}
+        un, scale = m.get("unprofiled_step_ns"), 1e-6
+        if not un:
+            un, scale = m.get("unprofiled_step_ms"), 1.0
+        if not un:
+            return "default", None, None
+        host = [
+            float(np.median(r["unprofiled"]["host_step_ms"]))
+            for r in m.get("ranks") or []
+            if isinstance(r, dict) and (r.get("unprofiled") or {}).get("host_step_ms")
+        ]
+        return "manifest", float(np.median(np.asarray(un, dtype=np.float64))) * scale, max(host, default=None)
+
+    def cost(
+        self, flag_ms: Optional[float], default_us: float = DEFAULT_COST_US
+    ) -> tuple[str, Optional[float], CostEstimate]:
+        source, target, host_target = self.unprofiled_target(flag_ms)
+        if target is None:
+            note = (
+                f"no unprofiled step time (manifest or --unprofiled-step-ms): the default profiler cost "
+                f"{default_us:g} µs/event (measured on H200 captures) is assumed"
+            )
+            return source, None, CostEstimate(default_us, None, None, note)
+        af = self.check(IDENTITY)
+        est = estimate_cost(lambda c: self.step_ms(IDENTITY, c, af), target, default_us=default_us)
+        if not est.fitted and host_target:
+            by_host = estimate_cost(
+                lambda c: self.host_ms(IDENTITY, c, af), host_target, default_us=default_us
+            )
+            if by_host.fitted:
+                note = (
+                    f"{est.note.split(';')[0]}; fitted instead to the host's unprofiled step time "
+                    f"({host_target:.3f} ms)"
+                )
+                return (
+                    source,
+                    target,
+                    CostEstimate(by_host.cost_us, by_host.low_us, by_host.high_us, note, True),
+                )
+        return source, target, est
+
+
+def whatif(
+    capture: Any,
+    scenario: Scenario,
+    *,
+    unprofiled_step_ms: Optional[float] = None,
+    default_cost_us: float = DEFAULT_COST_US,
+    attribute: bool = True,
+    replayer: Optional[Replayer] = None,
+) -> tuple[WhatIfResult, np.ndarray]:
+    """Predict the capture's step times under `scenario`, profiled and unprofiled. Returns the result
+    and the predicted (profiled) node times, for `timeline.replayed_table`."""
+    rp = replayer or Replayer.of(capture)
+    af = rp.check(scenario)
+    pred_rep = rp.run(scenario, 0.0, af)
+    pred = rp.steps.times(pred_rep)
+    source, target, est = rp.cost(unprofiled_step_ms, default_cost_us)
+    un_rep = rp.run(scenario, est.cost_us, af)
+    un_pred = rp.steps.times(un_rep)
+    un_base = rp.steps.times(rp.run(IDENTITY, est.cost_us))
+    idle = _attribute(rp, pred_rep) if attribute else {}
+    devices = []
+    for i, key in enumerate(pred.keys):
+        devices.append(
+            DevicePrediction(
+                rank=key[0],
+                device=key[1],
+                steps=tuple(int(s) for s in pred.steps[i]),
+                observed_step_ns=tuple(int(x) for x in rp.observed.dur[i]),
+                replayed_step_ns=tuple(int(x) for x in rp.replayed.dur[i]),
+                predicted_step_ns=tuple(int(x) for x in pred.dur[i]),
+                observed_host_window_ns=tuple(int(x) for x in rp.observed.host_dur[i]),
+                predicted_busy_ns=_busy(rp, key, pred_rep, pred, i),
+                predicted_idle_ns_per_step=idle.get(key, {}),
+                unprofiled_predicted_step_ns=tuple(int(x) for x in un_pred.dur[i]),
+            )
+        )
+    slow = lambda t: max((float(d.mean()) / 1e6 for d in t.dur if d.size), default=0.0)  # noqa: E731
+    unprofiled = Unprofiled(
+        source=source,
+        observed_step_ms=target,
+        replayed_step_ms=slow(un_base),
+        predicted_step_ms=slow(un_pred),
+        profiler_cost_us_per_event=est.cost_us,
+        cost_range_us=(est.low_us, est.high_us) if est.low_us is not None else None,
+        note=est.note,
+    )
+    result = WhatIfResult(
+        capture=_capture_info(capture),
+        scenario=scenario.to_json(),
+        scenario_text=scenario.describe(),
+        devices=tuple(devices),
+        unprofiled=unprofiled,
+        graph=_graph_info(rp.graph),
+        notes=tuple(_notes(rp, devices)),
+    )
+    return result, pred_rep
+
+
+def _busy(rp: Replayer, key, rep: np.ndarray, t: StepTimes, i: int) -> int:
+    """Device busy time (union over streams) inside the predicted steps' span."""
+    g = rp.graph
+    d = g.device
+    if key[1] < 0 or not len(d) or not t.dur[i].size:
+        return 0
+    m = np.flatnonzero((d["rank"].to_numpy() == key[0]) & (d["device"].to_numpy() == key[1]))
+    s, e = iv.union(rep[g.device_base + 2 * m], rep[g.device_base + 2 * m + 1])
+    end = rp.steps.end_point(rep, key)
+    start = end - int(t.dur[i].sum())
+    return int(iv.total_overlap(s, e, np.array([start]), np.array([end]))[0])
+
+
+def _attribute(rp: Replayer, rep: np.ndarray) -> dict:
+    """The attribution (tracekit analyze) of the predicted timeline: idle ns per step by cause."""
+    from tracekit.analysis.pipeline import analyze
+    from tracekit.data.store import Capture
+    from tracekit.whatif.timeline import replayed_table
+
+    if rp.capture is None or not len(rp.graph.device):
+        return {}
+    cap = Capture(table=replayed_table(rp.capture.table, rp.graph, rep, columns_for_analysis=True), meta={})
+    report = analyze(cap, top_gaps=0, top_kernels=0)
+    return {(d.rank, d.device): d.idle_ns_per_step() for d in report.devices}
+
+
+def _graph_info(g: Graph) -> dict:
+    kinds, counts = np.unique(g.kind, return_counts=True)
+    d = dict(g.diagnostics)
+    d["nodes"] = int(g.obs.size)
+    d["edges"] = {EDGE_KINDS[int(k)]: int(c) for k, c in zip(kinds, counts)}
+    return d
+
+
+def _notes(rp: Replayer, devices: list[DevicePrediction]) -> list[str]:
+    d = rp.graph.diagnostics
+    out = []
+    err = max((abs(x.replay_error) for x in devices), default=0.0)
+    if err > 0.02:
+        why = []
+        if d.get("unexplained_waits"):
+            why.append(
+                f"{d['unexplained_waits']} waits with no cause in the trace "
+                f"({d['unexplained_wait_ns'] / 1e6:.2f} ms in all) were left out"
+            )
+        if d.get("clock_skew"):
+            why.append("the ranks' clocks disagree (collectives matched without cross-rank edges)")
+        if str(d.get("stream_waits", "")).startswith("inferred"):
+            why.append("no stream-wait records: cross-stream waits inferred from timing")
+        out.append(f"replay error {err:.1%}: " + ("; ".join(why) or "a dependency the graph lacks"))
+    if d.get("clock_skew"):
+        out.append(
+            f"clock skew: one collective's ends on different ranks lie "
+            f"{d['collective_end_spread_ns'] / 1e3:.0f} µs apart (median): ranks replayed without the "
+            "collective dependency"
+        )
+    return out
+
+
+def _capture_info(capture: Any) -> dict:
+    if capture is None:
+        return {}
+    from tracekit.analysis.pipeline import _capture_info as info
+
+    c = info(capture)
+    return {k: c[k] for k in ("workload", "run", "device", "python", "torch", "path", "sources") if k in c}
+
+
+__all__ = ["whatif", "Replayer", "IDENTITY"]

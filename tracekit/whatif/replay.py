@@ -1,0 +1,185 @@
+"""The replay: a scenario's edge weights, the longest path over the graph, and the step times.
+
+    rep[v] = max over incoming edges (u, v) of rep[u] + w      (nodes without one keep obs[v])
+
+computed in one pass over the nodes in topological order (`longest_path`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from tracekit.analysis.events import STATE_NAMES
+from tracekit.whatif.graph import COLL, DROPPED, DUR, HOST, SYNC_OWN, WAIT, Graph
+from tracekit.whatif.loops import longest_path
+from tracekit.whatif.scenario import Scenario, ScenarioError
+
+
+def activity_factors(g: Graph, kernels: dict) -> np.ndarray:
+    """Per device activity, the product of the factors of the --kernels patterns its name matches.
+    A pattern that matches nothing is a mistake (ScenarioError)."""
+    f = np.ones(len(g.device), np.float64)
+    if not kernels:
+        return f
+    names = g.device["name"].astype("category").cat.remove_unused_categories()
+    cats = np.asarray(names.cat.categories.astype(str), dtype=object)
+    codes = names.cat.codes.to_numpy()
+    for pattern, factor in kernels.items():
+        rx = re.compile(pattern)
+        hit = np.array([bool(rx.search(c)) for c in cats], dtype=bool)
+        if not hit.any():
+            sample = ", ".join(sorted(cats, key=len)[:3])
+            raise ScenarioError(
+                f"--kernels {pattern}={factor:g}: no device activity name matches {pattern!r} "
+                f"(names look like: {sample})"
+            )
+        f[hit[codes]] *= factor
+    return f
+
+
+def weights(g: Graph, scenario: Scenario, cost_ns: float = 0.0, act_factor: np.ndarray | None = None):
+    """The edge weights of a scenario, with `cost_ns` of profiler time removed per recorded host event
+    (half after its start, half after its end; a segment never shrinks below zero)."""
+    w = g.w.astype(np.float64)
+    host = (g.kind == HOST) | (g.kind == SYNC_OWN)
+    if host.any():
+        sf = np.array([scenario.cause_factor(name) for name in STATE_NAMES] + [1.0])
+        sf[STATE_NAMES.index("sync")] = 1.0  # a sync's own overhead stays; its wait is derived
+        f = sf[np.where(g.state >= 0, g.state, len(STATE_NAMES))]
+        if scenario.rank_host:
+            rf = np.ones(int(g.rank.max()) + 1 if g.rank.size else 1)
+            for r, v in scenario.rank_host.items():
+                if 0 <= r < rf.size:
+                    rf[r] = v
+            f = f * rf[g.rank]
+        w = np.where(host, w * f, w)
+        if cost_ns:
+            w = np.where(host, np.maximum(w - g.cost * (cost_ns / 2.0), np.minimum(w, 0.0)), w)
+    dev = (g.kind == DUR) | (g.kind == COLL)
+    if act_factor is not None and dev.any():
+        w = np.where(dev, w * act_factor[np.maximum(g.act, 0)], w)
+    out = np.rint(w).astype(np.int64)
+    if scenario.no_wait:
+        out[g.kind == WAIT] = DROPPED
+    return out
+
+
+def replay(g: Graph, w: np.ndarray) -> np.ndarray:
+    return longest_path(g.order, g.indptr, g.in_edges, g.src, w, g.lb)
+
+
+# -- step times ------------------------------------------------------------------------------------
+
+
+@dataclass
+class StepTimes:
+    """Per (rank, device): the step numbers and the time of each step (ns), by the definition of
+    DESIGN.md: the step ends when both its host window and the device work launched in it are done."""
+
+    keys: list  # (rank, device)
+    steps: list  # per key: int array of step numbers
+    dur: list  # per key: int64 array of step times
+    host_dur: list  # per key: the host windows alone
+    busy: list  # per key: device busy time of the step's own work (sum of its activities' lengths)
+
+
+class StepModel:
+    """What the step-time definition needs, computed once per graph."""
+
+    def __init__(self, g: Graph) -> None:
+        self.g = g
+        steps = g.steps
+        self.keys = []
+        self.win = {}  # rank -> (step numbers, thread index, window start t, window end t)
+        for rank, st in steps.groupby("rank", sort=True):
+            r = int(rank)
+            key = (r, int(st["pid"].iloc[0]), int(st["tid"].iloc[0]))
+            ti = g.thread_index.get(key)
+            self.win[r] = (
+                st["step"].to_numpy(np.int64),
+                ti,
+                st["ts"].to_numpy(np.int64),
+                st["end"].to_numpy(np.int64),
+            )
+        dev = g.device
+        self.per_device = {}
+        self.pre = {}
+        base = g.device_base
+        for (rank, device), d in dev.groupby(["rank", "device"], sort=True):
+            r = int(rank)
+            if r not in self.win:
+                continue
+            _, _, ws, we = self.win[r]
+            # the step whose host window the launch (else the activity itself) started in
+            t = np.where(
+                np.isnan(d["launch_ts"].to_numpy()), d["ts"].to_numpy(np.float64), d["launch_ts"].to_numpy()
+            )
+            k = np.searchsorted(ws, t, side="right") - 1
+            ok = (k >= 0) & (t < we[np.maximum(k, 0)])
+            idx = d.index.to_numpy()[ok]
+            self.per_device[(r, int(device))] = (k[ok], base + 2 * idx + 1, base + 2 * idx)
+            # work queued before the first window (warm-up steps, launched before the trace began)
+            # that the device is still running: the first step starts when both sides are free
+            before = d.index.to_numpy()[(k < 0) & (d["ts"].to_numpy() < we[0])]
+            self.pre[(r, int(device))] = base + 2 * before + 1
+            self.keys.append((r, int(device)))
+        for r in self.win:  # ranks without device activity: the host windows alone
+            if not any(k[0] == r for k in self.keys):
+                self.per_device[(r, -1)] = (
+                    np.zeros(0, np.int64),
+                    np.zeros(0, np.int64),
+                    np.zeros(0, np.int64),
+                )
+                self.keys.append((r, -1))
+
+    def points(self, rep: np.ndarray, key) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(the instant each step ends, the instant the first step starts, the host windows' lengths)
+        for one (rank, device), from the node times `rep`."""
+        g = self.g
+        _, ti, ws, we = self.win[key[0]]
+        rws = map_times(g, ti, ws, rep)
+        rwe = map_times(g, ti, we, rep)
+        k, end_nodes, _ = self.per_device[key]
+        dev_end = np.full(ws.size, np.iinfo(np.int64).min, np.int64)
+        if k.size:
+            np.maximum.at(dev_end, k, rep[end_nodes])
+        point = np.maximum.accumulate(np.maximum(rwe, dev_end))
+        pre = self.pre.get(key)
+        first = max(int(rws[0]), int(rep[pre].max())) if pre is not None and pre.size else int(rws[0])
+        return point, np.int64(min(first, int(point[0]))), rwe - rws
+
+    def end_point(self, rep: np.ndarray, key) -> int:
+        return int(self.points(rep, key)[0][-1])
+
+    def times(self, rep: np.ndarray) -> StepTimes:
+        out = StepTimes([], [], [], [], [])
+        for key in self.keys:
+            point, first, host = self.points(rep, key)
+            out.keys.append(key)
+            out.steps.append(self.win[key[0]][0])
+            out.dur.append(np.diff(np.r_[first, point]))
+            out.host_dur.append(host)
+            out.busy.append(np.zeros(point.size, np.int64))
+        return out
+
+
+def map_times(g: Graph, ti: int | None, t: np.ndarray, rep: np.ndarray) -> np.ndarray:
+    """Replayed times of observed instants on a host thread: at a boundary, its node's time; inside a
+    segment, the segment's replayed start plus the elapsed time, at most to the segment's replayed end."""
+    if ti is None:
+        return t.copy()
+    tp = g.threads[ti]
+    b = tp.bounds
+    k = np.searchsorted(b, t, side="right") - 1
+    kk = np.clip(k, 0, b.size - 1)
+    node = tp.offset + kk
+    base = rep[node] + (t - b[kk])
+    nxt = np.minimum(kk + 1, b.size - 1)
+    cap = np.where(kk + 1 < b.size, rep[tp.offset + nxt], np.iinfo(np.int64).max)
+    return np.where(k < 0, t - b[0] + rep[tp.offset], np.minimum(base, np.maximum(cap, rep[node])))
+
+
+__all__ = ["replay", "weights", "activity_factors", "StepModel", "StepTimes", "map_times", "DROPPED"]

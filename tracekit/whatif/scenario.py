@@ -1,0 +1,132 @@
+"""What a what-if changes: host time per cause, device activities by name, one rank's host, the wait
+of blocking calls. Parsed from the command line's `--set CAUSE=FACTOR`, `--kernels REGEX=FACTOR`,
+`--rank-host RANK=FACTOR` and `--python-speedup S`; every mistake is a `ScenarioError` (one line, exit 2).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Optional
+
+from tracekit.errors import TracekitError
+
+# The host causes a scenario scales (model.CAUSES less `queued`, which is device-side: nothing on the
+# host to make faster). `sync` takes 0 (the host no longer waits; the work stays) or 1.
+SCALED_CAUSES = ("dataloader", "sync", "launch", "framework", "interpreter")
+
+
+class ScenarioError(TracekitError):
+    """A --set / --kernels / --rank-host / --python-speedup value that cannot be used."""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """Factors: 1 changes nothing, 0 removes. `kernels` maps a regular expression (searched in the
+    device activity's name) to a factor; several matching patterns multiply."""
+
+    set: Mapping[str, float] = field(default_factory=dict)
+    kernels: Mapping[str, float] = field(default_factory=dict)
+    rank_host: Mapping[int, float] = field(default_factory=dict)
+    python_speedup: Optional[float] = None
+
+    @property
+    def no_wait(self) -> bool:
+        return self.set.get("sync", 1.0) == 0.0
+
+    def cause_factor(self, cause: str) -> float:
+        f = float(self.set.get(cause, 1.0))
+        if cause == "interpreter" and self.python_speedup:
+            f /= self.python_speedup
+        return f
+
+    @property
+    def is_identity(self) -> bool:
+        return (
+            all(v == 1.0 for v in self.set.values())
+            and all(v == 1.0 for v in self.kernels.values())
+            and all(v == 1.0 for v in self.rank_host.values())
+            and self.python_speedup in (None, 1.0)
+        )
+
+    def to_json(self) -> dict:
+        return {
+            "set": dict(self.set),
+            "kernels": dict(self.kernels),
+            "rank_host": {str(k): v for k, v in self.rank_host.items()},
+            "python_speedup": self.python_speedup,
+        }
+
+    def describe(self) -> str:
+        parts = [f"{k}={v:g}" for k, v in self.set.items()]
+        parts += [f"kernels '{k}'={v:g}" for k, v in self.kernels.items()]
+        parts += [f"rank {k} host={v:g}" for k, v in self.rank_host.items()]
+        if self.python_speedup:
+            parts.append(
+                f"python {self.python_speedup:g}x faster (interpreter time / {self.python_speedup:g})"
+            )
+        return ", ".join(parts) if parts else "nothing changed"
+
+
+def _factor(text: str, what: str) -> float:
+    try:
+        f = float(text)
+    except ValueError:
+        raise ScenarioError(
+            f"{what}: {text!r} is not a number; write e.g. {what.split('=')[0]}=0.5"
+        ) from None
+    if not math.isfinite(f) or f < 0:
+        raise ScenarioError(f"{what}: the factor must be a finite number ≥ 0 (0 removes, 1 keeps)")
+    return f
+
+
+def _split(spec: str, flag: str) -> tuple[str, str]:
+    key, sep, value = spec.rpartition("=")
+    if not sep or not key:
+        raise ScenarioError(f"{flag} {spec!r}: write NAME=FACTOR, e.g. {flag} interpreter=0.5")
+    return key, value
+
+
+def parse_scenario(
+    sets: Iterable[str] = (),
+    kernels: Iterable[str] = (),
+    rank_host: Iterable[str] = (),
+    python_speedup: Optional[float] = None,
+) -> Scenario:
+    """The scenario of the command-line flags (values as typed)."""
+    s: dict[str, float] = {}
+    for spec in sets:
+        key, value = _split(spec, "--set")
+        if key not in SCALED_CAUSES:
+            raise ScenarioError(
+                f"--set {spec}: unknown cause {key!r}; choose one of {', '.join(SCALED_CAUSES)}"
+            )
+        f = _factor(value, f"--set {spec}")
+        if key == "sync" and f not in (0.0, 1.0):
+            raise ScenarioError(f"--set {spec}: sync takes 0 (the host no longer waits; the work stays) or 1")
+        s[key] = f
+    k: dict[str, float] = {}
+    for spec in kernels:
+        key, value = _split(spec, "--kernels")
+        try:
+            re.compile(key)
+        except re.error as exc:
+            raise ScenarioError(f"--kernels {spec}: {key!r} is not a regular expression ({exc})") from None
+        k[key] = _factor(value, f"--kernels {spec}")
+    rh: dict[int, float] = {}
+    for spec in rank_host:
+        key, value = _split(spec, "--rank-host")
+        try:
+            rank = int(key)
+        except ValueError:
+            raise ScenarioError(f"--rank-host {spec}: {key!r} is not a rank number") from None
+        rh[rank] = _factor(value, f"--rank-host {spec}")
+    if python_speedup is not None and (not math.isfinite(python_speedup) or python_speedup <= 0):
+        raise ScenarioError(
+            f"--python-speedup {python_speedup:g}: give how many times faster the interpreter runs, > 0"
+        )
+    return Scenario(set=s, kernels=k, rank_host=rh, python_speedup=python_speedup)
+
+
+__all__ = ["Scenario", "ScenarioError", "parse_scenario", "SCALED_CAUSES"]
