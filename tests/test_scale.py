@@ -301,7 +301,7 @@ def test_store_in_a_capture_folder(tmp_path, capsys, job12, monkeypatch):
     report = analyze_capture(cap)
     assert idle.num_rows > 0
     assert sum(idle["dur_ns"].to_pylist()) == sum(s.idle_total_ns for d in report.devices for s in d.samples)
-    from tracekit.commands.diff import load_report
+    from tracekit.api import analysis_of as load_report
 
     def no_analysis(*_a, **_k):
         raise AssertionError("analysed again")
