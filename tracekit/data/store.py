@@ -29,10 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Optional
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tracekit.data import files
+from tracekit.data import arrow, files
 from tracekit.data.files import Location
 from tracekit.data.schema import METADATA_KEY, SCHEMA, SCHEMA_VERSION, file_metadata, metadata_doc
 from tracekit.errors import CaptureFileError, InputNotFound, OutputExistsError
@@ -370,7 +371,7 @@ def read_ranks(path: Location, ranks: list[int], meta: dict) -> pa.Table:
 
 
 def _with_rank_column(table: pa.Table, rank: int, columns: Optional[list[str]]) -> pa.Table:
-    rank_col = pa.array([rank] * table.num_rows, pa.int32()) if table.num_rows else pa.array([], pa.int32())
+    rank_col = arrow.from_numpy(np.full(table.num_rows, rank, dtype=np.int32))  # no pandas import
     if columns is None:
         return table.add_column(_RANK_POSITION, SCHEMA.field("rank"), rank_col)
     if "rank" not in columns:
