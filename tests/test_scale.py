@@ -390,3 +390,10 @@ def test_many_rank_json_validates_and_reads_back(report12):
     doc = json.loads(render(report12, "json"))
     jsonschema.validate(doc, SCHEMA)
     assert Report.from_json(doc) == report12 and Report.from_json(doc).job == report12.job
+
+
+def test_commands_that_need_one_trace_say_so_for_a_capture_folder(tmp_path, capsys):
+    cap = tmp_path / "cap"
+    assert run_main(["parse", str(DDP), "-o", f"{cap}/"], capsys)[0] == 0
+    code, _, err = run_main(["annotate", str(cap), "-o", str(tmp_path / "a.json.gz")], capsys)
+    assert code == 2 and "a capture of 2 trace files" in err and err.count("\n") == 1

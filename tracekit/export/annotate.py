@@ -53,32 +53,34 @@ class Annotated:
 
 
 def trace_of(capture_path: Path) -> Path:
-    """The one trace file behind CAPTURE: a trace file, a run folder with one trace, or a .parquet capture
-    whose source trace lies where `tracekit capture` put it (checked by its sha256)."""
-    from tracekit.data.store import read_meta
+    """The one trace file behind CAPTURE: a trace file, a run folder with one trace, or a capture (a
+    .parquet file or a capture folder) whose source trace lies where `tracekit capture` put it (checked
+    by its sha256)."""
+    from tracekit.data.store import is_capture_folder, read_meta
     from tracekit.parse.parser import PARQUET_MAGIC, find_trace_files
 
     path = Path(capture_path)
     if not path.exists():
         raise InputNotFound(f"{path}: no such file or folder")
+    is_capture = is_capture_folder(path)
     if path.is_file():
         with open(path, "rb") as fh:
-            is_parquet = fh.read(4) == PARQUET_MAGIC
-        if is_parquet:
-            sources = read_meta(path).get("sources") or []
-            if len(sources) != 1:
-                raise TracekitError(
-                    f"{path}: a capture of {len(sources)} trace files; annotate one trace file at a time "
-                    "(name it: tracekit annotate RUN/<file>.pt.trace.json.gz -o ...)"
-                )
-            src = sources[0]
-            found = path.parent / src["path"]
-            if not found.is_file() or sha256_file(found) != src.get("sha256"):
-                raise InputNotFound(
-                    f"{path}: its trace {src['path']} is not at {found} (or has changed); "
-                    "annotate the trace file itself: tracekit annotate TRACE -o ..."
-                )
-            return found
+            is_capture = fh.read(4) == PARQUET_MAGIC
+    if is_capture:
+        sources = read_meta(path).get("sources") or []
+        if len(sources) != 1:
+            raise TracekitError(
+                f"{path}: a capture of {len(sources)} trace files; annotate one trace file at a time "
+                "(name it: tracekit annotate RUN/<file>.pt.trace.json.gz -o ...)"
+            )
+        src = sources[0]
+        found = path.parent / src["path"]
+        if not found.is_file() or sha256_file(found) != src.get("sha256"):
+            raise InputNotFound(
+                f"{path}: its trace {src['path']} is not at {found} (or has changed); "
+                "annotate the trace file itself: tracekit annotate TRACE -o ..."
+            )
+        return found
     files = find_trace_files([path])
     if len(files) != 1:
         names = ", ".join(p.name for p, _ in files[:4])
