@@ -71,6 +71,19 @@ def measure(trace: Path) -> dict:
         out["analyze_cpu_s"] = time.process_time() - c0
         out["analyze_rss_growth_mib"] = _rss_mib() - base
         out["result_kib"] = len(pickle.dumps(result)) / 1024
+        # what the result is made of: per-step figures, collectives, aggregates (KiB each)
+        out["result_parts_kib"] = {
+            name: len(pickle.dumps(getattr(result, name))) / 1024
+            for name in (
+                "devices",
+                "host_steps",
+                "op_stats",
+                "collectives",
+                "kernels",
+                "top_gaps",
+                "sync_sources",
+            )
+        }
         out["collective_kernels"] = len(result.collectives)
         out["steps"] = int(result.step_ns.size)
     return out
@@ -103,7 +116,8 @@ def main() -> None:
             f"  parse   {r['parse_cpu_s']:6.2f} CPU s, peak RSS +{r['parse_rss_growth_mib']:.0f} MiB, "
             f"part file {r['part_mib']:.1f} MiB\n"
             f"  analyze {r['analyze_cpu_s']:6.2f} CPU s, peak RSS +{r['analyze_rss_growth_mib']:.0f} MiB, "
-            f"result to the driver {r['result_kib']:.0f} KiB ({r['collective_kernels']} collective kernels)"
+            f"result to the driver {r['result_kib']:.0f} KiB ({r['collective_kernels']} collective kernels)\n"
+            "  result KiB: " + ", ".join(f"{k} {v:.0f}" for k, v in r["result_parts_kib"].items())
         )
 
 
