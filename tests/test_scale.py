@@ -397,3 +397,18 @@ def test_commands_that_need_one_trace_say_so_for_a_capture_folder(tmp_path, caps
     assert run_main(["parse", str(DDP), "-o", f"{cap}/"], capsys)[0] == 0
     code, _, err = run_main(["annotate", str(cap), "-o", str(tmp_path / "a.json.gz")], capsys)
     assert code == 2 and "a capture of 2 trace files" in err and err.count("\n") == 1
+
+
+def test_a_gzip_file_of_several_members_reads_whole(tmp_path):
+    # gzip allows concatenated members (`cat a.gz b.gz`); the fast gunzip reads every one
+    trace = make_job(tmp_path / "job", 1, straggler=0) / "rank0.pt.trace.json"
+    data = trace.read_bytes()
+    cut = len(data) // 2
+    two = tmp_path / "two" / "rank0.pt.trace.json.gz"
+    two.parent.mkdir()
+    two.write_bytes(gzip.compress(data[:cut]) + gzip.compress(data[cut:]) + b"\0" * 8)
+    a, b = parse_paths([trace]), parse_paths([two])
+    assert (
+        a.table.num_rows == b.table.num_rows
+        and a.meta["traces"][0]["events"] == b.meta["traces"][0]["events"]
+    )

@@ -49,6 +49,13 @@ def join(base: Location, *parts: str) -> Location:
     return Path(base).joinpath(*parts)
 
 
+def sibling(loc: Location, name: str) -> Location:
+    """`name` in the folder that holds `loc`."""
+    if is_uri(loc):
+        return str(loc).rstrip("/").rsplit("/", 1)[0] + "/" + name
+    return Path(loc).parent / name
+
+
 def name_of(loc: Location) -> str:
     """The last component of `loc` (a file or folder name)."""
     return str(loc).rstrip("/").rsplit("/", 1)[-1] if is_uri(loc) else Path(loc).name

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import decimal
 import gc
-import gzip
 import json
 import mmap
 import re
@@ -186,7 +185,7 @@ def read_trace_bytes(path: Path) -> tuple[bytes | mmap.mmap, bool]:
 
 def _gunzip(path: Path, data: bytes) -> tuple[bytes, bool]:
     try:
-        return gzip.decompress(data), False
+        return _gunzip_members(data), False
     except EOFError:
         pass  # the gzip stream ends early: a trace cut off while being written
     except (OSError, zlib.error) as exc:
@@ -202,6 +201,20 @@ def _gunzip(path: Path, data: bytes) -> tuple[bytes, bool]:
             f"{path}: corrupt gzip file ({exc}); re-copy or re-capture the trace"
         ) from None
     return out, True
+
+
+def _gunzip_members(data: bytes) -> bytes:
+    """gzip.decompress, twice as fast on a rank file of a few MB (no Python-level header parsing and
+    second CRC pass: zlib checks each member's CRC itself): every member in turn; EOFError when the
+    last one ends early."""
+    out = []
+    while data:
+        d = zlib.decompressobj(wbits=31)
+        out.append(d.decompress(data))
+        if not d.eof:
+            raise EOFError("compressed file ended before the end-of-stream marker was reached")
+        data = d.unused_data.lstrip(b"\x00")  # members may be followed by zero padding
+    return b"".join(out) if len(out) != 1 else out[0]
 
 
 # ---------------------------------------------------------------------------------------------------

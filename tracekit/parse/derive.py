@@ -77,14 +77,24 @@ def derive_rows(events: pa.Table) -> pa.Table:
     return pa.concat_tables([steps, derive_busy(frame), derive_dispatch_gaps(frame, steps)])
 
 
-def write_derived_rows(events: pa.Table, write: Callable[[pa.Table], None]) -> pa.Table:
+def write_derived_rows(
+    events: pa.Table, write: Callable[[pa.Table], None], *, helper: bool = True
+) -> pa.Table:
     """derive_rows(events), each part passed to `write` as soon as it is ready, in order (steps, busy,
-    dispatch gaps); returns them all. The busy intervals are derived and written by a second thread
-    while this one derives the dispatch gaps (numpy and the Parquet writer release the GIL), which
-    shortens the last, single-core phase of a parse."""
+    dispatch gaps); returns them all. With `helper`, the busy intervals are derived and written by a
+    second thread while this one derives the dispatch gaps (numpy and the Parquet writer release the
+    GIL), which shortens the last, single-core phase of a parse; a worker that is one of a pool of
+    one per core (a job's files decoded a file per worker) gains nothing by it and does without."""
     frame = _frame(events)
     steps = derive_steps(frame)
-    with ThreadPoolExecutor(1) as helper:
+    if not helper:
+        write(steps)
+        busy_rows = derive_busy(frame)
+        write(busy_rows)
+        gaps = derive_dispatch_gaps(frame, steps)
+        write(gaps)
+        return pa.concat_tables([steps, busy_rows, gaps])
+    with ThreadPoolExecutor(1) as pool:
 
         def steps_and_busy() -> pa.Table:
             write(steps)
@@ -92,7 +102,7 @@ def write_derived_rows(events: pa.Table, write: Callable[[pa.Table], None]) -> p
             write(busy)
             return busy
 
-        busy = helper.submit(steps_and_busy)
+        busy = pool.submit(steps_and_busy)
         gaps = derive_dispatch_gaps(frame, steps)
         busy_rows = busy.result()
     write(gaps)

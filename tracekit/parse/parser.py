@@ -206,7 +206,7 @@ def _stream_once(
         )
         check_rank_files(traces)
         _require_events(rows, files)
-        derived = write_derived_rows(pa.concat_tables(kept), writer.write)
+        derived = write_derived_rows(pa.concat_tables(kept), writer.write, helper=parallel)
         writer.meta = {"sources": sources, "traces": traces, "manifest": manifest}
         if failed:
             writer.meta["failed"] = failed

@@ -23,6 +23,10 @@ from tracekit.errors import TracekitError, WorkerError
 
 
 class Executor(Protocol):
+    """Runs a job's per-rank tasks. An executor may also say how many tasks it runs at once, as an
+    int attribute `workers`: the driver then sizes the tasks (how many ranks each analyses, whether a
+    job's files are decoded a file per task); without it, it assumes one."""
+
     def map(self, fn: Callable, items: Iterable) -> Iterator:
         """fn(item) for each item, in input order (computed in any order, anywhere)."""
         ...

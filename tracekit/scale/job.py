@@ -137,7 +137,7 @@ def parse_job(
             fs.remove_tree(fs.join(stage, _STAGE))
             write_folder_meta(stage, result.meta, result.meta.pop("parts"))
     else:
-        stage = Path(output).parent / f".{Path(output).name}.parts"
+        stage = fs.sibling(output, f".{fs.name_of(output)}.parts")
         try:
             result = _parse_into(stage, files, manifest, salvage, executor, spread, progress, files_done)
             _concatenate(stage, output, result.meta)
