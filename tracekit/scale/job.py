@@ -56,7 +56,6 @@ from tracekit.parse.parser import (
     find_trace_files,
     parse_files_to,
     parse_paths,
-    workers,
 )
 from tracekit.scale import tasks
 from tracekit.scale.executor import Executor, LocalExecutor
@@ -115,7 +114,7 @@ def parse_job(
                 raise OutputExistsError(f"{output} is also an input; choose another output path")
     manifest = find_manifest(paths)
     executor = executor or LocalExecutor()
-    spread = across_files([os.path.getsize(p) for p, _ in files], getattr(executor, "workers", workers()))
+    spread = across_files([os.path.getsize(p) for p, _ in files], getattr(executor, "workers", 1))
     if not folder and not spread:
         capture = parse_files_to(
             files,
