@@ -83,6 +83,8 @@ _COLUMNS = (
     "collective",
     "step",
 )
+# Every column the analysis reads (load_frames, the peak memory): a worker reads no other.
+ANALYSIS_COLUMNS = (*_COLUMNS, "total_allocated")
 
 
 def dict_codes(col: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:

@@ -359,14 +359,17 @@ def read_rank(path: Location, rank: int, meta: dict, columns: Optional[list[str]
         raise CaptureFileError(f"{path}: cannot read rank {rank} ({exc})") from None
 
 
-def read_ranks(path: Location, ranks: list[int], meta: dict) -> pa.Table:
-    """The rows of several ranks of a capture (either form) as one schema.SCHEMA table."""
+def read_ranks(path: Location, ranks: list[int], meta: dict, columns: Optional[list[str]] = None) -> pa.Table:
+    """The rows of several ranks of a capture (either form) as one schema.SCHEMA table (or `columns`)."""
     if meta.get("form") == "folder" or len(ranks) == 1:
-        tables = [read_rank(path, r, meta) for r in ranks]
-        return pa.concat_tables([t.cast(SCHEMA) for t in tables]) if len(tables) > 1 else tables[0]
+        tables = [read_rank(path, r, meta, columns) for r in ranks]
+        if len(tables) == 1:
+            return tables[0]
+        schema = SCHEMA if columns is None else pa.schema([SCHEMA.field(c) for c in columns])
+        return pa.concat_tables([t.cast(schema) for t in tables])
     try:
         with files.open_read(path) as fh:
-            return pq.read_table(fh, filters=[("rank", "in", list(ranks))])
+            return pq.read_table(fh, columns=columns, filters=[("rank", "in", list(ranks))])
     except (pa.ArrowException, OSError) as exc:
         raise CaptureFileError(f"{path}: cannot read ranks {ranks} ({exc})") from None
 

@@ -82,11 +82,12 @@ def analyze_rank(path_or_uri: Location, params: dict[str, Any]):
     "params": analysis.partial.Params, "context": analysis.partial.Context, "check": bool}.
     Returns an analysis.partial.Partial (compact: no event table). With "check", the invariants are
     checked here, against these ranks' own events; their names are in `Partial.checked`."""
+    from tracekit.analysis.events import ANALYSIS_COLUMNS
     from tracekit.analysis.partial import analyze_partial
     from tracekit.data.store import read_ranks
 
     ranks = [int(r) for r in params["ranks"]]
-    table = read_ranks(path_or_uri, ranks, params["meta"])
+    table = read_ranks(path_or_uri, ranks, params["meta"], list(ANALYSIS_COLUMNS))
     if params.get("store"):  # the rows a previous --store wrote are replaced, not analysed
         table = _without_idle_rows(table)
     part = analyze_partial(table, params["context"], params["params"])
