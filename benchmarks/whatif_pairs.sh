@@ -9,17 +9,19 @@
 #
 # Pairs (A → B) and the configurations they use:
 #   sync         mlp_sync → mlp                  small MLP, .item() after every layer → none
+#   sync_stack   mlp_sync_stack → mlp_stack      the same with Python stacks recorded (with_stack: a
+#                                                costlier profiler, as the sync_per_layer run had)
 #   tf32         heavy → heavy_tf32              the article's MLP, fp32 → TF32 matmuls
 #   interp_host  mlp_spin50 → mlp                small MLP (host-bound), 50 µs of Python per layer → 0
 #   interp_gpu   heavy_spin50 → heavy            article MLP (GPU-bound), 50 µs of Python per layer → 0
 #   interp_tf32  heavy_tf32_spin50 → heavy_tf32  article MLP in TF32 (in between), 50 µs per layer → 0
 #   dataloader   dl_slow → dl_fast               DataLoader, num_workers=0, batch 32, 0.5 ms sleep per
 #                                                sample → no sleep
-# "small MLP" is the sync_per_layer run of gpu_captures.sh: 512 wide, 16 hidden layers, batch 64 (without
-# its Python stacks). Every configuration runs ROUNDS times (default 2), the order reversed every other
-# round, so drift of the machine falls on A and B alike and each pair's ratio is measured ROUNDS times.
-# Each capture: timing_warmup=5 untimed + timing_steps=30 timed unprofiled steps (CUDA events), then the
-# schedule wait=1,warmup=1,active=8,repeat=1 (8 profiled steps, one trace); no Python stacks.
+# "small MLP" is the sync_per_layer run of gpu_captures.sh: 512 wide, 16 hidden layers, batch 64. Every
+# configuration runs ROUNDS times (default 2), the order reversed every other round, so drift of the
+# machine falls on A and B alike and each pair's ratio is measured ROUNDS times. Each capture:
+# timing_warmup=5 untimed + timing_steps=30 timed unprofiled steps (CUDA events), then the schedule
+# wait=1,warmup=1,active=8,repeat=1 (8 profiled steps, one trace); no Python stacks except in sync_stack.
 #
 # Writes ROUNDS + 2 files under $OUT (default benchmarks/data/whatif, git-ignored):
 #   $OUT/whatif_r<round>.tar  that round's run folders <config>-<round>/: rank0.<time>.pt.trace.json.gz +
@@ -46,9 +48,9 @@ OUT="$(cd "$OUT" && pwd)"
 LOG="$OUT/log.txt"
 : >"$LOG"
 
-ALL_CONFIGS="mlp_sync mlp mlp_spin50 heavy heavy_tf32 heavy_spin50 heavy_tf32_spin50 dl_slow dl_fast"
+ALL_CONFIGS="mlp_sync mlp mlp_sync_stack mlp_stack mlp_spin50 heavy heavy_tf32 heavy_spin50 heavy_tf32_spin50 dl_slow dl_fast"
 CONFIGS="${CONFIGS:-$ALL_CONFIGS}"
-PAIRS="sync:mlp_sync:mlp tf32:heavy:heavy_tf32 interp_host:mlp_spin50:mlp interp_gpu:heavy_spin50:heavy
+PAIRS="sync:mlp_sync:mlp sync_stack:mlp_sync_stack:mlp_stack tf32:heavy:heavy_tf32 interp_host:mlp_spin50:mlp interp_gpu:heavy_spin50:heavy
 interp_tf32:heavy_tf32_spin50:heavy_tf32 dataloader:dl_slow:dl_fast"
 
 SMALL_MLP="--set in_features=512 --set hidden=512 --set layers=16 --set out_features=512 --set batch_size=64"
@@ -66,6 +68,8 @@ args_for() {  # configuration -> workload and --set flags
   case "$1" in
     mlp_sync)          echo "heavy_mlp $SMALL_MLP --set sync_every_layer=true" ;;
     mlp)               echo "heavy_mlp $SMALL_MLP" ;;
+    mlp_sync_stack)    echo "heavy_mlp $SMALL_MLP --set sync_every_layer=true --set with_stack=true" ;;
+    mlp_stack)         echo "heavy_mlp $SMALL_MLP --set with_stack=true" ;;
     mlp_spin50)        echo "heavy_mlp $SMALL_MLP --set host_spin_us=50" ;;
     heavy)             echo "heavy_mlp $HEAVY" ;;
     heavy_tf32)        echo "heavy_mlp $HEAVY --set tf32=true" ;;
