@@ -29,7 +29,8 @@
 #   $OUT/summary.tsv        one line per run (unprofiled and profiled host step times, trace bytes, knobs'
 #                           extra), then one line per pair and round (B/A of the unprofiled medians)
 #   $OUT/log.txt            the captures' own output
-# BUDGET_S (default 0 = none): start no capture after this many seconds, so a time-limited call still
+# PIN (default none): run every capture under `taskset -c $PIN` (benchmarks/cpu_speed.py names the fastest
+# CPU). BUDGET_S (default 0 = none): start no capture after this many seconds, so a time-limited call still
 # writes its tar; CAPTURE_TIMEOUT_S (default 180) stops a capture that hangs.
 set -u
 cd "$(dirname "$0")/.."
@@ -41,6 +42,9 @@ SCHED="${SCHED:-wait=1,warmup=1,active=8,repeat=1}"
 TIMING="${TIMING:---set timing_warmup=5 --set timing_steps=30}"
 BUDGET_S="${BUDGET_S:-0}"
 CAPTURE_TIMEOUT_S="${CAPTURE_TIMEOUT_S:-180}"
+PIN="${PIN:-}"
+PINNED=()
+[ -n "$PIN" ] && PINNED=(taskset -c "$PIN")
 WORK="$(mktemp -d)"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 mkdir -p "$OUT"
@@ -93,10 +97,10 @@ for round in $(seq 1 "$ROUNDS"); do
       echo "== $c-$round: skipped, ${BUDGET_S} s budget spent" | tee -a "$LOG"
       continue
     fi
-    echo "== $c-$round: $PY -m tracekit.capture $spec $TIMING --device $DEVICE --schedule $SCHED" >>"$LOG"
+    echo "== $c-$round: ${PINNED[*]} $PY -m tracekit.capture $spec $TIMING --device $DEVICE --schedule $SCHED" >>"$LOG"
     t0=$SECONDS
     # shellcheck disable=SC2086
-    timeout "$CAPTURE_TIMEOUT_S" "$PY" -m tracekit.capture $spec $TIMING --device "$DEVICE" --schedule "$SCHED" \
+    timeout "$CAPTURE_TIMEOUT_S" "${PINNED[@]}" "$PY" -m tracekit.capture $spec $TIMING --device "$DEVICE" --schedule "$SCHED" \
       --label "$c-$round" -o "$WORK/$c-$round" --force >>"$LOG" 2>&1
     echo "== $c-$round: exit status $? after $((SECONDS - t0)) s" | tee -a "$LOG"
   done
