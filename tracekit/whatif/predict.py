@@ -31,9 +31,12 @@ class Replayer:
     replayed: StepTimes
 
     @classmethod
-    def of(cls, capture: Any) -> Replayer:
-        fr = load_frames(capture.table)
-        g = build_graph(fr, Threads(fr.host, fr.steps), recorded_stream_waits(capture.table))
+    def of(cls, capture: Any, frames: Any = None, threads: Optional[Threads] = None) -> Replayer:
+        """`frames` and `threads`: the capture's analysis frames and host threads when the caller has
+        them already (`tracekit analyze` does), else they are loaded here."""
+        fr = frames if frames is not None else load_frames(capture.table)
+        th = threads if threads is not None else Threads(fr.host, fr.steps)
+        g = build_graph(fr, th, recorded_stream_waits(capture.table))
         sm = StepModel(g)
         rep = replay(g, weights(g, IDENTITY))
         return cls(capture, g, sm, sm.times(g.obs), sm.times(rep))

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracekit.analysis.events import STATE_NAMES
-from tracekit.whatif.graph import COLL, DROPPED, DUR, HOST, SYNC_OWN, WAIT, Graph
+from tracekit.whatif.graph import DROPPED, Graph
 from tracekit.whatif.loops import longest_path
 from tracekit.whatif.scenario import Scenario, ScenarioError
 
@@ -40,35 +40,54 @@ def activity_factors(g: Graph, kernels: dict) -> np.ndarray:
     return f
 
 
-def weights(g: Graph, scenario: Scenario, cost_ns: float = 0.0, act_factor: np.ndarray | None = None):
-    """The edge weights of a scenario, with `cost_ns` of profiler time removed per recorded host event
+@dataclass(frozen=True)
+class Weights:
+    """What a scenario does to the edge weights, as small tables the compiled replay applies per edge
+    (`loops.longest_path`): a host segment's weight times host_f[state] * rank_f[rank], less
+    `cost_half_ns` per recorded event boundary at its start (the profiler's cost, DESIGN.md
+    "Unprofiled"); a device activity's times act_f[activity]; the syncs' waits dropped (`sync=0`)."""
+
+    host_f: np.ndarray  # per host state (STATE_NAMES), then 1.0 for a segment without one
+    rank_f: np.ndarray  # per rank
+    cost_half_ns: float
+    act_f: np.ndarray  # per device activity
+    drop_wait: bool
+
+
+def weights(
+    g: Graph, scenario: Scenario, cost_ns: float = 0.0, act_factor: np.ndarray | None = None
+) -> Weights:
+    """The scenario's weight tables, with `cost_ns` of profiler time removed per recorded host event
     (half after its start, half after its end; a segment never shrinks below zero)."""
-    w = g.w.astype(np.float64)
-    host = (g.kind == HOST) | (g.kind == SYNC_OWN)
-    if host.any():
-        sf = np.array([scenario.cause_factor(name) for name in STATE_NAMES] + [1.0])
-        sf[STATE_NAMES.index("sync")] = 1.0  # a sync's own overhead stays; its wait is derived
-        f = sf[np.where(g.state >= 0, g.state, len(STATE_NAMES))]
-        if scenario.rank_host:
-            rf = np.ones(int(g.rank.max()) + 1 if g.rank.size else 1)
-            for r, v in scenario.rank_host.items():
-                if 0 <= r < rf.size:
-                    rf[r] = v
-            f = f * rf[g.rank]
-        w = np.where(host, w * f, w)
-        if cost_ns:
-            w = np.where(host, np.maximum(w - g.cost * (cost_ns / 2.0), np.minimum(w, 0.0)), w)
-    dev = (g.kind == DUR) | (g.kind == COLL)
-    if act_factor is not None and dev.any():
-        w = np.where(dev, w * act_factor[np.maximum(g.act, 0)], w)
-    out = np.rint(w).astype(np.int64)
-    if scenario.no_wait:
-        out[g.kind == WAIT] = DROPPED
-    return out
+    sf = np.array([scenario.cause_factor(name) for name in STATE_NAMES] + [1.0])
+    sf[STATE_NAMES.index("sync")] = 1.0  # a sync's own overhead stays; its wait is derived
+    rf = np.ones(int(g.rank.max()) + 1 if g.rank.size else 1)
+    for r, v in scenario.rank_host.items():
+        if 0 <= r < rf.size:
+            rf[r] = v
+    af = np.ones(len(g.device)) if act_factor is None else np.asarray(act_factor, np.float64)
+    return Weights(sf, rf, float(cost_ns) / 2.0, af, scenario.no_wait)
 
 
-def replay(g: Graph, w: np.ndarray) -> np.ndarray:
-    return longest_path(g.order, g.indptr, g.in_edges, g.src, w, g.lb)
+def replay(g: Graph, w: Weights) -> np.ndarray:
+    return longest_path(
+        g.order,
+        g.indptr,
+        g.in_edges,
+        g.src,
+        g.w,
+        g.lb,
+        g.ecls,
+        g.state,
+        g.rank,
+        g.act,
+        g.cost,
+        w.host_f,
+        w.rank_f,
+        w.cost_half_ns,
+        w.act_f,
+        w.drop_wait,
+    )
 
 
 # -- step times ------------------------------------------------------------------------------------
@@ -182,4 +201,13 @@ def map_times(g: Graph, ti: int | None, t: np.ndarray, rep: np.ndarray) -> np.nd
     return np.where(k < 0, t - b[0] + rep[tp.offset], np.minimum(base, np.maximum(cap, rep[node])))
 
 
-__all__ = ["replay", "weights", "activity_factors", "StepModel", "StepTimes", "map_times", "DROPPED"]
+__all__ = [
+    "replay",
+    "weights",
+    "Weights",
+    "activity_factors",
+    "StepModel",
+    "StepTimes",
+    "map_times",
+    "DROPPED",
+]

@@ -25,12 +25,12 @@ def replayed_table(
 
     if columns_for_analysis:  # what the attribution reads: a third of the copy
         table = table.select([c for c in table.column_names if c in _COLUMNS])
-    h, d = g.host, g.device
+    d = g.device
     base = g.device_base
     di = np.arange(len(d))
-    rows = np.concatenate([h["row"].to_numpy(np.int64), d["row"].to_numpy(np.int64)])
-    ts = np.concatenate([rep[h["start_node"].to_numpy()], rep[base + 2 * di]])
-    end = np.concatenate([rep[h["end_node"].to_numpy()], rep[base + 2 * di + 1]])
+    rows = np.concatenate([g.host_row, d["row"].to_numpy(np.int64)])
+    ts = np.concatenate([rep[g.host_start_node], rep[base + 2 * di]])
+    end = np.concatenate([rep[g.host_end_node], rep[base + 2 * di + 1]])
     order = np.argsort(rows, kind="stable")
     rows, ts, end = rows[order], ts[order], end[order]
     events = table.take(pa.array(rows))
