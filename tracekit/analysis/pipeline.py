@@ -46,7 +46,7 @@ GAP_EDGES_US = (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_0
 DEFAULT_TOP_GAPS = 20
 DEFAULT_TOP_KERNELS = 50
 
-__all__ = ["analyze", "GAP_EDGES_US"]
+__all__ = ["analyze", "prepare", "Context", "GAP_EDGES_US"]
 
 
 def analyze(
@@ -55,13 +55,19 @@ def analyze(
     sync_tolerance_ns: int = DEFAULT_SYNC_TOLERANCE_NS,
     top_gaps: int = DEFAULT_TOP_GAPS,
     top_kernels: int | None = DEFAULT_TOP_KERNELS,
+    context: Context | None = None,
 ) -> Report:
     """Attribute every nanosecond of device idle time in every step of `capture` to a cause.
 
     `sync_tolerance_ns`: how far (ns) a sync call may lie from the instant the device went idle and
     still count as the sync that drained the queue (rule 4). `top_gaps`: how many of the longest gaps
-    to keep as evidence. `top_kernels`: kernel names kept in the launch statistics (None: all)."""
-    ctx = _context(capture, sync_tolerance_ns)  # frames, thread states, host steps, collective waits
+    to keep as evidence. `top_kernels`: kernel names kept in the launch statistics (None: all).
+    `context`: `prepare(capture, sync_tolerance_ns)` when the caller keeps the frames for more work
+    (the what-if savings reuse them); its tolerance is the one used."""
+    ctx = (
+        context if context is not None else prepare(capture, sync_tolerance_ns)
+    )  # frames, thread states, host steps, waits
+    sync_tolerance_ns = ctx.sync_tolerance_ns
     per_device = [
         _device(ctx, int(r), int(d), acts) for (r, d), acts in ctx.fr.device.groupby(["rank", "device"])
     ]
@@ -98,7 +104,7 @@ def analyze(
 
 
 @dataclass
-class _Context:
+class Context:
     """What every device's attribution shares: the frames, the host threads' states, the host steps and
     the collective waits (rule 5, matched across all ranks at once)."""
 
@@ -113,7 +119,7 @@ class _Context:
     sync_tolerance_ns: int
 
 
-def _context(capture: Any, sync_tolerance_ns: int) -> _Context:
+def prepare(capture: Any, sync_tolerance_ns: int) -> Context:
     fr = load_frames(capture.table)
     threads = Threads(fr.host, fr.steps)
     dev = fr.device
@@ -123,7 +129,7 @@ def _context(capture: Any, sync_tolerance_ns: int) -> _Context:
     coll = dev.loc[nccl, ["rank", "device", "ts", "end", "name"]].assign(step=dev_step[nccl])
     waits, stragglers = collective_waits(coll)
     wait_by = {(int(r), int(d), int(s)): int(w) for r, d, s, w in waits.itertuples(index=False)}
-    return _Context(
+    return Context(
         fr=fr,
         threads=threads,
         hsteps=host_steps(threads, fr.steps),
@@ -137,7 +143,7 @@ def _context(capture: Any, sync_tolerance_ns: int) -> _Context:
 
 
 def _device(
-    ctx: _Context, rank: int, device: int, acts: pd.DataFrame
+    ctx: Context, rank: int, device: int, acts: pd.DataFrame
 ) -> tuple[DeviceReport, DeviceGaps, pd.DataFrame] | None:
     """One device: its idle gaps attributed (rules 1-4), its busy intervals per step, its report."""
     steps = ctx.fr.steps
@@ -180,7 +186,7 @@ def _device(
 
 
 def _samples(
-    ctx: _Context, rank: int, device: int, rsteps: pd.DataFrame, busy: np.ndarray, gaps: DeviceGaps
+    ctx: Context, rank: int, device: int, rsteps: pd.DataFrame, busy: np.ndarray, gaps: DeviceGaps
 ) -> list[StepSample]:
     """One StepSample per step window of the rank: busy, idle by cause, collective wait, host gaps."""
     idle = cause_totals(gaps, len(rsteps))
