@@ -356,19 +356,14 @@ class _Builder:
         if not len(dev) or not len(fr.launches):
             return
         lau = fr.launches
-        key = pd.MultiIndex.from_arrays(
-            [lau["rank"].to_numpy(np.int64), lau["correlation"].to_numpy(np.int64)]
-        )
         ok = ~np.isnan(dev["correlation"].to_numpy(np.float64))
         idx = np.full(len(dev), -1, np.int64)
-        if ok.any():
-            q = pd.MultiIndex.from_arrays(
-                [
-                    dev["rank"].to_numpy(np.int64)[ok],
-                    dev["correlation"].to_numpy(np.float64)[ok].astype(np.int64),
-                ]
-            )
-            idx[ok] = key.get_indexer(q)
+        idx[ok] = _pair_index(
+            lau["rank"].to_numpy(np.int64),
+            lau["correlation"].to_numpy(np.int64),
+            dev["rank"].to_numpy(np.int64)[ok],
+            dev["correlation"].to_numpy(np.float64)[ok].astype(np.int64),
+        )
         has = np.flatnonzero(idx >= 0)
         li = idx[has]
         nodes = np.empty(has.size, np.int64)
@@ -716,6 +711,20 @@ def _cover(starts: np.ndarray, ends: np.ndarray, n: int) -> np.ndarray:
     as boundary indices, covers it."""
     d = np.bincount(starts, minlength=n + 1)[: n + 1] - np.bincount(ends, minlength=n + 1)[: n + 1]
     return np.cumsum(d[:n]) > 0
+
+
+def _pair_index(ka: np.ndarray, kb: np.ndarray, qa: np.ndarray, qb: np.ndarray) -> np.ndarray:
+    """For each query pair (qa, qb), the index i of the same pair (ka[i], kb[i]) (unique), else -1."""
+    out = np.full(qa.size, -1, np.int64)
+    for a in np.unique(qa):  # one loop per rank
+        ki, qi = np.flatnonzero(ka == a), np.flatnonzero(qa == a)
+        if not ki.size:
+            continue
+        ki = ki[np.argsort(kb[ki], kind="stable")]
+        pos = np.minimum(np.searchsorted(kb[ki], qb[qi]), ki.size - 1)
+        hit = kb[ki][pos] == qb[qi]
+        out[qi[hit]] = ki[pos[hit]]
+    return out
 
 
 def _rows_by_correlation(dev: pd.DataFrame, wanted: set) -> dict:

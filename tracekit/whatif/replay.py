@@ -138,8 +138,11 @@ class StepModel:
             )
             k = np.searchsorted(ws, t, side="right") - 1
             ok = (k >= 0) & (t < we[np.maximum(k, 0)])
-            idx = d.index.to_numpy()[ok]
-            self.per_device[(r, int(device))] = (k[ok], base + 2 * idx + 1, base + 2 * idx)
+            # the activities' end nodes grouped by step: (steps, end nodes, where each step's begin)
+            o = np.argsort(k[ok], kind="stable")
+            kk, ends = k[ok][o], (base + 2 * d.index.to_numpy()[ok] + 1)[o]
+            first = np.flatnonzero(np.r_[True, kk[1:] != kk[:-1]]) if kk.size else np.zeros(0, np.int64)
+            self.per_device[(r, int(device))] = (kk[first], ends, first)
             # work queued before the first window (warm-up steps, launched before the trace began)
             # that the device is still running: the first step starts when both sides are free
             before = d.index.to_numpy()[(k < 0) & (d["ts"].to_numpy() < we[0])]
@@ -161,10 +164,10 @@ class StepModel:
         _, ti, ws, we = self.win[key[0]]
         rws = map_times(g, ti, ws, rep)
         rwe = map_times(g, ti, we, rep)
-        k, end_nodes, _ = self.per_device[key]
+        k, end_nodes, first = self.per_device[key]
         dev_end = np.full(ws.size, np.iinfo(np.int64).min, np.int64)
         if k.size:
-            np.maximum.at(dev_end, k, rep[end_nodes])
+            dev_end[k] = np.maximum.reduceat(rep[end_nodes], first)
         point = np.maximum.accumulate(np.maximum(rwe, dev_end))
         pre = self.pre.get(key)
         first = max(int(rws[0]), int(rep[pre].max())) if pre is not None and pre.size else int(rws[0])
