@@ -45,12 +45,21 @@ def load(*paths: PathLike, salvage: bool = False) -> Capture:
     return parse_paths(items, salvage=salvage)
 
 
-def analyze(capture: CaptureLike, *, sync_tolerance_us: float = 2.0) -> Analysis:
-    """Attribute every nanosecond of GPU idle time in each step to a cause (docs/DESIGN.md)."""
+def analyze(capture: CaptureLike, *, sync_tolerance_us: float = 2.0, savings: bool = True) -> Analysis:
+    """Attribute every nanosecond of GPU idle time in each step to a cause (docs/DESIGN.md). `savings`:
+    also predict the step time each host cause costs, by replaying the capture without it (profiled and
+    unprofiled; tracekit whatif, DESIGN.md "What if"), from the same frames."""
     from tracekit.analysis.pipeline import analyze as run_analysis
+    from tracekit.analysis.pipeline import prepare
 
     cap = capture if isinstance(capture, Capture) else load(capture)
-    return Analysis(run_analysis(cap, sync_tolerance_ns=int(round(sync_tolerance_us * 1000))), cap)
+    ctx = prepare(cap, int(round(sync_tolerance_us * 1000)))
+    report = run_analysis(cap, context=ctx)
+    if savings:
+        from tracekit.whatif.savings import with_savings
+
+        report = with_savings(report, cap, ctx.fr, ctx.threads)
+    return Analysis(report, cap)
 
 
 def analysis_of(path: PathLike) -> Report:
@@ -178,18 +187,31 @@ class Analysis:
         return pd.DataFrame(rows, columns=columns)
 
     def causes(self) -> pd.DataFrame:
-        """One row per (rank, device, cause): idle ms per step and its share of the step."""
+        """One row per (rank, device, cause): idle ms per step and its share of the step; for the host
+        causes, the step time a replay predicts saved if that cause alone were removed (ms/step),
+        profiled and unprofiled (NaN for busy and queued, or where the savings were not computed)."""
         rows = []
+        nan = float("nan")
         for d in self.report.devices:
             step_ms = sum(d.step_ns) / max(d.steps, 1) / 1e6
             per = d.idle_ms_per_step
+            saved = d.savings_ms_per_step or {}
             for cause in ("busy", *CAUSES):
                 ms = step_ms * d.gpu_utilization if cause == "busy" else per.get(cause, 0.0)
                 share = ms / step_ms if step_ms else 0.0
                 rows.append(
-                    {"rank": d.rank, "device": d.device, "cause": cause, "ms_per_step": ms, "share": share}
+                    {
+                        "rank": d.rank,
+                        "device": d.device,
+                        "cause": cause,
+                        "ms_per_step": ms,
+                        "share": share,
+                        "saved_ms_per_step": saved.get("profiled", {}).get(cause, nan),
+                        "saved_unprofiled_ms_per_step": saved.get("unprofiled", {}).get(cause, nan),
+                    }
                 )
-        return pd.DataFrame(rows, columns=["rank", "device", "cause", "ms_per_step", "share"])
+        cols = ["rank", "device", "cause", "ms_per_step", "share"]
+        return pd.DataFrame(rows, columns=cols + ["saved_ms_per_step", "saved_unprofiled_ms_per_step"])
 
     def ranks(self) -> pd.DataFrame:
         """One row per (rank, device): mean step, utilisation, idle, collective wait, straggler."""

@@ -41,6 +41,12 @@ def analyze(
         min=0.0,
         help="How close (µs) a sync call must be to the start of an idle gap to have drained it.",
     ),
+    savings: bool = typer.Option(
+        True,
+        "--savings/--no-savings",
+        help="Beside each cause, the step time saved if it alone were removed, profiled and unprofiled "
+        "(a replay of the capture's dependency graph, as `tracekit whatif --set CAUSE=0`).",
+    ),
     width: Optional[int] = typer.Option(None, "--width", min=40, help="Terminal width of the text report."),
 ) -> None:
     """Attribute every nanosecond of GPU idle time in each step to a cause."""
@@ -58,7 +64,7 @@ def analyze(
             f"--store needs one .parquet capture, got {', '.join(map(str, inputs))}; "
             "make one with `tracekit parse TRACE -o capture.parquet`"
         )
-    report = api.analyze(capture, sync_tolerance_us=sync_tolerance_us).report
+    report = api.analyze(capture, sync_tolerance_us=sync_tolerance_us, savings=savings).report
     if check:
         for name in check_invariants(report, capture):
             typer.echo(f"ok: {name}", err=True)
