@@ -31,9 +31,10 @@ CaptureLike = Union[Capture, PathLike]
 __all__ = ["Analysis", "Comparison", "analyze", "diff", "load"]
 
 
-def load(*paths: PathLike, salvage: bool = False) -> Capture:
+def load(*paths: PathLike, salvage: bool = False, columns: Optional[Sequence[str]] = None) -> Capture:
     """One capture: a `.parquet` capture, a trace file (`.pt.trace.json[.gz]`), a run folder, or several
-    trace files of one job (one per rank). `salvage` keeps the complete events of a cut-off trace."""
+    trace files of one job (one per rank). `salvage` keeps the complete events of a cut-off trace.
+    `columns`: keep only these columns of the event table (less memory for a caller that reads no others)."""
     from tracekit.errors import TracekitError
     from tracekit.parse.parser import load_capture, parse_paths
 
@@ -41,8 +42,11 @@ def load(*paths: PathLike, salvage: bool = False) -> Capture:
         raise TracekitError("load() needs a capture, a trace file or a run folder")
     items = [Path(p) for p in paths]
     if len(items) == 1 and not salvage:
-        return load_capture(items[0])
-    return parse_paths(items, salvage=salvage)
+        return load_capture(items[0], columns=columns)
+    cap = parse_paths(items, salvage=salvage)
+    if columns is not None:
+        cap.table = cap.table.select([c for c in columns if c in cap.table.column_names])
+    return cap
 
 
 def analyze(capture: CaptureLike, *, sync_tolerance_us: float = 2.0, savings: bool = True) -> Analysis:

@@ -46,7 +46,7 @@ GAP_EDGES_US = (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_0
 DEFAULT_TOP_GAPS = 20
 DEFAULT_TOP_KERNELS = 50
 
-__all__ = ["analyze", "prepare", "Context", "GAP_EDGES_US"]
+__all__ = ["analyze", "prepare", "idle_by_device", "Context", "GAP_EDGES_US"]
 
 
 def analyze(
@@ -119,8 +119,10 @@ class Context:
     sync_tolerance_ns: int
 
 
-def prepare(capture: Any, sync_tolerance_ns: int) -> Context:
-    fr = load_frames(capture.table)
+def prepare(capture: Any, sync_tolerance_ns: int, frames: Any = None) -> Context:
+    """The frames of the capture (`frames`: given, e.g. a replayed timeline's) and what is derived
+    from them once for all devices."""
+    fr = frames if frames is not None else load_frames(capture.table)
     threads = Threads(fr.host, fr.steps)
     dev = fr.device
     # collective kernels, with their step (-1 outside every window: matched across ranks all the same)
@@ -142,19 +144,43 @@ def prepare(capture: Any, sync_tolerance_ns: int) -> Context:
     )
 
 
+def idle_by_device(frames: Any, sync_tolerance_ns: int = DEFAULT_SYNC_TOLERANCE_NS) -> dict:
+    """Only the idle attribution (rules 1-4) of each device of `frames`: (rank, device) -> idle ns per
+    step by cause, as `analyze` reports it (`DeviceReport.idle_ns_per_step`), without the host breakdown,
+    statistics and evidence (the what-if replay attributes its predicted timeline with it)."""
+    threads = Threads(frames.host, frames.steps)
+    out = {}
+    for (r, d), acts in frames.device.groupby(["rank", "device"]):  # one loop per device
+        got = _attributed(frames, threads, sync_tolerance_ns, int(r), int(d), acts)
+        if got is not None:
+            rsteps, gaps = got[0], got[2]
+            idle = cause_totals(gaps, len(rsteps))
+            out[(int(r), int(d))] = {c: float(idle[:, j].sum()) / len(rsteps) for j, c in enumerate(CAUSES)}
+    return out
+
+
+def _attributed(fr: Any, threads: Threads, tol: int, rank: int, device: int, acts: pd.DataFrame):
+    """(the rank's steps, the activities, the attributed gaps, busy starts, busy ends) of one device, or
+    None for a rank without steps."""
+    rsteps = fr.steps[fr.steps["rank"] == rank].reset_index(drop=True)
+    if rsteps.empty:
+        return None
+    launches = fr.launches[fr.launches["rank"] == rank].reset_index(drop=True)
+    acts = acts.reset_index(drop=True)
+    gaps, busy_s, busy_e = attribute_device(
+        rank, device, acts, rsteps, launches, threads, sync_tolerance_ns=tol
+    )
+    return rsteps, acts, gaps, busy_s, busy_e
+
+
 def _device(
     ctx: Context, rank: int, device: int, acts: pd.DataFrame
 ) -> tuple[DeviceReport, DeviceGaps, pd.DataFrame] | None:
     """One device: its idle gaps attributed (rules 1-4), its busy intervals per step, its report."""
-    steps = ctx.fr.steps
-    rsteps = steps[steps["rank"] == rank].reset_index(drop=True)
-    if rsteps.empty:
+    got = _attributed(ctx.fr, ctx.threads, ctx.sync_tolerance_ns, rank, device, acts)
+    if got is None:
         return None
-    launches = ctx.fr.launches[ctx.fr.launches["rank"] == rank].reset_index(drop=True)
-    acts = acts.reset_index(drop=True)
-    gaps, busy_s, busy_e = attribute_device(
-        rank, device, acts, rsteps, launches, ctx.threads, sync_tolerance_ns=ctx.sync_tolerance_ns
-    )
+    rsteps, acts, gaps, busy_s, busy_e = got
     ws = rsteps["ts"].to_numpy(np.int64)
     we = rsteps["end"].to_numpy(np.int64)
     busy = iv.total_overlap(busy_s, busy_e, ws, we)

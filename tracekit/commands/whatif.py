@@ -61,6 +61,7 @@ def whatif(
     from tracekit.render.whatif import RENDERERS
     from tracekit.whatif import Replayer, parse_scenario
     from tracekit.whatif import whatif as run_whatif
+    from tracekit.whatif.predict import COLUMNS
 
     if as_json and as_markdown:
         raise TracekitError("--json and --markdown both given; pick one")
@@ -69,7 +70,7 @@ def whatif(
     scenario = parse_scenario(sets, kernels, rank_host, python_speedup)
     if trace is not None:
         check_output(trace, force)
-    capture = load_inputs(*inputs)
+    capture = load_inputs(*inputs, columns=COLUMNS)
     rp = Replayer.of(capture)
     result, predicted = run_whatif(capture, scenario, unprofiled_step_ms=unprofiled_step_ms, replayer=rp)
     if trace is not None:

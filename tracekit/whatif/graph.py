@@ -101,16 +101,14 @@ class Graph:
     lists the replay walks; plus what maps events and steps onto nodes."""
 
     obs: np.ndarray  # int64, per node
-    src: np.ndarray  # int64, per edge
+    src: np.ndarray  # int32 (int64 on a graph of 2**31 nodes or more), per edge
     dst: np.ndarray
     w: np.ndarray  # int64: the weight for an unchanged replay
-    floor: np.ndarray  # int64: the least time each dependency takes (see binding_weights)
-    unexplained: np.ndarray  # bool: a binding wait with no cause in the trace, cut to its floor
     kind: np.ndarray  # int8: EDGE_KINDS index
     ecls: np.ndarray  # int8: how a scenario changes the edge (loops.PLAIN, HOST_CLASS, DEVICE_CLASS, ...)
     state: np.ndarray  # int8: host scaling state of HOST / SYNC_OWN edges (events.STATE codes), else -1
-    rank: np.ndarray  # int64: rank of the edge's destination
-    act: np.ndarray  # int64: device activity of DUR / COLL edges, else -1
+    rank: np.ndarray  # int32: rank of the edge's destination
+    act: np.ndarray  # int32: device activity of DUR / COLL edges, else -1
     cost: np.ndarray  # int32: profiler event boundaries at the start of a HOST / SYNC_OWN segment
     lb: np.ndarray  # int64: a node's earliest time whatever its edges say (DROPPED: none)
     order: np.ndarray  # nodes in a topological order
@@ -589,12 +587,20 @@ class _Builder:
         )
 
     # -- weights and order --------------------------------------------------------------------------
+    def _columns(self) -> list[np.ndarray]:
+        """The edges' columns (src, dst, floor, kind, state, act, cost), each concatenated from the
+        pieces `add` collected, which are let go column by column (the graph's largest moment)."""
+        dtypes = (np.int64, np.int64, np.int64, np.int8, np.int8, np.int64, np.int32)
+        pieces = [list(col) for col in zip(*self.edges)] if self.edges else [[] for _ in dtypes]
+        self.edges = []
+        out = []
+        for i, dt in enumerate(dtypes):
+            out.append(np.concatenate(pieces[i]) if pieces[i] else np.zeros(0, dt))
+            pieces[i] = []
+        return out
+
     def finish(self) -> Graph:
-        cols = [np.concatenate([e[i] for e in self.edges]) if self.edges else None for i in range(7)]
-        if cols[0] is None:
-            z = np.zeros(0, np.int64)
-            cols = [z, z, z, z.astype(np.int8), z.astype(np.int8), z, z.astype(np.int32)]
-        src, dst, floor, kind, state, act, cost = cols
+        src, dst, floor, kind, state, act, cost = self._columns()
         obs = self.obs
         own = kind == SYNC_OWN
         floor[own] = np.minimum(floor[own], getattr(self, "sync_overhead", DEFAULT_SYNC_OVERHEAD_NS))
@@ -617,23 +623,24 @@ class _Builder:
         no_launch = np.flatnonzero(self.act_launch < 0)
         lb[self.device_base + 2 * no_launch] = obs[self.device_base + 2 * no_launch]
         dev = self.dev.assign(launch_ts=self.launch_ts, launch_node=self.act_launch)
+        # node, edge and activity indices fit 32 bits on any capture that fits in memory: the graph's
+        # per-edge arrays are its bulk (3.5 M edges on the benchmark capture)
+        ix = np.int32 if max(self.n_nodes, src.size) < 2**31 else np.int64
         return Graph(
             obs=obs,
-            src=src,
-            dst=dst,
+            src=src.astype(ix),
+            dst=dst.astype(ix),
             w=w,
-            floor=floor,
-            unexplained=unexplained,
             kind=kind,
             ecls=_edge_classes(kind),
             state=state,
-            rank=node_rank[dst],
-            act=act,
+            rank=node_rank[dst].astype(np.int32),
+            act=act.astype(ix),
             cost=cost,
             lb=lb,
-            order=order,
+            order=order.astype(ix),
             indptr=indptr,
-            in_edges=order_e,
+            in_edges=order_e.astype(ix),
             threads=self.threads,
             thread_index=self.thread_index,
             host_row=self.fr.host["row"].to_numpy(np.int64),
