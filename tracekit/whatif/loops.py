@@ -142,12 +142,15 @@ def longest_path(
     cost_half,
     act_f,
     drop_wait,
+    edge_f,
 ):
     """rep[v] = max(lb[v], rep[u] + w'(e) over the incoming edges e = (u, v)), w' the scenario's weight
     (DESIGN.md, "Scenarios"): a host segment (ecls HOST_CLASS) takes w * host_f[state] * rank_f[rank]
     less `cost_half` per recorded event boundary (never below zero, nor below itself when negative); a
     device activity (DEVICE_CLASS) w * act_f[act]; a sync's wait (WAIT_CLASS) is skipped when
-    `drop_wait`; weights are rounded to whole ns."""
+    `drop_wait`; weights are rounded to whole ns. `edge_f` (empty: none): one more factor per edge
+    (`--ops`): a host segment's weight times it, a wait with 0 skipped."""
+    per_edge = edge_f.size > 0
     rep = lb.copy()
     for v in order:
         best = lb[v]
@@ -158,13 +161,15 @@ def longest_path(
                 we = w[e]
             elif c == HOST_CLASS:
                 x = w[e] * (host_f[state[e]] * rank_f[rank[e]])
+                if per_edge:
+                    x = x * edge_f[e]
                 if cost_half > 0.0:
                     x = max(x - cost[e] * cost_half, min(x, 0.0))
                 we = np.int64(np.rint(x))
             elif c == DEVICE_CLASS:
                 we = np.int64(np.rint(w[e] * act_f[act[e]]))
             else:
-                if drop_wait:
+                if drop_wait or (per_edge and edge_f[e] == 0.0):
                     continue
                 we = w[e]
             t = rep[src[e]] + we

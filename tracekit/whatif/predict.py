@@ -15,7 +15,7 @@ from tracekit.analysis.host import Threads
 from tracekit.whatif.graph import EDGE_KINDS, Graph, build_graph, recorded_stream_waits
 from tracekit.whatif.model import DevicePrediction, Unprofiled, WhatIfResult
 from tracekit.whatif.profiler import DEFAULT_COST_US, CostEstimate, estimate_cost
-from tracekit.whatif.replay import StepModel, StepTimes, activity_factors, replay, weights
+from tracekit.whatif.replay import Factors, StepModel, StepTimes, factors, replay, weights
 from tracekit.whatif.scenario import Scenario, ScenarioError
 
 IDENTITY = Scenario()
@@ -53,8 +53,9 @@ class Replayer:
         rep = replay(g, weights(g, IDENTITY))
         return cls(capture, g, sm, sm.times(g.obs), sm.times(rep), fr)
 
-    def check(self, scenario: Scenario) -> np.ndarray:
-        """The scenario's activity factors; ScenarioError for a rank or kernel pattern not in the capture."""
+    def check(self, scenario: Scenario) -> Factors:
+        """The scenario's factors on this capture's names; ScenarioError for a rank, kernel pattern or op
+        pattern not in the capture."""
         ranks = sorted({k[0] for k in self.steps.keys})
         for r in scenario.rank_host:
             if r not in ranks:
@@ -62,26 +63,21 @@ class Replayer:
                     f"--rank-host {r}=...: the capture has no rank {r}; "
                     f"its ranks: {', '.join(map(str, ranks))}"
                 )
-        return activity_factors(self.graph, dict(scenario.kernels))
+        return factors(self.graph, self.frames.host if self.frames is not None else None, scenario)
 
-    def run(self, scenario: Scenario, cost_us: float = 0.0, act_factor: np.ndarray | None = None):
-        if act_factor is None:
-            act_factor = self.check(scenario)
-        w = weights(self.graph, scenario, cost_ns=cost_us * 1000.0, act_factor=act_factor)
-        return replay(self.graph, w)
+    def run(self, scenario: Scenario, cost_us: float = 0.0, f: Factors | None = None) -> np.ndarray:
+        if f is None:
+            f = self.check(scenario)
+        return replay(self.graph, weights(self.graph, scenario, cost_ns=cost_us * 1000.0, f=f))
 
-    def step_ms(
-        self, scenario: Scenario, cost_us: float = 0.0, act_factor: np.ndarray | None = None
-    ) -> float:
+    def step_ms(self, scenario: Scenario, cost_us: float = 0.0, f: Factors | None = None) -> float:
         """The job's step time (the slowest device's mean step, ms) under a scenario."""
-        t = self.steps.times(self.run(scenario, cost_us, act_factor))
+        t = self.steps.times(self.run(scenario, cost_us, f))
         return max((float(d.mean()) / 1e6 for d in t.dur if d.size), default=0.0)
 
-    def host_ms(
-        self, scenario: Scenario, cost_us: float = 0.0, act_factor: np.ndarray | None = None
-    ) -> float:
+    def host_ms(self, scenario: Scenario, cost_us: float = 0.0, f: Factors | None = None) -> float:
         """The step threads' host windows alone (the longest rank's mean, ms)."""
-        t = self.steps.times(self.run(scenario, cost_us, act_factor))
+        t = self.steps.times(self.run(scenario, cost_us, f))
         return max((float(d.mean()) / 1e6 for d in t.host_dur if d.size), default=0.0)
 
     def unprofiled_target(self, flag_ms: Optional[float]) -> tuple[str, Optional[float], Optional[float]]:

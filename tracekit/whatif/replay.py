@@ -13,8 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracekit.analysis.events import STATE_NAMES
+from tracekit.data import schema as S
 from tracekit.whatif.graph import DROPPED, Graph
-from tracekit.whatif.loops import longest_path
+from tracekit.whatif.loops import HOST_CLASS, WAIT_CLASS, longest_path
 from tracekit.whatif.scenario import Scenario, ScenarioError
 
 
@@ -40,10 +41,62 @@ def activity_factors(g: Graph, kernels: dict) -> np.ndarray:
     return f
 
 
+def op_factors(g: Graph, host, ops: dict) -> tuple[np.ndarray, np.ndarray]:
+    """`--ops REGEX=F`: (per edge, per device activity) factors. A framework op (cpu_op, any depth) whose
+    name matches: every host segment inside it (its dispatch, the launch and sync calls it makes) and
+    the device work launched from inside it take F x their time, and with F = 0 its syncs no longer
+    wait. `host`: the frames' host events the graph was built from (`host_start_node` order). A pattern
+    that matches no op is a mistake (ScenarioError)."""
+    edge_f = np.ones(g.src.size, np.float64)
+    act_f = np.ones(len(g.device), np.float64)
+    names = host["name"].astype("category")
+    cats = np.asarray(names.cat.categories.astype(str), dtype=object)
+    codes = names.cat.codes.to_numpy()
+    is_op = (host["cat"] == S.CAT_CPU_OP).to_numpy()
+    n = g.obs.size
+    launch = g.device["launch_node"].to_numpy(np.int64)
+    for pattern, factor in ops.items():
+        rx = re.compile(pattern)
+        hit = np.array([bool(rx.search(c)) for c in cats] + [False], dtype=bool)
+        m = is_op & hit[np.where(codes >= 0, codes, len(cats))]
+        if not m.any():
+            raise ScenarioError(
+                f"--ops {pattern}={factor:g}: no framework op (cpu_op) name matches {pattern!r}"
+            )
+        # node i is covered when the segment from it to the next node of its thread lies inside a match
+        d = np.bincount(g.host_start_node[m], minlength=n + 1) - np.bincount(
+            g.host_end_node[m], minlength=n + 1
+        )
+        covered = np.cumsum(d[:n]) > 0
+        edge_f[(g.ecls == HOST_CLASS) & covered[g.src]] *= factor
+        waits = g.ecls == WAIT_CLASS
+        edge_f[waits & covered[np.maximum(g.dst - 1, 0)]] *= factor  # the wait of a sync call inside it
+        act_f[(launch > 0) & covered[np.maximum(launch - 1, 0)]] *= factor  # launched from inside it
+    return edge_f, act_f
+
+
+@dataclass(frozen=True)
+class Factors:
+    """A scenario's factors that depend on the capture's names: per device activity (`--kernels`, and the
+    work `--ops` ops launch) and per edge (`--ops`; empty without it)."""
+
+    act: np.ndarray
+    edge: np.ndarray
+
+
+def factors(g: Graph, host, scenario: Scenario) -> Factors:
+    act = activity_factors(g, dict(scenario.kernels))
+    edge = np.zeros(0, np.float64)
+    if scenario.ops:
+        edge, op_act = op_factors(g, host, dict(scenario.ops))
+        act = act * op_act
+    return Factors(act, edge)
+
+
 @dataclass(frozen=True)
 class Weights:
     """What a scenario does to the edge weights, as small tables the compiled replay applies per edge
-    (`loops.longest_path`): a host segment's weight times host_f[state] * rank_f[rank], less
+    (`loops.longest_path`): a host segment's weight times host_f[state] * rank_f[rank] (* edge_f), less
     `cost_half_ns` per recorded event boundary at its start (the profiler's cost, DESIGN.md
     "Unprofiled"); a device activity's times act_f[activity]; the syncs' waits dropped (`sync=0`)."""
 
@@ -52,21 +105,22 @@ class Weights:
     cost_half_ns: float
     act_f: np.ndarray  # per device activity
     drop_wait: bool
+    edge_f: np.ndarray  # per edge (`--ops`), or empty
 
 
-def weights(
-    g: Graph, scenario: Scenario, cost_ns: float = 0.0, act_factor: np.ndarray | None = None
-) -> Weights:
+def weights(g: Graph, scenario: Scenario, cost_ns: float = 0.0, f: Factors | None = None) -> Weights:
     """The scenario's weight tables, with `cost_ns` of profiler time removed per recorded host event
-    (half after its start, half after its end; a segment never shrinks below zero)."""
+    (half after its start, half after its end; a segment never shrinks below zero). `f`: the scenario's
+    `factors` (None: no --kernels / --ops)."""
     sf = np.array([scenario.cause_factor(name) for name in STATE_NAMES] + [1.0])
     sf[STATE_NAMES.index("sync")] = 1.0  # a sync's own overhead stays; its wait is derived
     rf = np.ones(int(g.rank.max()) + 1 if g.rank.size else 1)
     for r, v in scenario.rank_host.items():
         if 0 <= r < rf.size:
             rf[r] = v
-    af = np.ones(len(g.device)) if act_factor is None else np.asarray(act_factor, np.float64)
-    return Weights(sf, rf, float(cost_ns) / 2.0, af, scenario.no_wait)
+    af = np.ones(len(g.device)) if f is None else np.asarray(f.act, np.float64)
+    edge = np.zeros(0, np.float64) if f is None else f.edge
+    return Weights(sf, rf, float(cost_ns) / 2.0, af, scenario.no_wait, edge)
 
 
 def replay(g: Graph, w: Weights) -> np.ndarray:
@@ -87,6 +141,7 @@ def replay(g: Graph, w: Weights) -> np.ndarray:
         w.cost_half_ns,
         w.act_f,
         w.drop_wait,
+        w.edge_f,
     )
 
 
