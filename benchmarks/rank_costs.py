@@ -34,7 +34,7 @@ def _rss_mib() -> float:
 
 def measure(trace: Path) -> dict:
     """Parse then analyse one rank file in this process (called in a child: see main)."""
-    from tracekit.analysis.partial import Context, Params
+    from tracekit.analysis.partial import CaptureContext, Params
     from tracekit.data.store import read_meta, write_folder_meta
     from tracekit.scale import tasks
     from tracekit.scale.job import rank_meta
@@ -65,7 +65,7 @@ def measure(trace: Path) -> dict:
                 "ranks": [rank],
                 "meta": rank_meta(meta, [rank]),
                 "params": Params(),
-                "context": Context.of(meta),
+                "context": CaptureContext.of(meta),
             },
         )
         out["analyze_cpu_s"] = time.process_time() - c0

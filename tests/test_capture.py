@@ -57,6 +57,7 @@ def test_heavy_mlp_cpu_capture_writes_logdir_manifest_and_parquet(tmp_path, capf
     assert manifest["schedule"] == {"wait": 1, "warmup": 1, "active": 3, "repeat": 2, "skip_first": 0}
     assert manifest["knobs"]["hidden"] == 32 and manifest["knobs"]["amp"] is False  # every knob, resolved
     assert manifest["knobs_set"]["hidden"] == "32"
+    assert manifest["extra"] == {"host_spin": {"target_us": 0.0, "iterations": 0}}  # CPU: no tf32 state
     assert manifest["python"]["version"] == ".".join(map(str, sys.version_info[:3]))
     assert manifest["python"]["implementation"] and manifest["torch"]["version"]
     assert manifest["device"] == {"type": "cpu", "name": manifest["device"]["name"], "count": 1}
@@ -89,6 +90,7 @@ def test_dataloader_train_cpu_capture_with_workers_through_the_cli(tmp_path):
     args += ["--schedule", "wait=1,warmup=1,active=2,repeat=1"]
     for kv in ("dataset_size=64", "batch_size=8", "features=16", "hidden=16", "num_workers=2", "log_every=0"):
         args += ["--set", kv]
+    args += ["--set", "host_spin_us=30"]
     for kv in QUICK.items():
         args += ["--set", "=".join(map(str, kv))]
     # WHEN it is captured with `tracekit capture`
@@ -102,6 +104,13 @@ def test_dataloader_train_cpu_capture_with_workers_through_the_cli(tmp_path):
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["knobs"]["num_workers"] == 2 and manifest["knobs"]["pin_memory"] is False
     assert manifest["samples_per_step"] == 8 and manifest["ranks"][0]["steps_completed"] == 7
+    # the spin's calibration is the workload's extra, top level and per rank (not a knob: repeats differ)
+    spin = manifest["extra"]["host_spin"]
+    assert (
+        spin["target_us"] == 30.0
+        and spin["iterations"] > 0
+        and manifest["ranks"][0]["extra"]["host_spin"] == spin
+    )
     assert str(tmp_path / "dataloader_train" / "w2.parquet") in result.output
 
 

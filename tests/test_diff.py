@@ -297,3 +297,16 @@ def test_what_the_comparison_varies_on_purpose_is_compared_not_blocking():
     comp = diff_pair(a, b, compared=("num_workers", "torch.version")).comparability
     assert comp.comparable
     assert comp.summary() == "comparable (torch: 2.8.0+cu128 vs 2.9.0; knob num_workers: 0 vs 4)"
+
+
+def test_a_knob_added_later_and_left_at_its_default_is_a_note_not_a_blocker():
+    # A: made before the tf32 knob existed; B: made after, tf32 at its default (not in knobs_set)
+    older = manifest()
+    newer = manifest(knobs__tf32=False)
+    comp = diff_pair(gpu_report(SLOW, manifest=older), gpu_report(SLOW, manifest=newer)).comparability
+    assert comp.comparable and [d.label for d in comp.notes] == ["knob tf32"]
+    # the same knob set on purpose (in knobs_set) is a real difference
+    chosen = manifest(knobs__tf32=True)
+    chosen["knobs_set"] = {"tf32": "true"}
+    comp = diff_pair(gpu_report(SLOW, manifest=older), gpu_report(SLOW, manifest=chosen)).comparability
+    assert not comp.comparable and comp.summary() == "NOT comparable: knob tf32: (none) vs True"

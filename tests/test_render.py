@@ -17,7 +17,7 @@ import pytest
 from tests.tracebuilder import TraceBuilder
 from tracekit.analysis.invariants import check_invariants
 from tracekit.analysis.model import Report
-from tracekit.analysis.pipeline import analyze
+from tracekit.api import analyze  # what `tracekit analyze` renders: the analysis and its savings
 from tracekit.parse.parser import parse_paths
 from tracekit.render.registry import get_renderer, renderers
 
@@ -56,14 +56,14 @@ def small_trace() -> TraceBuilder:
 @pytest.fixture(scope="module")
 def small_report(tmp_path_factory) -> Report:
     path = small_trace().write(tmp_path_factory.mktemp("small") / "small.pt.trace.json")
-    report = analyze(parse_paths([path]))
+    report = analyze(parse_paths([path])).report
     check_invariants(report)
     return report
 
 
 @pytest.fixture(scope="module")
 def sync_report() -> Report:
-    report = analyze(parse_paths([FIXTURES / "sync.pt.trace.json.gz"]))
+    report = analyze(parse_paths([FIXTURES / "sync.pt.trace.json.gz"])).report
     check_invariants(report)
     return report
 

@@ -229,3 +229,39 @@ def test_predicted_idle_is_attributed_on_the_predicted_timeline(tmp_path):
     result, _ = whatif(rp.capture, parse_scenario(sets=["interpreter=0"]), replayer=rp)
     idle = {k: v / US for k, v in result.devices[0].predicted_idle_ns_per_step.items() if v}
     assert idle == {"framework": 5.0, "launch": 10.0}
+
+
+def item_trace() -> TraceBuilder:
+    # GIVEN  CPU  |- aten::add [10,30) -| (launch [15,20))  |- aten::item [40,140) ------------------|  interp
+    #                                                         memcpy launch [45,50)  cudaStreamSync [50,135)
+    #        GPU            [k1 25,125) [memcpy 126,128)  (the sync returns 7 µs after the copy)
+    t = TraceBuilder()
+    t.step(1, 0, 200)
+    t.op("aten::add", 10, 20)
+    t.launch(15, 5, corr=1)
+    t.kernel("k1", 25, 100, corr=1)
+    t.op("aten::item", 40, 100)
+    t.runtime("cudaMemcpyAsync", 45, 5, corr=2)
+    t.memcpy(126, 2, corr=2)
+    t.sync(50, 85, name="cudaStreamSynchronize")
+    return t
+
+
+def test_ops_removed_take_their_host_time_waits_and_device_work(tmp_path):
+    rp = replayer(tmp_path, item_trace())
+    # WHEN aten::item=0: its own time, its copy's launch, its sync (own time and wait) and the copy go:
+    # the host reaches 40 and then runs its 60 µs of Python (window end 100); k1 still ends at 125 and
+    # the zero-length copy follows it 1 µs later (the observed stream gap)
+    # THEN the step ends with the device: 126
+    assert predict(rp, ops=["aten::item=0"]) == [126.0]
+    # sync=0 alone keeps the op's own work and its copy: 40 + 5 + 5 + 3 (the call's own time) + 5, then
+    # 60 µs of Python: 118; the copy still ends at 128
+    assert predict(rp, sets=["sync=0"]) == [128.0]
+
+
+def test_ops_pattern_must_name_an_op(tmp_path):
+    from tracekit.whatif import ScenarioError
+
+    rp = replayer(tmp_path, item_trace())
+    with pytest.raises(ScenarioError, match="no framework op"):
+        predict(rp, ops=["aten::nothing=0"])

@@ -74,6 +74,7 @@ def test_json_contract(tmp_path, capsys):
         "kernels": {"gemm": 0.5},
         "rank_host": {},
         "python_speedup": None,
+        "ops": {},
     }
     (d,) = doc["devices"]
     for key in (
@@ -128,6 +129,8 @@ def test_predicted_timeline_reads_back(tmp_path, capsys):
         (["--set", "interpreter"], "NAME=FACTOR"),
         (["--kernels", "nomatch=0.5"], "no device activity name matches"),
         (["--kernels", "(=0.5"], "not a regular expression"),
+        (["--ops", "aten::nothing=0"], "no framework op (cpu_op) name matches"),
+        (["--ops", "aten::item=-1"], "≥ 0"),
         (["--rank-host", "3=0.5"], "no rank 3"),
         (["--rank-host", "x=0.5"], "not a rank number"),
         (["--python-speedup", "0"], "python-speedup"),

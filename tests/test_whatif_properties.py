@@ -101,3 +101,68 @@ def test_monotonic_in_factors(layers, what, f1, f2):
 def test_removing_waits_never_slows_the_step(layers):
     rp = build(layers)
     assert sum(steps(rp, sets=["sync=0"])) <= sum(steps(rp))
+
+
+def reference_weights(g, scenario, cost_ns, f):
+    """The scenario's edge weights, vectorised (DESIGN.md "Scenarios"): what the compiled replay
+    (`loops.longest_path`) computes edge by edge."""
+    import numpy as np
+
+    from tracekit.analysis.events import STATE_NAMES
+    from tracekit.whatif.graph import COLL, DUR, HOST, SYNC_OWN, WAIT
+    from tracekit.whatif.loops import DROPPED
+
+    w = g.w.astype(np.float64)
+    host = (g.kind == HOST) | (g.kind == SYNC_OWN)
+    sf = np.array([scenario.cause_factor(n) for n in STATE_NAMES] + [1.0])
+    sf[STATE_NAMES.index("sync")] = 1.0
+    sfe = sf[np.where(g.state >= 0, g.state, len(STATE_NAMES))]
+    rf = np.ones(int(g.rank.max()) + 1 if g.rank.size else 1)
+    for r, v in scenario.rank_host.items():
+        rf[r] = v
+    w = np.where(host, w * (sfe * rf[g.rank]), w)
+    if f.edge.size:
+        w = np.where(host, w * f.edge, w)
+    if cost_ns:
+        w = np.where(host, np.maximum(w - g.cost * (cost_ns / 2.0), np.minimum(w, 0.0)), w)
+    dev = (g.kind == DUR) | (g.kind == COLL)
+    if dev.any():
+        w = np.where(dev, w * f.act[np.maximum(g.act, 0)], w)
+    out = np.rint(w).astype(np.int64)
+    if scenario.no_wait:
+        out[g.kind == WAIT] = DROPPED
+    if f.edge.size:
+        out[(g.kind == WAIT) & (f.edge == 0)] = DROPPED
+    return out
+
+
+def reference_replay(g, w):
+
+    from tracekit.whatif.loops import DROPPED
+
+    rep = g.lb.copy()
+    for v in g.order:
+        edges = g.in_edges[g.indptr[v] : g.indptr[v + 1]]
+        edges = edges[w[edges] != DROPPED]
+        rep[v] = max([int(g.lb[v]), *(int(rep[g.src[e]]) + int(w[e]) for e in edges)])
+    return rep
+
+
+@SETTINGS
+@given(
+    st.lists(layer, min_size=1, max_size=6),
+    st.floats(0, 3),
+    st.floats(0, 3),
+    st.floats(0, 3),
+    st.booleans(),
+    st.sampled_from([0.0, 800.0, 2500.0]),
+    st.sampled_from([[], ["aten::op=0"], ["aten::op=0.5"]]),
+)
+def test_compiled_replay_applies_the_scenario_edge_by_edge(layers, fi, ff, fk, no_wait, cost_ns, ops):
+    rp = build(layers)
+    sets = [f"interpreter={fi}", f"framework={ff}", "launch=0.5"] + (["sync=0"] if no_wait else [])
+    kernels = [f"gemm={fk}"] if rp.graph.device["name"].astype(str).str.contains("gemm").any() else []
+    sc = parse_scenario(sets=sets, kernels=kernels, rank_host=["0=0.8"], ops=ops)
+    af = rp.check(sc)
+    want = reference_replay(rp.graph, reference_weights(rp.graph, sc, cost_ns, af))
+    assert list(rp.run(sc, cost_ns / 1000.0, af)) == list(want)

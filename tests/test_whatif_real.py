@@ -38,3 +38,25 @@ def test_recorded_stream_waits_are_used():
         load_inputs(*[ROOT / "fixtures" / "hta" / "benchmark_result_2869224_1695835535_trace.json.gz"])
     )
     assert rp.graph.diagnostics["stream_waits"].endswith("recorded (cuda_sync)")
+
+
+@pytest.mark.parametrize("name", ["sync_heavy", "ddp_slow_rank1", "dataloader_slow", "heavy_mlp_amp"])
+def test_predicted_timeline_attributed_from_frames_as_from_its_table(name):
+    """whatif attributes the predicted timeline from the capture's frames at replayed times; the same
+    as analysing the replayed capture table (what `--trace` writes) from scratch."""
+    from tracekit.analysis.pipeline import analyze
+    from tracekit.data.store import Capture
+    from tracekit.whatif import parse_scenario
+    from tracekit.whatif.predict import _attribute
+    from tracekit.whatif.timeline import replayed_table
+
+    cap = load_inputs(*[ROOT / "fixtures" / "h200" / name])
+    rp = Replayer.of(cap)
+    for sc in (parse_scenario(), parse_scenario(sets=["interpreter=0.3", "sync=0"], kernels=[".=0.5"])):
+        rep = rp.run(sc)
+        table = Capture(table=replayed_table(cap.table, rp.graph, rep), meta={})
+        want = {(d.rank, d.device): d.idle_ns_per_step() for d in analyze(table).devices}
+        got = _attribute(rp, rep)
+        assert got.keys() == want.keys()
+        for key in want:
+            assert got[key] == pytest.approx(want[key], abs=1e-6), key

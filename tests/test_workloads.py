@@ -148,3 +148,70 @@ def test_tiny_ops_runs_n_ops_elementwise_pairs():
 def test_unknown_workload_names_the_choices():
     with pytest.raises(KnobError, match="unknown workload 'bert'; choose one of heavy_mlp, dataloader_train"):
         load("bert")
+
+
+def test_host_spin_runs_before_every_layer_and_adds_no_torch_op(monkeypatch):
+    from workloads import _train
+
+    sizes = {"layers": 3, "hidden": 16, "batch_size": 2}
+    plain = _op_counts(load("heavy_mlp").build(_ctx("heavy_mlp", **sizes)))
+    runner = load("heavy_mlp").build(_ctx("heavy_mlp", host_spin_us=20, **sizes))
+    iterations = runner.manifest_extra["host_spin"]["iterations"]
+    calls = []
+    monkeypatch.setattr(_train, "spin", lambda n: calls.append(n))
+    assert _op_counts(runner) == plain  # pure interpreter work: the same ops, one forward per step
+    assert calls == [iterations] * (2 * (1 + 3) + 1)  # input and 3 hidden Linear+ReLU, output Linear
+
+
+def test_host_spin_calibration_hits_its_target_roughly():
+    from workloads._train import calibrate_spin
+
+    assert calibrate_spin(0) == {"target_us": 0.0, "iterations": 0}
+    small, large = calibrate_spin(50.0), calibrate_spin(400.0)
+    # 8× the target is about 8× the loop (each a median of timed trials; wide bands: a loaded CI box)
+    assert 3 < large["iterations"] / small["iterations"] < 20
+    assert 0.3 * 400 < large["check_us"] < 3 * 400
+    assert large["ns_per_iteration"] > 0
+    with pytest.raises(KnobError, match="host_spin_us=-1.0: must not be negative"):
+        calibrate_spin(-1.0)
+
+
+def test_host_spin_refuses_checkpointing_and_reaches_the_dataloader_model():
+    with pytest.raises(KnobError, match="host_spin_us works layer by layer .* set checkpoint=0"):
+        load("heavy_mlp").build(_ctx("heavy_mlp", layers=1, hidden=8, checkpoint=1, host_spin_us=5))
+    ctx = _ctx(
+        "dataloader_train", dataset_size=16, batch_size=8, features=8, hidden=8, num_workers=0,
+        log_every=0, host_spin_us=5,
+    )  # fmt: skip
+    runner = load("dataloader_train").build(ctx)
+    assert runner.manifest_extra["host_spin"]["iterations"] > 0
+
+
+@pytest.fixture
+def restore_tf32():
+    saved = (
+        torch.backends.cuda.matmul.allow_tf32,
+        torch.backends.cudnn.allow_tf32,
+        torch.get_float32_matmul_precision(),
+    )
+    yield
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved[:2]
+    torch.set_float32_matmul_precision(saved[2])
+
+
+def test_tf32_sets_both_backends_on_cuda_only(restore_tf32):
+    from workloads._train import set_tf32
+
+    before = torch.get_float32_matmul_precision()
+    runner = load("heavy_mlp").build(_ctx("heavy_mlp", layers=1, hidden=8, tf32=True))
+    assert "tf32" not in runner.manifest_extra  # CPU: nothing set, nothing reported
+    assert torch.get_float32_matmul_precision() == before
+    # the CUDA path only sets torch's flags, which a CPU build of torch also holds
+    on = set_tf32(Context("cuda", {"tf32": True}))
+    assert on == {"matmul_allow_tf32": True, "cudnn_allow_tf32": True, "float32_matmul_precision": "high"}
+    off = set_tf32(Context("cuda", {"tf32": False}))
+    assert off == {
+        "matmul_allow_tf32": False,
+        "cudnn_allow_tf32": False,
+        "float32_matmul_precision": "highest",
+    }

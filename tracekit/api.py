@@ -31,9 +31,10 @@ CaptureLike = Union[Capture, PathLike]
 __all__ = ["Analysis", "Comparison", "analyze", "diff", "load"]
 
 
-def load(*paths: PathLike, salvage: bool = False) -> Capture:
+def load(*paths: PathLike, salvage: bool = False, columns: Optional[Sequence[str]] = None) -> Capture:
     """One capture: a `.parquet` capture, a trace file (`.pt.trace.json[.gz]`), a run folder, or several
-    trace files of one job (one per rank). `salvage` keeps the complete events of a cut-off trace."""
+    trace files of one job (one per rank). `salvage` keeps the complete events of a cut-off trace.
+    `columns`: keep only these columns of the event table (less memory for a caller that reads no others)."""
     from tracekit.errors import TracekitError
     from tracekit.parse.parser import load_capture, parse_paths
 
@@ -41,24 +42,47 @@ def load(*paths: PathLike, salvage: bool = False) -> Capture:
         raise TracekitError("load() needs a capture, a trace file or a run folder")
     items = [Path(p) for p in paths]
     if len(items) == 1 and not salvage:
-        return load_capture(items[0])
-    return parse_paths(items, salvage=salvage)
+        return load_capture(items[0], columns=columns)
+    cap = parse_paths(items, salvage=salvage)
+    if columns is not None:
+        cap.table = cap.table.select([c for c in columns if c in cap.table.column_names])
+    return cap
 
 
-def analyze(capture: CaptureLike, *, sync_tolerance_us: float = 2.0) -> Analysis:
-    """Attribute every nanosecond of GPU idle time in each step to a cause (docs/DESIGN.md). A capture
-    named by its path (a file or a capture folder) is analysed rank by rank in worker processes
-    (tracekit.scale: memory does not grow with its events); the Analysis then holds no Capture."""
+def analyze(capture: CaptureLike, *, sync_tolerance_us: float = 2.0, savings: bool = True) -> Analysis:
+    """Attribute every nanosecond of GPU idle time in each step to a cause (docs/DESIGN.md). `savings`:
+    also predict the step time each host cause costs, by replaying the capture without it (profiled and
+    unprofiled; tracekit whatif, DESIGN.md "What if"), from the same frames.
+
+    A capture named by its path (a file or a capture folder) of more than 8 ranks, or without
+    `savings`, is analysed rank by rank in worker processes (tracekit.scale: memory does not grow with
+    its events); the savings, which replay the whole job's graph, are then not computed, and the
+    Analysis holds no Capture."""
     from tracekit.analysis.partial import Params
     from tracekit.analysis.pipeline import analyze as run_analysis
+    from tracekit.analysis.pipeline import prepare
     from tracekit.data.store import is_capture
-    from tracekit.scale.job import analyze_capture
+    from tracekit.scale.job import analyze_capture, in_one_process
 
     tolerance_ns = int(round(sync_tolerance_us * 1000))
-    if not isinstance(capture, Capture) and is_capture(capture):
-        return Analysis(analyze_capture(capture, params=Params(sync_tolerance_ns=tolerance_ns)))
+    if not isinstance(capture, Capture) and is_capture(capture) and not in_one_process(capture, savings):
+        report = analyze_capture(capture, params=Params(sync_tolerance_ns=tolerance_ns))
+        return Analysis(skipped_savings(report) if savings else report)
     cap = capture if isinstance(capture, Capture) else load(capture)
-    return Analysis(run_analysis(cap, sync_tolerance_ns=tolerance_ns), cap)
+    ctx = prepare(cap, tolerance_ns)
+    report = run_analysis(cap, context=ctx)
+    if savings:
+        from tracekit.whatif.savings import with_savings
+
+        report = with_savings(report, cap, ctx.fr, ctx.threads)
+    return Analysis(report, cap)
+
+
+def skipped_savings(report: Report) -> Report:
+    """The report with a note that its savings were not computed (a job analysed rank by rank)."""
+    from tracekit.scale.job import _savings_skipped
+
+    return _savings_skipped(report)
 
 
 def analysis_of(path: PathLike) -> Report:
@@ -190,18 +214,31 @@ class Analysis:
         return pd.DataFrame(rows, columns=columns)
 
     def causes(self) -> pd.DataFrame:
-        """One row per (rank, device, cause): idle ms per step and its share of the step."""
+        """One row per (rank, device, cause): idle ms per step and its share of the step; for the host
+        causes, the step time a replay predicts saved if that cause alone were removed (ms/step),
+        profiled and unprofiled (NaN for busy and queued, or where the savings were not computed)."""
         rows = []
+        nan = float("nan")
         for d in self.report.devices:
             step_ms = sum(d.step_ns) / max(d.steps, 1) / 1e6
             per = d.idle_ms_per_step
+            saved = d.savings_ms_per_step or {}
             for cause in ("busy", *CAUSES):
                 ms = step_ms * d.gpu_utilization if cause == "busy" else per.get(cause, 0.0)
                 share = ms / step_ms if step_ms else 0.0
                 rows.append(
-                    {"rank": d.rank, "device": d.device, "cause": cause, "ms_per_step": ms, "share": share}
+                    {
+                        "rank": d.rank,
+                        "device": d.device,
+                        "cause": cause,
+                        "ms_per_step": ms,
+                        "share": share,
+                        "saved_ms_per_step": saved.get("profiled", {}).get(cause, nan),
+                        "saved_unprofiled_ms_per_step": saved.get("unprofiled", {}).get(cause, nan),
+                    }
                 )
-        return pd.DataFrame(rows, columns=["rank", "device", "cause", "ms_per_step", "share"])
+        cols = ["rank", "device", "cause", "ms_per_step", "share"]
+        return pd.DataFrame(rows, columns=cols + ["saved_ms_per_step", "saved_unprofiled_ms_per_step"])
 
     def ranks(self) -> pd.DataFrame:
         """One row per (rank, device): mean step, utilisation, idle, collective wait, straggler."""

@@ -1,17 +1,19 @@
-"""Training machinery the workloads share: the second article's tuning knobs.
+"""Training machinery the workloads share: the second article's tuning knobs, and causes made on purpose.
 
 AMP (autocast + GradScaler on CUDA; bf16 autocast without a scaler on CPU), gradient accumulation,
 activation checkpointing (`checkpoint_sequential`), DDP (one process per device, `no_sync` between
-accumulated micro-batches) and a deliberately slow rank. Stdlib + torch, torch imported inside functions.
+accumulated micro-batches) and a deliberately slow rank; TF32 matmuls, and extra interpreter work before
+every layer (`host_spin_us`), so that a user can make a what-if counterfactual for real.
+Stdlib + torch, torch imported inside functions.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Dict, Optional
 
-from tracekit.capture.knobs import Knob
+from tracekit.capture.knobs import Knob, KnobError
 from tracekit.capture.workload import Context
 
 TRAIN_KNOBS = (
@@ -27,6 +29,18 @@ TRAIN_KNOBS = (
     Knob("nproc", 1, "DDP processes, one per device (gloo on CPU, nccl on CUDA); 1 = no DDP"),
     Knob("slow_rank", -1, "DDP: this rank sleeps slow_ms at the start of every step (-1 = none)"),
     Knob("slow_ms", 0.0, "DDP: how long the slow rank sleeps per step, ms"),
+    Knob(
+        "tf32",
+        False,
+        "CUDA: TF32 matmuls and convolutions (allow_tf32, float32 matmul precision 'high'); false = full "
+        "fp32; no effect on CPU",
+    ),
+    Knob(
+        "host_spin_us",
+        0.0,
+        "extra pure-Python work before every layer of the layer stack, µs (a loop calibrated at start; "
+        "the iterations land in the manifest's extra.host_spin)",
+    ),
 )
 
 
@@ -36,9 +50,94 @@ def maybe_slow(ctx: Context) -> None:
         time.sleep(ctx.knobs["slow_ms"] / 1e3)
 
 
-def layered(layers: list, checkpoint_segments: int = 0, sync_every_layer: bool = False) -> Any:
-    """An nn.Module running `layers` in order; optionally checkpointed, or reading each output on the host."""
+def spin(iterations: int) -> int:
+    """Pure interpreter work: `iterations` turns of an integer loop, no call out of the interpreter."""
+    acc = 0
+    for i in range(iterations):
+        acc = (acc + i) & 0xFFFF
+    return acc
+
+
+# Calibration: one trial lasts at least this long (the clock's resolution and a call's cost vanish in it);
+# the fastest of this many trials sets the rate. The fastest, not the median: on the H200 machines' shared
+# vCPUs the same loop ran at ~46 or ~90 ns per iteration, switching within a run (seen in the traces'
+# gaps; the cause was not established), and the median picked either, so two runs of one setting got 2×
+# different loops. The fastest gives every run the same work; the trace shows what that work took.
+SPIN_TRIAL_S = 0.002
+SPIN_TRIALS = 25
+
+
+def calibrate_spin(target_us: float) -> Dict[str, Any]:
+    """How many `spin` iterations take about `target_us` µs in this interpreter, and what they measured.
+
+    The clock is read around whole calls only. The rate is the fastest of SPIN_TRIALS trials of at least
+    SPIN_TRIAL_S each (after one untimed call: Python 3.11+ specialises the loop's bytecode on first runs);
+    then `check_us` is the mean of calls of the chosen size, timed together, as a cross-check (longer when
+    the CPU is shared).
+    """
+    if target_us < 0:
+        raise KnobError(f"--set host_spin_us={target_us}: must not be negative")
+    if target_us == 0:
+        return {"target_us": 0.0, "iterations": 0}
+    n = 1000
+    spin(n)
+    while True:
+        t0 = time.perf_counter()
+        spin(n)
+        took = time.perf_counter() - t0
+        if took >= SPIN_TRIAL_S:
+            break
+        n *= 2
+    trials = []
+    for _ in range(SPIN_TRIALS):
+        t0 = time.perf_counter()
+        spin(n)
+        trials.append((time.perf_counter() - t0) / n)
+    per_iter_s = min(trials)
+    iterations = max(1, round(target_us * 1e-6 / per_iter_s))
+    calls = max(1, int(SPIN_TRIAL_S * 1e6 / target_us))
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        spin(iterations)
+    check_us = (time.perf_counter() - t0) / calls * 1e6
+    return {
+        "target_us": float(target_us),
+        "iterations": iterations,
+        "ns_per_iteration": round(per_iter_s * 1e9, 4),
+        "check_us": round(check_us, 3),
+    }
+
+
+def set_tf32(ctx: Context) -> Dict[str, Any]:
+    """Apply the `tf32` knob on CUDA (both ways, so the run does not depend on torch's defaults or on the
+    environment); report what torch then says. On CPU nothing is set and nothing reported."""
     import torch
+
+    if ctx.device != "cuda":
+        return {}
+    on = bool(ctx.knobs.get("tf32", False))
+    torch.backends.cuda.matmul.allow_tf32 = on
+    torch.backends.cudnn.allow_tf32 = on
+    torch.set_float32_matmul_precision("high" if on else "highest")
+    return {
+        "matmul_allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
+        "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32),
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+    }
+
+
+def layered(
+    layers: list, checkpoint_segments: int = 0, sync_every_layer: bool = False, spin_iterations: int = 0
+) -> Any:
+    """An nn.Module running `layers` in order; optionally checkpointed, reading each output on the host,
+    or spinning the interpreter `spin_iterations` loop turns before each layer."""
+    import torch
+
+    if spin_iterations > 0 and checkpoint_segments > 0:
+        raise KnobError(
+            "--set host_spin_us works layer by layer and checkpoint_sequential runs the layers itself; "
+            "set checkpoint=0 or host_spin_us=0"
+        )
 
     class Layered(torch.nn.Module):
         def __init__(self) -> None:
@@ -54,10 +153,13 @@ def layered(layers: list, checkpoint_segments: int = 0, sync_every_layer: bool =
                     return checkpoint_sequential(self.seq, segments, x, use_reentrant=False)
                 except TypeError:  # torch < 1.11 has no use_reentrant
                     return checkpoint_sequential(self.seq, segments, x)
-            if sync_every_layer:
+            if sync_every_layer or spin_iterations > 0:
                 for layer in self.seq:
+                    if spin_iterations > 0:
+                        spin(spin_iterations)
                     x = layer(x)
-                    x.sum().item()  # a device→host read: the host waits for the device every layer
+                    if sync_every_layer:
+                        x.sum().item()  # a device→host read: the host waits for the device every layer
                 return x
             return self.seq(x)
 
@@ -96,6 +198,9 @@ class Trainer:
         self.amp_dtype = getattr(torch, dtype)
         use_scaler = self.amp and ctx.device == "cuda" and dtype == "float16"
         self.scaler = _grad_scaler("cuda") if use_scaler else None
+        tf32 = set_tf32(ctx)
+        # What the manifest's `extra` records about this run (see `manifest_extra`).
+        self.extra: Dict[str, Any] = {"tf32": tf32} if tf32 else {}
 
     def autocast(self) -> Any:
         import torch

@@ -15,7 +15,7 @@ from typing import Any, Iterator
 
 from tracekit.capture.knobs import Knob, KnobError
 from tracekit.capture.workload import Context
-from workloads._train import TRAIN_KNOBS, Trainer, layered
+from workloads._train import TRAIN_KNOBS, Trainer, calibrate_spin, layered
 
 NAME = "dataloader_train"
 SUMMARY = "10k×512 random dataset (x*2-1), DataLoader batch 128, 4 workers, pin_memory; MLP, Adam"
@@ -92,6 +92,7 @@ class DataLoaderTrain:
                 + "; raise dataset_size or lower batch_size"
             )
         nn = torch.nn
+        spin = calibrate_spin(k["host_spin_us"])
         module = layered(
             [
                 nn.Linear(k["features"], k["hidden"]),
@@ -101,6 +102,7 @@ class DataLoaderTrain:
                 nn.Linear(k["hidden"], k["classes"]),
             ],
             k["checkpoint"],
+            spin_iterations=spin["iterations"],
         )
         self.trainer = Trainer(ctx, module, lambda params: torch.optim.Adam(params, lr=k["lr"]))
         self.criterion = nn.CrossEntropyLoss()
@@ -108,6 +110,7 @@ class DataLoaderTrain:
         self.seen = 0
         self.log_every = k["log_every"]
         self.samples_per_step = k["batch_size"] * self.trainer.accum
+        self.manifest_extra = dict(self.trainer.extra, host_spin=spin)
 
     def _batches(self) -> Iterator[Any]:
         epoch = 0

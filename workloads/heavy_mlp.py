@@ -12,7 +12,7 @@ from typing import Any
 
 from tracekit.capture.knobs import Knob
 from tracekit.capture.workload import Context
-from workloads._train import TRAIN_KNOBS, Trainer, layered
+from workloads._train import TRAIN_KNOBS, Trainer, calibrate_spin, layered
 
 NAME = "heavy_mlp"
 SUMMARY = "MLP 1024→4096 (8×4096²)→512, ReLU, batch 256: forward, output.sum().backward(), zero_grad"
@@ -43,7 +43,8 @@ class HeavyMLP:
         for _ in range(k["layers"]):
             layers += [nn.Linear(k["hidden"], k["hidden"]), nn.ReLU()]
         layers.append(nn.Linear(k["hidden"], k["out_features"]))
-        module = layered(layers, k["checkpoint"], k["sync_every_layer"])
+        spin = calibrate_spin(k["host_spin_us"])
+        module = layered(layers, k["checkpoint"], k["sync_every_layer"], spin["iterations"])
         optimizer = None
         if k["optimizer"] == "sgd":
             optimizer = lambda params: torch.optim.SGD(params, lr=k["lr"])  # noqa: E731
@@ -52,6 +53,7 @@ class HeavyMLP:
         self.trainer = Trainer(ctx, module, optimizer)
         self.x = torch.randn(k["batch_size"], k["in_features"], device=ctx.torch_device)
         self.samples_per_step = k["batch_size"] * self.trainer.accum
+        self.manifest_extra = dict(self.trainer.extra, host_spin=spin)
 
     def _loss(self, model: Any) -> Any:
         return model(self.x).sum()

@@ -59,12 +59,13 @@ class Frames:
     host: pd.DataFrame  # rank, pid, tid, ts, end, state, cat, name, correlation, external_id, py_*
     device: pd.DataFrame  # rank, device, stream, ts, end, cat, name, correlation, nccl
     steps: pd.DataFrame  # rank, step, pid, tid, ts, end (disjoint per rank, sorted)
-    launches: pd.DataFrame  # rank, correlation, pid, tid, ts, end, name (one per correlation)
+    launches: pd.DataFrame  # rank, correlation, pid, tid, ts, end, row (one per correlation)
     has_device: bool
     peak_memory: dict  # (rank, device) → max "Total Allocated" of [memory] instants, bytes
 
 
-_COLUMNS = (
+# The columns `load_frames` reads (`_Cols` and the step rows).
+FRAME_COLUMNS = (
     "kind",
     "rank",
     "ph",
@@ -77,14 +78,10 @@ _COLUMNS = (
     "device",
     "stream",
     "correlation",
-    "external_id",
-    "py_id",
-    "py_parent",
-    "collective",
     "step",
 )
 # Every column the analysis reads (load_frames, the peak memory): a worker reads no other.
-ANALYSIS_COLUMNS = (*_COLUMNS, "total_allocated")
+ANALYSIS_COLUMNS = (*FRAME_COLUMNS, "total_allocated")
 
 
 def dict_codes(col: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
@@ -127,7 +124,7 @@ def _floats(t: pa.Table, name: str) -> np.ndarray:
 def load_frames(table: pa.Table) -> Frames:
     """Split the capture table into host/device/step/launch frames (vectorised; strings stay
     categorical and are classified once per distinct value)."""
-    names = [c for c in _COLUMNS if c in table.column_names]
+    names = [c for c in FRAME_COLUMNS if c in table.column_names]
     t = table.select(names).unify_dictionaries()
     cols = _Cols.of(t)
     dev = _device_frame(cols)
@@ -263,6 +260,7 @@ def _launch_frame(c: _Cols, runtime: np.ndarray, hi: np.ndarray) -> pd.DataFrame
             "tid": c.tid[rows],
             "ts": c.ts[rows],
             "end": c.end[rows],
+            "row": rows,  # index in the capture table
         }
     )
     # cuLaunchKernel inside cudaLaunchKernelExC may repeat a correlation: keep the outermost call.

@@ -134,6 +134,7 @@ class Threads:
             (int(r), int(p), int(t)) for r, p, t in steps[["rank", "pid", "tid"]].drop_duplicates().to_numpy()
         }
         self._built: dict[tuple[int, int, int], Thread] = {}
+        self._windows: dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray]] = {}
 
     def __getitem__(self, key: tuple[int, int, int]) -> Thread:
         th = self._built.get(key)
@@ -149,6 +150,15 @@ class Threads:
         return th
 
     def _backward_windows(self, key: tuple[int, int, int], ev: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+        """The backward windows of thread `key` (whose events are `ev`), computed once per thread (the
+        what-if graph asks again for the threads the analysis built)."""
+        if key not in self._windows:
+            self._windows[key] = self._find_backward_windows(key, ev)
+        return self._windows[key]
+
+    def _find_backward_windows(
+        self, key: tuple[int, int, int], ev: pd.DataFrame
+    ) -> tuple[np.ndarray, np.ndarray]:
         rank, pid, _ = key
         eng = self.engine_ops[
             (self.engine_ops["rank"] == rank).to_numpy() & (self.engine_ops["pid"] == pid).to_numpy()

@@ -93,6 +93,12 @@ class DeviceReport:
     # Device busy time after the rank's last step window ended: the host ran ahead of this device (e.g.
     # a DDP rank whose all-reduce waits for a slower peer), so its step windows hold only part of its work.
     busy_after_last_step_ns: int = 0
+    # The step time saved (ms/step) if one host cause alone were removed, predicted by the what-if replay
+    # with and without the profiler's cost: {"profiled": {cause: ms}, "unprofiled": {cause: ms}}, for
+    # the causes a host change can remove (HOST_STATES; `queued` is device-side). None: not computed
+    # (`tracekit.api.analyze` adds it: the replay is a later stage than the analysis) or not trusted
+    # (the unchanged replay misses the observed step by more than 2 %).
+    savings_ms_per_step: Optional[Mapping[str, Mapping[str, float]]] = None
 
     @property
     def steps(self) -> int:
@@ -147,6 +153,9 @@ class DeviceReport:
             "peak_memory_bytes": self.peak_memory_bytes,
             "samples_per_step": self.samples_per_step,
             "throughput_per_s": self.throughput_per_s,
+            "savings_ms_per_step": None
+            if self.savings_ms_per_step is None
+            else {k: dict(v) for k, v in self.savings_ms_per_step.items()},
             "samples": [_plain(s) for s in self.samples],
         }
 
@@ -494,7 +503,16 @@ class Report:
 
 
 def _device_fields(d: Mapping[str, Any]) -> dict[str, Any]:
-    keep = ("rank", "device", "samples", "straggler_rank", "peak_memory_bytes", "samples_per_step", "name")
+    keep = (
+        "rank",
+        "device",
+        "samples",
+        "straggler_rank",
+        "peak_memory_bytes",
+        "samples_per_step",
+        "name",
+        "savings_ms_per_step",
+    )
     out = {k: d[k] for k in keep if k in d}
     if "busy_after_last_step_ms" in d:
         out["busy_after_last_step_ns"] = int(round(d["busy_after_last_step_ms"] * 1e6))

@@ -69,7 +69,7 @@ class Params:
 
 
 @dataclass(frozen=True)
-class Context:
+class CaptureContext:
     """What a part's analysis needs from the capture's metadata: the manifest (batch size, peak memory,
     unprofiled step times) and the device names of the trace metadata, by (rank, device)."""
 
@@ -77,7 +77,7 @@ class Context:
     device_names: dict = field(default_factory=dict)
 
     @classmethod
-    def of(cls, meta: dict) -> Context:
+    def of(cls, meta: dict) -> CaptureContext:
         names = {}
         for t in meta.get("traces") or []:
             for p in (t.get("metadata") or {}).get("deviceProperties") or []:
@@ -85,9 +85,9 @@ class Context:
                     names[(int(t.get("rank", 0)), int(p["id"]))] = p["name"]
         return cls(manifest=dict(meta.get("manifest") or {}), device_names=names)
 
-    def for_ranks(self, ranks: set[int]) -> Context:
+    def for_ranks(self, ranks: set[int]) -> CaptureContext:
         """The context a worker needs for these ranks only (the device names of other ranks stay)."""
-        return Context(self.manifest, {k: v for k, v in self.device_names.items() if k[0] in ranks})
+        return CaptureContext(self.manifest, {k: v for k, v in self.device_names.items() if k[0] in ranks})
 
 
 @dataclass
@@ -111,10 +111,18 @@ class Partial:
     checked: tuple[str, ...] = ()  # invariants a worker checked on this part (tracekit.scale.tasks)
 
 
-def analyze_partial(table: pa.Table, context: Context = Context(), params: Params = Params()) -> Partial:
-    """Attribute every nanosecond of device idle time in every step of the ranks in `table`."""
-    fr = load_frames(table)
-    threads = Threads(fr.host, fr.steps)
+def analyze_partial(
+    table: pa.Table,
+    context: CaptureContext = CaptureContext(),
+    params: Params = Params(),
+    *,
+    frames: Any = None,
+    threads: Optional[Threads] = None,
+) -> Partial:
+    """Attribute every nanosecond of device idle time in every step of the ranks in `table`.
+    `frames`, `threads`: the table's (tracekit.analysis.pipeline.prepare), when the caller has them."""
+    fr = frames if frames is not None else load_frames(table)
+    threads = threads if threads is not None else Threads(fr.host, fr.steps)
     hsteps = host_steps(threads, fr.steps)
     dev, steps = fr.device, fr.steps
     dev_step = _assign_steps(dev, steps)
@@ -149,6 +157,32 @@ def analyze_partial(table: pa.Table, context: Context = Context(), params: Param
     )
 
 
+def idle_by_device(frames: Any, sync_tolerance_ns: int = DEFAULT_SYNC_TOLERANCE_NS) -> dict:
+    """Only the idle attribution (rules 1-4) of each device of `frames`: (rank, device) -> idle ns per
+    step by cause, as the report gives it (`DeviceReport.idle_ns_per_step`), without the host breakdown,
+    statistics and evidence (the what-if replay attributes its predicted timeline with it)."""
+    threads = Threads(frames.host, frames.steps)
+    out = {}
+    for (r, d), acts in frames.device.groupby(["rank", "device"]):  # one loop per device
+        rank, device = int(r), int(d)
+        rsteps = frames.steps[frames.steps["rank"] == rank].reset_index(drop=True)
+        if rsteps.empty:
+            continue
+        launches = frames.launches[frames.launches["rank"] == rank].reset_index(drop=True)
+        gaps, _, _ = attribute_device(
+            rank,
+            device,
+            acts.reset_index(drop=True),
+            rsteps,
+            launches,
+            threads,
+            sync_tolerance_ns=sync_tolerance_ns,
+        )
+        idle = cause_totals(gaps, len(rsteps))
+        out[(rank, device)] = {c: float(idle[:, j].sum()) / len(rsteps) for j, c in enumerate(CAUSES)}
+    return out
+
+
 @dataclass
 class _Shared:
     """What every device's attribution shares: the frames, the host threads' states, the host steps."""
@@ -156,7 +190,7 @@ class _Shared:
     fr: Any
     threads: Threads
     hstep_by: dict  # (rank, step) -> HostStep
-    context: Context
+    context: CaptureContext
     params: Params
 
 

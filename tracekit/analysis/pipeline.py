@@ -11,21 +11,25 @@ matching, the job-wide statistics). Here, in one process, the whole capture is o
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from tracekit.analysis.attribution import DEFAULT_SYNC_TOLERANCE_NS
-from tracekit.analysis.merge import merge
+from tracekit.analysis.events import load_frames
+from tracekit.analysis.host import Threads
+from tracekit.analysis.merge import capture_info, merge
 from tracekit.analysis.model import Report
 from tracekit.analysis.partial import (
     DEFAULT_TOP_GAPS,
     DEFAULT_TOP_KERNELS,
     GAP_EDGES_US,
-    Context,
+    CaptureContext,
     Params,
     analyze_partial,
+    idle_by_device,
 )
 
-__all__ = ["analyze", "GAP_EDGES_US"]
+__all__ = ["analyze", "prepare", "idle_by_device", "Context", "GAP_EDGES_US"]
 
 
 def analyze(
@@ -35,21 +39,46 @@ def analyze(
     top_gaps: int = DEFAULT_TOP_GAPS,
     top_kernels: int | None = DEFAULT_TOP_KERNELS,
     evidence: bool = True,
+    context: Context | None = None,
 ) -> Report:
     """Attribute every nanosecond of device idle time in every step of `capture` to a cause.
 
     `sync_tolerance_ns`: how far (ns) a sync call may lie from the instant the device went idle and
     still count as the sync that drained the queue (rule 4). `top_gaps`: how many of the longest gaps
     to keep as evidence. `top_kernels`: kernel names kept in the launch statistics (None: all).
-    `evidence`: keep the idle and busy intervals in the report (check_invariants, --store)."""
+    `evidence`: keep the idle and busy intervals in the report (check_invariants, --store).
+    `context`: `prepare(capture, sync_tolerance_ns)` when the caller keeps the frames for more work
+    (the what-if savings reuse them); its tolerance is the one used."""
+    if context is not None:
+        sync_tolerance_ns = context.sync_tolerance_ns
     params = Params(sync_tolerance_ns, top_gaps, top_kernels, evidence)
     meta = capture.meta or {}
-    part = analyze_partial(capture.table, Context.of(meta), params)
+    part = analyze_partial(
+        capture.table,
+        CaptureContext.of(meta),
+        params,
+        frames=context.fr if context is not None else None,
+        threads=context.threads if context is not None else None,
+    )
     return merge([part], meta, params, path=capture.path)
+
+
+@dataclass
+class Context:
+    """A capture's analysis frames and host threads, built once (`prepare`) for `analyze` and the
+    what-if replay to share."""
+
+    fr: Any
+    threads: Threads
+    sync_tolerance_ns: int
+
+
+def prepare(capture: Any, sync_tolerance_ns: int, frames: Any = None) -> Context:
+    """The frames of the capture (`frames`: given, e.g. a replayed timeline's) and its host threads."""
+    fr = frames if frames is not None else load_frames(capture.table)
+    return Context(fr=fr, threads=Threads(fr.host, fr.steps), sync_tolerance_ns=sync_tolerance_ns)
 
 
 def _capture_info(capture: Any) -> dict:
     """The report's `capture` of an in-memory capture (what-if reports share it)."""
-    from tracekit.analysis.merge import capture_info
-
     return capture_info(capture.meta or {}, capture.path)

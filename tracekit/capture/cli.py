@@ -229,6 +229,7 @@ def _run(config: CaptureConfig, torch: Any) -> Dict[str, Any]:
             ctx = Context(config.device, config.knobs, config.rank, config.world_size, config.local_rank)
             runner = load(config.workload).build(ctx)
             config.samples_per_step = getattr(runner, "samples_per_step", None)
+            config.extra = dict(getattr(runner, "manifest_extra", None) or {})
             with sess:
                 while not sess.done:
                     runner.step()

@@ -53,6 +53,9 @@ class CaptureConfig:
     local_rank: int = 0
     script: Optional[Dict[str, Any]] = None
     samples_per_step: Optional[int] = None
+    # What the workload says about its own set-up once built (its `manifest_extra`: calibrations, the
+    # precision torch actually uses); not knobs, since two repeats of one setting may calibrate differently.
+    extra: Dict[str, Any] = field(default_factory=dict)
 
     @property
     def worker(self) -> str:
@@ -267,6 +270,7 @@ class Session:
                 ],
             },
             "traces": self.traces(),
+            "extra": dict(self.config.extra),
         }
 
     def manifest(self, status: str, error: Optional[str]) -> Dict[str, Any]:
@@ -286,6 +290,7 @@ class Session:
             "script": cfg.script,
             "knobs": cfg.knobs,
             "knobs_set": cfg.knobs_set,
+            "extra": dict(cfg.extra),
             "schedule": dict(cfg.schedule),
             "schedule_text": format_schedule(cfg.schedule),
             "device_kind": cfg.device,

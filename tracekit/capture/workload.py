@@ -7,6 +7,7 @@ functions, Python 3.9) with::
     SUMMARY = "one line"
     KNOBS = (Knob("batch_size", 256, "samples per step", cpu=32), ...)
     def build(ctx: Context) -> Runner      # Runner: .step() runs one training step; .samples_per_step
+                                           # and, optionally, .manifest_extra (a JSON-able dict)
 
 The capture process adds `COMMON_KNOBS` (seed, timing, profiler options) to every workload.
 """

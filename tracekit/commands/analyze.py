@@ -49,14 +49,21 @@ def analyze(
         min=0.0,
         help="How close (µs) a sync call must be to the start of an idle gap to have drained it.",
     ),
+    savings: bool = typer.Option(
+        True,
+        "--savings/--no-savings",
+        help="Beside each cause, the step time saved if it alone were removed, profiled and unprofiled "
+        "(a replay of the capture's dependency graph, as `tracekit whatif --set CAUSE=0`).",
+    ),
     width: Optional[int] = typer.Option(None, "--width", min=40, help="Terminal width of the text report."),
 ) -> None:
     """Attribute every nanosecond of GPU idle time in each step to a cause.
 
-    A capture's ranks are analysed in worker processes, a few ranks each; only compact per-rank results
-    come back, so memory does not grow with the job's events. With more than 8 ranks the text and
-    Markdown reports summarise the job (step time, each figure's spread across ranks, stragglers, the
-    ranks that differ); --rank R shows one rank in full, --json keeps every rank."""
+    A job of more than 8 ranks (or any capture with --no-savings) is analysed in worker processes, a
+    few ranks each; only compact per-rank results come back, so memory does not grow with the job's
+    events (the savings, which replay the whole job's graph, are then not computed). With more than 8
+    ranks the text and Markdown reports summarise the job (step time, each figure's spread across ranks,
+    stragglers, the ranks that differ); --rank R shows one rank in full, --json keeps every rank."""
     from tracekit.analysis.partial import Params
     from tracekit.errors import TracekitError
     from tracekit.render.registry import get_renderer, renderers
@@ -65,7 +72,9 @@ def analyze(
     if as_json and as_markdown:
         raise TracekitError("--json and --markdown both given; pick one")
     params = Params(sync_tolerance_ns=int(round(sync_tolerance_us * 1000)))
-    report, where = analyze_inputs(inputs, params=params, check=check, store=store, rank=rank)
+    report, where = analyze_inputs(
+        inputs, params=params, check=check, store=store, rank=rank, savings=savings
+    )
     for name in report.checked:
         typer.echo(f"ok: {name}", err=True)
     if store:

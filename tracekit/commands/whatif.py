@@ -28,6 +28,13 @@ def whatif(
         help="REGEX=FACTOR: device activities whose name matches REGEX take FACTOR x their time "
         "(e.g. 'gemm=0.25').",
     ),
+    ops: List[str] = typer.Option(
+        [],
+        "--ops",
+        help="REGEX=FACTOR: framework ops (cpu_op) whose name matches REGEX take FACTOR x their host time, "
+        "and so does the device work they launch; 0 removes them, their syncs' waits included "
+        "(e.g. 'aten::item=0').",
+    ),
     rank_host: List[str] = typer.Option(
         [],
         "--rank-host",
@@ -61,15 +68,16 @@ def whatif(
     from tracekit.render.whatif import RENDERERS
     from tracekit.whatif import Replayer, parse_scenario
     from tracekit.whatif import whatif as run_whatif
+    from tracekit.whatif.predict import COLUMNS
 
     if as_json and as_markdown:
         raise TracekitError("--json and --markdown both given; pick one")
     if unprofiled_step_ms is not None and not unprofiled_step_ms > 0:
         raise TracekitError(f"--unprofiled-step-ms {unprofiled_step_ms:g}: give the step time in ms, > 0")
-    scenario = parse_scenario(sets, kernels, rank_host, python_speedup)
+    scenario = parse_scenario(sets, kernels, rank_host, python_speedup, ops)
     if trace is not None:
         check_output(trace, force)
-    capture = load_inputs(*inputs)
+    capture = load_inputs(*inputs, columns=COLUMNS)
     rp = Replayer.of(capture)
     result, predicted = run_whatif(capture, scenario, unprofiled_step_ms=unprofiled_step_ms, replayer=rp)
     if trace is not None:

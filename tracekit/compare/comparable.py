@@ -137,10 +137,22 @@ def compare_manifests(a: Optional[Mapping[str, Any]], b: Optional[Mapping[str, A
             continue
         for key in sorted(set(da) | set(db)):
             if da.get(key) != db.get(key):
-                out.append(
-                    Difference(f"{path}.{key}", f"{label} {key}", da.get(key), db.get(key), Role.BLOCKING)
-                )
+                role = Role.NOTE if _added_at_default(a, b, path, key) else Role.BLOCKING
+                out.append(Difference(f"{path}.{key}", f"{label} {key}", da.get(key), db.get(key), role))
     return out
+
+
+def _added_at_default(
+    a: Optional[Mapping[str, Any]], b: Optional[Mapping[str, Any]], path: str, key: str
+) -> bool:
+    """A knob that one capture lacks (made before the knob existed) while the other left it at its
+    default (not in its `knobs_set`): both ran the workload as it was before the knob. Only a note."""
+    if path != "knobs":
+        return False
+    for mine, other in ((a, b), (b, a)):
+        if key not in (_get(mine, "knobs") or {}) and key in (_get(other, "knobs") or {}):
+            return key not in (_get(other, "knobs_set") or {})
+    return False
 
 
 @dataclass(frozen=True)

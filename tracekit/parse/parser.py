@@ -31,7 +31,7 @@ import re
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
-from typing import Callable, Iterator, Optional
+from typing import Callable, Iterator, Optional, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -213,19 +213,30 @@ def _stream_once(
     return Capture(table=derived, meta=dict(writer.meta, event_rows=rows), path=output)
 
 
-def load_capture(path: Path) -> Capture:
+def load_capture(path: Path, columns: Sequence[str] | None = None) -> Capture:
     """A capture from a .parquet capture file or a capture folder (read whole), or parsed on the fly
-    from a trace file or run folder."""
+    from a trace file or run folder. `columns`: only these of the table (those the file has), for a
+    caller that reads no others."""
     path = Path(path)
     if not path.exists():
         raise InputNotFound(f"{path}: no such file or folder")
     if is_capture_folder(path):
-        return read_capture(path)
+        return read_capture(
+            path, columns=None if columns is None else [c for c in columns if c in SCHEMA.names]
+        )
     if path.is_file():
         with open(path, "rb") as fh:
             if fh.read(4) == PARQUET_MAGIC:
-                return read_capture(path)
-    return parse_paths([path])
+                if columns is None:
+                    return read_capture(path)
+                import pyarrow.parquet as pq
+
+                names = set(pq.read_schema(path).names)
+                return read_capture(path, columns=[c for c in columns if c in names])
+    cap = parse_paths([path])
+    if columns is not None:
+        cap.table = cap.table.select([c for c in columns if c in cap.table.column_names])
+    return cap
 
 
 # ---------------------------------------------------------------------------------------------------

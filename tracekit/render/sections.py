@@ -131,6 +131,11 @@ def device_sections(report: Report) -> list[Section]:
         rows = [["busy", _ms(mean_step * d.gpu_utilization), _pct(d.gpu_utilization)]]
         for c in CAUSES:
             rows.append([f"idle: {c}", _ms(per_step[c]), _pct(per_step[c] / mean_step if mean_step else 0)])
+        columns = ["", "ms/step", "% of step"]
+        savings = "savings_profiler_cost_us_per_event" in report.parameters
+        if savings:
+            columns += ["saved if removed", "unprofiled"]
+            _saving_cells(rows, d.savings_ms_per_step)
         notes = [
             f"{d.steps} steps; step ms mean {_ms(statistics.fmean(step_ns))}, median "
             f"{_ms(statistics.median(step_ns))}, min {_ms(min(step_ns))}, max {_ms(max(step_ns))}; "
@@ -154,15 +159,40 @@ def device_sections(report: Report) -> list[Section]:
         if d.peak_memory_bytes is not None:
             notes.append(f"peak device memory {_bytes(d.peak_memory_bytes)}")
         name = f" ({d.name})" if d.name else ""
+        if savings:
+            notes.append(_savings_note(report, d.savings_ms_per_step is not None))
         out.append(
-            Section(
-                f"rank {d.rank} device {d.device}{name}: where the step time went",
-                ["", "ms/step", "% of step"],
-                rows,
-                notes,
-            )
+            Section(f"rank {d.rank} device {d.device}{name}: where the step time went", columns, rows, notes)
         )
     return out
+
+
+def _saving_cells(rows: list[list[str]], saved) -> None:
+    """Each cause's predicted saving (ms/step), profiled and unprofiled, beside its idle share: blank for
+    busy, '-' for queued (nothing on the host to remove) and where the savings are not trusted."""
+    rows[0] += ["", ""]
+    for row, c in zip(rows[1:], CAUSES):
+        if saved is None or c not in saved.get("profiled", {}):
+            row += ["-", "-"]
+        else:
+            row += [_ms(saved["profiled"][c] * 1e6), _ms(saved["unprofiled"][c] * 1e6)]
+
+
+def _savings_note(report: Report, trusted: bool) -> str:
+    if not trusted:
+        return (
+            "saved if removed: not shown; the unchanged replay misses this device's step by more than 2 % "
+            "(`tracekit whatif` says why)"
+        )
+    p = report.parameters
+    source = {"manifest": "for the manifest's unprofiled step", "default": "default: no unprofiled step"}
+    cost = p["savings_profiler_cost_us_per_event"]
+    why = source.get(p.get("savings_profiler_cost_source", ""), "")
+    return (
+        f"saved if removed: replayed with that cause alone removed (unprofiled: less {cost:.1f} µs/event "
+        f"of profiler cost, {why}); savings need not sum to the idle time: removing a cause can let "
+        "another hold the device, or shorten a host-bound step by more than its idle share"
+    )
 
 
 def host_sections(report: Report) -> list[Section]:
@@ -319,6 +349,8 @@ def other_notes(report: Report) -> list[str]:
         )
     if report.cpu_only:
         notes.append("CPU-only capture: no device activity; the host breakdown is the whole story.")
+    if report.parameters.get("savings_skipped"):
+        notes.append(f"step time saved per cause: {report.parameters['savings_skipped']}.")
     for f in report.capture.get("failed") or []:
         rank = "rank unknown" if f.get("rank") is None else f"rank {f['rank']}"
         notes.append(f"left out: {rank} ({f.get('path')}): {f.get('error')}")

@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 from tracekit.analysis.invariants import check_invariants
 from tracekit.analysis.merge import merge, rank_report
 from tracekit.analysis.model import Report
-from tracekit.analysis.partial import Context, Params
+from tracekit.analysis.partial import CaptureContext, Params
 from tracekit.data import files as fs
 from tracekit.data.files import Location
 from tracekit.data.store import (
@@ -296,7 +296,7 @@ def analyze_capture(
     if store and meta.get("form") != "folder":
         raise TracekitError(f"{path}: analyze_capture stores into capture folders only")
     executor = executor or LocalExecutor()
-    context = Context.of(meta)
+    context = CaptureContext.of(meta)
     work = replace(params, evidence=params.evidence or check or store)
     n_workers = getattr(executor, "workers", 1)
     rest = [r for r in ranks if r != rank]
@@ -336,6 +336,23 @@ def _ranges(ranks: list[int]) -> str:
     return f"{ranks[0]}-{ranks[-1]}" if ranks == list(range(ranks[0], ranks[-1] + 1)) else str(ranks)
 
 
+# A capture of at most this many ranks is analysed in one process when the savings are asked for: they
+# replay the whole job's dependency graph (tracekit.whatif), collectives across ranks included.
+WHOLE_MAX_RANKS = 8
+SAVINGS_SKIPPED = (
+    f"not computed: a job of more than {WHOLE_MAX_RANKS} ranks is analysed rank by rank, and the savings "
+    "replay the whole job's graph (tracekit whatif computes them)"
+)
+
+
+def in_one_process(path: Location, savings: bool, meta: Optional[dict] = None) -> bool:
+    """Whether the capture at `path` is analysed whole in this process (with the savings) rather than
+    rank by rank in workers: with `savings`, when it has at most WHOLE_MAX_RANKS ranks."""
+    if not savings:
+        return False
+    return len(capture_ranks(meta if meta is not None else read_meta(path))) <= WHOLE_MAX_RANKS
+
+
 def analyze_inputs(
     inputs: list[Path],
     *,
@@ -344,54 +361,67 @@ def analyze_inputs(
     check: bool = False,
     store: bool = False,
     rank: Optional[int] = None,
+    savings: bool = False,
 ) -> tuple[Report, Optional[Location]]:
     """`tracekit analyze`: the report of a capture (file or folder) or of trace files / run folders;
     returns (report, the capture it was stored in, if `store`).
 
-    A capture is analysed rank by rank in workers (`analyze_capture`), except a capture file with
-    `store`, which is rewritten whole (its idle rows live in the one file). Traces of several files
-    are parsed into a temporary capture folder first (a file per worker), then analysed alike; a
-    single trace file is parsed and analysed in this process."""
+    A capture is analysed rank by rank in workers (`analyze_capture`), except in this process, whole:
+    one of at most WHOLE_MAX_RANKS ranks when `savings` are asked for (they replay the whole job), and
+    a capture file with `store` (its idle rows live in the one file). Traces are parsed into a
+    temporary capture folder first (a file per worker), then analysed alike; a single trace file, or
+    at most WHOLE_MAX_RANKS with `savings`, are parsed and analysed in this process."""
     import tempfile
 
     params = params or Params()
     if len(inputs) == 1 and is_capture(inputs[0]):
         path = inputs[0]
         meta = read_meta(path)
-        if not (store and meta.get("form") != "folder"):
+        if not (store and meta.get("form") != "folder") and not in_one_process(path, savings, meta):
             report = analyze_capture(
                 path, params=params, executor=executor, check=check, store=store, rank=rank, meta=meta
             )
+            report = _savings_skipped(report) if savings else report
             return report, path if store else None
-        return _analyze_here(read_capture(path), params, check, store, rank), path
+        return _analyze_here(read_capture(path), params, check, store, rank, savings), path
     if store:
         raise TracekitError(
             f"--store needs one capture, got {', '.join(map(str, inputs))}; "
             "make one with `tracekit parse TRACE -o capture.parquet`"
         )
     files = find_trace_files(inputs)
-    if len(files) == 1:
-        return _analyze_here(parse_paths(inputs), params, check, False, rank), None
+    if len(files) == 1 or (savings and len(files) <= WHOLE_MAX_RANKS):
+        return _analyze_here(parse_paths(inputs), params, check, False, rank, savings), None
     executor = executor or LocalExecutor()
     with tempfile.TemporaryDirectory(prefix="tracekit-") as tmp:
         parsed = parse_job(inputs, Path(tmp) / "capture", folder=True, executor=executor)
         report = analyze_capture(parsed.output, params=params, executor=executor, check=check, rank=rank)
     # The report names the inputs, not the temporary capture.
-    return replace(report, capture={k: v for k, v in report.capture.items() if k != "path"}), None
+    report = replace(report, capture={k: v for k, v in report.capture.items() if k != "path"})
+    return (_savings_skipped(report) if savings else report), None
 
 
-def _analyze_here(capture: Capture, params: Params, check: bool, store: bool, rank: Optional[int]) -> Report:
-    """A capture in memory, analysed in this process (one part; two with `rank`: it alone, the rest)."""
+def _savings_skipped(report: Report) -> Report:
+    return replace(report, parameters={**report.parameters, "savings_skipped": SAVINGS_SKIPPED})
+
+
+def _analyze_here(
+    capture: Capture, params: Params, check: bool, store: bool, rank: Optional[int], savings: bool
+) -> Report:
+    """A capture in memory, analysed in this process (one part; two with `rank`: it alone, the rest),
+    with the savings (tracekit.whatif.savings) when asked for."""
     import pyarrow.compute as pc
 
     from tracekit.analysis.partial import analyze_partial
+    from tracekit.analysis.pipeline import prepare
     from tracekit.analysis.store import store_report
 
     work = replace(params, evidence=params.evidence or check or store)
     meta = capture.meta or {}
-    context = Context.of(meta)
+    context = CaptureContext.of(meta)
+    whole = prepare(capture, params.sync_tolerance_ns) if savings or rank is None else None
     if rank is None:
-        parts = [analyze_partial(capture.table, context, work)]
+        parts = [analyze_partial(capture.table, context, work, frames=whole.fr, threads=whole.threads)]
     else:
         ranks = capture_ranks(meta) or sorted(set(capture.table["rank"].to_pylist()) - {None})
         if rank not in ranks:
@@ -405,6 +435,10 @@ def _analyze_here(capture: Capture, params: Params, check: bool, store: bool, ra
         report = replace(report, checked=tuple(check_invariants(report, capture)))
     if store:
         store_report(capture, report)
+    if savings and whole is not None:
+        from tracekit.whatif.savings import with_savings
+
+        report = with_savings(report, capture, whole.fr, whole.threads)
     if rank is not None:
         return rank_report(parts[0], report, rank, meta, params, capture.path)
     return report

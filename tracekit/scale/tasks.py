@@ -79,7 +79,7 @@ def analyze_rank(path_or_uri: Location, params: dict[str, Any]):
     """Analyse ranks of the capture at `path_or_uri` (either form) where their data is: read their
     rows, attribute, aggregate. `params`: {"ranks": [r, ...] (one rank, or a few analysed together:
     cheaper per rank, the same result), "meta": the capture's metadata as `job.rank_meta` trims it,
-    "params": analysis.partial.Params, "context": analysis.partial.Context, "check": bool}.
+    "params": analysis.partial.Params, "context": analysis.partial.CaptureContext, "check": bool}.
     Returns an analysis.partial.Partial (compact: no event table). With "check", the invariants are
     checked here, against these ranks' own events; their names are in `Partial.checked`."""
     from tracekit.analysis.events import ANALYSIS_COLUMNS

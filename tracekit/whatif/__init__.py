@@ -5,8 +5,9 @@ with and without the profiler (issue 11; DESIGN.md "What if: the graph and the r
     result, _ = whatif(capture, parse_scenario(sets=["sync=0"]))
 
 Modules: graph (nodes, edges, weights), replay (the longest-path pass, scenario weights, step times),
-scenario (flags → factors), profiler (the per-event profiler cost), timeline (the replayed capture and
-its Chrome trace), model (the result), predict (the pipeline), loops (the two compiled node loops).
+scenario (flags → factors), profiler (the per-event profiler cost), timeline (the replayed capture as
+frames, table and Chrome trace), model (the result), predict (the pipeline), savings (each cause removed
+alone: what `analyze` shows beside the idle shares), loops (the compiled loops over nodes and edges).
 
 May import: tracekit.errors, tracekit.data, tracekit.parse, tracekit.analysis. Never a later stage
 (render, export, orchestrate, api, commands).

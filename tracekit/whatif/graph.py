@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from tracekit.analysis import intervals as iv
 from tracekit.analysis.collective import match_collectives
 from tracekit.analysis.events import (
     DATALOADER,
@@ -37,7 +36,16 @@ from tracekit.analysis.events import (
 )
 from tracekit.analysis.host import Threads
 from tracekit.data import schema as S
-from tracekit.whatif.loops import DROPPED, topological_order
+from tracekit.whatif.loops import (
+    DEVICE_CLASS,
+    DROPPED,
+    HOST_CLASS,
+    PLAIN,
+    WAIT_CLASS,
+    binding,
+    grouped,
+    topological_order,
+)
 
 # Edge kinds.
 HOST, SYNC_OWN, IDLE, WAIT, ANCHOR, JOIN, LAUNCH_EDGE, STREAM, XSTREAM, DUR, COLL = range(11)
@@ -93,15 +101,14 @@ class Graph:
     lists the replay walks; plus what maps events and steps onto nodes."""
 
     obs: np.ndarray  # int64, per node
-    src: np.ndarray  # int64, per edge
+    src: np.ndarray  # int32 (int64 on a graph of 2**31 nodes or more), per edge
     dst: np.ndarray
     w: np.ndarray  # int64: the weight for an unchanged replay
-    floor: np.ndarray  # int64: the least time each dependency takes (see binding_weights)
-    unexplained: np.ndarray  # bool: a binding wait with no cause in the trace, cut to its floor
     kind: np.ndarray  # int8: EDGE_KINDS index
+    ecls: np.ndarray  # int8: how a scenario changes the edge (loops.PLAIN, HOST_CLASS, DEVICE_CLASS, ...)
     state: np.ndarray  # int8: host scaling state of HOST / SYNC_OWN edges (events.STATE codes), else -1
-    rank: np.ndarray  # int64: rank of the edge's destination
-    act: np.ndarray  # int64: device activity of DUR / COLL edges, else -1
+    rank: np.ndarray  # int32: rank of the edge's destination
+    act: np.ndarray  # int32: device activity of DUR / COLL edges, else -1
     cost: np.ndarray  # int32: profiler event boundaries at the start of a HOST / SYNC_OWN segment
     lb: np.ndarray  # int64: a node's earliest time whatever its edges say (DROPPED: none)
     order: np.ndarray  # nodes in a topological order
@@ -109,7 +116,9 @@ class Graph:
     in_edges: np.ndarray
     threads: list[ThreadPoints]
     thread_index: dict[tuple[int, int, int], int]
-    host: pd.DataFrame  # frames.host plus start_node, end_node
+    host_row: np.ndarray  # per host event (frames.host order): its row in the capture table
+    host_start_node: np.ndarray  # its start and end node
+    host_end_node: np.ndarray
     device: pd.DataFrame  # frames.device plus launch_ts (NaN without launch record)
     device_base: int  # activity i: start node device_base + 2i, end node + 1
     steps: pd.DataFrame  # frames.steps
@@ -155,28 +164,36 @@ class _Builder:
         self.th = threads
         self.edges: list[tuple] = []  # (src, dst, floor, kind, state, act, cost) arrays
         self.diag: dict = {}
-        host = fr.host.sort_values(["rank", "pid", "tid", "ts"], kind="stable")
-        self.host = host
         self.step_key = {}  # rank -> (rank, pid, tid) of its (first) step thread
         for r, p, t in fr.steps[["rank", "pid", "tid"]].drop_duplicates().itertuples(index=False):
             self.step_key.setdefault(int(r), (int(r), int(p), int(t)))
         self.step_threads = set(self.step_key.values())
+        self.by_thread = threads.host_by_thread  # the analysis' host events per thread (table order)
+        self._thread_nodes(fr)
+        dev = fr.device.reset_index(drop=True)
+        self.dev = dev
+        self.device_base = self.n_host
+        self.n_nodes = self.n_host + 2 * len(dev)
+        obs = np.empty(self.n_nodes, np.int64)
+        for tp in self.threads:
+            obs[tp.offset : tp.offset + tp.bounds.size] = tp.bounds
+        obs[self.n_host :: 2] = dev["ts"].to_numpy(np.int64)
+        obs[self.n_host + 1 :: 2] = dev["end"].to_numpy(np.int64)
+        self.obs = obs
+        self.act_launch = np.full(len(dev), -1, np.int64)  # node of the launch call's end
+        self.launch_ts = np.full(len(dev), np.nan)
 
-        # nodes of the host threads
+    def _thread_nodes(self, fr: Frames) -> None:
+        """Each thread's boundaries (its nodes), and each host event's start and end node."""
         self.threads: list[ThreadPoints] = []
         self.thread_index: dict[tuple[int, int, int], int] = {}
         self.bw: dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray, list]] = {}
+        self.local: dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray]] = {}  # boundary index
+        host = fr.host
+        self.start_node = np.zeros(len(host), np.int64)
+        self.end_node = np.zeros(len(host), np.int64)
         offset = 0
-        keys = sorted(
-            {
-                (int(r), int(p), int(t))
-                for r, p, t in host[["rank", "pid", "tid"]].drop_duplicates().to_numpy()
-            }
-            | self.step_threads
-        )
-        self.by_thread = {k: g for k, g in host.groupby(["rank", "pid", "tid"], sort=False)}
-        self.by_thread = {(int(k[0]), int(k[1]), int(k[2])): g for k, g in self.by_thread.items()}
-        for key in keys:
+        for key in sorted(set(self.by_thread) | self.step_threads):  # one loop per thread
             ev = self.by_thread.get(key)
             s = ev["ts"].to_numpy(np.int64) if ev is not None else np.zeros(0, np.int64)
             e = ev["end"].to_numpy(np.int64) if ev is not None else np.zeros(0, np.int64)
@@ -184,40 +201,20 @@ class _Builder:
             if key in self.step_threads:
                 ws, we, other = self._joined_backward_windows(key)
                 self.bw[key] = (ws, we, other)
-                extra += [ws, we]
                 st = fr.steps[
                     (fr.steps["rank"] == key[0]) & (fr.steps["pid"] == key[1]) & (fr.steps["tid"] == key[2])
                 ]
-                extra += [st["ts"].to_numpy(np.int64), st["end"].to_numpy(np.int64)]
-            bounds = _sorted_unique(np.concatenate([s, e, *extra]))
+                extra += [ws, we, st["ts"].to_numpy(np.int64), st["end"].to_numpy(np.int64)]
+            bounds, index = _sorted_unique(np.concatenate([s, e, *extra]))
             self.thread_index[key] = len(self.threads)
             self.threads.append(ThreadPoints(key, offset, bounds))
+            if ev is not None:
+                self.local[key] = (index[: s.size], index[s.size : 2 * s.size])
+                rows = host.index.get_indexer(ev.index)
+                self.start_node[rows] = offset + index[: s.size]
+                self.end_node[rows] = offset + index[s.size : 2 * s.size]
             offset += bounds.size
         self.n_host = offset
-        dev = fr.device.reset_index(drop=True)
-        self.dev = dev
-        self.device_base = offset
-        self.n_nodes = offset + 2 * len(dev)
-        obs = np.empty(self.n_nodes, np.int64)
-        for tp in self.threads:
-            obs[tp.offset : tp.offset + tp.bounds.size] = tp.bounds
-        obs[offset::2] = dev["ts"].to_numpy(np.int64)
-        obs[offset + 1 :: 2] = dev["end"].to_numpy(np.int64)
-        self.obs = obs
-        # host events → nodes
-        start_node = np.empty(len(host), np.int64)
-        end_node = np.empty(len(host), np.int64)
-        pos = 0
-        for key, ev in self.by_thread.items():
-            tp = self.threads[self.thread_index[key]]
-            n = len(ev)
-            idx = host.index.get_indexer(ev.index)
-            start_node[idx] = tp.offset + np.searchsorted(tp.bounds, ev["ts"].to_numpy(np.int64))
-            end_node[idx] = tp.offset + np.searchsorted(tp.bounds, ev["end"].to_numpy(np.int64))
-            pos += n
-        self.host = host.assign(start_node=start_node, end_node=end_node)
-        self.act_launch = np.full(len(dev), -1, np.int64)  # node of the launch call's end
-        self.launch_ts = np.full(len(dev), np.nan)
 
     # -- helpers ------------------------------------------------------------------------------------
     def add(self, src, dst, floor, kind, state=None, act=None, cost=None) -> None:
@@ -278,29 +275,27 @@ class _Builder:
             ev = self.by_thread.get(key)
             if ev is None:
                 continue
-            s = ev["ts"].to_numpy(np.int64)
-            e = ev["end"].to_numpy(np.int64)
-            seg_s, seg_e = bnd[:-1], bnd[1:]
-            src = tp.offset + np.arange(bnd.size - 1)
+            si, ei = self.local[key]  # each event's start and end boundary
+            n = bnd.size - 1
+            seg_s = bnd[:-1]
+            src = tp.offset + np.arange(n)
             dst = src + 1
-            length = seg_e - seg_s
-            state = _scaling_state(self.th[key], ev, seg_s)
+            length = bnd[1:] - seg_s
+            st = ev["state"].to_numpy()
+            is_call = ((ev["cat"] == S.CAT_RUNTIME) | (ev["cat"] == S.CAT_DRIVER)).to_numpy()
+            state = _scaling_state(self.th[key], bnd, si, ei, st, is_call)
             # profiler cost: event boundaries (starts and ends) at each segment's start
-            cnt = np.bincount(np.searchsorted(bnd, np.concatenate([s, e])), minlength=bnd.size)[:-1]
-            kind = np.full(seg_s.size, HOST, np.int8)
+            cnt = (np.bincount(si, minlength=n + 1) + np.bincount(ei, minlength=n + 1))[:n]
+            kind = np.full(n, HOST, np.int8)
             # busy: inside an op, a runtime call or a DataLoader fetch (Python frames and annotations,
             # e.g. the step span itself, cover a thread that waits as well as one that works)
-            st = ev["state"].to_numpy()
-            us, ue = iv.union(s[st >= FRAMEWORK], e[st >= FRAMEWORK])
-            covered = iv.window_of(us, ue, seg_s) >= 0
+            covered = _cover(si[st >= FRAMEWORK], ei[st >= FRAMEWORK], n)
             # sync calls: the segment that ends at the call's end is its own overhead; the wait is derived
-            is_call = ((ev["cat"] == S.CAT_RUNTIME) | (ev["cat"] == S.CAT_DRIVER)).to_numpy()
-            sync_call = (st == SYNC) & is_call
-            last_of_call = np.searchsorted(bnd, e[sync_call]) - 1
+            last_of_call = ei[(st == SYNC) & is_call] - 1
             kind[last_of_call[last_of_call >= 0]] = SYNC_OWN
             if key in self.step_threads:
                 ws, we, other = self.bw[key]
-                inside = iv.window_of(ws, we, seg_s) >= 0
+                inside = _cover(np.searchsorted(bnd, ws), np.searchsorted(bnd, we), n)
                 kind[inside & ~covered] = IDLE
                 # the step thread resumes when the engine thread's last op of the window ends
                 for _a, z, k2 in zip(ws, we, other):  # one loop per backward window
@@ -312,7 +307,7 @@ class _Builder:
                 sk = self.step_key.get(key[0])
                 if key in self.th.engine and sk is not None and sk in self.by_thread:
                     all_ws, all_we = self.th._backward_windows(sk, self.by_thread[sk])
-                    idle &= iv.window_of(all_ws, all_we, seg_s) < 0
+                    idle &= ~_cover(np.searchsorted(bnd, all_ws), np.searchsorted(bnd, all_we), n)
                 kind[idle] = IDLE
                 # an idle thread wakes when its rank's step thread reaches that point
                 if sk is not None and sk in self.thread_index:
@@ -359,19 +354,14 @@ class _Builder:
         if not len(dev) or not len(fr.launches):
             return
         lau = fr.launches
-        key = pd.MultiIndex.from_arrays(
-            [lau["rank"].to_numpy(np.int64), lau["correlation"].to_numpy(np.int64)]
-        )
         ok = ~np.isnan(dev["correlation"].to_numpy(np.float64))
         idx = np.full(len(dev), -1, np.int64)
-        if ok.any():
-            q = pd.MultiIndex.from_arrays(
-                [
-                    dev["rank"].to_numpy(np.int64)[ok],
-                    dev["correlation"].to_numpy(np.float64)[ok].astype(np.int64),
-                ]
-            )
-            idx[ok] = key.get_indexer(q)
+        idx[ok] = _pair_index(
+            lau["rank"].to_numpy(np.int64),
+            lau["correlation"].to_numpy(np.int64),
+            dev["rank"].to_numpy(np.int64)[ok],
+            dev["correlation"].to_numpy(np.float64)[ok].astype(np.int64),
+        )
         has = np.flatnonzero(idx >= 0)
         li = idx[has]
         nodes = np.empty(has.size, np.int64)
@@ -407,23 +397,15 @@ class _Builder:
         correlation), every stream's last launched work (device synchronize), else the activity that
         ended last before the call returned among those launched before it started (stream and event
         synchronize: the trace does not say which stream or event)."""
-        host, dev, base = self.host, self.dev, self.device_base
-        is_call = ((host["cat"] == S.CAT_RUNTIME) | (host["cat"] == S.CAT_DRIVER)).to_numpy()
-        calls = host[is_call & (host["state"] == SYNC).to_numpy()]
+        dev, base = self.dev, self.device_base
+        calls, lau = self._sync_calls()
         self.diag["sync_calls"] = int(len(calls))
         if not len(calls) or not len(dev):
             return
-        lt = self.fr.launches
-        lau = dict(
-            zip(
-                zip(*(lt[c].to_numpy(np.int64).tolist() for c in ("rank", "pid", "tid", "ts"))),
-                lt["correlation"].to_numpy(np.int64).tolist(),
-            )
-        )
         launch_ts = np.where(np.isnan(self.launch_ts), dev["ts"].to_numpy(np.float64), self.launch_ts)
         a_rank = dev["rank"].to_numpy(np.int64)
         a_end = dev["end"].to_numpy(np.int64)
-        corr = dev["correlation"].to_numpy(np.float64)
+        copies = _rows_by_correlation(dev, set(lau.values()))
         srcs, dsts = [], []
         wake_samples: list[int] = []
         own: list[int] = []
@@ -444,7 +426,7 @@ class _Builder:
                 awaited: list[int] = []
                 c = lau.get((int(row.rank), int(row.pid), int(row.tid), s))
                 if c is not None:
-                    awaited = list(np.flatnonzero((corr == c) & (a_rank == rank)))
+                    awaited = list(copies.get((int(rank), c), ()))
                 if not awaited and name in DEVICE_SYNC_CALLS:
                     for lts, gi in streams.values():
                         k = np.searchsorted(lts, s, side="left") - 1
@@ -474,6 +456,24 @@ class _Builder:
         self.diag["sync_overhead_ns"] = self.sync_overhead
         self.diag["sync_waits"] = len(wake_samples)
         self.add(np.asarray(srcs, np.int64), np.asarray(dsts, np.int64), wake, WAIT)
+
+    def _sync_calls(self) -> tuple[pd.DataFrame, dict]:
+        """The blocking runtime calls (by thread, then start) with their end node; and the correlation
+        of each one that is itself a launch record (a blocking cudaMemcpy), by (rank, pid, tid, ts)."""
+        host = self.fr.host
+        is_call = ((host["cat"] == S.CAT_RUNTIME) | (host["cat"] == S.CAT_DRIVER)).to_numpy()
+        m = is_call & (host["state"] == SYNC).to_numpy()
+        calls = host.loc[m, ["rank", "pid", "tid", "ts", "end", "name"]].assign(end_node=self.end_node[m])
+        calls = calls.sort_values(["rank", "pid", "tid", "ts"], kind="stable")
+        lt = self.fr.launches
+        lt = lt[np.isin(lt["ts"].to_numpy(np.int64), calls["ts"].to_numpy(np.int64))]
+        lau = dict(
+            zip(
+                zip(*(lt[c].to_numpy(np.int64).tolist() for c in ("rank", "pid", "tid", "ts"))),
+                lt["correlation"].to_numpy(np.int64).tolist(),
+            )
+        )
+        return calls, lau
 
     # -- collectives --------------------------------------------------------------------------------
     def collectives(self) -> None:
@@ -587,16 +587,25 @@ class _Builder:
         )
 
     # -- weights and order --------------------------------------------------------------------------
+    def _columns(self) -> list[np.ndarray]:
+        """The edges' columns (src, dst, floor, kind, state, act, cost), each concatenated from the
+        pieces `add` collected, which are let go column by column (the graph's largest moment)."""
+        dtypes = (np.int64, np.int64, np.int64, np.int8, np.int8, np.int64, np.int32)
+        pieces = [list(col) for col in zip(*self.edges)] if self.edges else [[] for _ in dtypes]
+        self.edges = []
+        out = []
+        for i, dt in enumerate(dtypes):
+            out.append(np.concatenate(pieces[i]) if pieces[i] else np.zeros(0, dt))
+            pieces[i] = []
+        return out
+
     def finish(self) -> Graph:
-        cols = [np.concatenate([e[i] for e in self.edges]) if self.edges else None for i in range(7)]
-        if cols[0] is None:
-            z = np.zeros(0, np.int64)
-            cols = [z, z, z, z.astype(np.int8), z.astype(np.int8), z, z.astype(np.int32)]
-        src, dst, floor, kind, state, act, cost = cols
+        src, dst, floor, kind, state, act, cost = self._columns()
         obs = self.obs
         own = kind == SYNC_OWN
         floor[own] = np.minimum(floor[own], getattr(self, "sync_overhead", DEFAULT_SYNC_OVERHEAD_NS))
-        w, unexplained = binding_weights(obs, src, dst, floor, kind)
+        indptr, order_e = grouped(self.n_nodes, dst)  # incoming edges of each node
+        w, unexplained = binding_weights(obs, src, dst, floor, kind, indptr, order_e)
         self.diag["unexplained_waits"] = int(unexplained.sum())
         self.diag["unexplained_wait_ns"] = int(
             (obs[dst[unexplained]] - obs[src[unexplained]] - w[unexplained]).sum()
@@ -606,11 +615,7 @@ class _Builder:
             node_rank[tp.offset : tp.offset + tp.bounds.size] = tp.key[0]
         node_rank[self.device_base :: 2] = self.dev["rank"].to_numpy(np.int64)
         node_rank[self.device_base + 1 :: 2] = self.dev["rank"].to_numpy(np.int64)
-        order_e = np.argsort(dst, kind="stable")
-        indptr = np.zeros(self.n_nodes + 1, np.int64)
-        np.cumsum(np.bincount(dst, minlength=self.n_nodes), out=indptr[1:])
-
-        order, forced = topological_order(self.n_nodes, src, dst, indptr, order_e, obs)
+        order, forced = topological_order(self.n_nodes, src, dst, obs)
         self.diag["cycles_broken"] = int(forced)
         # Nodes nothing in the trace explains keep their observed time as a lower bound: threads' and
         # streams' first nodes, and device work launched before the trace began (no launch record).
@@ -618,25 +623,29 @@ class _Builder:
         no_launch = np.flatnonzero(self.act_launch < 0)
         lb[self.device_base + 2 * no_launch] = obs[self.device_base + 2 * no_launch]
         dev = self.dev.assign(launch_ts=self.launch_ts, launch_node=self.act_launch)
+        # node, edge and activity indices fit 32 bits on any capture that fits in memory: the graph's
+        # per-edge arrays are its bulk (3.5 M edges on the benchmark capture)
+        ix = np.int32 if max(self.n_nodes, src.size) < 2**31 else np.int64
         return Graph(
             obs=obs,
-            src=src,
-            dst=dst,
+            src=src.astype(ix),
+            dst=dst.astype(ix),
             w=w,
-            floor=floor,
-            unexplained=unexplained,
             kind=kind,
+            ecls=_edge_classes(kind),
             state=state,
-            rank=node_rank[dst],
-            act=act,
+            rank=node_rank[dst].astype(np.int32),
+            act=act.astype(ix),
             cost=cost,
             lb=lb,
-            order=order,
+            order=order.astype(ix),
             indptr=indptr,
-            in_edges=order_e,
+            in_edges=order_e.astype(ix),
             threads=self.threads,
             thread_index=self.thread_index,
-            host=self.host,
+            host_row=self.fr.host["row"].to_numpy(np.int64),
+            host_start_node=self.start_node,
+            host_end_node=self.end_node,
             device=dev,
             device_base=self.device_base,
             steps=self.fr.steps,
@@ -644,8 +653,9 @@ class _Builder:
         )
 
 
-def binding_weights(obs, src, dst, floor, kind) -> tuple[np.ndarray, np.ndarray]:
-    """Per edge, the weight that replays the observed times (DESIGN.md):
+def binding_weights(obs, src, dst, floor, kind, indptr, in_edges) -> tuple[np.ndarray, np.ndarray]:
+    """Per edge, the weight that replays the observed times (DESIGN.md); `indptr`, `in_edges`: the
+    incoming edges of each node (`loops.grouped(n, dst)`):
 
         binding b = argmax over the in-edges of v of (obs[u] + floor)     (the dependency that held v)
         w_b = obs[v] - obs[u_b]                                            (its observed lag, kept)
@@ -654,51 +664,84 @@ def binding_weights(obs, src, dst, floor, kind) -> tuple[np.ndarray, np.ndarray]
     so that max(obs[u] + w) = obs[v]. A binding lag more than UNEXPLAINED_NS beyond its floor on a
     dependency that does not measure it (a launch, a stream, a sync wake-up, a cross-stream wait) is a
     wait with no cause in the trace: it is cut to its floor and flagged (the second array)."""
-    slack = obs[dst] - obs[src]
-    cand = obs[src] + floor
-    n = src.size
-    if n == 0:
+    if src.size == 0:
         return floor.copy(), np.zeros(0, bool)
-    order = np.lexsort((cand, dst))  # by dst, then candidate time: the last of each dst is its binding
-    last = np.r_[dst[order][1:] != dst[order][:-1], True]
-    binding = np.zeros(n, bool)
-    binding[order[last]] = True
-    w = np.where(binding, slack, np.minimum(floor, slack))
+    slack = obs[dst] - obs[src]
+    bound = binding(indptr, in_edges, obs[src] + floor)
     waits = np.isin(kind, (LAUNCH_EDGE, STREAM, WAIT, XSTREAM))
-    unexplained = binding & waits & (slack - floor > UNEXPLAINED_NS)
-    w = np.where(unexplained, np.minimum(floor, slack), w)
+    unexplained = bound & waits & (slack - floor > UNEXPLAINED_NS)
+    w = np.where(bound & ~unexplained, slack, np.minimum(floor, slack))
     return w.astype(np.int64), unexplained
 
 
-def _scaling_state(th, ev: pd.DataFrame, seg_s: np.ndarray) -> np.ndarray:
-    """The state that scales each segment: the attribution's state (events.STATE codes), except inside
-    a sync op (aten::item) outside its runtime sync call, which is the op's own framework/launch work."""
-    st = ev["state"].to_numpy()
-    is_call = ((ev["cat"] == S.CAT_RUNTIME) | (ev["cat"] == S.CAT_DRIVER)).to_numpy()
-    s = ev["ts"].to_numpy(np.int64)
-    e = ev["end"].to_numpy(np.int64)
-    fams = []
-    for code in (FRAMEWORK, LAUNCH, SYNC, DATALOADER):
+def _edge_classes(kind: np.ndarray) -> np.ndarray:
+    """How a scenario changes each edge (the replay's `loops.longest_path`)."""
+    ecls = np.full(kind.size, PLAIN, np.int8)
+    ecls[(kind == HOST) | (kind == SYNC_OWN)] = HOST_CLASS
+    ecls[(kind == DUR) | (kind == COLL)] = DEVICE_CLASS
+    ecls[kind == WAIT] = WAIT_CLASS
+    return ecls
+
+
+def _scaling_state(th, bnd, si, ei, st, is_call) -> np.ndarray:
+    """The state that scales each segment between the boundaries `bnd` of a thread (its events start at
+    boundary si and end at ei): the attribution's state (events.STATE codes, innermost first), except
+    inside a sync op (aten::item) outside its runtime sync call, which is the op's own framework/launch
+    work."""
+    n = bnd.size - 1
+    default = int(th.timeline.state[0]) if th.timeline.state.size else 0
+    state = np.full(n, default, np.int8)
+    waits = (np.searchsorted(bnd, th.wait_s), np.searchsorted(bnd, th.wait_e))  # backward windows
+    for code in (FRAMEWORK, LAUNCH, SYNC, DATALOADER):  # a later (innermost) state wins
         if code == FRAMEWORK:
             m = (st == FRAMEWORK) | ((st == SYNC) & ~is_call)
-            fs = np.concatenate([s[m], th.wait_s])
-            fe = np.concatenate([e[m], th.wait_e])
-        elif code == SYNC:
-            m = (st == SYNC) & is_call
-            fs, fe = s[m], e[m]
+            cov = _cover(np.concatenate([si[m], waits[0]]), np.concatenate([ei[m], waits[1]]), n)
         else:
-            m = st == code
-            fs, fe = s[m], e[m]
-        fams.append((fs, fe))
-    default = int(th.timeline.state[0]) if th.timeline.state.size else 0
-    tl = iv.StateTimeline.build(fams, default=default)
-    k = np.searchsorted(tl.bounds, seg_s, side="right") - 1
-    return tl.state[k].astype(np.int8)
+            m = (st == code) & is_call if code == SYNC else st == code
+            cov = _cover(si[m], ei[m], n)
+        state[cov] = code
+    return state
 
 
-def _sorted_unique(x: np.ndarray) -> np.ndarray:
-    x = np.sort(x, kind="stable")
-    return x[np.r_[True, x[1:] != x[:-1]]] if x.size else x
+def _sorted_unique(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the sorted distinct values, each element's index among them)."""
+    order = np.argsort(x, kind="stable")
+    y = x[order]
+    new = np.r_[True, y[1:] != y[:-1]] if y.size else np.zeros(0, bool)
+    index = np.empty(x.size, np.int64)
+    index[order] = np.cumsum(new) - 1
+    return y[new], index
+
+
+def _cover(starts: np.ndarray, ends: np.ndarray, n: int) -> np.ndarray:
+    """Per segment i of n (between boundaries i and i + 1), whether some interval [starts, ends), given
+    as boundary indices, covers it."""
+    d = np.bincount(starts, minlength=n + 1)[: n + 1] - np.bincount(ends, minlength=n + 1)[: n + 1]
+    return np.cumsum(d[:n]) > 0
+
+
+def _pair_index(ka: np.ndarray, kb: np.ndarray, qa: np.ndarray, qb: np.ndarray) -> np.ndarray:
+    """For each query pair (qa, qb), the index i of the same pair (ka[i], kb[i]) (unique), else -1."""
+    out = np.full(qa.size, -1, np.int64)
+    for a in np.unique(qa):  # one loop per rank
+        ki, qi = np.flatnonzero(ka == a), np.flatnonzero(qa == a)
+        if not ki.size:
+            continue
+        ki = ki[np.argsort(kb[ki], kind="stable")]
+        pos = np.minimum(np.searchsorted(kb[ki], qb[qi]), ki.size - 1)
+        hit = kb[ki][pos] == qb[qi]
+        out[qi[hit]] = ki[pos[hit]]
+    return out
+
+
+def _rows_by_correlation(dev: pd.DataFrame, wanted: set) -> dict:
+    """(rank, correlation) -> the device activities of that correlation, for the wanted correlations."""
+    corr = dev["correlation"].to_numpy(np.float64)
+    rank = dev["rank"].to_numpy(np.int64)
+    out: dict = {}
+    for i in np.flatnonzero(np.isin(corr, np.asarray(sorted(wanted), np.float64))):  # the calls' copies
+        out.setdefault((int(rank[i]), int(corr[i])), []).append(int(i))
+    return out
 
 
 def _median_or(x: np.ndarray, default: int) -> int:

@@ -1,25 +1,77 @@
-"""The replay's two loops over the graph's nodes (Kahn's topological order, the longest path), compiled
-with numba: in Python each took ~5 s on the 3.5 M-row benchmark capture (benchmarks/RESULTS.md)."""
+"""The replay's loops over the graph's nodes and edges, compiled with numba: in Python, Kahn's order and
+one longest-path pass each took ~5 s on the 3.5 M-row benchmark capture (benchmarks/RESULTS.md).
+
+    grouped(n, key)            edges grouped by node (a stable counting sort): CSR pointers + order
+    topological_order(...)     Kahn's algorithm, seeded in observed-time order
+    binding(...)               per node, the incoming edge whose source + floor is latest
+    longest_path(...)          rep[v] = max over incoming edges of rep[u] + w(scenario)
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
 DROPPED = np.iinfo(np.int64).min  # an edge a scenario removes (a sync's wait under sync=0); no bound
+# Edge classes of the replay (`longest_path`): how a scenario changes an edge's weight.
+PLAIN, HOST_CLASS, DEVICE_CLASS, WAIT_CLASS = 0, 1, 2, 3
 
 
-def topological_order(n, src, dst, indptr, in_edges, obs) -> tuple[np.ndarray, int]:
+def grouped(n: int, key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(ptr, order): the indices i with key[i] == v are order[ptr[v]:ptr[v + 1]], in increasing i
+    (what np.argsort(key, kind="stable") gives, in O(len(key)))."""
+    ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(key, minlength=n), out=ptr[1:])
+    return ptr, _fill(ptr, key)
+
+
+def _fill(ptr, key):
+    pos = ptr[:-1].copy()
+    order = np.empty(key.size, np.int64)
+    for i in range(key.size):
+        k = key[i]
+        order[pos[k]] = i
+        pos[k] += 1
+    return order
+
+
+def topological_order(n, src, dst, obs) -> tuple[np.ndarray, int]:
     """Kahn's algorithm, seeded in observed-time order. Edges point backwards in observed time except
     by clock disagreements of a few µs (a kernel that starts before its launch call returns), so a cycle
     is not expected; if one remains, its earliest node (observed) is taken first and counted."""
-    out_order = np.argsort(src, kind="stable")
-    out_ptr = np.zeros(n + 1, np.int64)
-    np.cumsum(np.bincount(src, minlength=n), out=out_ptr[1:])
+    out_ptr, out_order = grouped(n, src)
     indeg = np.bincount(dst, minlength=n).astype(np.int64)
-    return _kahn(n, out_ptr, dst[out_order], indeg, np.argsort(obs, kind="stable"))
+    seeds = np.flatnonzero(indeg == 0)
+    seeds = seeds[np.argsort(obs[seeds], kind="stable")]
+    order, forced = _kahn(n, out_ptr, dst[out_order], indeg, seeds)
+    if forced:  # rare: redo it with every node in observed order to break the cycles by time
+        indeg = np.bincount(dst, minlength=n).astype(np.int64)
+        order, forced = _kahn_by_time(n, out_ptr, dst[out_order], indeg, np.argsort(obs, kind="stable"))
+    return order, forced
 
 
-def _kahn(n, out_ptr, out_dst, indeg, by_time) -> tuple[np.ndarray, int]:
+def _kahn(n, out_ptr, out_dst, indeg, seeds):
+    """Returns (order, 1) as soon as a cycle stops it (the caller redoes it by time)."""
+    order = np.empty(n, np.int64)
+    queue = np.empty(n, np.int64)
+    tail = 0
+    for v in seeds:
+        queue[tail] = v
+        tail += 1
+    head = 0
+    while head < tail:
+        v = queue[head]
+        order[head] = v
+        head += 1
+        for k in range(out_ptr[v], out_ptr[v + 1]):
+            u = out_dst[k]
+            indeg[u] -= 1
+            if indeg[u] == 0:
+                queue[tail] = u
+                tail += 1
+    return order, 0 if head == n else 1
+
+
+def _kahn_by_time(n, out_ptr, out_dst, indeg, by_time):
     order = np.empty(n, np.int64)
     queue = np.empty(n, np.int64)
     head = tail = 0
@@ -56,17 +108,70 @@ def _kahn(n, out_ptr, out_dst, indeg, by_time) -> tuple[np.ndarray, int]:
     return order, forced
 
 
-def longest_path(order, indptr, in_edges, src, w, lb) -> np.ndarray:
-    """rep[v] = max(lb[v], rep[u] + w over the incoming edges of v not DROPPED)."""
+def binding(indptr, in_edges, cand) -> np.ndarray:
+    """Per edge, whether it binds its destination: of a node's incoming edges the one with the latest
+    `cand` (source time + floor); of equal ones the last (the highest edge index)."""
+    out = np.zeros(in_edges.size, np.bool_)
+    for v in range(indptr.size - 1):
+        lo, hi = indptr[v], indptr[v + 1]
+        if lo == hi:
+            continue
+        best = in_edges[lo]
+        for k in range(lo + 1, hi):
+            e = in_edges[k]
+            if cand[e] >= cand[best]:
+                best = e
+        out[best] = True
+    return out
+
+
+def longest_path(
+    order,
+    indptr,
+    in_edges,
+    src,
+    w,
+    lb,
+    ecls,
+    state,
+    rank,
+    act,
+    cost,
+    host_f,
+    rank_f,
+    cost_half,
+    act_f,
+    drop_wait,
+    edge_f,
+):
+    """rep[v] = max(lb[v], rep[u] + w'(e) over the incoming edges e = (u, v)), w' the scenario's weight
+    (DESIGN.md, "Scenarios"): a host segment (ecls HOST_CLASS) takes w * host_f[state] * rank_f[rank]
+    less `cost_half` per recorded event boundary (never below zero, nor below itself when negative); a
+    device activity (DEVICE_CLASS) w * act_f[act]; a sync's wait (WAIT_CLASS) is skipped when
+    `drop_wait`; weights are rounded to whole ns. `edge_f` (empty: none): one more factor per edge
+    (`--ops`): a host segment's weight times it, a wait with 0 skipped."""
+    per_edge = edge_f.size > 0
     rep = lb.copy()
     for v in order:
-        lo, hi = indptr[v], indptr[v + 1]
         best = lb[v]
-        for k in range(lo, hi):
+        for k in range(indptr[v], indptr[v + 1]):
             e = in_edges[k]
-            we = w[e]
-            if we == DROPPED:
-                continue
+            c = ecls[e]
+            if c == PLAIN:
+                we = w[e]
+            elif c == HOST_CLASS:
+                x = w[e] * (host_f[state[e]] * rank_f[rank[e]])
+                if per_edge:
+                    x = x * edge_f[e]
+                if cost_half > 0.0:
+                    x = max(x - cost[e] * cost_half, min(x, 0.0))
+                we = np.int64(np.rint(x))
+            elif c == DEVICE_CLASS:
+                we = np.int64(np.rint(w[e] * act_f[act[e]]))
+            else:
+                if drop_wait or (per_edge and edge_f[e] == 0.0):
+                    continue
+                we = w[e]
             t = rep[src[e]] + we
             if t > best:
                 best = t
@@ -75,14 +180,20 @@ def longest_path(order, indptr, in_edges, src, w, lb) -> np.ndarray:
 
 
 def _compiled():
-    """The numba versions of the two loops, when numba is installed (see benchmarks/RESULTS.md)."""
-    global _kahn, longest_path  # noqa: PLW0603
+    """The numba versions of the loops, when numba is installed (see benchmarks/RESULTS.md)."""
+    global _fill, _kahn, _kahn_by_time, binding, longest_path  # noqa: PLW0603
     try:
         import numba
     except ImportError:  # pragma: no cover - numba is a dependency; the loops still work without it
         return
-    _kahn = numba.njit(cache=True)(_kahn)
-    longest_path = numba.njit(cache=True)(longest_path)
+    jit = numba.njit(cache=True)
+    _fill, _kahn, _kahn_by_time, binding, longest_path = (
+        jit(_fill),
+        jit(_kahn),
+        jit(_kahn_by_time),
+        jit(binding),
+        jit(longest_path),
+    )
 
 
 _compiled()

@@ -9,15 +9,26 @@ from typing import Any, Optional
 import numpy as np
 
 from tracekit.analysis import intervals as iv
-from tracekit.analysis.events import load_frames
+from tracekit.analysis.attribution import DEFAULT_SYNC_TOLERANCE_NS
+from tracekit.analysis.events import FRAME_COLUMNS, load_frames
 from tracekit.analysis.host import Threads
 from tracekit.whatif.graph import EDGE_KINDS, Graph, build_graph, recorded_stream_waits
 from tracekit.whatif.model import DevicePrediction, Unprofiled, WhatIfResult
 from tracekit.whatif.profiler import DEFAULT_COST_US, CostEstimate, estimate_cost
-from tracekit.whatif.replay import StepModel, StepTimes, activity_factors, replay, weights
+from tracekit.whatif.replay import Factors, StepModel, StepTimes, factors, replay, weights
 from tracekit.whatif.scenario import Scenario, ScenarioError
 
 IDENTITY = Scenario()
+# The capture's columns the replay reads (the analysis frames, the recorded stream waits, the peak memory)
+# and the Chrome trace of the predicted timeline writes: `tracekit whatif` loads no others (on the 3.5 M-row
+# benchmark capture, 0.34 of the table's 0.62 GiB).
+COLUMNS = (
+    *FRAME_COLUMNS,
+    "sync_kind",
+    "wait_stream",
+    "total_allocated",
+    "external_id",
+)
 
 
 @dataclass
@@ -29,17 +40,22 @@ class Replayer:
     steps: StepModel
     observed: StepTimes
     replayed: StepTimes
+    frames: Any = None  # the analysis frames the graph was built from (the predicted timeline's base)
 
     @classmethod
-    def of(cls, capture: Any) -> Replayer:
-        fr = load_frames(capture.table)
-        g = build_graph(fr, Threads(fr.host, fr.steps), recorded_stream_waits(capture.table))
+    def of(cls, capture: Any, frames: Any = None, threads: Optional[Threads] = None) -> Replayer:
+        """`frames` and `threads`: the capture's analysis frames and host threads when the caller has
+        them already (`tracekit analyze` does), else they are loaded here."""
+        fr = frames if frames is not None else load_frames(capture.table)
+        th = threads if threads is not None else Threads(fr.host, fr.steps)
+        g = build_graph(fr, th, recorded_stream_waits(capture.table))
         sm = StepModel(g)
         rep = replay(g, weights(g, IDENTITY))
-        return cls(capture, g, sm, sm.times(g.obs), sm.times(rep))
+        return cls(capture, g, sm, sm.times(g.obs), sm.times(rep), fr)
 
-    def check(self, scenario: Scenario) -> np.ndarray:
-        """The scenario's activity factors; ScenarioError for a rank or kernel pattern not in the capture."""
+    def check(self, scenario: Scenario) -> Factors:
+        """The scenario's factors on this capture's names; ScenarioError for a rank, kernel pattern or op
+        pattern not in the capture."""
         ranks = sorted({k[0] for k in self.steps.keys})
         for r in scenario.rank_host:
             if r not in ranks:
@@ -47,26 +63,21 @@ class Replayer:
                     f"--rank-host {r}=...: the capture has no rank {r}; "
                     f"its ranks: {', '.join(map(str, ranks))}"
                 )
-        return activity_factors(self.graph, dict(scenario.kernels))
+        return factors(self.graph, self.frames.host if self.frames is not None else None, scenario)
 
-    def run(self, scenario: Scenario, cost_us: float = 0.0, act_factor: np.ndarray | None = None):
-        if act_factor is None:
-            act_factor = self.check(scenario)
-        w = weights(self.graph, scenario, cost_ns=cost_us * 1000.0, act_factor=act_factor)
-        return replay(self.graph, w)
+    def run(self, scenario: Scenario, cost_us: float = 0.0, f: Factors | None = None) -> np.ndarray:
+        if f is None:
+            f = self.check(scenario)
+        return replay(self.graph, weights(self.graph, scenario, cost_ns=cost_us * 1000.0, f=f))
 
-    def step_ms(
-        self, scenario: Scenario, cost_us: float = 0.0, act_factor: np.ndarray | None = None
-    ) -> float:
+    def step_ms(self, scenario: Scenario, cost_us: float = 0.0, f: Factors | None = None) -> float:
         """The job's step time (the slowest device's mean step, ms) under a scenario."""
-        t = self.steps.times(self.run(scenario, cost_us, act_factor))
+        t = self.steps.times(self.run(scenario, cost_us, f))
         return max((float(d.mean()) / 1e6 for d in t.dur if d.size), default=0.0)
 
-    def host_ms(
-        self, scenario: Scenario, cost_us: float = 0.0, act_factor: np.ndarray | None = None
-    ) -> float:
+    def host_ms(self, scenario: Scenario, cost_us: float = 0.0, f: Factors | None = None) -> float:
         """The step threads' host windows alone (the longest rank's mean, ms)."""
-        t = self.steps.times(self.run(scenario, cost_us, act_factor))
+        t = self.steps.times(self.run(scenario, cost_us, f))
         return max((float(d.mean()) / 1e6 for d in t.host_dur if d.size), default=0.0)
 
     def unprofiled_target(self, flag_ms: Optional[float]) -> tuple[str, Optional[float], Optional[float]]:
@@ -132,8 +143,7 @@ def whatif(
     pred_rep = rp.run(scenario, 0.0, af)
     pred = rp.steps.times(pred_rep)
     source, target, est = rp.cost(unprofiled_step_ms, default_cost_us)
-    un_rep = rp.run(scenario, est.cost_us, af)
-    un_pred = rp.steps.times(un_rep)
+    un_pred = rp.steps.times(rp.run(scenario, est.cost_us, af))
     un_base = rp.steps.times(rp.run(IDENTITY, est.cost_us))
     idle = _attribute(rp, pred_rep) if attribute else {}
     devices = []
@@ -188,16 +198,14 @@ def _busy(rp: Replayer, key, rep: np.ndarray, t: StepTimes, i: int) -> int:
 
 
 def _attribute(rp: Replayer, rep: np.ndarray) -> dict:
-    """The attribution (tracekit analyze) of the predicted timeline: idle ns per step by cause."""
-    from tracekit.analysis.pipeline import analyze
-    from tracekit.data.store import Capture
-    from tracekit.whatif.timeline import replayed_table
+    """The attribution (tracekit analyze) of the predicted timeline: idle ns per step by cause. It runs on
+    the capture's own frames at the replayed times (no second copy of the capture's table)."""
+    from tracekit.analysis.pipeline import idle_by_device
+    from tracekit.whatif.timeline import replayed_frames
 
-    if rp.capture is None or not len(rp.graph.device):
+    if rp.frames is None or not len(rp.graph.device):
         return {}
-    cap = Capture(table=replayed_table(rp.capture.table, rp.graph, rep, columns_for_analysis=True), meta={})
-    report = analyze(cap, top_gaps=0, top_kernels=0)
-    return {(d.rank, d.device): d.idle_ns_per_step() for d in report.devices}
+    return idle_by_device(replayed_frames(rp.frames, rp.graph, rep), DEFAULT_SYNC_TOLERANCE_NS)
 
 
 def _graph_info(g: Graph) -> dict:

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracekit.analysis.events import STATE_NAMES
-from tracekit.whatif.graph import COLL, DROPPED, DUR, HOST, SYNC_OWN, WAIT, Graph
-from tracekit.whatif.loops import longest_path
+from tracekit.data import schema as S
+from tracekit.whatif.graph import DROPPED, Graph
+from tracekit.whatif.loops import HOST_CLASS, WAIT_CLASS, longest_path
 from tracekit.whatif.scenario import Scenario, ScenarioError
 
 
@@ -40,35 +41,108 @@ def activity_factors(g: Graph, kernels: dict) -> np.ndarray:
     return f
 
 
-def weights(g: Graph, scenario: Scenario, cost_ns: float = 0.0, act_factor: np.ndarray | None = None):
-    """The edge weights of a scenario, with `cost_ns` of profiler time removed per recorded host event
-    (half after its start, half after its end; a segment never shrinks below zero)."""
-    w = g.w.astype(np.float64)
-    host = (g.kind == HOST) | (g.kind == SYNC_OWN)
-    if host.any():
-        sf = np.array([scenario.cause_factor(name) for name in STATE_NAMES] + [1.0])
-        sf[STATE_NAMES.index("sync")] = 1.0  # a sync's own overhead stays; its wait is derived
-        f = sf[np.where(g.state >= 0, g.state, len(STATE_NAMES))]
-        if scenario.rank_host:
-            rf = np.ones(int(g.rank.max()) + 1 if g.rank.size else 1)
-            for r, v in scenario.rank_host.items():
-                if 0 <= r < rf.size:
-                    rf[r] = v
-            f = f * rf[g.rank]
-        w = np.where(host, w * f, w)
-        if cost_ns:
-            w = np.where(host, np.maximum(w - g.cost * (cost_ns / 2.0), np.minimum(w, 0.0)), w)
-    dev = (g.kind == DUR) | (g.kind == COLL)
-    if act_factor is not None and dev.any():
-        w = np.where(dev, w * act_factor[np.maximum(g.act, 0)], w)
-    out = np.rint(w).astype(np.int64)
-    if scenario.no_wait:
-        out[g.kind == WAIT] = DROPPED
-    return out
+def op_factors(g: Graph, host, ops: dict) -> tuple[np.ndarray, np.ndarray]:
+    """`--ops REGEX=F`: (per edge, per device activity) factors. A framework op (cpu_op, any depth) whose
+    name matches: every host segment inside it (its dispatch, the launch and sync calls it makes) and
+    the device work launched from inside it take F x their time, and with F = 0 its syncs no longer
+    wait. `host`: the frames' host events the graph was built from (`host_start_node` order). A pattern
+    that matches no op is a mistake (ScenarioError)."""
+    edge_f = np.ones(g.src.size, np.float64)
+    act_f = np.ones(len(g.device), np.float64)
+    names = host["name"].astype("category")
+    cats = np.asarray(names.cat.categories.astype(str), dtype=object)
+    codes = names.cat.codes.to_numpy()
+    is_op = (host["cat"] == S.CAT_CPU_OP).to_numpy()
+    n = g.obs.size
+    launch = g.device["launch_node"].to_numpy(np.int64)
+    for pattern, factor in ops.items():
+        rx = re.compile(pattern)
+        hit = np.array([bool(rx.search(c)) for c in cats] + [False], dtype=bool)
+        m = is_op & hit[np.where(codes >= 0, codes, len(cats))]
+        if not m.any():
+            raise ScenarioError(
+                f"--ops {pattern}={factor:g}: no framework op (cpu_op) name matches {pattern!r}"
+            )
+        # node i is covered when the segment from it to the next node of its thread lies inside a match
+        d = np.bincount(g.host_start_node[m], minlength=n + 1) - np.bincount(
+            g.host_end_node[m], minlength=n + 1
+        )
+        covered = np.cumsum(d[:n]) > 0
+        edge_f[(g.ecls == HOST_CLASS) & covered[g.src]] *= factor
+        waits = g.ecls == WAIT_CLASS
+        edge_f[waits & covered[np.maximum(g.dst - 1, 0)]] *= factor  # the wait of a sync call inside it
+        act_f[(launch > 0) & covered[np.maximum(launch - 1, 0)]] *= factor  # launched from inside it
+    return edge_f, act_f
 
 
-def replay(g: Graph, w: np.ndarray) -> np.ndarray:
-    return longest_path(g.order, g.indptr, g.in_edges, g.src, w, g.lb)
+@dataclass(frozen=True)
+class Factors:
+    """A scenario's factors that depend on the capture's names: per device activity (`--kernels`, and the
+    work `--ops` ops launch) and per edge (`--ops`; empty without it)."""
+
+    act: np.ndarray
+    edge: np.ndarray
+
+
+def factors(g: Graph, host, scenario: Scenario) -> Factors:
+    act = activity_factors(g, dict(scenario.kernels))
+    edge = np.zeros(0, np.float64)
+    if scenario.ops:
+        edge, op_act = op_factors(g, host, dict(scenario.ops))
+        act = act * op_act
+    return Factors(act, edge)
+
+
+@dataclass(frozen=True)
+class Weights:
+    """What a scenario does to the edge weights, as small tables the compiled replay applies per edge
+    (`loops.longest_path`): a host segment's weight times host_f[state] * rank_f[rank] (* edge_f), less
+    `cost_half_ns` per recorded event boundary at its start (the profiler's cost, DESIGN.md
+    "Unprofiled"); a device activity's times act_f[activity]; the syncs' waits dropped (`sync=0`)."""
+
+    host_f: np.ndarray  # per host state (STATE_NAMES), then 1.0 for a segment without one
+    rank_f: np.ndarray  # per rank
+    cost_half_ns: float
+    act_f: np.ndarray  # per device activity
+    drop_wait: bool
+    edge_f: np.ndarray  # per edge (`--ops`), or empty
+
+
+def weights(g: Graph, scenario: Scenario, cost_ns: float = 0.0, f: Factors | None = None) -> Weights:
+    """The scenario's weight tables, with `cost_ns` of profiler time removed per recorded host event
+    (half after its start, half after its end; a segment never shrinks below zero). `f`: the scenario's
+    `factors` (None: no --kernels / --ops)."""
+    sf = np.array([scenario.cause_factor(name) for name in STATE_NAMES] + [1.0])
+    sf[STATE_NAMES.index("sync")] = 1.0  # a sync's own overhead stays; its wait is derived
+    rf = np.ones(int(g.rank.max()) + 1 if g.rank.size else 1)
+    for r, v in scenario.rank_host.items():
+        if 0 <= r < rf.size:
+            rf[r] = v
+    af = np.ones(len(g.device)) if f is None else np.asarray(f.act, np.float64)
+    edge = np.zeros(0, np.float64) if f is None else f.edge
+    return Weights(sf, rf, float(cost_ns) / 2.0, af, scenario.no_wait, edge)
+
+
+def replay(g: Graph, w: Weights) -> np.ndarray:
+    return longest_path(
+        g.order,
+        g.indptr,
+        g.in_edges,
+        g.src,
+        g.w,
+        g.lb,
+        g.ecls,
+        g.state,
+        g.rank,
+        g.act,
+        g.cost,
+        w.host_f,
+        w.rank_f,
+        w.cost_half_ns,
+        w.act_f,
+        w.drop_wait,
+        w.edge_f,
+    )
 
 
 # -- step times ------------------------------------------------------------------------------------
@@ -119,8 +193,11 @@ class StepModel:
             )
             k = np.searchsorted(ws, t, side="right") - 1
             ok = (k >= 0) & (t < we[np.maximum(k, 0)])
-            idx = d.index.to_numpy()[ok]
-            self.per_device[(r, int(device))] = (k[ok], base + 2 * idx + 1, base + 2 * idx)
+            # the activities' end nodes grouped by step: (steps, end nodes, where each step's begin)
+            o = np.argsort(k[ok], kind="stable")
+            kk, ends = k[ok][o], (base + 2 * d.index.to_numpy()[ok] + 1)[o]
+            first = np.flatnonzero(np.r_[True, kk[1:] != kk[:-1]]) if kk.size else np.zeros(0, np.int64)
+            self.per_device[(r, int(device))] = (kk[first], ends, first)
             # work queued before the first window (warm-up steps, launched before the trace began)
             # that the device is still running: the first step starts when both sides are free
             before = d.index.to_numpy()[(k < 0) & (d["ts"].to_numpy() < we[0])]
@@ -142,10 +219,10 @@ class StepModel:
         _, ti, ws, we = self.win[key[0]]
         rws = map_times(g, ti, ws, rep)
         rwe = map_times(g, ti, we, rep)
-        k, end_nodes, _ = self.per_device[key]
+        k, end_nodes, first = self.per_device[key]
         dev_end = np.full(ws.size, np.iinfo(np.int64).min, np.int64)
         if k.size:
-            np.maximum.at(dev_end, k, rep[end_nodes])
+            dev_end[k] = np.maximum.reduceat(rep[end_nodes], first)
         point = np.maximum.accumulate(np.maximum(rwe, dev_end))
         pre = self.pre.get(key)
         first = max(int(rws[0]), int(rep[pre].max())) if pre is not None and pre.size else int(rws[0])
@@ -182,4 +259,13 @@ def map_times(g: Graph, ti: int | None, t: np.ndarray, rep: np.ndarray) -> np.nd
     return np.where(k < 0, t - b[0] + rep[tp.offset], np.minimum(base, np.maximum(cap, rep[node])))
 
 
-__all__ = ["replay", "weights", "activity_factors", "StepModel", "StepTimes", "map_times", "DROPPED"]
+__all__ = [
+    "replay",
+    "weights",
+    "Weights",
+    "activity_factors",
+    "StepModel",
+    "StepTimes",
+    "map_times",
+    "DROPPED",
+]

@@ -1,6 +1,7 @@
-"""What a what-if changes: host time per cause, device activities by name, one rank's host, the wait
-of blocking calls. Parsed from the command line's `--set CAUSE=FACTOR`, `--kernels REGEX=FACTOR`,
-`--rank-host RANK=FACTOR` and `--python-speedup S`; every mistake is a `ScenarioError` (one line, exit 2).
+"""What a what-if changes: host time per cause, device activities by name, framework ops by name, one
+rank's host, the wait of blocking calls. Parsed from the command line's `--set CAUSE=FACTOR`, `--kernels
+REGEX=FACTOR`, `--ops REGEX=FACTOR`, `--rank-host RANK=FACTOR` and `--python-speedup S`; every mistake is
+a `ScenarioError` (one line, exit 2).
 """
 
 from __future__ import annotations
@@ -24,12 +25,14 @@ class ScenarioError(TracekitError):
 @dataclass(frozen=True)
 class Scenario:
     """Factors: 1 changes nothing, 0 removes. `kernels` maps a regular expression (searched in the
-    device activity's name) to a factor; several matching patterns multiply."""
+    device activity's name) to a factor; `ops` one searched in framework ops' names (their host time,
+    their syncs' waits and the device work they launch); several matching patterns multiply."""
 
     set: Mapping[str, float] = field(default_factory=dict)
     kernels: Mapping[str, float] = field(default_factory=dict)
     rank_host: Mapping[int, float] = field(default_factory=dict)
     python_speedup: Optional[float] = None
+    ops: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def no_wait(self) -> bool:
@@ -46,6 +49,7 @@ class Scenario:
         return (
             all(v == 1.0 for v in self.set.values())
             and all(v == 1.0 for v in self.kernels.values())
+            and all(v == 1.0 for v in self.ops.values())
             and all(v == 1.0 for v in self.rank_host.values())
             and self.python_speedup in (None, 1.0)
         )
@@ -56,11 +60,13 @@ class Scenario:
             "kernels": dict(self.kernels),
             "rank_host": {str(k): v for k, v in self.rank_host.items()},
             "python_speedup": self.python_speedup,
+            "ops": dict(self.ops),
         }
 
     def describe(self) -> str:
         parts = [f"{k}={v:g}" for k, v in self.set.items()]
         parts += [f"kernels '{k}'={v:g}" for k, v in self.kernels.items()]
+        parts += [f"ops '{k}'={v:g}" for k, v in self.ops.items()]
         parts += [f"rank {k} host={v:g}" for k, v in self.rank_host.items()]
         if self.python_speedup:
             parts.append(
@@ -93,6 +99,7 @@ def parse_scenario(
     kernels: Iterable[str] = (),
     rank_host: Iterable[str] = (),
     python_speedup: Optional[float] = None,
+    ops: Iterable[str] = (),
 ) -> Scenario:
     """The scenario of the command-line flags (values as typed)."""
     s: dict[str, float] = {}
@@ -106,14 +113,8 @@ def parse_scenario(
         if key == "sync" and f not in (0.0, 1.0):
             raise ScenarioError(f"--set {spec}: sync takes 0 (the host no longer waits; the work stays) or 1")
         s[key] = f
-    k: dict[str, float] = {}
-    for spec in kernels:
-        key, value = _split(spec, "--kernels")
-        try:
-            re.compile(key)
-        except re.error as exc:
-            raise ScenarioError(f"--kernels {spec}: {key!r} is not a regular expression ({exc})") from None
-        k[key] = _factor(value, f"--kernels {spec}")
+    k = _patterns(kernels, "--kernels")
+    o = _patterns(ops, "--ops")
     rh: dict[int, float] = {}
     for spec in rank_host:
         key, value = _split(spec, "--rank-host")
@@ -126,7 +127,20 @@ def parse_scenario(
         raise ScenarioError(
             f"--python-speedup {python_speedup:g}: give how many times faster the interpreter runs, > 0"
         )
-    return Scenario(set=s, kernels=k, rank_host=rh, python_speedup=python_speedup)
+    return Scenario(set=s, kernels=k, rank_host=rh, python_speedup=python_speedup, ops=o)
+
+
+def _patterns(specs: Iterable[str], flag: str) -> dict[str, float]:
+    """REGEX=FACTOR flags as {regex: factor}."""
+    out: dict[str, float] = {}
+    for spec in specs:
+        key, value = _split(spec, flag)
+        try:
+            re.compile(key)
+        except re.error as exc:
+            raise ScenarioError(f"{flag} {spec}: {key!r} is not a regular expression ({exc})") from None
+        out[key] = _factor(value, f"{flag} {spec}")
+    return out
 
 
 __all__ = ["Scenario", "ScenarioError", "parse_scenario", "SCALED_CAUSES"]

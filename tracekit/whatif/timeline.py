@@ -1,5 +1,6 @@
-"""The replayed timeline: the capture's events at their replayed times, as a capture table (what the
-attribution runs on) and as a Chrome trace (`whatif --trace`, for Perfetto and TensorBoard)."""
+"""The replayed timeline: the capture's events at their replayed times, as analysis frames (what the
+attribution of the predicted timeline runs on), as a capture table and as a Chrome trace (`whatif
+--trace`, for Perfetto and TensorBoard)."""
 
 from __future__ import annotations
 
@@ -9,28 +10,61 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from tracekit.analysis.events import Frames
 from tracekit.data import schema as S
 from tracekit.whatif.graph import Graph
 from tracekit.whatif.replay import map_times
 
 
-def replayed_table(
-    table: pa.Table, g: Graph, rep: np.ndarray, columns_for_analysis: bool = False
-) -> pa.Table:
-    """The capture's host and device events (kind event, ph X) and its step rows, at replayed times
-    (only the columns the attribution reads with `columns_for_analysis`)."""
+def replayed_frames(fr: Frames, g: Graph, rep: np.ndarray) -> Frames:
+    """The capture's analysis frames (those the graph was built from) at replayed times: what
+    `load_frames(replayed_table(...))` gives, without a second copy of the capture's table."""
+    host = fr.host.assign(
+        ts=rep[g.host_start_node], end=np.maximum(rep[g.host_end_node], rep[g.host_start_node])
+    )
+    base = g.device_base
+    di = np.arange(len(g.device))
+    d_ts = rep[base + 2 * di]
+    dev = g.device.drop(columns=["launch_ts", "launch_node"]).assign(
+        ts=d_ts, end=np.maximum(rep[base + 2 * di + 1], d_ts)
+    )
+    order = np.lexsort(
+        (dev["end"].to_numpy(), dev["ts"].to_numpy(), dev["device"].to_numpy(), dev["rank"].to_numpy())
+    )
+    dev = dev.iloc[order].reset_index(drop=True)
+    # launch records are host events: their host frame position by table row (host rows ascend)
+    pos = np.searchsorted(g.host_row, fr.launches["row"].to_numpy(np.int64))
+    launches = fr.launches.assign(ts=host["ts"].to_numpy()[pos], end=host["end"].to_numpy()[pos])
+    steps = fr.steps.copy()
+    for (r, p, t), idx in steps.groupby(["rank", "pid", "tid"]).indices.items():  # one loop per step thread
+        ti = g.thread_index.get((int(r), int(p), int(t)))
+        ts = map_times(g, ti, steps["ts"].to_numpy(np.int64)[idx], rep)
+        end = map_times(g, ti, steps["end"].to_numpy(np.int64)[idx], rep)
+        steps.iloc[idx, steps.columns.get_loc("ts")] = ts
+        steps.iloc[idx, steps.columns.get_loc("end")] = np.maximum(end, ts)
+    steps = (
+        steps[steps["end"] > steps["ts"]].sort_values(["rank", "ts"], kind="stable").reset_index(drop=True)
+    )
+    return Frames(
+        host=host,
+        device=dev,
+        steps=steps,
+        launches=launches,
+        has_device=fr.has_device,
+        peak_memory=fr.peak_memory,
+    )
+
+
+def replayed_table(table: pa.Table, g: Graph, rep: np.ndarray) -> pa.Table:
+    """The capture's host and device events (kind event, ph X) and its step rows, at replayed times."""
     import pyarrow.compute as pc
 
-    from tracekit.analysis.events import _COLUMNS
-
-    if columns_for_analysis:  # what the attribution reads: a third of the copy
-        table = table.select([c for c in table.column_names if c in _COLUMNS])
-    h, d = g.host, g.device
+    d = g.device
     base = g.device_base
     di = np.arange(len(d))
-    rows = np.concatenate([h["row"].to_numpy(np.int64), d["row"].to_numpy(np.int64)])
-    ts = np.concatenate([rep[h["start_node"].to_numpy()], rep[base + 2 * di]])
-    end = np.concatenate([rep[h["end_node"].to_numpy()], rep[base + 2 * di + 1]])
+    rows = np.concatenate([g.host_row, d["row"].to_numpy(np.int64)])
+    ts = np.concatenate([rep[g.host_start_node], rep[base + 2 * di]])
+    end = np.concatenate([rep[g.host_end_node], rep[base + 2 * di + 1]])
     order = np.argsort(rows, kind="stable")
     rows, ts, end = rows[order], ts[order], end[order]
     events = table.take(pa.array(rows))
@@ -155,4 +189,4 @@ def msgspec_raw_us(ns: int):
     return msgspec.Raw(f"{sign}{q}.{r:03d}".encode())
 
 
-__all__ = ["replayed_table", "chrome_trace", "write_chrome_trace"]
+__all__ = ["replayed_frames", "replayed_table", "chrome_trace", "write_chrome_trace"]

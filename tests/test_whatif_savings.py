@@ -1,0 +1,111 @@
+"""The savings `tracekit analyze` shows beside each cause (issue 11, item 6): the step time saved if that
+cause alone were removed, from the replay, on hand-computed timelines (µs as the trace builder takes them),
+and what the report, its JSON and the notebook API carry."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from tests.test_whatif import op_with_launch, sync_trace
+from tests.tracebuilder import TraceBuilder
+from tracekit.analysis.model import Report
+from tracekit.api import analyze
+from tracekit.parse.parser import parse_paths
+from tracekit.whatif import Replayer
+from tracekit.whatif.savings import cause_savings
+
+SCHEMA = json.loads((Path(__file__).parent.parent / "tracekit" / "render" / "report.schema.json").read_text())
+
+
+def capture(tmp_path: Path, t: TraceBuilder):
+    return parse_paths([t.write(tmp_path / "t.pt.trace.json")])
+
+
+def test_each_cause_removed_alone(tmp_path):
+    # GIVEN  CPU  interp [0,10) |- aten::add [10,30) -| (launch [15,20) inside)  interp [30,100)
+    #        GPU                          [k1 25,45)
+    s = cause_savings(Replayer.of(capture(tmp_path, op_with_launch())))
+    profiled = s.per_device[(0, 0)]["profiled"]
+    # THEN interpreter=0: the step ends with the kernel at 35 (saves 65); framework=0: the op's own 15 µs;
+    # launch=0: the launch call's 5 µs; nothing waits, nothing fetches
+    assert profiled == pytest.approx(
+        {"interpreter": 0.065, "framework": 0.015, "launch": 0.005, "sync": 0.0, "dataloader": 0.0}
+    )
+
+
+def test_savings_need_not_match_idle_shares(tmp_path):
+    # GIVEN  CPU  interp [0,10) launch [10,15) interp [15,20) cudaDeviceSynchronize [20,125) interp [125,200)
+    #        GPU                                [k 20,120)
+    a = analyze(capture(tmp_path, sync_trace()))
+    d = a.report.devices[0]
+    # the device idles [0,20) (interpreter 10, launch 5 + issued 5) and [120,200) (a sync drain: 80)
+    assert d.idle_ms_per_step == pytest.approx(
+        {"queued": 0, "dataloader": 0, "sync": 0.080, "launch": 0.010, "framework": 0, "interpreter": 0.010}
+    )
+    saved = d.savings_ms_per_step["profiled"]
+    # WHEN sync=0: the call returns after its own 3 µs (23), Python ends the window at 98, the kernel
+    # at 120: THEN 80 saved, the sync idle
+    assert saved["sync"] == pytest.approx(0.080)
+    # WHEN interpreter=0: launch [0,5), kernel [10,110), the sync starts at 5 and returns 5 µs after the
+    # kernel (115), nothing after it: THEN 85 saved, far more than the interpreter's 10 µs of idle
+    assert saved["interpreter"] == pytest.approx(0.085)
+    # WHEN launch=0: everything 5 µs earlier: THEN 5 saved, half the launch idle
+    assert saved["launch"] == pytest.approx(0.005)
+    assert saved["framework"] == saved["dataloader"] == 0.0
+    causes = a.causes().set_index("cause")
+    assert causes.loc["interpreter", "saved_ms_per_step"] == pytest.approx(0.085)
+    assert causes["saved_ms_per_step"].isna().loc[["busy", "queued"]].all()
+
+
+def test_json_carries_savings_and_reads_back(tmp_path):
+    a = analyze(capture(tmp_path, op_with_launch()))
+    doc = json.loads(json.dumps(a.to_json()))
+    jsonschema.validate(doc, SCHEMA)
+    dev = doc["devices"][0]
+    assert set(dev["savings_ms_per_step"]) == {"profiled", "unprofiled"}
+    assert dev["savings_ms_per_step"]["profiled"]["interpreter"] == pytest.approx(0.065)
+    assert doc["parameters"]["savings_profiler_cost_source"] == "default"
+    assert Report.from_json(doc).devices[0].savings_ms_per_step == dev["savings_ms_per_step"]
+
+
+def test_no_savings_leaves_the_report_as_the_analysis_made_it(tmp_path):
+    a = analyze(capture(tmp_path, op_with_launch()), savings=False)
+    assert a.report.devices[0].savings_ms_per_step is None
+    assert "saved if removed" not in a.text()
+    assert a.to_json()["devices"][0]["savings_ms_per_step"] is None
+
+
+def test_an_untrusted_replay_shows_no_savings(tmp_path):
+    # GIVEN a kernel that starts 65 µs after its launch with nothing in the trace to say why: the
+    # replay drops that wait, and misses the observed step (the device work ends it) by far
+    t = TraceBuilder()
+    t.step(1, 0, 30)
+    t.op("aten::add", 5, 15)
+    t.launch(10, 5, corr=1)
+    t.kernel("k1", 80, 15, corr=1)
+    a = analyze(capture(tmp_path, t))
+    assert a.report.devices[0].savings_ms_per_step is None
+    text = a.text()
+    assert "not shown" in text and "2 %" in text
+
+
+@pytest.mark.parametrize("name", ["sync_heavy", "ddp_slow_rank1", "dataloader_slow"])
+def test_the_graph_from_the_analysis_frames_is_the_graph(name):
+    """`analyze` builds the graph from its own frames and host threads, after attributing with them:
+    the same graph as `whatif` builds from a fresh load."""
+    import numpy as np
+
+    from tracekit.analysis.pipeline import analyze as attribute
+    from tracekit.analysis.pipeline import prepare
+    from tracekit.api import load
+
+    cap = load(Path(__file__).parent.parent / "fixtures" / "h200" / name)
+    ctx = prepare(cap, 2000)
+    attribute(cap, context=ctx)
+    shared, fresh = Replayer.of(cap, ctx.fr, ctx.threads).graph, Replayer.of(cap).graph
+    for field in ("obs", "src", "dst", "w", "kind", "state", "cost", "lb", "order", "host_start_node"):
+        assert np.array_equal(getattr(shared, field), getattr(fresh, field)), field

@@ -1,0 +1,96 @@
+"""What each cause costs: the step time saved if that cause alone were removed (`--set CAUSE=0`), profiled
+and without the profiler, per device — what `tracekit analyze` shows beside each cause's idle share.
+
+The savings are not the idle times. Removing one cause lets the next one hold the device (a host-bound
+step that loses its interpreter time may then wait on its launches), and host time the device never
+waited for saves nothing; removing a cause can also save *more* than its idle share, when the host
+window itself is the step (a host-bound loop shortens by all of the removed time, idle or not).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Optional
+
+from tracekit.analysis.events import STATE_NAMES
+from tracekit.whatif.graph import WAIT
+from tracekit.whatif.loops import HOST_CLASS
+from tracekit.whatif.predict import IDENTITY, Replayer
+from tracekit.whatif.scenario import SCALED_CAUSES, Scenario
+
+# A device whose unchanged replay misses its observed mean step by more than this gets no savings: the
+# graph lacks a dependency there (the replay self-check of DESIGN.md "What if").
+MAX_REPLAY_ERROR = 0.02
+
+
+@dataclass(frozen=True)
+class Savings:
+    """Per (rank, device): {"profiled": {cause: ms/step}, "unprofiled": {cause: ms/step}}, or None where
+    the replay error is too large to trust; and how the profiler's cost was found."""
+
+    per_device: dict
+    profiler_cost_us_per_event: float
+    cost_source: str  # manifest | flag | default
+    cost_note: str
+
+
+def cause_savings(rp: Replayer, unprofiled_step_ms: Optional[float] = None) -> Savings:
+    """Replay each host cause removed (factor 0), with and without the profiler's cost, against the
+    unchanged replay with the same cost."""
+    source, _, est = rp.cost(unprofiled_step_ms)
+    af = rp.check(IDENTITY)
+    costs = {"profiled": 0.0, "unprofiled": est.cost_us}
+    base = {
+        label: _means(rp.steps.times(rp.run(IDENTITY, c, af))) if c else _means(rp.replayed)
+        for label, c in costs.items()
+    }
+    saved: dict = {k: {label: {} for label in costs} for k in rp.steps.keys}
+    for cause in SCALED_CAUSES:  # one replay per cause and profiler cost, where the cause is there
+        present = _present(rp, cause)
+        for label, c in costs.items():
+            sc = Scenario(set={cause: 0.0})
+            pred = _means(rp.steps.times(rp.run(sc, c, af))) if present else base[label]
+            for key in rp.steps.keys:
+                saved[key][label][cause] = base[label][key] - pred[key]
+    observed, replayed = _means(rp.observed), _means(rp.replayed)
+    per_device = {
+        key: saved[key] if abs(replayed[key] / observed[key] - 1) <= MAX_REPLAY_ERROR else None
+        for key in rp.steps.keys
+        if observed.get(key)
+    }
+    return Savings(per_device, est.cost_us, source, est.note)
+
+
+def _present(rp: Replayer, cause: str) -> bool:
+    """Whether removing the cause changes any edge of the graph (else the saving is 0, no replay needed):
+    a host segment of that state with some length, or for sync a wait of a blocking call."""
+    g = rp.graph
+    if cause == "sync":
+        return bool((g.kind == WAIT).any())
+    code = STATE_NAMES.index(cause)
+    return bool(((g.ecls == HOST_CLASS) & (g.state == code) & (g.w != 0)).any())
+
+
+def _means(t) -> dict:
+    """Mean step (ms) per (rank, device) of a StepTimes."""
+    return {k: float(d.mean()) / 1e6 if d.size else 0.0 for k, d in zip(t.keys, t.dur)}
+
+
+def with_savings(report: Any, capture: Any, frames: Any = None, threads: Any = None) -> Any:
+    """The analysis report (tracekit.analysis.model.Report) with each device's savings filled in, and the
+    profiler cost they assume in its parameters. `frames`, `threads`: the analysis' own (reused)."""
+    if not report.devices:
+        return report
+    s = cause_savings(Replayer.of(capture, frames, threads))
+    devices = tuple(
+        replace(d, savings_ms_per_step=s.per_device.get((d.rank, d.device))) for d in report.devices
+    )
+    params = {
+        **report.parameters,
+        "savings_profiler_cost_us_per_event": s.profiler_cost_us_per_event,
+        "savings_profiler_cost_source": s.cost_source,
+    }
+    return replace(report, devices=devices, parameters=params)
+
+
+__all__ = ["cause_savings", "with_savings", "Savings", "MAX_REPLAY_ERROR"]
