@@ -66,7 +66,6 @@ def analyze(
     stragglers, the ranks that differ); --rank R shows one rank in full, --json keeps every rank."""
     from tracekit.analysis.partial import Params
     from tracekit.errors import TracekitError
-    from tracekit.render.registry import get_renderer, renderers
     from tracekit.scale.job import analyze_inputs
 
     if as_json and as_markdown:
@@ -80,18 +79,26 @@ def analyze(
     if store:
         typer.echo(f"stored the analysis in {where}", err=True)
     fmt = "json" if as_json else "markdown" if as_markdown else "text"
-    if output is not None:
-        by_suffix = {cls.suffix: name for name, cls in renderers().items()}
-        if not (as_json or as_markdown):
-            fmt = by_suffix.get(output.suffix, "text")
-        from tracekit.data.store import atomic_path, check_output
+    _emit(report, fmt, output, force, width, explicit=as_json or as_markdown)
 
-        check_output(output, force)
-        with atomic_path(output) as tmp, open(tmp, "w", encoding="utf-8") as fh:
-            get_renderer(fmt, **({"width": width or 100, "color": False} if fmt == "text" else {})).render(
-                report, fh
-            )
-        typer.echo(f"wrote {output}", err=True)
+
+def _emit(
+    report, fmt: str, output: Optional[Path], force: bool, width: Optional[int], explicit: bool
+) -> None:
+    """Render the report to stdout, or atomically to `output` (its format from its suffix unless
+    --json / --markdown chose one)."""
+    from tracekit.render.registry import get_renderer, renderers
+
+    if output is None:
+        get_renderer(fmt, **({"width": width} if fmt == "text" else {})).render(report, sys.stdout)
         return
-    opts = {"width": width} if fmt == "text" else {}
-    get_renderer(fmt, **opts).render(report, sys.stdout)
+    if not explicit:
+        fmt = {cls.suffix: name for name, cls in renderers().items()}.get(output.suffix, "text")
+    from tracekit.data.store import atomic_path, check_output
+
+    check_output(output, force)
+    with atomic_path(output) as tmp, open(tmp, "w", encoding="utf-8") as fh:
+        get_renderer(fmt, **({"width": width or 100, "color": False} if fmt == "text" else {})).render(
+            report, fh
+        )
+    typer.echo(f"wrote {output}", err=True)

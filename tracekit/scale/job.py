@@ -433,12 +433,12 @@ def _analyze_here(
     report = merge(parts, meta, work, path=capture.path)
     if check:
         report = replace(report, checked=tuple(check_invariants(report, capture)))
-    if store:
-        store_report(capture, report)
     if savings and whole is not None:
         from tracekit.whatif.savings import with_savings
 
         report = with_savings(report, capture, whole.fr, whole.threads)
+    if store:
+        store_report(capture, report)
     if rank is not None:
         return rank_report(parts[0], report, rank, meta, params, capture.path)
     return report
