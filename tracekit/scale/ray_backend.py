@@ -56,7 +56,8 @@ class RayExecutor:
     temporary folder removed at `close`); "auto" joins the running cluster Ray finds (RAY_ADDRESS, or
     the latest `ray start` on this machine); "HOST:PORT" joins by the head's GCS address; "ray://..."
     through Ray Client. When Ray is already initialised in this process (a notebook, a test session),
-    that instance is used and left running."""
+    that instance is used, whatever `address` says (a process is connected to one Ray at a time), and
+    left running."""
 
     def __init__(self, address: Optional[str] = None, *, connect_timeout_s: Optional[float] = None) -> None:
         self.address = "local" if address in (None, "", "local") else address
@@ -123,8 +124,8 @@ class RayExecutor:
         self.close()
 
     @property
-    def cpus(self) -> int:
-        """The CPUs of the cluster (or local Ray) the tasks run on."""
+    def workers(self) -> int:
+        """The CPUs of the cluster (or local Ray) the tasks run on: tasks that can run at once."""
         return max(1, int(self._ray.cluster_resources().get("CPU", 1)))
 
     # -- internals ------------------------------------------------------------------------------
@@ -179,7 +180,7 @@ class RayExecutor:
         return self._apply
 
     def _window(self) -> int:
-        return max(8, IN_FLIGHT_PER_CPU * self.cpus)
+        return max(8, IN_FLIGHT_PER_CPU * self.workers)
 
     def _get(self, ref: Any) -> Any:
         ray = self._ray
