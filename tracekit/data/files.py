@@ -144,6 +144,18 @@ def list_dir(loc: Location) -> list[str]:
     return sorted(i.base_name for i in infos)
 
 
+def list_files(loc: Location) -> list[str]:
+    """Names of the files directly inside folder `loc` (not its folders), sorted."""
+    if not is_uri(loc):
+        return sorted(e.name for e in os.scandir(loc) if e.is_file())
+    fs, path = filesystem(loc)
+    try:
+        infos = fs.get_file_info(pafs.FileSelector(path, recursive=False))
+    except (OSError, pa.ArrowException) as exc:
+        raise _store_error(loc, "cannot list", exc) from None
+    return sorted(i.base_name for i in infos if i.type == pafs.FileType.File)
+
+
 def open_read(loc: Location) -> pa.NativeFile:
     """`loc` opened for reading, with random access (Parquet footers are at the end)."""
     if not is_uri(loc):

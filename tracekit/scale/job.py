@@ -110,11 +110,11 @@ def parse_job(
     files = find_trace_files(paths)
     if not fs.is_uri(output):
         for p, _ in files:
-            if p.resolve() == Path(output).resolve():
+            if not fs.is_uri(p) and p.resolve() == Path(output).resolve():
                 raise OutputExistsError(f"{output} is also an input; choose another output path")
     manifest = find_manifest(paths)
     executor = executor or LocalExecutor()
-    spread = across_files([os.path.getsize(p) for p, _ in files], getattr(executor, "workers", 1))
+    spread = across_files([fs.size(p) for p, _ in files], getattr(executor, "workers", 1))
     if not folder and not spread:
         capture = parse_files_to(
             files,
