@@ -1,0 +1,183 @@
+"""`--ray` end to end: the same capture and the same report (and straggler) with and without Ray, from
+local disk and from a real S3 server; joining a running Ray by address; an unreachable cluster.
+
+The Ray here is the session's one local instance (conftest.py `ray_executor`); commands run in this
+process join it. Tests that must start their own driver (joining by address, failing to) run
+`python -m tracekit` in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pytest
+
+from tests.clirun import run_main
+from tests.test_scale import DDP, make_job, same_report
+from tracekit.data.store import capture_ranks, read_meta, read_rank
+from tracekit.scale.executor import LocalExecutor
+from tracekit.scale.job import analyze_capture, parse_job
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _rows(path, meta, rank):
+    return read_rank(path, rank, meta).to_pylist()
+
+
+def _same_capture(a, b) -> None:
+    """Two captures hold the same rows, rank by rank, and the same metadata (but where they are)."""
+    ma, mb = read_meta(a), read_meta(b)
+    assert capture_ranks(ma) == capture_ranks(mb)
+    for key in ("sources", "traces", "manifest", "failed"):
+        assert ma.get(key) == mb.get(key), key
+    for rank in capture_ranks(ma):
+        assert _rows(a, ma, rank) == _rows(b, mb, rank), rank
+
+
+def test_ray_parses_and_analyses_exactly_as_one_process(tmp_path, ray_executor):
+    job = make_job(tmp_path / "job", 16, straggler=11)
+    serial = LocalExecutor(1)  # in this process: the reference
+    for folder, name in ((True, "cap"), (False, "cap.parquet")):
+        here = parse_job([job], tmp_path / "here" / name, folder=folder, executor=serial).output
+        on_ray = parse_job([job], tmp_path / "ray" / name, folder=folder, executor=ray_executor).output
+        _same_capture(here, on_ray)
+    reference = analyze_capture(tmp_path / "here" / "cap", executor=serial)
+    report = analyze_capture(tmp_path / "ray" / "cap", executor=ray_executor)
+    same_report(reference, report)
+    same_report(reference, analyze_capture(tmp_path / "here" / "cap.parquet", executor=ray_executor))
+    # the straggler is named the same: rank 11, on every rank that waited for it
+    for r in (reference, report):
+        assert {d.straggler_rank for d in r.devices if d.rank != 11} == {11}
+        assert r.job.stragglers[0].rank == 11
+
+
+def _upload(s3_server, bucket: str, folder: Path, prefix: str) -> str:
+    for f in sorted(folder.iterdir()):
+        s3_server.client.upload_file(str(f), bucket, f"{prefix}/{f.name}")
+    return f"s3://{bucket}/{prefix}/"
+
+
+def _report(out: str) -> dict:
+    doc = json.loads(out)
+    doc["capture"].pop("path", None)
+    doc["capture"]["sources"] = [s.rsplit("/", 1)[-1] for s in doc["capture"]["sources"]]
+    return doc
+
+
+def test_parse_and_analyze_between_s3_and_ray(ray_executor, s3_server, bucket, capsys):
+    job = _upload(s3_server, bucket, DDP, "job")
+    code, out, err = run_main(["analyze", str(DDP), "--json"], capsys)
+    assert code == 0, err
+    local = _report(out)
+
+    # --ray and a job of two files: a capture folder, whatever -o is called; each rank's file is
+    # written to S3 by the task that parsed it
+    code, out, err = run_main(["parse", job, "-o", f"s3://{bucket}/cap.parquet", "--ray"], capsys)
+    assert (code, err) == (0, "")
+    assert out.startswith(f"wrote s3://{bucket}/cap.parquet/: 24820 events, 2 rank(s), 16 step(s)")
+    keys = {k for k in s3_server.keys(bucket) if k.startswith("cap.parquet/") and not k.endswith("/")}
+    assert keys == {
+        "cap.parquet/_tracekit.json",
+        "cap.parquet/rank=0/part-0.parquet",
+        "cap.parquet/rank=1/part-0.parquet",
+    }
+    code, out, err = run_main(["analyze", f"s3://{bucket}/cap.parquet", "--json", "--ray"], capsys)
+    assert (code, err) == (0, "")
+    assert _report(out) == local
+
+    # without Ray: a capture file on S3, read by the driver
+    code, out, err = run_main(["parse", job.rstrip("/"), "-o", f"s3://{bucket}/one.parquet"], capsys)
+    assert (code, err) == (0, "") and out.startswith(f"wrote s3://{bucket}/one.parquet: 24820 events")
+    code, out, err = run_main(["analyze", f"s3://{bucket}/one.parquet", "--json"], capsys)
+    assert (code, err) == (0, "") and _report(out) == local
+
+    # traces on S3 analysed on the fly, and diff, with and without Ray
+    code, out, _ = run_main(["analyze", job, "--json", "--ray"], capsys)
+    assert code == 0 and _report(out) == local
+    diffs = [
+        run_main(["diff", f"s3://{bucket}/one.parquet", f"s3://{bucket}/cap.parquet", "--json", *ray], capsys)
+        for ray in ([], ["--ray"])
+    ]
+    assert diffs[0][0] == diffs[1][0] == 0 and diffs[0][1] == diffs[1][1]
+
+
+def _tracekit(*args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "tracekit", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        timeout=timeout,
+    )
+
+
+@pytest.mark.parametrize("how", ["address", "auto"])
+def test_a_running_ray_is_joined_by_address_or_auto(tmp_path, ray_executor, how, capsys):
+    import ray
+
+    job = make_job(tmp_path / "job", 4, straggler=2)
+    cap = str(tmp_path / "cap/")
+    assert run_main(["parse", str(job), "-o", cap], capsys)[0] == 0
+    expected = run_main(["analyze", cap, "--json"], capsys)[1]
+    address = ray.get_runtime_context().gcs_address
+    if how == "address":
+        done = _tracekit("analyze", cap, "--json", "--ray", address)
+    else:
+        done = _tracekit("analyze", cap, "--json", "--ray", "auto", env={"RAY_ADDRESS": address})
+    assert (done.returncode, done.stderr) == (0, "")
+    assert json.loads(done.stdout) == json.loads(expected)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_an_unreachable_cluster_is_one_line_and_exit_2():
+    port = _free_port()
+    started = time.monotonic()
+    done = _tracekit("analyze", str(DDP), "--ray", f"127.0.0.1:{port}")
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == (
+        f"tracekit: error: --ray 127.0.0.1:{port}: cannot reach a Ray cluster there (Connection refused); "
+        "is it running (`ray status` on the head)? `--ray` alone starts a local Ray instead\n"
+    )
+    assert time.monotonic() - started < 60  # not Ray's own minutes of retries
+
+
+def test_an_address_that_does_not_answer_as_ray_gives_up_in_time():
+    with socket.socket() as listener:  # accepts connections (the kernel does), never speaks
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(16)
+        port = listener.getsockname()[1]
+        done = _tracekit(
+            "analyze", str(DDP), "--ray", f"127.0.0.1:{port}", env={"TRACEKIT_RAY_CONNECT_TIMEOUT_S": "3"}
+        )
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith(f"tracekit: error: --ray 127.0.0.1:{port}: no answer from a Ray cluster")
+    assert done.stderr.count("\n") == 1
+
+
+def test_bare_ray_before_an_input_is_a_local_ray(ray_executor, capsys):
+    # `--ray run/` reads run/ as the input, not as an address
+    code, out, err = run_main(["analyze", "--ray", str(DDP), "--json"], capsys)
+    assert (code, err) == (0, "") and json.loads(out)["devices"]
+
+
+def test_a_folder_written_by_ray_tasks_is_one_dataset_on_s3(ray_executor, s3_server, bucket, tmp_path):
+    # the folder written by Ray tasks is one dataset for pyarrow, read straight from S3
+    import pyarrow.dataset as ds
+
+    job = make_job(tmp_path / "job", 3, straggler=1)
+    parse_job([str(job)], f"s3://{bucket}/cap/", folder=True, executor=ray_executor)
+    table = ds.dataset(f"s3://{bucket}/cap/", format="parquet", partitioning="hive").to_table()
+    assert sorted(pc.unique(table["rank"]).to_pylist()) == [0, 1, 2]
