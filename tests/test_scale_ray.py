@@ -181,3 +181,11 @@ def test_a_folder_written_by_ray_tasks_is_one_dataset_on_s3(ray_executor, s3_ser
     parse_job([str(job)], f"s3://{bucket}/cap/", folder=True, executor=ray_executor)
     table = ds.dataset(f"s3://{bucket}/cap/", format="parquet", partitioning="hive").to_table()
     assert sorted(pc.unique(table["rank"]).to_pylist()) == [0, 1, 2]
+
+
+def test_whatif_parses_on_ray_and_replays_the_same(ray_executor, capsys):
+    args = ["whatif", str(DDP), "--set", "interpreter=0", "--json"]
+    here = run_main(args, capsys)
+    on_ray = run_main([*args, "--ray"], capsys)
+    assert here[0] == on_ray[0] == 0 and here[2] == on_ray[2] == ""
+    assert json.loads(here[1]) == json.loads(on_ray[1])
