@@ -189,3 +189,18 @@ def test_whatif_parses_on_ray_and_replays_the_same(ray_executor, capsys):
     on_ray = run_main([*args, "--ray"], capsys)
     assert here[0] == on_ray[0] == 0 and here[2] == on_ray[2] == ""
     assert json.loads(here[1]) == json.loads(on_ray[1])
+
+
+def test_traces_are_not_staged_locally_for_a_cluster_of_several_nodes(tmp_path):
+    from tracekit.errors import TracekitError
+    from tracekit.scale.job import analyze_inputs
+
+    class TwoNodes:  # what RayExecutor says of a cluster of two machines
+        nodes, workers = 2, 8
+
+        def map(self, fn, items):
+            raise AssertionError("nothing may run: the temporary folder is on this machine only")
+
+    job = make_job(tmp_path / "job", 2, straggler=1)
+    with pytest.raises(TracekitError, match="the other 1 node\\(s\\) of the Ray cluster cannot write"):
+        analyze_inputs([str(job)], executor=TwoNodes())

@@ -100,11 +100,12 @@ def _load(inputs: List[str], ray: str):
 
     from tracekit.api import load as load_inputs
     from tracekit.parse.parser import find_trace_files, load_capture
-    from tracekit.scale.job import parse_job
+    from tracekit.scale.job import check_local_staging, parse_job
 
     if len(inputs) == 1 and _is_capture(inputs[0]) or len(find_trace_files(inputs)) < 2:
         return load_inputs(*inputs)
     with tempfile.TemporaryDirectory(prefix="tracekit-") as tmp, executor(ray) as ex:
+        check_local_staging(ex, inputs)
         parsed = parse_job(inputs, Path(tmp) / "capture", folder=True, executor=ex)
         capture = load_capture(parsed.output)
     capture.path = None  # parsed on the fly, as without --ray: the temporary folder is gone

@@ -115,6 +115,8 @@ def parse_job(
     manifest = find_manifest(paths)
     executor = executor or LocalExecutor()
     spread = across_files([fs.size(p) for p, _ in files], getattr(executor, "workers", 1))
+    # On Ray every file of a job is a task: the cluster's cores, not the driver's, decode large files.
+    spread = spread or (len(files) > 1 and not isinstance(executor, LocalExecutor))
     if not folder and not spread:
         capture = parse_files_to(
             files,
@@ -373,11 +375,25 @@ def analyze_inputs(
     if len(files) == 1:
         return _analyze_here(parse_paths(inputs), params, check, False, rank), None
     executor = executor or LocalExecutor()
+    check_local_staging(executor, inputs)
     with tempfile.TemporaryDirectory(prefix="tracekit-") as tmp:
         parsed = parse_job(inputs, Path(tmp) / "capture", folder=True, executor=executor)
         report = analyze_capture(parsed.output, params=params, executor=executor, check=check, rank=rank)
     # The report names the inputs, not the temporary capture.
     return replace(report, capture={k: v for k, v in report.capture.items() if k != "path"}), None
+
+
+def check_local_staging(executor: Executor, inputs: list) -> None:
+    """Traces are parsed into a temporary folder on this machine before they are analysed: tasks on
+    other machines of a Ray cluster could not write there. Say what to do instead."""
+    nodes = getattr(executor, "nodes", 1)
+    if nodes > 1:
+        raise TracekitError(
+            f"{', '.join(map(str, inputs))}: trace files are parsed into a temporary folder on this "
+            f"machine, which the other {nodes - 1} node(s) of the Ray cluster cannot write; parse them "
+            "to storage every node reaches first (tracekit parse TRACES -o s3://bucket/capture/ --ray "
+            "ADDRESS), then name that capture"
+        )
 
 
 def _analyze_here(capture: Capture, params: Params, check: bool, store: bool, rank: Optional[int]) -> Report:

@@ -128,6 +128,11 @@ class RayExecutor:
         """The CPUs of the cluster (or local Ray) the tasks run on: tasks that can run at once."""
         return max(1, int(self._ray.cluster_resources().get("CPU", 1)))
 
+    @property
+    def nodes(self) -> int:
+        """The machines of the cluster that are alive (1 for a local Ray)."""
+        return max(1, sum(1 for n in self._ray.nodes() if n.get("Alive")))
+
     # -- internals ------------------------------------------------------------------------------
 
     def _start_local(self) -> None:
