@@ -204,3 +204,23 @@ def test_traces_are_not_staged_locally_for_a_cluster_of_several_nodes(tmp_path):
     job = make_job(tmp_path / "job", 2, straggler=1)
     with pytest.raises(TracekitError, match="the other 1 node\\(s\\) of the Ray cluster cannot write"):
         analyze_inputs([str(job)], executor=TwoNodes())
+
+
+def test_a_bad_rank_file_on_s3_is_named_by_its_uri_and_the_others_parse_on_ray(
+    ray_executor, s3_server, bucket, capsys
+):
+    import gzip
+
+    rank0, rank1 = sorted(DDP.glob("rank*.pt.trace.json.gz"))
+    cut = gzip.decompress(rank1.read_bytes())
+    s3_server.client.upload_file(str(rank0), bucket, "job/rank0.pt.trace.json.gz")
+    s3_server.client.put_object(Bucket=bucket, Key="job/rank1.pt.trace.json", Body=cut[: len(cut) // 2])
+    code, out, err = run_main(["parse", f"s3://{bucket}/job/", "-o", f"s3://{bucket}/cap/", "--ray"], capsys)
+    assert code == 2
+    assert out.startswith(f"wrote s3://{bucket}/cap/: 12540 events, 1 rank(s), 8 step(s) from 1 file(s)")
+    first = err.splitlines()[0]
+    assert first.startswith(
+        f"tracekit: error: rank 1 (job/rank1.pt.trace.json) left out: s3://{bucket}/job/rank1.pt.trace.json: "
+        "the JSON ends early"
+    )
+    assert read_meta(f"s3://{bucket}/cap/")["failed"][0]["rank"] == 1
