@@ -68,3 +68,13 @@ def test_address_forms():
     assert all(map(ray_backend.looks_like_address, ["local", "auto", "10.0.0.1:6379", "ray://h:10001"]))
     assert ray_backend.looks_like_address("[::1]:6379") and ray_backend.looks_like_address("head-0.svc:6379")
     assert not any(map(ray_backend.looks_like_address, ["run/", "c.parquet", "s3://b/k", "h:port"]))
+
+
+@pytest.mark.parametrize("command", ["parse", "analyze", "diff", "whatif"])
+def test_every_per_rank_command_has_ray(command, capsys):
+    from tests.clirun import run_main
+
+    code, out, _ = run_main([command, "--help"], capsys)
+    assert code == 0 and "--ray" in out and "[ADDRESS]" in out
+    if command != "whatif":
+        assert "'tracekit[ray]'" in out  # not eaten as a markup tag by the help's renderer

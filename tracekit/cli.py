@@ -61,7 +61,7 @@ def get_app() -> typer.Typer:
 RAY_HELP = (
     "Run the per-rank work as Ray tasks. Alone: a local Ray on this machine's cores; "
     "'--ray auto', '--ray HOST:PORT' or '--ray ray://HOST:PORT': join that running cluster "
-    "(pip install 'tracekit[ray]')."
+    "(pip install 'tracekit\\[ray]')."
 )
 
 
