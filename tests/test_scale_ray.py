@@ -97,6 +97,8 @@ def test_parse_and_analyze_between_s3_and_ray(ray_executor, s3_server, bucket, c
     assert (code, err) == (0, "") and out.startswith(f"wrote s3://{bucket}/one.parquet: 24820 events")
     code, out, err = run_main(["analyze", f"s3://{bucket}/one.parquet", "--json"], capsys)
     assert (code, err) == (0, "") and _report(out) == local
+    code, out, err = run_main(["info", f"s3://{bucket}/cap.parquet", "--json"], capsys)
+    assert code == 0 and [s["rank"] for s in json.loads(out)["sources"]] == [0, 1]
 
     # traces on S3 analysed on the fly, and diff, with and without Ray
     code, out, _ = run_main(["analyze", job, "--json", "--ray"], capsys)
