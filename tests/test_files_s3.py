@@ -129,3 +129,10 @@ def test_local_paths_unchanged(tmp_path):
     with files.local_copy(target) as path:
         assert path == target
     assert files.join(tmp_path, "a", "b") == tmp_path / "a" / "b"
+
+
+def test_a_file_too_large_for_one_s3_copy_is_refused_whole(s3_server, bucket, monkeypatch):
+    monkeypatch.setattr(files, "S3_COPY_LIMIT", 1000)  # S3's is 5 GiB
+    with pytest.raises(TracekitError, match="over S3's 5 GiB limit for the server-side copy"):
+        files.write_bytes(f"s3://{bucket}/big.parquet", b"x" * 1001)
+    assert _objects(s3_server, bucket) == {}

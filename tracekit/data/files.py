@@ -48,6 +48,7 @@ Location = Union[str, os.PathLike]
 _URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
 _COPY_BLOCK = 8 << 20
 _OBJECT_STORES = ("s3", "gcs", "abfs")  # pyarrow's type_name of stores without real folders
+S3_COPY_LIMIT = 5 << 30  # the largest object S3 copies in one request (CopyObject)
 
 
 def is_uri(loc: Location) -> bool:
@@ -199,6 +200,12 @@ def upload(local: Location, loc: Location) -> None:
     """Copy the finished local file `local` to `loc` on an object store: to a temporary key beside
     it, then server-side onto the key, so that the key only ever holds a whole file."""
     fs, path = filesystem(loc)
+    size = os.path.getsize(local)
+    if fs.type_name == "s3" and size > S3_COPY_LIMIT:
+        raise TracekitError(
+            f"{loc}: {size / 2**30:.1f} GiB is over S3's 5 GiB limit for the server-side copy that makes "
+            "the write atomic; write a capture folder instead (-o ending in '/': one file per rank)"
+        )
     parent, _, name = path.rstrip("/").rpartition("/")
     temp_key = f"{parent}/.{name}.{uuid.uuid4().hex[:12]}.tmp" if parent else f".{name}.tmp"
     try:
