@@ -78,3 +78,14 @@ def test_every_per_rank_command_has_ray(command, capsys):
     assert code == 0 and "--ray" in out and "[ADDRESS]" in out
     if command != "whatif":
         assert "'tracekit[ray]'" in out  # not eaten as a markup tag by the help's renderer
+
+
+def test_an_error_from_another_node_names_it(ray_executor):
+    import ray
+
+    here = ray.util.get_node_ip_address()
+    error = InputNotFound("runs/job/rank3.json: no such file or folder")
+    assert ray_backend._on_node(error, here, ray) is error  # this machine: as it was
+    moved = ray_backend._on_node(error, "10.9.9.9", ray)
+    assert type(moved) is InputNotFound
+    assert str(moved) == "runs/job/rank3.json: no such file or folder (on Ray node 10.9.9.9)"
