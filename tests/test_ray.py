@@ -89,3 +89,15 @@ def test_an_error_from_another_node_names_it(ray_executor):
     moved = ray_backend._on_node(error, "10.9.9.9", ray)
     assert type(moved) is InputNotFound
     assert str(moved) == "runs/job/rank3.json: no such file or folder (on Ray node 10.9.9.9)"
+
+
+def test_a_missing_local_file_in_a_task_is_one_line_naming_the_node(ray_executor, tmp_path):
+    import os
+
+    missing = str(tmp_path / "rank3.pt.trace.json")
+    with pytest.raises(ClusterError) as exc:
+        list(ray_executor.map(os.path.getsize, [missing]))
+    assert str(exc.value).startswith(f"{missing}: No such file or directory on Ray node ")
+    assert str(exc.value).endswith(
+        "a local path must be on a filesystem every node mounts at the same path (or use s3://...)"
+    )

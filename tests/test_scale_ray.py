@@ -116,13 +116,13 @@ def _tracekit(*args: str, env: dict | None = None, timeout: float = 120) -> subp
         capture_output=True,
         text=True,
         cwd=ROOT,
-        env={**os.environ, **(env or {})},
+        env=env if env is not None else dict(os.environ),
         timeout=timeout,
     )
 
 
-@pytest.mark.parametrize("how", ["address", "auto"])
-def test_a_running_ray_is_joined_by_address_or_auto(tmp_path, ray_executor, how, capsys):
+@pytest.mark.parametrize("how", ["address", "auto", "client"])
+def test_a_running_ray_is_joined_by_address_auto_or_ray_client(tmp_path, ray_executor, how, capsys):
     import ray
 
     job = make_job(tmp_path / "job", 4, straggler=2)
@@ -130,12 +130,41 @@ def test_a_running_ray_is_joined_by_address_or_auto(tmp_path, ray_executor, how,
     assert run_main(["parse", str(job), "-o", cap], capsys)[0] == 0
     expected = run_main(["analyze", cap, "--json"], capsys)[1]
     address = ray.get_runtime_context().gcs_address
+    # The session's Ray requires Ray's token (~/.ray/auth_token), as clusters do by default; a driver
+    # started as users start one has no RAY_AUTH_MODE in its environment.
+    env = {k: v for k, v in os.environ.items() if k != "RAY_AUTH_MODE"}
     if how == "address":
-        done = _tracekit("analyze", cap, "--json", "--ray", address)
+        done = _tracekit("analyze", cap, "--json", "--ray", address, env=env)
+    elif how == "auto":
+        done = _tracekit("analyze", cap, "--json", "--ray", "auto", env={**env, "RAY_ADDRESS": address})
     else:
-        done = _tracekit("analyze", cap, "--json", "--ray", "auto", env={"RAY_ADDRESS": address})
+        port = _free_port()
+        server = subprocess.Popen(  # a Ray Client server in front of the session's Ray
+            [sys.executable, "-m", "ray.util.client.server", "--address", address, "--host", "127.0.0.1"]
+            + ["--port", str(port), "--mode", "legacy"],
+            env={**env, "RAY_AUTH_MODE": "token"},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            _wait_for_port(port)
+            done = _tracekit("analyze", cap, "--json", "--ray", f"ray://127.0.0.1:{port}", env=env)
+        finally:
+            server.terminate()
+            server.wait(30)
     assert (done.returncode, done.stderr) == (0, "")
     assert json.loads(done.stdout) == json.loads(expected)
+
+
+def _wait_for_port(port: int, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return
+        except OSError:
+            time.sleep(0.2)
+    raise AssertionError(f"nothing listens on 127.0.0.1:{port} after {timeout_s:g} s")
 
 
 def _free_port() -> int:
@@ -162,7 +191,11 @@ def test_an_address_that_does_not_answer_as_ray_gives_up_in_time():
         listener.listen(16)
         port = listener.getsockname()[1]
         done = _tracekit(
-            "analyze", str(DDP), "--ray", f"127.0.0.1:{port}", env={"TRACEKIT_RAY_CONNECT_TIMEOUT_S": "3"}
+            "analyze",
+            str(DDP),
+            "--ray",
+            f"127.0.0.1:{port}",
+            env={**os.environ, "TRACEKIT_RAY_CONNECT_TIMEOUT_S": "3"},
         )
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.startswith(f"tracekit: error: --ray 127.0.0.1:{port}: no answer from a Ray cluster")

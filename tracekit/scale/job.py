@@ -163,7 +163,7 @@ def _parse_into(
     """Parse every file into `root`/rank=<r>/part-0.parquet; the metadata (with "parts") in .meta."""
     fs.make_dirs(fs.join(root, _STAGE))
     staged = [fs.join(root, _STAGE, f"{i}.parquet") for i in range(len(files))]
-    jobs = [([(str(p), d)], out, salvage) for (p, d), out in zip(files, staged)]
+    jobs = [([(_absolute(p), d)], _absolute(out), salvage) for (p, d), out in zip(files, staged)]
     if spread:
         summaries = []
         for summary in executor.map(tasks.parse_rank_task, jobs):
@@ -187,7 +187,10 @@ def _parse_into(
         _move(s["out"], rank_part(root, r))
     for r in again:
         fs.make_dirs(fs.join(root, f"rank={r}"))
-    rejobs = [([(str(p), d) for (p, d), _ in again[r]], rank_part(root, r), salvage) for r in sorted(again)]
+    rejobs = [
+        ([(_absolute(p), d) for (p, d), _ in again[r]], _absolute(rank_part(root, r)), salvage)
+        for r in sorted(again)
+    ]
     redone = executor.map(tasks.parse_rank_task, rejobs) if spread else (_parse_here(j, None) for j in rejobs)
     merged = dict(zip(sorted(again), redone))
     final = {r: (merged[r] if r in merged else v[0][1]) for r, v in by_rank.items()}
@@ -210,6 +213,12 @@ def _parse_into(
         steps=sum(p["steps"] for p in parts),
         ranks=sorted(final),
     )
+
+
+def _absolute(loc: Location) -> str:
+    """A location as a task receives it: a URI, or an absolute path (a Ray worker on another machine,
+    or started elsewhere, has another working directory)."""
+    return str(loc) if fs.is_uri(loc) else os.path.abspath(loc)
 
 
 def _parse_here(job: tuple, progress: Optional[Progress]) -> dict:
@@ -307,7 +316,7 @@ def analyze_capture(
         groups.insert(0, [rank])  # its own part: the rank's report is that part's
     jobs = [
         (
-            path,
+            _absolute(path),
             {
                 "ranks": group,
                 "meta": rank_meta(meta, group),

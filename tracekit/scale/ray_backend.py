@@ -66,6 +66,8 @@ class RayExecutor:
                 f"--ray {self.address!r}: expected nothing (a local Ray), 'auto', HOST:PORT "
                 "(the head's GCS address, port 6379 by default) or ray://HOST:PORT (Ray Client)"
             )
+        if self.address != "local":
+            _token_auth_if_token()  # before Ray is imported: it reads its settings then
         self._ray = import_ray()
         self._temp_dir: Optional[str] = None
         self._owner = False  # whether close() shuts Ray down
@@ -195,6 +197,12 @@ class RayExecutor:
             cause = getattr(exc, "cause", None)
             if isinstance(cause, TracekitError):
                 raise _on_node(cause, getattr(exc, "ip", None), ray) from None
+            if isinstance(cause, (FileNotFoundError, PermissionError)) and cause.filename:
+                raise ClusterError(
+                    f"{cause.filename}: {cause.strerror or 'cannot read'} on Ray node "
+                    f"{getattr(exc, 'ip', '?')}; a local path must be on a filesystem every node mounts "
+                    "at the same path (or use s3://...)"
+                ) from None
             if isinstance(cause, ModuleNotFoundError) and (cause.name or "").startswith("tracekit"):
                 raise ClusterError(
                     f"a Ray worker cannot import {cause.name}: install tracekit (the same version as "
@@ -239,6 +247,20 @@ def _host_port(address: str) -> tuple[str, int]:
     if not m:
         raise ClusterError(f"--ray {address}: expected HOST:PORT or ray://HOST:PORT")
     return m.group(1).strip("[]"), int(m.group(2))
+
+
+def _token_auth_if_token() -> None:
+    """Ray (2.5x) clusters require a token by default (`ray start` and a local `ray.init` write
+    ~/.ray/auth_token), but a driver joining by address (2.60) sends it only when RAY_AUTH_MODE=token:
+    without, it is refused over and over for its whole connect timeout. So when a token is at hand
+    (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH, ~/.ray/auth_token) and the user chose no mode, use it."""
+    if "RAY_AUTH_MODE" in os.environ:
+        return
+    token_file = os.environ.get("RAY_AUTH_TOKEN_PATH") or os.path.join(
+        os.path.expanduser("~"), ".ray", "auth_token"
+    )
+    if os.environ.get("RAY_AUTH_TOKEN") or os.path.isfile(token_file):
+        os.environ["RAY_AUTH_MODE"] = "token"
 
 
 def _probe(host: str, port: int, address: str, timeout_s: float) -> None:
