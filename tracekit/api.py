@@ -18,12 +18,15 @@ import html
 import io
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
 
 import pandas as pd
 
 from tracekit.analysis.model import CAUSES, HOST_STATES, Report
 from tracekit.data.store import Capture
+
+if TYPE_CHECKING:
+    from tracekit.scale.executor import Executor
 
 PathLike = Union[str, Path]
 CaptureLike = Union[Capture, PathLike]
@@ -40,7 +43,7 @@ def load(*paths: PathLike, salvage: bool = False, columns: Optional[Sequence[str
 
     if not paths:
         raise TracekitError("load() needs a capture, a trace file or a run folder")
-    items = [Path(p) for p in paths]
+    items = [_location(p) for p in paths]
     if len(items) == 1 and not salvage:
         return load_capture(items[0], columns=columns)
     cap = parse_paths(items, salvage=salvage)
@@ -85,17 +88,17 @@ def skipped_savings(report: Report) -> Report:
     return _savings_skipped(report)
 
 
-def analysis_of(path: PathLike) -> Report:
+def analysis_of(path: PathLike, executor: Optional[Executor] = None) -> Report:
     """The analysis of a capture: the one stored in it (`analyze --store`) when this tracekit wrote it,
-    else analysed now (a capture, file or folder, rank by rank in worker processes). `path` is a
-    capture, a trace file or a run folder."""
+    else analysed now (a capture, file or folder, rank by rank in `executor`'s workers: processes here
+    by default, or Ray). `path` is a capture, a trace file or a run folder, local or a URI."""
     from tracekit.analysis.model import REPORT_VERSION
     from tracekit.data.store import is_capture, read_meta
     from tracekit.scale.job import analyze_capture, analyze_inputs
     from tracekit.version import __version__
 
     if not is_capture(path):
-        return analyze_inputs([Path(path)])[0]
+        return analyze_inputs([_location(path)], executor=executor)[0]
     meta = read_meta(path)
     stored = meta.get("analysis")
     if (
@@ -104,7 +107,7 @@ def analysis_of(path: PathLike) -> Report:
         and stored.get("tracekit_version", meta.get("tracekit_version")) == __version__
     ):
         return Report.from_json(stored)
-    return analyze_capture(path, meta=meta)
+    return analyze_capture(path, meta=meta, executor=executor)
 
 
 def diff(
@@ -113,9 +116,11 @@ def diff(
     confidence: float = 0.95,
     compare: Sequence[str] = (),
     top_ops: int = 10,
+    executor: Optional[Executor] = None,
 ) -> Comparison:
     """Each later capture against the first, every figure with its interval. A capture is a path, a
-    loaded Capture, an Analysis, or a list of paths: repeats of one configuration pooled into one side."""
+    loaded Capture, an Analysis, or a list of paths: repeats of one configuration pooled into one side.
+    `executor` runs the per-rank analyses (tracekit.scale: processes here by default, or Ray)."""
     from tracekit.compare.diff import default_labels
     from tracekit.compare.diff import diff as diff_reports
     from tracekit.errors import NotComparableError, TracekitError
@@ -124,14 +129,14 @@ def diff(
         raise NotComparableError(f"diff needs at least two captures, got {len(captures)}")
     if labels is not None and len(labels) != len(captures):
         raise TracekitError(f"{len(labels)} labels for {len(captures)} captures; give one per capture")
-    reports = [_side(c) for c in captures]
+    reports = [_side(c, executor) for c in captures]
     names = labels or default_labels(reports, [_default_label(c) for c in captures])
     return Comparison(
         diff_reports(reports, list(names), confidence=confidence, top_ops=top_ops, compared=compare)
     )
 
 
-def _side(item: Any) -> Report:
+def _side(item: Any, executor: Optional[Executor] = None) -> Report:
     """One side of a diff as a Report (several runs of one configuration merged)."""
     from tracekit.compare.group import merge_reports
 
@@ -142,16 +147,23 @@ def _side(item: Any) -> Report:
 
         return run_analysis(item)
     if isinstance(item, (list, tuple)):
-        paths = [Path(p) for p in item]
+        paths = [_location(p) for p in item]
         if len(paths) == 1:
-            return _named(analysis_of(paths[0]), paths[0])
-        reports = [_named(analysis_of(p), p) for p in paths]
+            return _named(analysis_of(paths[0], executor), paths[0])
+        reports = [_named(analysis_of(p, executor), p) for p in paths]
         names = [str(r.capture.get("run") or label_of(p)) for r, p in zip(reports, paths)]
-        return _named(merge_reports(reports, names), Path(",".join(map(str, paths))))
-    return _named(analysis_of(Path(item)), Path(item))
+        return _named(merge_reports(reports, names), ",".join(map(str, paths)))
+    return _named(analysis_of(_location(item), executor), _location(item))
 
 
-def _named(report: Report, path: Path) -> Report:
+def _location(item: PathLike) -> PathLike:
+    """A path as a Path, a URI (s3://…) as it is (a Path would merge its '//')."""
+    from tracekit.data.files import is_uri
+
+    return item if is_uri(item) else Path(item)
+
+
+def _named(report: Report, path: PathLike) -> Report:
     """The report with the capture's path as the user named it (relative paths stay relative)."""
     return replace(report, capture={**report.capture, "path": str(path)})
 
@@ -162,13 +174,15 @@ def _default_label(item: Any) -> str:
     if isinstance(item, Capture):
         return label_of(item.path) if item.path is not None else "capture"
     if isinstance(item, (list, tuple)):
-        return label_of(Path(item[0]))
-    return label_of(Path(item))
+        return label_of(item[0])
+    return label_of(item)
 
 
 def label_of(path: PathLike) -> str:
     """A capture's short name from its path: the file name without the trace and Parquet suffixes."""
-    name = Path(path).name
+    from tracekit.data.files import name_of
+
+    name = name_of(path)
     for suffix in (".gz", ".json", ".pt.trace", ".parquet"):
         if name.endswith(suffix):
             name = name[: -len(suffix)]

@@ -6,7 +6,10 @@ render). Commands are registered on `app` below, one function each.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
+from typing import Iterator, Optional
 
 import typer
 
@@ -55,9 +58,60 @@ def get_app() -> typer.Typer:
     return app
 
 
+RAY_HELP = (
+    "Run the per-rank work as Ray tasks. Alone: a local Ray on this machine's cores; "
+    "'--ray auto', '--ray HOST:PORT' or '--ray ray://HOST:PORT': join that running cluster "
+    "(pip install 'tracekit\\[ray]')."
+)
+
+
+def ray_option():
+    """The `--ray [ADDRESS]` option of the commands that run per-rank work (see `_optional_values`)."""
+    return typer.Option(None, "--ray", metavar="[ADDRESS]", help=RAY_HELP)
+
+
+@contextlib.contextmanager
+def executor(ray: Optional[str]) -> Iterator:
+    """Where a command's per-rank work runs: worker processes here, or Ray (`--ray`); closed after."""
+    from tracekit.scale.executor import get_executor
+
+    ex = get_executor(ray)
+    try:
+        yield ex
+    finally:
+        close = getattr(ex, "close", None)
+        if close is not None:
+            close()
+
+
+def _optional_values(argv: list[str]) -> list[str]:
+    """`--ray` takes an optional value, which Typer's options cannot: a bare `--ray` becomes
+    `--ray=local`, and `--ray X` becomes `--ray=X` only when X is a Ray address (local, auto,
+    HOST:PORT, ray://...) and no file of that name exists, so `--ray run/` still reads run/ as input."""
+    from tracekit.scale.ray_backend import looks_like_address
+
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":
+            return out + argv[i:]
+        if arg == "--ray":
+            nxt = argv[i + 1] if i + 1 < len(argv) else None
+            if nxt is not None and looks_like_address(nxt) and not os.path.exists(nxt):
+                out.append(f"--ray={nxt}")
+                i += 2
+                continue
+            arg = "--ray=local"
+        out.append(arg)
+        i += 1
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of `tracekit` and `python -m tracekit`: the one place TracekitError is caught."""
     _register_commands()
+    argv = _optional_values(sys.argv[1:] if argv is None else list(argv))
     try:
         rc = app(args=argv, standalone_mode=False)
         # Typer (0.29 here) turns Ctrl-C and typer.Exit(code) into a *returned* exit code when not standalone.

@@ -47,3 +47,7 @@ class NotComparableError(TracekitError):
 
 class WorkerError(TracekitError):
     """A worker process of a parallel job died (killed, out of memory), or its engine is unavailable."""
+
+
+class ClusterError(TracekitError):
+    """Ray is missing, a Ray cluster cannot be reached, or one of its tasks died (`--ray`)."""

@@ -8,15 +8,16 @@ from typing import List, Optional
 
 import typer
 
-from tracekit.cli import app
+from tracekit.cli import app, executor, ray_option
 
 
 @app.command()
 def analyze(
-    inputs: List[Path] = typer.Argument(
+    inputs: List[str] = typer.Argument(
         ...,
         help="A capture (a .parquet file or a capture folder), or trace files / run folders parsed on the "
-        "fly (one file per rank).",
+        "fly (one file per rank); local paths or URIs (s3://bucket/capture/, and any filesystem pyarrow "
+        "or fsspec knows).",
     ),
     as_json: bool = typer.Option(
         False, "--json", help="Print the JSON report (the contract in docs/DESIGN.md); it keeps every rank."
@@ -56,6 +57,7 @@ def analyze(
         "(a replay of the capture's dependency graph, as `tracekit whatif --set CAUSE=0`).",
     ),
     width: Optional[int] = typer.Option(None, "--width", min=40, help="Terminal width of the text report."),
+    ray: Optional[str] = ray_option(),
 ) -> None:
     """Attribute every nanosecond of GPU idle time in each step to a cause.
 
@@ -71,9 +73,10 @@ def analyze(
     if as_json and as_markdown:
         raise TracekitError("--json and --markdown both given; pick one")
     params = Params(sync_tolerance_ns=int(round(sync_tolerance_us * 1000)))
-    report, where = analyze_inputs(
-        inputs, params=params, check=check, store=store, rank=rank, savings=savings
-    )
+    with executor(ray) as ex:
+        report, where = analyze_inputs(
+            inputs, params=params, executor=ex, check=check, store=store, rank=rank, savings=savings
+        )
     for name in report.checked:
         typer.echo(f"ok: {name}", err=True)
     if store:

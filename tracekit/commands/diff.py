@@ -8,14 +8,15 @@ from typing import List, Optional
 
 import typer
 
-from tracekit.cli import app
+from tracekit.cli import app, executor, ray_option
 
 
 @app.command()
 def diff(
-    captures: List[Path] = typer.Argument(
+    captures: List[str] = typer.Argument(
         ...,
-        help="Captures to compare (.parquet, trace files or run folders); each later one against the first. "
+        help="Captures to compare (.parquet, capture folders, trace files or run folders; local paths or "
+        "URIs such as s3://bucket/capture/); each later one against the first. "
         "Repeats of one configuration joined with ',' (A1,A2,A3) are pooled into one side.",
     ),
     json_out: bool = typer.Option(False, "--json", help="Print the comparison as JSON."),
@@ -38,6 +39,7 @@ def diff(
         None, "--width", help="Terminal table width (default: the terminal's)."
     ),
     force: bool = typer.Option(False, "--force", help="Overwrite the --plot file if it exists."),
+    ray: Optional[str] = ray_option(),
 ) -> None:
     """Compare captures: step time, throughput, GPU utilisation, idle per cause, host dispatch gaps and
     framework op time per call, each with an interval; says plainly when captures are not comparable."""
@@ -61,9 +63,10 @@ def diff(
             raise TracekitError(f"--plot {plot}: the plot is a PNG; name it with .png")
         check_output(plot, force)
     sides = [[p for p in str(c).split(",") if p] for c in captures]  # A1,A2: runs pooled into one side
-    result = api.diff(
-        *sides, labels=label or None, confidence=confidence, top_ops=top_ops, compare=compare
-    ).result
+    with executor(ray) as ex:
+        result = api.diff(
+            *sides, labels=label or None, confidence=confidence, top_ops=top_ops, compare=compare, executor=ex
+        ).result
     if json_out:
         JsonRenderer().render(result, sys.stdout)
     elif markdown:

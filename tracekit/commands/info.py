@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Union
 
 import typer
 
@@ -12,7 +13,9 @@ from tracekit.cli import app
 
 @app.command()
 def info(
-    capture: Path = typer.Argument(..., help="A capture (.parquet), or a trace file / run folder."),
+    capture: str = typer.Argument(
+        ..., help="A capture (.parquet or a capture folder), or a trace file / run folder; a path or a URI."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of text."),
 ) -> None:
     """Show what a capture holds: the quick look before analysing it."""
@@ -22,7 +25,7 @@ def info(
     typer.echo(json.dumps(doc, indent=2, sort_keys=True) if as_json else render_text(doc))
 
 
-def describe(capture, path: Path) -> dict:
+def describe(capture, path: Union[str, Path]) -> dict:
     """The info document: manifest, sources, per-rank trace metadata, devices, steps, row counts."""
     s = capture.summary()
     meta = capture.meta

@@ -10,13 +10,15 @@ from typing import Callable, List, Optional
 
 import typer
 
-from tracekit.cli import app
+from tracekit.cli import app, executor, ray_option
 
 
 @app.command()
 def parse(
-    inputs: List[Path] = typer.Argument(
-        ..., help="Trace files (*.pt.trace.json, *.json.gz) or run folders; one file per rank."
+    inputs: List[str] = typer.Argument(
+        ...,
+        help="Trace files (*.pt.trace.json, *.json.gz) or run folders, one file per rank; local paths or "
+        "URIs (s3://bucket/job/, and any filesystem pyarrow or fsspec knows).",
     ),
     output: str = typer.Option(
         ...,
@@ -24,12 +26,14 @@ def parse(
         "--output",
         help="The capture to write: a .parquet file, or, ending in '/' (or an existing capture folder), "
         "a folder of one Parquet file per rank (rank=<r>/part-0.parquet, one dataset for pyarrow, "
-        "DuckDB, Polars, Spark).",
+        "DuckDB, Polars, Spark); with --ray and more than one trace file, always a folder. A local path "
+        "or a URI (s3://bucket/out/).",
     ),
     force: bool = typer.Option(False, "--force", help="Overwrite the output if it exists."),
     salvage: bool = typer.Option(
         False, "--salvage", help="Keep every complete event of a truncated trace instead of refusing it."
     ),
+    ray: Optional[str] = ray_option(),
 ) -> None:
     """Parse PyTorch profiler traces into one typed, versioned Parquet capture (a file, or a folder of
     one file per rank).
@@ -37,19 +41,24 @@ def parse(
     Of a job's rank files, one that cannot be parsed is left out: the others are written, each failed
     file is named on stderr (with its rank) and the exit status is 2. Two files of one rank whose time
     ranges overlap are refused (successive profiler cycles of a rank never overlap)."""
+    from tracekit.data.files import is_uri
+    from tracekit.parse.parser import find_trace_files
     from tracekit.scale.job import parse_job
 
     started = time.perf_counter()
-    folder = is_folder_output(output)
-    result = parse_job(
-        inputs,
-        Path(output),
-        folder=folder,
-        force=force,
-        salvage=salvage,
-        progress=_progress_line(),
-        files_done=_files_line(),
-    )
+    # On Ray, each rank's file is written where its task runs: the driver never gathers the job's rows.
+    folder = is_folder_output(output) or (ray is not None and len(find_trace_files(inputs)) > 1)
+    with executor(ray) as ex:
+        result = parse_job(
+            inputs,
+            output if is_uri(output) else Path(output),
+            folder=folder,
+            force=force,
+            salvage=salvage,
+            executor=ex,
+            progress=_progress_line(),
+            files_done=_files_line(),
+        )
     traces = result.meta["traces"]
     for trace in traces:
         dropped = trace.get("salvaged_dropped_bytes")
@@ -61,8 +70,9 @@ def parse(
             )
     events = sum(t["events"] for t in traces)
     files = len(result.meta["sources"]) + len(result.failed)
+    written = str(result.output).rstrip("/" + os.sep) + ("/" if folder else "")
     typer.echo(
-        f"wrote {result.output}{os.sep if folder else ''}: {events} events, {len(result.ranks)} rank(s), "
+        f"wrote {written}: {events} events, {len(result.ranks)} rank(s), "
         f"{result.steps} step(s) from {len(result.meta['sources'])} file(s) in "
         f"{time.perf_counter() - started:.1f} s"
     )
@@ -80,7 +90,9 @@ def parse(
 
 def is_folder_output(output: str) -> bool:
     """-o names a capture folder: it ends with a path separator, or is an existing folder."""
-    return output.endswith(("/", os.sep)) or Path(output).is_dir()
+    from tracekit.data.files import is_dir
+
+    return output.endswith(("/", os.sep)) or is_dir(output)
 
 
 def _progress_line() -> Optional[Callable[[str, int, int], None]]:

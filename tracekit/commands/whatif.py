@@ -8,13 +8,15 @@ from typing import List, Optional
 
 import typer
 
-from tracekit.cli import app
+from tracekit.cli import app, executor
 
 
 @app.command()
 def whatif(
-    inputs: List[Path] = typer.Argument(
-        ..., help="A capture (.parquet), or trace files / run folders parsed on the fly (one file per rank)."
+    inputs: List[str] = typer.Argument(
+        ...,
+        help="A capture (.parquet or a capture folder), or trace files / run folders parsed on the fly (one "
+        "file per rank); local paths or URIs (s3://…).",
     ),
     sets: List[str] = typer.Option(
         [],
@@ -58,6 +60,13 @@ def whatif(
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON (docs/DESIGN.md)."),
     as_markdown: bool = typer.Option(False, "--markdown", help="Print the result as Markdown."),
     width: Optional[int] = typer.Option(None, "--width", min=40, help="Terminal width of the text output."),
+    ray: Optional[str] = typer.Option(
+        None,
+        "--ray",
+        metavar="[ADDRESS]",
+        help="Parse a job's trace files as Ray tasks, a task per file (see `tracekit parse --ray`); the "
+        "replay couples the ranks through their collectives and runs here.",
+    ),
 ) -> None:
     """Predict the step time if a cause were removed or changed: replay the capture as a dependency
     graph (host threads, launches, streams, syncs, collectives), unchanged and changed, with and
@@ -77,7 +86,7 @@ def whatif(
     scenario = parse_scenario(sets, kernels, rank_host, python_speedup, ops)
     if trace is not None:
         check_output(trace, force)
-    capture = load_inputs(*inputs, columns=COLUMNS)
+    capture = _load(inputs, ray) if ray is not None else load_inputs(*inputs, columns=COLUMNS)
     rp = Replayer.of(capture)
     result, predicted = run_whatif(capture, scenario, unprofiled_step_ms=unprofiled_step_ms, replayer=rp)
     if trace is not None:
@@ -91,3 +100,27 @@ def whatif(
     fmt = "json" if as_json else "markdown" if as_markdown else "text"
     opts = {"width": width} if fmt == "text" else {}
     RENDERERS[fmt](**opts).render(result, sys.stdout)
+
+
+def _load(inputs: List[str], ray: str):
+    """The capture, its trace files (if several) parsed as Ray tasks into a temporary capture folder."""
+    import tempfile
+
+    from tracekit.api import load as load_inputs
+    from tracekit.parse.parser import find_trace_files, load_capture
+    from tracekit.scale.job import check_local_staging, parse_job
+
+    if len(inputs) == 1 and _is_capture(inputs[0]) or len(find_trace_files(inputs)) < 2:
+        return load_inputs(*inputs)
+    with tempfile.TemporaryDirectory(prefix="tracekit-") as tmp, executor(ray) as ex:
+        check_local_staging(ex, inputs)
+        parsed = parse_job(inputs, Path(tmp) / "capture", folder=True, executor=ex)
+        capture = load_capture(parsed.output)
+    capture.path = None  # parsed on the fly, as without --ray: the temporary folder is gone
+    return capture
+
+
+def _is_capture(path: str) -> bool:
+    from tracekit.data.store import is_capture
+
+    return is_capture(path)

@@ -1,17 +1,29 @@
 """Where captures live: every file access of a capture goes through these few helpers.
 
-A location is a local path (str or Path) or a URI that a pyarrow filesystem knows (``s3://bucket/key``,
-``gs://…``, ``file:///…``). Local paths use the OS directly; URIs go through
-``pyarrow.fs.FileSystem.from_uri``, so supporting another store means changing only this module.
+A location is a local path (str or Path) or a URI (``s3://bucket/key``, ``gs://…``, ``hdfs://…``,
+``file:///…``): one that ``pyarrow.fs.FileSystem.from_uri`` knows, else one that fsspec knows when it
+is installed (``memory://``, and gcsfs/adlfs/… when those are). Local paths use the OS directly, so
+supporting another store means changing only this module. Credentials and endpoints come from the
+environment as the store's own tools read them (AWS_ACCESS_KEY_ID, AWS_ENDPOINT_URL, AWS_REGION, …);
+on a Ray cluster each node uses its own. A store's failure (no bucket, no credentials, refused) is a
+TracekitError of one line naming the location.
 
     with open_read(loc) as fh: ...            # a readable binary file (pyarrow NativeFile)
     with atomic_write(loc) as fh: ...         # appears whole or not at all
     with staged_folder(loc) as tmp: ...       # a folder written aside, moved into place when complete
+    with local_copy(loc) as path: ...         # a local file with loc's bytes (downloaded when remote)
     names = list_dir(loc); join(loc, "rank=0", "part-0.parquet")
 
 Atomicity: a local file is written to a temporary name beside it and renamed; a local folder is built
-in a temporary folder beside it and renamed. An object store has no rename: its objects appear whole
-when their upload completes (a PUT is atomic), and a capture folder there is complete only once its
+in a temporary folder beside it and renamed. An object store has no rename. There a file is written
+locally first, uploaded to a temporary key beside its own (``.NAME.<random>.tmp``), then copied
+server-side onto its key (S3: CopyObject) and the temporary key deleted: S3 makes an object visible
+whole or not at all (a reader sees the old object or the new one, never a part), so a failed or
+interrupted write never leaves a partial object at the key (at worst a temporary key, deleted when the
+failure is seen; names starting with '.' are skipped by every reader here and by pyarrow's datasets).
+Writing straight to the key is not safe: pyarrow's S3 stream completes its upload when it is closed
+or dropped, even when the block that wrote it failed. (Like every folder pyarrow writes on S3, the
+folder keeps an empty "folder/" marker object.) A capture *folder* there is complete only once its
 metadata file exists, which is written last.
 """
 
@@ -19,27 +31,55 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import tempfile
+import uuid
 from pathlib import Path
 from typing import Iterator, Union
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from tracekit.errors import InputNotFound, TracekitError
+
 Location = Union[str, os.PathLike]
+
+_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
+_COPY_BLOCK = 8 << 20
+_OBJECT_STORES = ("s3", "gcs", "abfs")  # pyarrow's type_name of stores without real folders
+S3_COPY_LIMIT = 5 << 30  # the largest object S3 copies in one request (CopyObject)
 
 
 def is_uri(loc: Location) -> bool:
     """True for ``scheme://…`` locations (object stores, remote filesystems)."""
-    return "://" in str(loc)
+    return isinstance(loc, str) and bool(_URI.match(loc))
 
 
 def filesystem(loc: Location) -> tuple[pafs.FileSystem, str]:
     """The pyarrow filesystem of `loc` and the path inside it."""
-    if is_uri(loc):
-        return pafs.FileSystem.from_uri(str(loc))
-    return pafs.LocalFileSystem(), os.path.abspath(os.fspath(loc))
+    if not is_uri(loc):
+        return pafs.LocalFileSystem(), os.path.abspath(os.fspath(loc))
+    uri = str(loc)
+    try:
+        return pafs.FileSystem.from_uri(uri)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError):
+        pass  # a scheme pyarrow does not know: try fsspec
+    except (OSError, pa.ArrowException) as exc:  # e.g. an S3 bucket whose region cannot be found
+        raise _store_error(uri, "cannot open its filesystem", exc) from None
+    scheme = uri.split("://", 1)[0]
+    try:
+        import fsspec
+    except ImportError:
+        raise TracekitError(
+            f"{uri}: pyarrow has no filesystem for '{scheme}://' and fsspec is not installed; "
+            f"pip install fsspec (and fsspec's package for {scheme}://, e.g. gcsfs, adlfs)"
+        ) from None
+    try:
+        fs, path = fsspec.core.url_to_fs(uri)
+    except (ImportError, ValueError) as exc:
+        raise TracekitError(f"{uri}: no filesystem for '{scheme}://' ({_first_line(exc)})") from None
+    return pafs.PyFileSystem(pafs.FSSpecHandler(fs)), path
 
 
 def join(base: Location, *parts: str) -> Location:
@@ -63,7 +103,10 @@ def name_of(loc: Location) -> str:
 
 def _info(loc: Location) -> pafs.FileInfo:
     fs, path = filesystem(loc)
-    return fs.get_file_info(path)
+    try:
+        return fs.get_file_info(path)
+    except (OSError, pa.ArrowException) as exc:
+        raise _store_error(loc, "cannot look at", exc) from None
 
 
 def exists(loc: Location) -> bool:
@@ -95,8 +138,23 @@ def list_dir(loc: Location) -> list[str]:
     if not is_uri(loc):
         return sorted(os.listdir(loc))
     fs, path = filesystem(loc)
-    infos = fs.get_file_info(pafs.FileSelector(path, recursive=False))
+    try:
+        infos = fs.get_file_info(pafs.FileSelector(path, recursive=False))
+    except (OSError, pa.ArrowException) as exc:
+        raise _store_error(loc, "cannot list", exc) from None
     return sorted(i.base_name for i in infos)
+
+
+def list_files(loc: Location) -> list[str]:
+    """Names of the files directly inside folder `loc` (not its folders), sorted."""
+    if not is_uri(loc):
+        return sorted(e.name for e in os.scandir(loc) if e.is_file())
+    fs, path = filesystem(loc)
+    try:
+        infos = fs.get_file_info(pafs.FileSelector(path, recursive=False))
+    except (OSError, pa.ArrowException) as exc:
+        raise _store_error(loc, "cannot list", exc) from None
+    return sorted(i.base_name for i in infos if i.type == pafs.FileType.File)
 
 
 def open_read(loc: Location) -> pa.NativeFile:
@@ -104,7 +162,10 @@ def open_read(loc: Location) -> pa.NativeFile:
     if not is_uri(loc):
         return pa.OSFile(os.fspath(loc), "rb")
     fs, path = filesystem(loc)
-    return fs.open_input_file(path)
+    try:
+        return fs.open_input_file(path)
+    except (OSError, pa.ArrowException) as exc:
+        raise _store_error(loc, "cannot read", exc) from None
 
 
 def read_bytes(loc: Location) -> bytes:
@@ -114,22 +175,66 @@ def read_bytes(loc: Location) -> bytes:
 
 @contextlib.contextmanager
 def atomic_write(loc: Location) -> Iterator[pa.NativeFile]:
-    """A binary file to write `loc` through; `loc` appears only if the block succeeds."""
+    """A binary file to write `loc` through; `loc` appears only if the block succeeds (see the module
+    docstring for what that means on an object store)."""
     if is_uri(loc):
-        fs, path = filesystem(loc)
-        with fs.open_output_stream(path) as out:
-            yield out
-        return
-    path = Path(loc)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        fd, tmp = tempfile.mkstemp(prefix="tracekit-", suffix=".tmp")
+    else:
+        path = Path(loc)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
         with pa.OSFile(tmp, "wb") as out:
             yield out
-        os.replace(tmp, path)
+        if is_uri(loc):
+            upload(tmp, loc)
+        else:
+            os.replace(tmp, loc)
     finally:
         if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def upload(local: Location, loc: Location) -> None:
+    """Copy the finished local file `local` to `loc` on an object store: to a temporary key beside
+    it, then server-side onto the key, so that the key only ever holds a whole file."""
+    fs, path = filesystem(loc)
+    size = os.path.getsize(local)
+    if fs.type_name == "s3" and size > S3_COPY_LIMIT:
+        raise TracekitError(
+            f"{loc}: {size / 2**30:.1f} GiB is over S3's 5 GiB limit for the server-side copy that makes "
+            "the write atomic; write a capture folder instead (-o ending in '/': one file per rank)"
+        )
+    parent, _, name = path.rstrip("/").rpartition("/")
+    temp_key = f"{parent}/.{name}.{uuid.uuid4().hex[:12]}.tmp" if parent else f".{name}.tmp"
+    try:
+        if parent and fs.type_name not in _OBJECT_STORES:  # there it would write a "folder/" marker
+            with contextlib.suppress(OSError, pa.ArrowException):
+                fs.create_dir(parent, recursive=True)
+        with open(local, "rb") as src, fs.open_output_stream(temp_key) as out:
+            shutil.copyfileobj(src, out, _COPY_BLOCK)
+        fs.move(temp_key, path)
+    except (OSError, pa.ArrowException) as exc:
+        with contextlib.suppress(OSError, pa.ArrowException):
+            fs.delete_file(temp_key)
+        raise _store_error(loc, "cannot write", exc) from None
+
+
+@contextlib.contextmanager
+def local_copy(loc: Location) -> Iterator[Path]:
+    """A local file holding `loc`'s bytes: `loc` itself when local, else a download into a temporary
+    file removed afterwards (the parser memory-maps its input; an object is fetched once, in order)."""
+    if not is_uri(loc):
+        yield Path(loc)
+        return
+    fd, tmp = tempfile.mkstemp(prefix="tracekit-", suffix="-" + name_of(loc))
+    try:
+        with os.fdopen(fd, "wb") as out, open_read(loc) as src:
+            shutil.copyfileobj(src, out, _COPY_BLOCK)
+        yield Path(tmp)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
 
 
@@ -178,7 +283,10 @@ def remove_tree(loc: Location) -> None:
         shutil.rmtree(loc)
         return
     fs, path = filesystem(loc)
-    fs.delete_dir(path)
+    try:
+        fs.delete_dir(path)
+    except (OSError, pa.ArrowException) as exc:
+        raise _store_error(loc, "cannot delete", exc) from None
 
 
 def remove(loc: Location) -> None:
@@ -190,3 +298,17 @@ def remove(loc: Location) -> None:
     fs, path = filesystem(loc)
     with contextlib.suppress(FileNotFoundError):
         fs.delete_file(path)
+
+
+def _store_error(loc: Location, doing: str, exc: BaseException) -> TracekitError:
+    """One line for a store's failure: pyarrow's messages for S3 run over several lines."""
+    if isinstance(exc, FileNotFoundError):
+        return InputNotFound(f"{loc}: no such file or folder")
+    if isinstance(exc, IsADirectoryError):
+        return InputNotFound(f"{loc}: is a folder, expected a file")
+    return TracekitError(f"{loc}: {doing} ({_first_line(exc)})")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0]

@@ -37,11 +37,13 @@ import numpy as np
 import pyarrow as pa
 
 from tracekit.data import arrow as _arrow
+from tracekit.data import files as _files
 from tracekit.data.schema import CAT_CPU_OP, CAT_USER_ANNOTATION, KIND_EVENT, SCHEMA
 from tracekit.data.store import (
     Capture,
     CaptureWriter,
     check_output,
+    is_capture,
     is_capture_folder,
     read_capture,
     sha256_file,
@@ -215,24 +217,21 @@ def _stream_once(
 
 def load_capture(path: Path, columns: Sequence[str] | None = None) -> Capture:
     """A capture from a .parquet capture file or a capture folder (read whole), or parsed on the fly
-    from a trace file or run folder. `columns`: only these of the table (those the file has), for a
-    caller that reads no others."""
-    path = Path(path)
-    if not path.exists():
+    from a trace file or run folder; `path` may be a URI (s3://…). `columns`: only these of the table
+    (those the file has), for a caller that reads no others."""
+    path = path if _files.is_uri(path) else Path(path)
+    if not _files.exists(path):
         raise InputNotFound(f"{path}: no such file or folder")
-    if is_capture_folder(path):
-        return read_capture(
-            path, columns=None if columns is None else [c for c in columns if c in SCHEMA.names]
-        )
-    if path.is_file():
-        with open(path, "rb") as fh:
-            if fh.read(4) == PARQUET_MAGIC:
-                if columns is None:
-                    return read_capture(path)
-                import pyarrow.parquet as pq
+    if is_capture(path):
+        if columns is None:
+            return read_capture(path)
+        if is_capture_folder(path):
+            return read_capture(path, columns=[c for c in columns if c in SCHEMA.names])
+        import pyarrow.parquet as pq
 
-                names = set(pq.read_schema(path).names)
-                return read_capture(path, columns=[c for c in columns if c in names])
+        with _files.open_read(path) as fh:
+            names = set(pq.read_schema(fh).names)
+        return read_capture(path, columns=[c for c in columns if c in names])
     cap = parse_paths([path])
     if columns is not None:
         cap.table = cap.table.select([c for c in columns if c in cap.table.column_names])
@@ -248,6 +247,9 @@ def find_trace_files(paths: list[Path]) -> list[tuple[Path, str]]:
         raise InputNotFound("no trace given; name a trace file (*.pt.trace.json[.gz]) or a run folder")
     found: list[tuple[Path, str]] = []
     for p in paths:
+        if _files.is_uri(p):
+            found.extend(_trace_files_at(str(p)))
+            continue
         p = Path(p)
         if not p.exists():
             raise InputNotFound(f"{p}: no such file or folder")
@@ -267,18 +269,32 @@ def find_trace_files(paths: list[Path]) -> list[tuple[Path, str]]:
     return found
 
 
+def _trace_files_at(uri: str) -> list[tuple[str, str]]:
+    """find_trace_files for a URI (an object, or a folder / key prefix of a store): one listing."""
+    if _files.is_file(uri):
+        return [(uri, _files.name_of(uri))]
+    if not _files.is_dir(uri):
+        raise InputNotFound(f"{uri}: no such file or folder")
+    names = [n for n in _files.list_files(uri) if n.endswith(TRACE_SUFFIXES) and n != MANIFEST_NAME]
+    if not names:
+        raise InputNotFound(f"{uri}: no trace files (*.json, *.json.gz) in this folder")
+    folder = _files.name_of(uri)
+    return [(_files.join(uri, n), f"{folder}/{n}" if folder else n) for n in names]
+
+
 def find_manifest(paths: list[Path]) -> Optional[dict]:
     """The capture manifest (manifest.json, written by `tracekit capture`) of the first named run folder
     that has one, or None. An unreadable manifest is ignored: the traces are still worth parsing."""
     for p in paths:
-        candidate = Path(p) / MANIFEST_NAME
-        if Path(p).is_dir() and candidate.is_file():
-            try:
-                doc = json.loads(candidate.read_text())
-            except (OSError, ValueError):
+        candidate = _files.join(p, MANIFEST_NAME)
+        try:
+            if not (_files.is_dir(p) and _files.is_file(candidate)):
                 continue
-            if isinstance(doc, dict):
-                return doc
+            doc = json.loads(_files.read_bytes(candidate))
+        except (OSError, ValueError, TracekitError):
+            continue
+        if isinstance(doc, dict):
+            return doc
     return None
 
 
@@ -352,19 +368,25 @@ def _parse_files(
     sources, traces, failed = [], [], []
     first_error: Optional[TracekitError] = None
     for path, display in files:
-        digest = _Digest(path)
         try:
-            info = _parse_file(
-                path,
-                display,
-                plans,
-                salvage=salvage,
-                progress=progress,
-                sink=sink,
-                streaming=streaming,
-                digest=digest,
-                parallel=parallel,
-            )
+            # A file in an object store is fetched to a local temporary file first (the decoder
+            # memory-maps its input); messages name it as the user did.
+            with _files.local_copy(path) as local, _named_as(path, local):
+                digest = _Digest(local)
+                info = _parse_file(
+                    local,
+                    display,
+                    plans,
+                    salvage=salvage,
+                    progress=progress,
+                    sink=sink,
+                    streaming=streaming,
+                    digest=digest,
+                    parallel=parallel,
+                    key=str(path),
+                )
+                source = {"path": display, "rank": info["rank"], "bytes": os.path.getsize(local)}
+                source["sha256"] = digest.value()
         except (_Restart, ParseAbortedError):
             raise
         except TracekitError as exc:
@@ -373,8 +395,6 @@ def _parse_files(
             first_error = first_error or exc
             failed.append({"path": display, "rank": rank_hint(exc, display), "error": str(exc)})
             continue
-        source = {"path": display, "rank": info["rank"], "bytes": os.path.getsize(path)}
-        source["sha256"] = digest.value()
         sources.append(source)
         traces.append(info)
     if failed and not traces:
@@ -394,8 +414,9 @@ def _parse_file(
     streaming: bool,
     digest: _Digest,
     parallel: bool,
+    key: str,
 ) -> dict:
-    key = (str(path), os.path.getsize(path))
+    key = (key, os.path.getsize(path))  # `key`: the file as named (a download's local name changes)
     while True:
         plan = plans.setdefault(key, {"fast": True, "unit": "us"})
         pending: list[tuple[pa.Table, pa.Table]] = []
@@ -420,6 +441,19 @@ def _parse_file(
         for tables in pending:
             sink(*tables)
         return info
+
+
+@contextlib.contextmanager
+def _named_as(path, local: Path) -> Iterator[None]:
+    """Errors raised inside name `path`, not the local copy `local` that was read in its place."""
+    try:
+        yield
+    except TracekitError as exc:
+        if Path(path) == local or str(local) not in str(exc):
+            raise
+        renamed = type(exc)(str(exc).replace(str(local), str(path)))
+        renamed.__dict__.update(exc.__dict__)  # e.g. the rank a failed file was known to have
+        raise renamed from None
 
 
 def rank_hint(exc: Exception, display: str) -> Optional[int]:

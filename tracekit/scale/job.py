@@ -110,11 +110,13 @@ def parse_job(
     files = find_trace_files(paths)
     if not fs.is_uri(output):
         for p, _ in files:
-            if p.resolve() == Path(output).resolve():
+            if not fs.is_uri(p) and p.resolve() == Path(output).resolve():
                 raise OutputExistsError(f"{output} is also an input; choose another output path")
     manifest = find_manifest(paths)
     executor = executor or LocalExecutor()
-    spread = across_files([os.path.getsize(p) for p, _ in files], getattr(executor, "workers", 1))
+    spread = across_files([fs.size(p) for p, _ in files], getattr(executor, "workers", 1))
+    # On Ray every file of a job is a task: the cluster's cores, not the driver's, decode large files.
+    spread = spread or (len(files) > 1 and not isinstance(executor, LocalExecutor))
     if not folder and not spread:
         capture = parse_files_to(
             files,
@@ -161,7 +163,7 @@ def _parse_into(
     """Parse every file into `root`/rank=<r>/part-0.parquet; the metadata (with "parts") in .meta."""
     fs.make_dirs(fs.join(root, _STAGE))
     staged = [fs.join(root, _STAGE, f"{i}.parquet") for i in range(len(files))]
-    jobs = [([(str(p), d)], out, salvage) for (p, d), out in zip(files, staged)]
+    jobs = [([(_absolute(p), d)], _absolute(out), salvage) for (p, d), out in zip(files, staged)]
     if spread:
         summaries = []
         for summary in executor.map(tasks.parse_rank_task, jobs):
@@ -185,7 +187,10 @@ def _parse_into(
         _move(s["out"], rank_part(root, r))
     for r in again:
         fs.make_dirs(fs.join(root, f"rank={r}"))
-    rejobs = [([(str(p), d) for (p, d), _ in again[r]], rank_part(root, r), salvage) for r in sorted(again)]
+    rejobs = [
+        ([(_absolute(p), d) for (p, d), _ in again[r]], _absolute(rank_part(root, r)), salvage)
+        for r in sorted(again)
+    ]
     redone = executor.map(tasks.parse_rank_task, rejobs) if spread else (_parse_here(j, None) for j in rejobs)
     merged = dict(zip(sorted(again), redone))
     final = {r: (merged[r] if r in merged else v[0][1]) for r, v in by_rank.items()}
@@ -208,6 +213,12 @@ def _parse_into(
         steps=sum(p["steps"] for p in parts),
         ranks=sorted(final),
     )
+
+
+def _absolute(loc: Location) -> str:
+    """A location as a task receives it: a URI, or an absolute path (a Ray worker on another machine,
+    or started elsewhere, has another working directory)."""
+    return str(loc) if fs.is_uri(loc) else os.path.abspath(loc)
 
 
 def _parse_here(job: tuple, progress: Optional[Progress]) -> dict:
@@ -305,7 +316,7 @@ def analyze_capture(
         groups.insert(0, [rank])  # its own part: the rank's report is that part's
     jobs = [
         (
-            path,
+            _absolute(path),
             {
                 "ranks": group,
                 "meta": rank_meta(meta, group),
@@ -393,6 +404,7 @@ def analyze_inputs(
     if len(files) == 1 or (savings and len(files) <= WHOLE_MAX_RANKS):
         return _analyze_here(parse_paths(inputs), params, check, False, rank, savings), None
     executor = executor or LocalExecutor()
+    check_local_staging(executor, inputs)
     with tempfile.TemporaryDirectory(prefix="tracekit-") as tmp:
         parsed = parse_job(inputs, Path(tmp) / "capture", folder=True, executor=executor)
         report = analyze_capture(parsed.output, params=params, executor=executor, check=check, rank=rank)
@@ -403,6 +415,19 @@ def analyze_inputs(
 
 def _savings_skipped(report: Report) -> Report:
     return replace(report, parameters={**report.parameters, "savings_skipped": SAVINGS_SKIPPED})
+
+
+def check_local_staging(executor: Executor, inputs: list) -> None:
+    """Traces are parsed into a temporary folder on this machine before they are analysed: tasks on
+    other machines of a Ray cluster could not write there. Say what to do instead."""
+    nodes = getattr(executor, "nodes", 1)
+    if nodes > 1:
+        raise TracekitError(
+            f"{', '.join(map(str, inputs))}: trace files are parsed into a temporary folder on this "
+            f"machine, which the other {nodes - 1} node(s) of the Ray cluster cannot write; parse them "
+            "to storage every node reaches first (tracekit parse TRACES -o s3://bucket/capture/ --ray "
+            "ADDRESS), then name that capture"
+        )
 
 
 def _analyze_here(

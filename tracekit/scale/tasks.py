@@ -33,9 +33,14 @@ def parse_rank(
     all cores instead). Returns {"rank", "rows", "steps", "sources", "traces", "failed", "out"}; a
     single file that cannot be parsed gives a summary with `failed` set and nothing written (the
     job's other ranks go on)."""
+    from tracekit.data.files import is_uri, name_of
     from tracekit.parse.parser import parse_files_to, rank_hint
 
-    pairs = [(Path(f[0]), str(f[1])) if isinstance(f, tuple) else (Path(f), Path(f).name) for f in files]
+    def named(f: TraceFile) -> tuple:  # a URI stays a str (a Path would merge its '//')
+        where, display = f if isinstance(f, tuple) else (f, name_of(f))
+        return (where if is_uri(where) else Path(where), str(display))
+
+    pairs = [named(f) for f in files]
     try:
         capture = parse_files_to(
             pairs, out_path, force=True, salvage=salvage, part=True, parallel=parallel, progress=progress
