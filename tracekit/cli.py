@@ -65,9 +65,9 @@ RAY_HELP = (
 )
 
 
-def ray_option():
+def ray_option(help: str = RAY_HELP):
     """The `--ray [ADDRESS]` option of the commands that run per-rank work (see `_optional_values`)."""
-    return typer.Option(None, "--ray", metavar="[ADDRESS]", help=RAY_HELP)
+    return typer.Option(None, "--ray", metavar="[ADDRESS]", help=help)
 
 
 @contextlib.contextmanager

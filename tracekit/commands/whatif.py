@@ -8,7 +8,12 @@ from typing import List, Optional
 
 import typer
 
-from tracekit.cli import app, executor
+from tracekit.cli import app, executor, ray_option
+
+WHATIF_RAY_HELP = (
+    "Parse a job's trace files as Ray tasks, a task per file (see `tracekit parse --ray`); the replay "
+    "couples the ranks through their collectives and runs here."
+)
 
 
 @app.command()
@@ -60,13 +65,7 @@ def whatif(
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON (docs/DESIGN.md)."),
     as_markdown: bool = typer.Option(False, "--markdown", help="Print the result as Markdown."),
     width: Optional[int] = typer.Option(None, "--width", min=40, help="Terminal width of the text output."),
-    ray: Optional[str] = typer.Option(
-        None,
-        "--ray",
-        metavar="[ADDRESS]",
-        help="Parse a job's trace files as Ray tasks, a task per file (see `tracekit parse --ray`); the "
-        "replay couples the ranks through their collectives and runs here.",
-    ),
+    ray: Optional[str] = ray_option(WHATIF_RAY_HELP),
 ) -> None:
     """Predict the step time if a cause were removed or changed: replay the capture as a dependency
     graph (host threads, launches, streams, syncs, collectives), unchanged and changed, with and
@@ -90,16 +89,19 @@ def whatif(
     rp = Replayer.of(capture)
     result, predicted = run_whatif(capture, scenario, unprofiled_step_ms=unprofiled_step_ms, replayer=rp)
     if trace is not None:
-        from tracekit.whatif.timeline import chrome_trace, replayed_table, write_chrome_trace
-
-        doc = chrome_trace(
-            replayed_table(capture.table, rp.graph, predicted), f"whatif: {result.scenario_text}"
-        )
-        write_chrome_trace(doc, trace)
-        typer.echo(f"wrote {trace}", err=True)
+        _write_trace(capture, rp, predicted, result, trace)
     fmt = "json" if as_json else "markdown" if as_markdown else "text"
     opts = {"width": width} if fmt == "text" else {}
     RENDERERS[fmt](**opts).render(result, sys.stdout)
+
+
+def _write_trace(capture, rp, predicted, result, trace: Path) -> None:
+    """The predicted timeline as a Chrome trace (atomic write)."""
+    from tracekit.whatif.timeline import chrome_trace, replayed_table, write_chrome_trace
+
+    doc = chrome_trace(replayed_table(capture.table, rp.graph, predicted), f"whatif: {result.scenario_text}")
+    write_chrome_trace(doc, trace)
+    typer.echo(f"wrote {trace}", err=True)
 
 
 def _load(inputs: List[str], ray: str):
