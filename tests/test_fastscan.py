@@ -61,8 +61,8 @@ def slow_decode(data: bytes, unit: str):
 
 
 def assert_same(fast, slow) -> None:
-    fb, fs = fast
-    sb, ss = slow
+    (fb, fs), (sb, ss) = fast, slow
+    fs, ss = dict(fs), dict(ss)
     assert fb.schema == sb.schema
     for name in fb.schema.names:
         assert fb.column(name).equals(sb.column(name)), name
@@ -72,7 +72,7 @@ def assert_same(fast, slow) -> None:
 
 def events_of(path: Path) -> bytes:
     buf, _ = _decode.read_trace_bytes(path)
-    return bytes(_decode.split_document(buf, path, salvage=False, gz_truncated=False).events)
+    return bytes(_decode.split_document(buf, path, salvage=False, gz_damage=None).events)
 
 
 def test_fixtures_are_there():
@@ -180,21 +180,48 @@ def test_quirks_match(event):
     assert_same(fast, slow)
 
 
+def declined(data: bytes) -> int:
+    """How many events the scanner left to msgspec (it accepted the array)."""
+    out = _fast.scan(data)
+    assert out is not None, "the scanner declined the whole array"
+    return len(out[5]) // 24
+
+
+@pytest.mark.parametrize(
+    "text,events_left_to_msgspec",
+    [
+        (b'[{"ph": "X", "cat": "kernel", "ts": 1.2345}]', 0),  # more than three decimals: rounded
+        (b'[{"ph": "X", "cat": "kernel", "ts": 5128440295499.2295, "dur": 0.0005}]', 0),  # float noise
+        (b'[{"ph": "X", "cat": "kernel", "ts": 1e3, "dur": 2.5E-1}]', 0),  # exponents: as text
+        (b'[{"ph": "X", "cat": "kernel", "ts": 1e400}]', 0),  # out of range: skipped, counted
+        (b'[{"ph": "X", "cat": "kernel", "ts": 1e99999}]', 0),
+        (b'[{"ph": "X", "cat": "kernel", "ts": "12"}]', 0),  # a string holding a number
+        (b'[{"ph": "X", "cat": "kernel", "ts": "soon"}]', 0),  # not a number: skipped, counted
+        (b'[{"ph": "X", "cat": "kernel", "ts": true}, {"ph": "X", "cat": "kernel", "ts": [1]}]', 0),
+        (b'[{"ph": "X", "cat": "kernel", "ts": 1, "pid": 1.0, "tid": 1.5, "id": 1e3}]', 0),
+        (b'[{"ph": "X", "cat": "kernel", "pid": 99999999999999999999, "ts": 1}]', 0),
+        (b'[{"ph": "X", "cat": "kernel", "pid": true, "tid": {"a": 1}, "ts": 1}]', 0),
+        (b'[{"ph": "X", "cat": "kernel", "ts": 1, "dur": -3}]', 0),  # negative dur: skipped, counted
+        (b'[{"ph": 1, "ts": 1}]', 1),  # a non-string phase is written as JSON text
+        (b'[{"ph": "X", "ph": "B", "ts": 1}]', 1),  # duplicated key: the last wins
+        (b'[{"p\\u0068": "X", "ts": 1}]', 1),  # escaped key
+        (b'[{"ph": "X", "args": [], "ts": 1}]', 1),  # args not an object: dropped, counted
+        (b'[{"ph": "X", "ts": 1}, 5, "x", [1]]', 3),  # items that are not events: skipped, counted
+        (b'[{"ph": "\\ud83d\\ude00", "ts": 1}]', 0),  # a surrogate pair
+    ],
+)
+def test_odd_values_and_events_decode_as_msgspec_does(text, events_left_to_msgspec):
+    """An odd value costs that value (read as text, converted by the msgspec path's rules), an odd event
+    that event (decoded by msgspec into its row): never the whole array."""
+    assert declined(text) == events_left_to_msgspec
+    fast, slow = one(text)
+    assert fast is not None
+    assert_same(fast, slow)
+
+
 @pytest.mark.parametrize(
     "text",
     [
-        b'[{"ph": "X", "ts": 1.2345}]',  # more than three decimals: msgspec rounds
-        b'[{"ph": "X", "ts": 1e3}]',  # exponent
-        b'[{"ph": "X", "ts": "12"}]',  # a string time
-        b'[{"ph": "X", "ts": true}]',
-        b'[{"ph": 1, "ts": 1}]',  # a non-string phase is written as JSON text
-        b'[{"ph": "X", "pid": 1.0, "ts": 1}]',
-        b'[{"ph": "X", "pid": 99999999999999999999, "ts": 1}]',
-        b'[{"ph": "X", "ph": "B", "ts": 1}]',  # duplicated key
-        b'[{"p\\u0068": "X", "ts": 1}]',  # escaped key
-        b'[{"ph": "\\ud83d\\ude00", "ts": 1}]',  # surrogate pair
-        b'[{"ph": "X", "args": [], "ts": 1}]',
-        b'[{"ph": "X", "ts": 1}, 5]',
         b'[{"ph": "X", "ts": 1},]',
         b'[{"ph": "X", "ts": 01}]',
         b'[{"ph": "X", "ts": 1}] x',
@@ -203,13 +230,114 @@ def test_quirks_match(event):
         b'[{"ph": "X", "x": [1, 2}, "ts": 1}]',
         b'[{"ph": "X", "x": "\\q", "ts": 1}]',
         b'[{"ph": "X", "x": tru, "ts": 1}]',
+        b'[{"ph": "X", "x": "\\ud800", "ts": 1}]',  # a lone surrogate
         b'[{"ph": "X", "ts": 1',
+        b'[{"ph": "X", "ts": 1}, {"ph": 1, "x": [}]',  # invalid inside an event it would decline
     ],
 )
-def test_declines_what_it_does_not_handle(text):
+def test_declines_what_is_not_valid_json(text):
     assert _fast.decode(text, "us") is None
     with contextlib.suppress(TracekitError):
         _decode.decode_events(text)  # the caller's fallback decides
+
+
+FLOAT_NOISE = [
+    "5128440295499.2295",  # the issue's example: rounds down
+    "5128440295499.2296",
+    "1.0005",  # a tie: to even (1.000)
+    "1.0015",  # a tie: to even (1.002)
+    "1.00050000000000000001",  # not a tie: up
+    "0.9995",  # carries into the integer part
+    "-0.0005",
+    "-2.0025",
+    "9223372036854775.8065",  # rounds to the largest int64 ns
+    "9223372036854775.8075",  # rounds past it: out of range
+    "-9223372036854775.8085",
+    "12.0" + "0" * 36 + "1",  # 40 decimals
+    "12.0" + "0" * 37 + "1",  # 41: read as text
+    "1712195495519689.0470000001",
+]
+
+
+@pytest.mark.parametrize("ts", FLOAT_NOISE)
+@pytest.mark.parametrize("unit", ["us", "ns"])
+def test_float_noise_times(ts, unit):
+    """Any number of decimals, rounded half to even to the ns as the msgspec path does (Decimal), in
+    the scanner itself: no event and no chunk goes to msgspec for it."""
+    text = f'[{{"ph": "X", "cat": "kernel", "ts": {ts}, "dur": {ts.lstrip("-")}}}]'.encode()
+    assert declined(text) == 0
+    fast, slow = one(text, unit)
+    assert_same(fast, slow)
+    exact = Decimal(ts).quantize(Decimal("0.001"), rounding="ROUND_HALF_EVEN")
+    if unit == "us" and -(2**63) <= exact * 1000 < 2**63:
+        assert fast[0].column("ts_ns").to_pylist() == [int(exact * 1000)]
+
+
+@settings(max_examples=int(os.environ.get("FUZZ_EXAMPLES", "150")), deadline=None)
+@given(
+    st.integers(-(10**16), 10**16),
+    st.text("0123456789", min_size=1, max_size=45),
+    st.sampled_from(["us", "ns"]),
+)
+def test_random_decimals(whole, digits, unit):
+    ts = f"{whole}.{digits}"
+    text = f'[{{"ph": "X", "cat": "cpu_op", "ts": {ts}, "dur": {ts}}}, {{"ph": "i", "ts": 1}}]'.encode()
+    fast, slow = one(text, unit)
+    assert fast is not None
+    assert_same(fast, slow)
+
+
+DEEP = 100_000
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        b'{"ph": "X", "cat": "cpu_op", "name": "n", "ts": 1, "args": {"deep": %s}}',
+        b'{"ph": "X", "cat": "cpu_op", "name": "n", "ts": 1, "args": {"name": %s}}',
+        b'{"ph": "X", "cat": "cpu_op", "name": %s, "ts": 1}',
+        b'{"ph": "X", "cat": "cpu_op", "name": "n", "ts": 1, "x": [{"y": %s}]}',
+        b"%s",
+    ],
+)
+def test_deeply_nested_values(event, msgspec_only):
+    """100,000 levels of [[[...]]]: the event is kept, the deep value dropped (null) and counted; never a
+    RecursionError. Values up to MAX_DEPTH levels are kept as they are."""
+    plain = b'{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 0}'
+    for depth, dropped in ((DEEP, 1), (300, 0), (_decode.MAX_DEPTH - 3, 0)):
+        value = b"[" * depth + b"]" * depth
+        text = b"[" + plain + b", " + (event % value) + b", " + plain + b"]"
+        fast, slow = one(text)
+        assert fast is not None
+        assert_same(fast, slow)
+        stats = fast[1]
+        if event == b"%s":  # an item that is not an object
+            assert stats["skipped"] == {_decode.SKIP_NOT_EVENT: 1}
+            continue
+        assert fast[0].num_rows == 3
+        assert stats["values_dropped"] == ({_decode.DROP_TOO_DEEP: 1} if dropped else {})
+        with msgspec_only:
+            assert_same(_decode.decode_events(text), slow)
+
+
+def test_declined_events_keep_row_order_and_dictionary_order():
+    """Strings first seen in a declined event come first in the column's dictionary, as msgspec's
+    dictionary_encode orders them; strings read before the scanner declined an event do not linger."""
+    events = [
+        b'{"ph": "X", "cat": "cpu_op", "name": "seen-then-dropped", "ts": 1, "name": ["odd"]}',
+        b'{"ph": "X", "cat": "kernel", "name": "k1", "ts": 2}',
+        b'{"ph": "X", "cat": "gpu_memcpy", "name": 7, "ts": 3, "args": "x"}',
+        b'{"ph": "X", "cat": "kernel", "name": "k1", "ts": 4}',
+        b"17",
+        b'{"ph": "X", "cat": "new", "name": "k2", "ts": 5}',
+    ]
+    text = b"[" + b", ".join(events) + b"]"
+    assert declined(text) == 3
+    fast, slow = one(text)
+    assert_same(fast, slow)
+    assert fast[0].column("name").to_pylist() == ['["odd"]', "k1", "7", "k1"]
+    assert fast[1]["skipped"] == {_decode.SKIP_NOT_EVENT: 1}
+    assert fast[1]["values_dropped"] == {_decode.DROP_ARGS_NOT_OBJECT: 1}
 
 
 def test_ns_unit_rounds_half_to_even():
@@ -280,8 +408,10 @@ TOP = {
     "name": st.sampled_from(["k", "[memory]", "thread_name", "process_name"]) | SCALARS,
     "pid": st.integers(-5, 5) | SCALARS,
     "tid": st.integers(-5, 5) | SCALARS,
-    "ts": st.decimals(places=3, min_value=-(10**13), max_value=10**13).map(float) | SCALARS,
-    "dur": st.integers(0, 100) | SCALARS,
+    "ts": st.decimals(places=3, min_value=-(10**13), max_value=10**13).map(float)
+    | st.floats(0, 6e12)  # float noise: a shifted µs time as a double prints up to 17 digits
+    | SCALARS,
+    "dur": st.integers(0, 100) | st.floats(-1, 1e4) | SCALARS,
     "id": st.integers(0, 9) | SCALARS,
     "args": st.none()
     | st.dictionaries(ARG_KEYS, st.integers(-9, 9) | st.text(max_size=4) | VALUES, max_size=4),

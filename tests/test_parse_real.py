@@ -216,7 +216,7 @@ def test_fast_path_locates_the_events_of_every_real_trace(path):
     located = _decode.locate_events(buf)
     assert located is not None
     metadata, start, end = located
-    doc = _decode.split_document(buf, path, salvage=False, gz_truncated=False)
+    doc = _decode.split_document(buf, path, salvage=False, gz_damage=None)
     assert metadata == doc.metadata
     assert bytes(doc.events) == buf[start:end]
 

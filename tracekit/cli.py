@@ -9,11 +9,12 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import warnings
 from typing import Iterator, Optional
 
 import typer
 
-from tracekit.errors import TracekitError
+from tracekit.errors import TracekitError, TraceWarning
 from tracekit.version import __version__
 
 app = typer.Typer(
@@ -109,9 +110,24 @@ def _optional_values(argv: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point of `tracekit` and `python -m tracekit`: the one place TracekitError is caught."""
+    """Entry point of `tracekit` and `python -m tracekit`: the one place TracekitError is caught, and
+    where a TraceWarning (what a parse skipped) becomes one line on stderr."""
     _register_commands()
-    argv = _optional_values(sys.argv[1:] if argv is None else list(argv))
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", TraceWarning)
+        shown = warnings.showwarning
+
+        def show(message, category, filename, lineno, file=None, line=None) -> None:
+            if issubclass(category, TraceWarning):
+                typer.secho(f"tracekit: warning: {message}", err=True, fg=typer.colors.YELLOW)
+            else:
+                shown(message, category, filename, lineno, file, line)
+
+        warnings.showwarning = show
+        _run(_optional_values(sys.argv[1:] if argv is None else list(argv)))
+
+
+def _run(argv: list[str]) -> None:
     try:
         rc = app(args=argv, standalone_mode=False)
         # Typer (0.29 here) turns Ctrl-C and typer.Exit(code) into a *returned* exit code when not standalone.

@@ -51,3 +51,8 @@ class WorkerError(TracekitError):
 
 class ClusterError(TracekitError):
     """Ray is missing, a Ray cluster cannot be reached, or one of its tasks died (`--ray`)."""
+
+
+class TraceWarning(UserWarning):
+    """A trace parsed, but some of it was skipped (events without a usable time, values nested too
+    deep, ...): the CLI shows it as one line on stderr; the counts are in the capture's trace entries."""

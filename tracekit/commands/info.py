@@ -49,6 +49,9 @@ def describe(capture, path: Union[str, Path]) -> dict:
                 "cuda_driver_version": md.get("cuda_driver_version"),
                 "cupti_version": md.get("cupti_version"),
                 "salvaged_dropped_bytes": t.get("salvaged_dropped_bytes"),
+                "gzip_damage": t.get("gzip_damage"),
+                "skipped_events": t.get("skipped_events") or {},
+                "dropped_values": t.get("dropped_values") or {},
             }
         )
     steps = [
@@ -71,6 +74,8 @@ def describe(capture, path: Union[str, Path]) -> dict:
 
 
 def render_text(doc: dict) -> str:
+    from tracekit.parse import losses_line
+
     lines = [f"{doc['path']}"]
     if doc["schema_version"] is not None:
         lines[0] += (
@@ -96,8 +101,13 @@ def render_text(doc: dict) -> str:
             extra.append(f"CUDA runtime {t['cuda_runtime_version']}")
         if t["world_size"]:
             extra.append(f"world size {t['world_size']}")
+        if t["gzip_damage"]:
+            extra.append(t["gzip_damage"])
         if t["salvaged_dropped_bytes"]:
             extra.append(f"salvaged: last {t['salvaged_dropped_bytes']:,} bytes dropped")
+        loss = losses_line(t)
+        if loss:
+            extra.append(loss)
         lines.append(f"  rank {t['rank']} ({t['source']}): " + "; ".join(extra))
     lines.append("ranks: " + (", ".join(str(r) for r in doc["ranks"]) or "none"))
     devices = ", ".join(f"rank {d['rank']} device {d['device']}" for d in doc["devices"])

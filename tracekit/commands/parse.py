@@ -62,10 +62,12 @@ def parse(
     traces = result.meta["traces"]
     for trace in traces:
         dropped = trace.get("salvaged_dropped_bytes")
-        if dropped:
+        damage = trace.get("gzip_damage")
+        if dropped or damage:
+            what = "decompressed bytes" if damage else "bytes"
             typer.echo(
-                f"salvaged {trace['source']}: kept {trace['events']} complete events, "
-                f"dropped the last {dropped} bytes",
+                f"salvaged {trace['source']}{f' ({damage})' if damage else ''}: kept {trace['events']} "
+                f"complete events, dropped the last {dropped or 0:,} {what}",
                 err=True,
             )
     events = sum(t["events"] for t in traces)

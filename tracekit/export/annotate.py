@@ -237,9 +237,9 @@ def splice(trace: Path, events: list[dict[str, Any]]) -> bytes:
     """The trace's JSON with `events` appended to its traceEvents array; original bytes kept as they are."""
     from tracekit.parse.decode import read_trace_bytes
 
-    buf, gz_truncated = read_trace_bytes(trace)
-    if gz_truncated:
-        raise TraceFormatError(f"{trace}: the gzip stream ends early; annotate needs a complete trace")
+    buf, gz_damage = read_trace_bytes(trace)
+    if gz_damage:
+        raise TraceFormatError(f"{trace}: {gz_damage}; annotate needs a complete trace")
     encoder = msgspec.json.Encoder()
     extra = b",".join(encoder.encode(e) for e in events)
     try:

@@ -3,28 +3,38 @@
  * scan(buffer, start, stop, bare) walks one JSON array of events ('[' ... ']', or the text between the
  * brackets) and fills columns directly, without a
  * Python object per event. It keeps exactly the keys that tracekit/parse/decode.py's _Event/_Args structs
- * keep and skips everything else with a strict JSON validator. It handles only the plain shapes:
+ * keep and skips everything else with a strict JSON validator. It reads these shapes itself:
  *
  *   - ph, cat, name, args.{cuda_sync_kind, Collective name, Process Group Ranks, name}: a JSON string or
  *     null → dictionary code (int32, -1 for null/missing) into a per-column list of unique strings;
- *   - pid, tid, id and the integer args: a JSON integer in int64 range, a string, or null;
- *   - ts, dur: a JSON number without exponent and with at most three decimals, or null → the value
- *     × 1000 as an exact int64 ("milli" units; µs × 1000 = ns);
+ *   - pid, tid, id and the integer args: a JSON integer in int64 range (else its text, below), a string,
+ *     null, or true/false/an array/an object (null: msgspec's path makes those null too);
+ *   - ts, dur: a JSON number without exponent, with any number of decimals (up to MAX_DECIMALS) → the
+ *     value × 1000 rounded half to even to an integer, as an int64 ("milli" units; µs × 1000 = ns);
+ *     any other number, or a string → its text (below); true/false/an array/an object → "not a number";
  *   - args: an object or null.
  *
- * Anything else (a value of another type, a key with an escape, a duplicated kept key, invalid JSON,
- * invalid UTF-8, a lone surrogate, nesting deeper than MAX_DEPTH, an out-of-range number) makes scan()
- * return None, and the caller decodes the chunk with the msgspec decoder, which handles every case.
- * So this file only has to be right about what it accepts, never complete.
+ * Per value: a number it does not read itself (an exponent, too many digits, beyond int64) or a string
+ * in a numeric column is handed over as text (valid = 2), and `_fast.py` converts it with the msgspec
+ * path's own functions. Per event: anything else inside an event (a value of another type in a string
+ * column, args that are not an object, a key with an escape, a duplicated kept key, nesting deeper than
+ * MAX_DEPTH, an item that is not an object) makes the scanner validate the event's text, leave its row
+ * empty and list it as declined; `_fast.py` decodes those few events with msgspec and fills their rows.
+ * Only text that is not valid JSON (as msgspec sees it: a lone surrogate and invalid UTF-8 are not)
+ * makes scan() return None, and the caller decodes the whole range with msgspec, which gives the
+ * precise error. So this file only has to be right about what it accepts, never complete.
  *
- * Returns None, or a tuple (n, ints, valid, codes, uniques):
- *   n       number of events (JSON null items are skipped, as the msgspec path does)
- *   ints    bytes: N_INT columns of n int64 each, one after the other (order: INT_FIELDS below)
- *   valid   bytes: N_INT columns of n uint8 (0 = null, 1 = integer value, 2 = a JSON string was
- *           written: the value is its code in uniques[N_STR]; the caller coerces it as msgspec's does)
- *   codes   bytes: N_STR columns of n int32 (-1 = null)
- *   uniques list of N_STR + 1 lists of str (the dictionary of each string column, in first-seen order,
- *           then the strings found in integer columns)
+ * Returns None, or a tuple (n, ints, valid, codes, uniques, declined):
+ *   n        number of events (JSON null items are skipped, as the msgspec path does; declined items
+ *            count, their rows are empty)
+ *   ints     bytes: N_INT columns of n int64 each, one after the other (order: INT_FIELDS below)
+ *   valid    bytes: N_INT columns of n uint8 (0 = null, 1 = integer value, 2 = text: the value is its
+ *            code in uniques[N_STR], a JSON string or the text of a number, which the caller converts
+ *            as msgspec's path does; 3 = true/false/an array/an object where a time is kept)
+ *   codes    bytes: N_STR columns of n int32 (-1 = null)
+ *   uniques  list of N_STR + 1 lists of str (the dictionary of each string column, in first-seen order,
+ *            then the texts found in integer and time columns)
+ *   declined bytes: int64 triples (row, start, end): the events left to msgspec, buffer[start:end]
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -35,7 +45,8 @@
 #include <emmintrin.h>
 #endif
 
-#define MAX_DEPTH 256
+#define MAX_DEPTH 256    /* deeper nesting: the event is declined (msgspec's path decides about it) */
+#define MAX_DECIMALS 40  /* more: the time is kept as text (Decimal's 60 digits then round it once) */
 
 /* Integer columns. Keep in sync with _fast.py INT_FIELDS. */
 enum {
@@ -347,6 +358,11 @@ typedef struct {
     char *scratch; /* decoded text of a kept string with escapes */
     size_t scratch_cap;
     int depth;
+    const unsigned char *base; /* the buffer's start: declined offsets are relative to it */
+    int64_t *declined;         /* (row, start, end) per declined event */
+    size_t n_declined, declined_cap;
+    unsigned char *stack; /* skip_any's open containers */
+    size_t stack_cap;
 } Scan;
 
 #define FAIL (-1)
@@ -430,6 +446,22 @@ static inline int read_u4(const unsigned char *p, const unsigned char *end, uint
     return 0;
 }
 
+/* A \\uXXXX escape at p (p[0] is the backslash): its code point in *cp and its length (6, or 12 for a
+ * surrogate pair written as two escapes), or FAIL (a lone surrogate: msgspec rejects it too). */
+static inline int read_escape(const unsigned char *p, const unsigned char *end, uint32_t *cp) {
+    uint32_t u, lo;
+    if (read_u4(p + 2, end, &u) < 0) return FAIL;
+    if (u < 0xD800 || u > 0xDFFF) {
+        *cp = u;
+        return 6;
+    }
+    if (u > 0xDBFF || end - p < 12 || p[6] != '\\' || p[7] != 'u' || read_u4(p + 8, end, &lo) < 0 || lo < 0xDC00 ||
+        lo > 0xDFFF)
+        return FAIL;
+    *cp = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
+    return 12;
+}
+
 /* The first byte at or after p that is '"', '\\', a control character or non-ASCII (or end). */
 static inline const unsigned char *plain_run(const unsigned char *p, const unsigned char *end) {
 #ifdef __SSE2__
@@ -465,9 +497,9 @@ static int skip_string(Scan *s) {
             unsigned char e = p[1];
             if (e == 'u') {
                 uint32_t u;
-                if (read_u4(p + 2, end, &u) < 0) return FAIL;
-                if (u >= 0xD800 && u <= 0xDFFF) return FAIL; /* surrogates: leave them to msgspec */
-                p += 6;
+                int n = read_escape(p, end, &u);
+                if (n < 0) return FAIL;
+                p += n;
                 continue;
             }
             if (e != '"' && e != '\\' && e != '/' && e != 'b' && e != 'f' && e != 'n' && e != 'r' && e != 't')
@@ -546,19 +578,24 @@ static int read_string_code(Scan *s, Dict *d, int32_t *code) {
             case 't': *o++ = '\t'; break;
             case 'u': {
                 uint32_t u;
-                if (read_u4(q + 2, close, &u) < 0) return FAIL;
-                if (u >= 0xD800 && u <= 0xDFFF) return FAIL;
+                int n = read_escape(q, close, &u);
+                if (n < 0) return FAIL;
                 if (u < 0x80) {
                     *o++ = (char)u;
                 } else if (u < 0x800) {
                     *o++ = (char)(0xC0 | (u >> 6));
                     *o++ = (char)(0x80 | (u & 0x3F));
-                } else {
+                } else if (u < 0x10000) {
                     *o++ = (char)(0xE0 | (u >> 12));
                     *o++ = (char)(0x80 | ((u >> 6) & 0x3F));
                     *o++ = (char)(0x80 | (u & 0x3F));
+                } else {
+                    *o++ = (char)(0xF0 | (u >> 18));
+                    *o++ = (char)(0x80 | ((u >> 12) & 0x3F));
+                    *o++ = (char)(0x80 | ((u >> 6) & 0x3F));
+                    *o++ = (char)(0x80 | (u & 0x3F));
                 }
-                q += 6;
+                q += n;
                 continue;
             }
             default: return FAIL;
@@ -596,9 +633,7 @@ static int skip_number(Scan *s) {
         p++;
         if (p < end && (*p == '+' || *p == '-')) p++;
         if (p >= end || *p < '0' || *p > '9') return FAIL;
-        const unsigned char *ds = p;
         while (p < end && *p >= '0' && *p <= '9') p++;
-        if (p - ds > 4) return FAIL; /* absurd exponents: leave them to msgspec */
     }
     s->p = p;
     return 0;
@@ -735,7 +770,10 @@ static int read_int(Scan *s, int64_t *out) {
     return 0;
 }
 
-/* A JSON number with at most three decimals and no exponent → value × 1000, exactly. */
+/* A JSON number without exponent → value × 1000, rounded half to even to an integer when it has more
+ * than three decimals (what Decimal.quantize(Decimal("0.001"), ROUND_HALF_EVEN) gives, the msgspec path's
+ * rule in _decode.time_value). FAIL for anything else (an exponent, more than MAX_DECIMALS decimals, a
+ * result beyond int64, not a number): the caller then keeps the number's text. */
 static int read_milli(Scan *s, int64_t *out) {
     const unsigned char *p = s->p, *end = s->end;
     int neg = 0;
@@ -747,7 +785,7 @@ static int read_milli(Scan *s, int64_t *out) {
     p = int_part(p, end, (uint64_t)INT64_MAX / 1000, &v);
     if (!p) return FAIL;
     uint64_t frac = 0;
-    int nd = 0;
+    int round_up = 0;
     if (p < end && *p == '.') {
         p++;
 #ifdef SWAR_DIGITS
@@ -755,30 +793,38 @@ static int read_milli(Scan *s, int64_t *out) {
             uint64_t w;
             memcpy(&w, p, 8);
             unsigned k = leading_digits(w);
-            if (k == 0 || k > 3) return FAIL;
-            frac = parse_eight(w << (8 * (8 - k))) * POW10[3 - k];
-            p += k;
-            goto fraction_done;
+            if (k == 0) return FAIL;
+            if (k <= 3) { /* Kineto's three decimals (or fewer): the common case */
+                frac = parse_eight(w << (8 * (8 - k))) * POW10[3 - k];
+                p += k;
+                goto fraction_done;
+            }
         }
 #endif
+        /* digits one at a time: the first three are kept, the rest decide the rounding */
+        int nd = 0, tail = 0, sticky = 0; /* tail: the fourth decimal; sticky: a nonzero digit after it */
         while (p < end && *p >= '0' && *p <= '9') {
-            if (nd == 3) return FAIL;
-            frac = frac * 10 + (uint64_t)(*p - '0');
+            unsigned d = (unsigned)(*p - '0');
+            if (nd < 3)
+                frac = frac * 10 + d;
+            else if (nd == 3)
+                tail = (int)d;
+            else
+                sticky |= d != 0;
             nd++;
             p++;
         }
-        if (nd == 0) return FAIL;
-    }
-    while (nd < 3) {
-        frac *= 10;
-        nd++;
+        if (nd == 0 || nd > MAX_DECIMALS) return FAIL;
+        for (int i = nd; i < 3; i++) frac *= 10;
+        /* half to even on the magnitude: the parity of -m is that of m */
+        round_up = nd > 3 && (tail > 5 || (tail == 5 && (sticky || ((v * 1000 + frac) & 1))));
     }
 #ifdef SWAR_DIGITS
 fraction_done:
 #endif
     s->p = p;
     if (!number_ends(s)) return FAIL;
-    uint64_t m = v * 1000 + frac; /* v <= INT64_MAX / 1000, so m <= INT64_MAX */
+    uint64_t m = v * 1000 + frac + (uint64_t)round_up; /* v <= INT64_MAX / 1000: no uint64 overflow */
     if (m > (uint64_t)INT64_MAX) return FAIL;
     *out = neg ? -(int64_t)m : (int64_t)m;
     return 0;
@@ -825,6 +871,17 @@ static inline void put_int(Scan *s, int col, size_t row, int64_t v, uint8_t vali
 }
 
 static inline void put_code(Scan *s, int col, size_t row, int32_t code) { s->codes[col][row] = code; }
+
+/* A JSON number the fast readers declined (a fraction or exponent where an integer is kept, too many
+ * digits, beyond int64): validated, and kept as its text for the caller to convert. */
+static int read_number_text(Scan *s, int col, size_t row) {
+    const unsigned char *start = s->p;
+    if (skip_number(s) < 0 || !number_ends(s)) return FAIL;
+    int32_t code = dict_code(&s->intstr, (const char *)start, (size_t)(s->p - start));
+    if (code < 0) return FAIL;
+    put_int(s, col, row, code, 2);
+    return 0;
+}
 
 static int read_field(Scan *s, const Field *f, size_t row);
 
@@ -951,14 +1008,38 @@ static int read_field(Scan *s, const Field *f, size_t row) {
             put_int(s, f->col, row, code, 2);
             return 0;
         }
-        if (read_int(s, &v) < 0) return FAIL;
-        put_int(s, f->col, row, v, 1);
+        const unsigned char *start = s->p;
+        if (c == '-' || (c >= '0' && c <= '9')) {
+            if (read_int(s, &v) == 0) {
+                put_int(s, f->col, row, v, 1);
+                return 0;
+            }
+            s->p = start;
+            return read_number_text(s, f->col, row);
+        }
+        if (skip_value(s) < 0) return FAIL; /* true, false, an array, an object: null, as msgspec's path */
         return 0;
     }
     case K_TIME: {
         int64_t v;
-        if (read_milli(s, &v) < 0) return FAIL;
-        put_int(s, f->col, row, v, 1);
+        if (c == '"') {
+            int32_t code;
+            s->p++;
+            if (read_string_code(s, &s->intstr, &code) < 0) return FAIL;
+            put_int(s, f->col, row, code, 2);
+            return 0;
+        }
+        const unsigned char *start = s->p;
+        if (c == '-' || (c >= '0' && c <= '9')) {
+            if (read_milli(s, &v) == 0) {
+                put_int(s, f->col, row, v, 1);
+                return 0;
+            }
+            s->p = start;
+            return read_number_text(s, f->col, row);
+        }
+        if (skip_value(s) < 0) return FAIL;
+        put_int(s, f->col, row, 0, 3); /* present, but not a number */
         return 0;
     }
     case K_ARGS:
@@ -1013,18 +1094,114 @@ static void clear_rows(Scan *s) {
     s->cleared = b;
 }
 
+/* Skip one JSON value of any depth (s->p at its first byte), as strictly as skip_value, with the open
+ * containers on a heap stack instead of the C stack. */
+static int skip_any(Scan *s) {
+    size_t top = 0;
+    for (;;) {
+        /* a value */
+        skip_ws(s);
+        if (s->p >= s->end) return FAIL;
+        unsigned char c = *s->p;
+        if (c == '{' || c == '[') {
+            if (top == s->stack_cap) {
+                size_t nc = s->stack_cap ? 2 * s->stack_cap : 256;
+                unsigned char *ns = realloc(s->stack, nc);
+                if (!ns) return FAIL;
+                s->stack = ns;
+                s->stack_cap = nc;
+            }
+            s->stack[top++] = c;
+            s->p++;
+            skip_ws(s);
+            if (s->p < s->end && *s->p == (c == '{' ? '}' : ']')) {
+                s->p++;
+                top--;
+            } else {
+                if (c == '{') {
+                    if (s->p >= s->end || *s->p != '"') return FAIL;
+                    s->p++;
+                    if (skip_string(s) < 0) return FAIL;
+                    skip_ws(s);
+                    if (s->p >= s->end || *s->p != ':') return FAIL;
+                    s->p++;
+                }
+                continue; /* the container's first value */
+            }
+        } else if (skip_value(s) < 0) { /* a scalar */
+            return FAIL;
+        }
+        /* after a value: close containers, or go on to the next value of the innermost one */
+        for (;;) {
+            if (top == 0) return 0;
+            skip_ws(s);
+            if (s->p >= s->end) return FAIL;
+            unsigned char open = s->stack[top - 1];
+            if (*s->p == (open == '{' ? '}' : ']')) {
+                s->p++;
+                top--;
+                continue;
+            }
+            if (*s->p != ',') return FAIL;
+            s->p++;
+            if (open == '{') {
+                skip_ws(s);
+                if (s->p >= s->end || *s->p != '"') return FAIL;
+                s->p++;
+                if (skip_string(s) < 0) return FAIL;
+                skip_ws(s);
+                if (s->p >= s->end || *s->p != ':') return FAIL;
+                s->p++;
+            }
+            break;
+        }
+    }
+}
+
+static void clear_row(Scan *s, size_t row) {
+    for (int i = 0; i < N_INT; i++) {
+        s->ints[i][row] = 0;
+        s->valid[i][row] = 0;
+    }
+    for (int i = 0; i < N_STR; i++) s->codes[i][row] = -1;
+}
+
+static int add_declined(Scan *s, size_t row, const unsigned char *start, const unsigned char *stop) {
+    if (s->n_declined == s->declined_cap) {
+        size_t nc = s->declined_cap ? 2 * s->declined_cap : 64;
+        int64_t *nd = realloc(s->declined, nc * 3 * sizeof(int64_t));
+        if (!nd) return FAIL;
+        s->declined = nd;
+        s->declined_cap = nc;
+    }
+    int64_t *t = s->declined + 3 * s->n_declined++;
+    t[0] = (int64_t)row;
+    t[1] = (int64_t)(start - s->base);
+    t[2] = (int64_t)(stop - s->base);
+    return 0;
+}
+
+/* One item of the array: an event read into row n, a null (skipped), or an item the scanner declines
+ * (validated as JSON, its row left empty, listed for msgspec). FAIL: not valid JSON here. */
 static int scan_item(Scan *s) {
     if (s->p >= s->end) return FAIL;
+    if (*s->p == 'n') return is_null(s) ? 0 : FAIL;
+    if (s->n == s->cap && grow_columns(s) < 0) return FAIL;
+    if (s->n == s->cleared) clear_rows(s);
+    size_t row = s->n;
+    const unsigned char *start = s->p;
     if (*s->p == '{') {
-        if (s->n == s->cap && grow_columns(s) < 0) return FAIL;
-        if (s->n == s->cleared) clear_rows(s);
-        size_t row = s->n;
         s->depth = 1;
-        if (read_object(s, TOP_FIELDS, row) < 0) return FAIL;
-        s->n++;
-        return 0;
+        if (read_object(s, TOP_FIELDS, row) == 0) {
+            s->n++;
+            return 0;
+        }
+        clear_row(s, row); /* the fields read before the surprise */
+        s->p = start;
     }
-    return is_null(s) ? 0 : FAIL; /* anything else is not an event object */
+    if (skip_any(s) < 0 || add_declined(s, row, start, s->p) < 0) return FAIL;
+    s->n++;
+    return 0;
 }
 
 /* A JSON array of events ('[' ... ']'), or with `bare` the text between the brackets. */
@@ -1066,6 +1243,8 @@ static void scan_free(Scan *s) {
     for (int i = 0; i < N_STR; i++) dict_free(&s->dicts[i]);
     dict_free(&s->intstr);
     free(s->scratch);
+    free(s->declined);
+    free(s->stack);
 }
 
 static PyObject *build_result(Scan *s) {
@@ -1074,7 +1253,9 @@ static PyObject *build_result(Scan *s) {
     PyObject *valid = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * N_INT));
     PyObject *codes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * sizeof(int32_t) * N_STR));
     PyObject *uniques = PyList_New(N_STR + 1);
-    if (!ints || !valid || !codes || !uniques) goto error;
+    PyObject *declined =
+        PyBytes_FromStringAndSize((const char *)s->declined, (Py_ssize_t)(s->n_declined * 3 * sizeof(int64_t)));
+    if (!ints || !valid || !codes || !uniques || !declined) goto error;
     int64_t *oi = (int64_t *)PyBytes_AS_STRING(ints);
     uint8_t *ov = (uint8_t *)PyBytes_AS_STRING(valid);
     int32_t *oc = (int32_t *)PyBytes_AS_STRING(codes);
@@ -1094,8 +1275,9 @@ static PyObject *build_result(Scan *s) {
             PyList_SET_ITEM(lst, (Py_ssize_t)c, str);
         }
     }
-    return Py_BuildValue("(nNNNN)", (Py_ssize_t)n, ints, valid, codes, uniques);
+    return Py_BuildValue("(nNNNNN)", (Py_ssize_t)n, ints, valid, codes, uniques, declined);
 error:
+    Py_XDECREF(declined);
     Py_XDECREF(ints);
     Py_XDECREF(valid);
     Py_XDECREF(codes);
@@ -1127,7 +1309,8 @@ static PyObject *fastscan_scan(PyObject *self, PyObject *args) {
         for (int i = 0; i < KEY_SLOTS + 2; i++) s.pred[a][i][0].t[0] = s.pred[a][i][1].t[0] = 1; /* no match */
     PyObject *result = NULL;
     if (ok) {
-        s.p = (const unsigned char *)view.buf + start;
+        s.base = (const unsigned char *)view.buf;
+        s.p = s.base + start;
         s.end = (const unsigned char *)view.buf + stop;
         int rc;
         Py_BEGIN_ALLOW_THREADS
@@ -1154,9 +1337,9 @@ static PyObject *fastscan_scan(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"scan", fastscan_scan, METH_VARARGS,
-     "scan(buffer, start=0, stop=len, bare=False) -> (n, ints, valid, codes, uniques), or None when the\n"
-     "msgspec decoder must be used. buffer[start:stop] is a JSON array of events, or with bare=True the\n"
-     "text between its brackets."},
+     "scan(buffer, start=0, stop=len, bare=False) -> (n, ints, valid, codes, uniques, declined), or None\n"
+     "when the msgspec decoder must be used. buffer[start:stop] is a JSON array of events, or with\n"
+     "bare=True the text between its brackets."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -16,6 +16,7 @@ the chunk), and both paths build the batch with `assemble`, so they give identic
 
 from __future__ import annotations
 
+import collections
 import decimal
 import gc
 import json
@@ -133,6 +134,8 @@ KEEP_CATS = (
 )
 # Device-side events: device = args.device else pid, stream = args.stream else tid.
 DEVICE_SIDE_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation", "cuda_sync")
+# Device activity (docs/DESIGN.md): what makes a device busy.
+DEVICE_ACTIVITY_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 META_NAMES = ("process_name", "thread_name")
 MEMORY_NAME = "[memory]"
 
@@ -160,10 +163,13 @@ def gc_paused() -> Iterator[None]:
 # Reading files
 
 
-def read_trace_bytes(path: Path) -> tuple[bytes | mmap.mmap, bool]:
-    """The JSON bytes of a trace file (gunzipped), and whether the gzip stream ended early.
+def read_trace_bytes(path: Path) -> tuple[bytes | mmap.mmap, Optional[str]]:
+    """The JSON bytes of a trace file (gunzipped), and what is wrong with its gzip stream (None: nothing).
 
-    Plain files are memory-mapped (the OS pages them in as the decoder walks them)."""
+    Plain files are memory-mapped (the OS pages them in as the decoder walks them). A gzip stream that
+    ends early (a copy or a capture cut off) or is corrupt gives the bytes that decompress before the
+    damage, and a phrase that says so ("the gzip stream ends early after 1,234 decompressed bytes"):
+    the caller refuses the trace with it, or with --salvage keeps the complete events in those bytes."""
     path = Path(path)
     if not path.exists():
         raise InputNotFound(f"{path}: no such file")
@@ -174,33 +180,43 @@ def read_trace_bytes(path: Path) -> tuple[bytes | mmap.mmap, bool]:
             magic = fh.read(2)
             if magic == b"\x1f\x8b":
                 fh.seek(0)
-                return _gunzip(path, fh.read())
+                return _gunzip(fh.read())
             fh.seek(0, 2)
             if fh.tell() == 0:
                 raise TraceFormatError(f"{path}: empty file, not a trace")
-            return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ), False
+            return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ), None
     except OSError as exc:
         raise InputNotFound(f"{path}: cannot read ({exc.strerror or exc})") from None
 
 
-def _gunzip(path: Path, data: bytes) -> tuple[bytes, bool]:
+def _gunzip(data: bytes) -> tuple[bytes, Optional[str]]:
     try:
-        return _gunzip_members(data), False
+        return _gunzip_members(data), None
     except EOFError:
-        pass  # the gzip stream ends early: a trace cut off while being written
-    except (OSError, zlib.error) as exc:
-        raise TraceFormatError(
-            f"{path}: corrupt gzip file ({exc}); re-copy or re-capture the trace"
-        ) from None
-    # Keep what decompresses before the cut; the JSON decoder then reports it as truncated.
-    d = zlib.decompressobj(wbits=31)
-    try:
-        out = d.decompress(data)
-    except zlib.error as exc:
-        raise TraceFormatError(
-            f"{path}: corrupt gzip file ({exc}); re-copy or re-capture the trace"
-        ) from None
-    return out, True
+        damage = "is truncated (it ends after {:,} decompressed bytes)"
+    except (OSError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
+        damage = f"is corrupt after {{:,}} decompressed bytes ({exc})"
+    out = _gunzip_prefix(data)
+    return out, "the gzip stream " + damage.format(len(out))
+
+
+def _gunzip_prefix(data: bytes, piece: int = 1 << 16) -> bytes:
+    """What decompresses from `data` before the first error: member after member, a piece at a time
+    (zlib raises without returning the output of the piece that fails)."""
+    out: list[bytes] = []
+    while data[:2] == b"\x1f\x8b":
+        d = zlib.decompressobj(wbits=31)
+        for i in range(0, len(data), piece):
+            try:
+                out.append(d.decompress(data[i : i + piece]))
+            except zlib.error:
+                return b"".join(out)
+            if d.eof:
+                break
+        if not d.eof:
+            break
+        data = d.unused_data
+    return b"".join(out)
 
 
 def _gunzip_members(data: bytes) -> bytes:
@@ -230,14 +246,35 @@ class Document:
         self.metadata = metadata
         self.events = events  # the JSON array text, '[' ... ']'
         self.dropped_bytes = dropped_bytes
+        self.deep_values = 0  # values nested deeper than MAX_DEPTH levels, replaced by null
 
 
-def split_document(buf: bytes | mmap.mmap, path: Path, *, salvage: bool, gz_truncated: bool) -> Document:
-    """Decode the top level of a trace; keep traceEvents as raw bytes for the chunked event decoder."""
+def split_document(
+    buf: bytes | mmap.mmap, path: Path, *, salvage: bool, gz_damage: Optional[str] = None
+) -> Document:
+    """Decode the top level of a trace; keep traceEvents as raw bytes for the chunked event decoder.
+
+    `gz_damage`: what read_trace_bytes said about the gzip stream: the JSON is refused with it, or, with
+    `salvage`, its complete events are kept. A file nested too deep for msgspec's recursion limit is
+    read with its values below MAX_DEPTH levels (of an event) replaced by null, and counted."""
     view = memoryview(buf)
     start = _first_non_ws(view)
     if start is None:
+        if gz_damage:
+            raise TraceFormatError(f"{path}: {gz_damage}: nothing to read; re-copy the file")
         raise TraceFormatError(f"{path}: empty file, not a trace")
+    first = view[start : start + 1].tobytes()
+    try:
+        return _split(view, start, path, salvage=salvage, gz_damage=gz_damage)
+    except RecursionError:
+        # The array format's events are level 2 of the file, the object format's level 3.
+        stripped, cuts = _strip_deep(bytes(view), MAX_DEPTH + (1 if first == b"[" else 2))
+        doc = _split(memoryview(stripped), start, path, salvage=salvage, gz_damage=gz_damage)
+        doc.deep_values = cuts
+        return doc
+
+
+def _split(view: memoryview, start: int, path: Path, *, salvage: bool, gz_damage: Optional[str]) -> Document:
     first = view[start : start + 1].tobytes()
     if first not in (b"{", b"["):
         try:
@@ -255,17 +292,19 @@ def split_document(buf: bytes | mmap.mmap, path: Path, *, salvage: bool, gz_trun
         if first == b"[":
             # The Chrome trace "JSON Array Format": a bare list of events, no metadata.
             msgspec.json.decode(view, type=msgspec.Raw)  # validates; raises like the object case
+            if gz_damage and not salvage:
+                raise _damaged(path, gz_damage)
             end = len(bytes(view).rstrip())
             return Document({}, view[start:end])
         top = _TOP_DECODER.decode(view)
     except msgspec.DecodeError as exc:
-        if _is_truncation(exc) or gz_truncated:
-            return _truncated(view, path, salvage=salvage, reason=str(exc))
+        if _is_truncation(exc) or gz_damage:
+            return _truncated(view, path, salvage=salvage, reason=str(exc), gz_damage=gz_damage)
         raise TraceFormatError(f"{path}: not valid JSON ({exc})") from None
     except msgspec.ValidationError as exc:
         raise TraceFormatError(f"{path}: not a Chrome trace ({exc})") from None
-    if gz_truncated:
-        return _truncated(view, path, salvage=salvage, reason="gzip stream ends early")
+    if gz_damage and not salvage:  # the JSON is complete; the gzip stream's end is not
+        raise _damaged(path, gz_damage)
     raw = top.pop("traceEvents", None)
     if raw is None:
         raise TraceFormatError(
@@ -275,12 +314,19 @@ def split_document(buf: bytes | mmap.mmap, path: Path, *, salvage: bool, gz_trun
     for key, value in top.items():
         try:
             metadata[key] = _ANY_DECODER.decode(value)
-        except msgspec.DecodeError:  # pragma: no cover - msgspec already validated it
+        except (msgspec.DecodeError, RecursionError):  # pragma: no cover - msgspec already validated it
             continue
     events = _locate(view, raw)
     if _first_non_ws(events) is None or events[_first_non_ws(events)] != ord("["):
         raise TraceFormatError(f"{path}: not a Chrome trace ('traceEvents' is not a list)")
     return Document(metadata, events)
+
+
+def _damaged(path: Path, gz_damage: str) -> TruncatedTraceError:
+    return TruncatedTraceError(
+        f"{path}: {gz_damage}; re-copy the file, "
+        "or pass --salvage to keep every complete event before the damage"
+    )
 
 
 def locate_events(buf: bytes | mmap.mmap, max_tail: int = 8 << 20) -> tuple[dict, int, int] | None:
@@ -305,7 +351,7 @@ def locate_events(buf: bytes | mmap.mmap, max_tail: int = 8 << 20) -> tuple[dict
         header = header[:-1]
     try:
         metadata = _ANY_DECODER.decode(b"{" + header + b"}")
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         return None
     if not isinstance(metadata, dict):
         return None
@@ -339,7 +385,7 @@ def _trailer(buf: bytes | mmap.mmap, start: int, tail_size: int) -> tuple[dict, 
             if text is not None:
                 try:
                     trailer = _ANY_DECODER.decode(text)
-                except msgspec.DecodeError:
+                except (msgspec.DecodeError, RecursionError):
                     trailer = None
                 if isinstance(trailer, dict):
                     return trailer, tail_from + pos + 1
@@ -395,22 +441,25 @@ def _is_truncation(exc: Exception) -> bool:
     return "truncated" in str(exc).lower()
 
 
-def _truncated(view: memoryview, path: Path, *, salvage: bool, reason: str) -> Document:
+def _truncated(
+    view: memoryview, path: Path, *, salvage: bool, reason: str, gz_damage: Optional[str] = None
+) -> Document:
     if not salvage:
+        if gz_damage:
+            raise _damaged(path, gz_damage)
         raise TruncatedTraceError(
             f"{path}: the JSON ends early ({reason}): the profiler was probably killed while writing it; "
             "pass --salvage to keep every complete event"
         )
+    where = f"{gz_damage}, and the JSON" if gz_damage else "the JSON"
     m = _EVENTS_KEY.search(view)
     if m is None:
-        raise TruncatedTraceError(f"{path}: the JSON ends before its first event; nothing to salvage")
+        raise TruncatedTraceError(f"{path}: {where} ends before its first event; nothing to salvage")
     header = bytes(view[: m.start()])
     events_start = m.end() - 1
     end = _last_complete_event_end(view, events_start)
     if end is None:
-        raise TruncatedTraceError(
-            f"{path}: the JSON ends before its first complete event; nothing to salvage"
-        )
+        raise TruncatedTraceError(f"{path}: {where} ends before its first complete event; nothing to salvage")
     events = bytes(view[events_start:end]) + b"]"
     return Document(_salvage_header(header), events, dropped_bytes=len(view) - end)
 
@@ -431,7 +480,10 @@ def _last_complete_event_end(view: memoryview, events_start: int, max_tries: int
         tries += 1
         candidate = raw[: pos + 1] + b"]"
         try:
-            msgspec.json.decode(candidate, type=list[Any])
+            try:
+                msgspec.json.decode(candidate, type=list[Any])
+            except RecursionError:
+                msgspec.json.decode(_strip_deep(candidate, MAX_DEPTH + 1)[0], type=list[Any])
         except (msgspec.DecodeError, msgspec.ValidationError):
             continue
         return events_start + pos + 1
@@ -445,7 +497,7 @@ def _salvage_header(header: bytes) -> dict:
         text = text[:-1]
     try:
         doc = json.loads(text + b"}")
-    except ValueError:
+    except (ValueError, RecursionError):
         return {}
     return doc if isinstance(doc, dict) else {}
 
@@ -461,22 +513,169 @@ def decode_events(
 
     Times are converted to int64 ns reading the numbers in `unit` ("us" or "ns"); `parse.time_unit`
     decides the unit of a whole trace from the returned stats (the largest |ts| as written and whether
-    any time has a fractional part) and re-decodes in the rare case the guess was wrong.
+    any time has a fractional part) and re-decodes in the rare case the guess was wrong. The stats also
+    count, by reason, the events skipped (`skipped`) and the values dropped from kept events
+    (`values_dropped`).
 
     This is the msgspec decoder, which handles every case and gives the precise errors; the parser
-    tries the C scanner (fast.py) first and calls this for whatever the scanner declines."""
+    tries the C scanner (fast.py) first and calls this for whatever the scanner declines. An item
+    msgspec cannot take as part of the whole array (one that is not an event object, args that are
+    not an object, a value nested too deep for its recursion limit) sends the array through
+    `decode_items`, one item at a time, so that one odd event costs that event, not the trace."""
     with gc_paused():
         try:
-            events = _EVENTS_DECODER.decode(data)
-        except msgspec.ValidationError as exc:
-            raise TraceFormatError(f"{where}: an event has the wrong shape ({exc})") from None
+            try:
+                events = _EVENTS_DECODER.decode(data)
+                dropped: collections.Counter = collections.Counter()
+            except (msgspec.ValidationError, RecursionError):
+                events, dropped = decode_items(split_items(data))
         except msgspec.DecodeError as exc:
-            if _is_truncation(exc):
-                raise TruncatedTraceError(
-                    f"{where}: the JSON ends early ({exc}); pass --salvage to keep every complete event"
-                ) from None
-            raise TraceFormatError(f"{where}: not valid JSON ({exc})") from None
-        return _columns(events, unit)
+            raise decode_error(exc, where) from None
+        return _columns(events, unit, dropped)
+
+
+def decode_error(exc: msgspec.DecodeError, where: str) -> TraceFormatError:
+    """The user's message for JSON that does not decode."""
+    if _is_truncation(exc):
+        return TruncatedTraceError(
+            f"{where}: the JSON ends early ({exc}); pass --salvage to keep every complete event"
+        )
+    return TraceFormatError(f"{where}: not valid JSON ({exc})")
+
+
+# Why an event was skipped, or a value dropped from a kept event: the keys of the stats' `skipped` and
+# `values_dropped` counts, of the trace entries in a capture's metadata, and of the warnings.
+MAX_DEPTH = 256  # the C scanner's limit too (_fastscan.c); an event is level 1, its args level 2
+SKIP_TS_MISSING = "ts missing"
+SKIP_TS_NOT_NUMBER = "ts not a number"
+SKIP_TS_OUT_OF_RANGE = "ts out of range"
+SKIP_NEGATIVE_DUR = "negative dur on device activity"
+SKIP_NOT_EVENT = "not an event object"
+DROP_ARGS_NOT_OBJECT = "args not an object"
+DROP_TOO_DEEP = f"nested deeper than {MAX_DEPTH} levels"
+
+# A ts/dur value's state: usable, or why not (ts: the reason its event is skipped).
+TIME_OK, TIME_MISSING, TIME_NOT_NUMBER, TIME_OUT_OF_RANGE = 0, 1, 2, 3
+_TIME_SKIPS = {
+    TIME_MISSING: SKIP_TS_MISSING,
+    TIME_NOT_NUMBER: SKIP_TS_NOT_NUMBER,
+    TIME_OUT_OF_RANGE: SKIP_TS_OUT_OF_RANGE,
+}
+
+
+class _NotAnEvent:
+    def __repr__(self) -> str:
+        return "NOT_EVENT"
+
+
+NOT_EVENT = _NotAnEvent()  # decode_items' result for an item that is not an event object
+
+
+class _LooseEvent(msgspec.Struct, gc=False):
+    """_Event with args of any type: the second try for an item whose args are not an object."""
+
+    ph: Any = None
+    cat: Any = None
+    name: Any = None
+    pid: Any = None
+    tid: Any = None
+    ts: Any = None
+    dur: Any = None
+    id: Any = None
+    args: Any = None
+
+
+_ITEM_DECODER = msgspec.json.Decoder(Optional[_Event], float_hook=str)
+_LOOSE_DECODER = msgspec.json.Decoder(_LooseEvent, float_hook=str)
+
+
+def decode_items(items: list[bytes]) -> tuple[list, collections.Counter]:
+    """Decode each item of an events array on its own: an _Event, None (a JSON null) or NOT_EVENT (any
+    other non-object); and the counts of values dropped from the events (args that are not an object,
+    values nested deeper than msgspec's recursion limit: their containers below MAX_DEPTH levels become
+    null). Raises msgspec.DecodeError for an item that is not valid JSON. Used for the few events the C
+    scanner declines, and by the msgspec path for an array that does not decode as a whole."""
+    out: list = []
+    dropped: collections.Counter = collections.Counter()
+    for item in items:
+        if not item.strip():
+            raise msgspec.DecodeError("JSON is malformed: an empty item in the events array")
+        try:
+            event = _decode_item(item, dropped)
+        except RecursionError:
+            item, cuts = _strip_deep(item, MAX_DEPTH)
+            event = _decode_item(item, dropped)
+            if event is not NOT_EVENT:
+                dropped[DROP_TOO_DEEP] += cuts
+        out.append(event)
+    return out, dropped
+
+
+def _decode_item(item: bytes, dropped: collections.Counter) -> Any:
+    try:
+        return _ITEM_DECODER.decode(item)
+    except msgspec.ValidationError:
+        pass
+    try:
+        loose = _LOOSE_DECODER.decode(item)
+    except msgspec.ValidationError:
+        return NOT_EVENT
+    dropped[DROP_ARGS_NOT_OBJECT] += 1
+    return _Event(*astuple(loose)[:-1])
+
+
+# A JSON string (escapes included) or a bracket: enough to follow the nesting of valid JSON.
+_NESTING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.DOTALL)
+_ITEMS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{},]', re.DOTALL)
+
+
+def _strip_deep(item: bytes, limit: int) -> tuple[bytes, int]:
+    """`item` with each array or object nested deeper than `limit` levels (the item is level 1) replaced
+    by null, and how many were. Iterative: the input is exactly what recursion cannot take."""
+    out, pos, depth, cut = [], 0, 0, 0
+    for m in _NESTING.finditer(item):
+        c = item[m.start()]
+        if c == 0x22:  # a string
+            continue
+        if c in (0x5B, 0x7B):  # [ {
+            depth += 1
+            if depth == limit + 1:
+                cut = m.start()
+        else:
+            depth -= 1
+            if depth == limit:
+                out += [item[pos:cut], b"null"]
+                pos = m.end()
+    out.append(item[pos:])
+    return b"".join(out), (len(out) - 1) // 2
+
+
+def split_items(data: bytes | memoryview) -> list[bytes]:
+    """The items of the JSON array `data` ('[' ... ']'), as text, found without recursion. Only for an
+    array msgspec did not take as a whole; text that is not valid JSON gives items that do not decode."""
+    data = bytes(data)
+    items: list[bytes] = []
+    depth, start = 0, 0
+    for m in _ITEMS.finditer(data):
+        c = data[m.start()]
+        if c == 0x22:
+            continue
+        if c in (0x5B, 0x7B):
+            depth += 1
+            if depth == 1:
+                start = m.end()
+        elif c in (0x5D, 0x7D):
+            depth -= 1
+            if depth == 0:
+                last = data[start : m.start()]
+                if items or last.strip():
+                    items.append(last)
+                return items
+        elif depth == 1:  # a comma between items
+            items.append(data[start : m.start()])
+            start = m.end()
+    items.append(data[start:])  # unclosed: decodes as truncated
+    return items
 
 
 _N_ARGS = len(_Args.__struct_fields__)
@@ -484,14 +683,16 @@ _NO_ARGS = (None,) * _N_ARGS
 _ARG_INDEX = {name: i for i, name in enumerate(_Args.__struct_fields__)}
 
 
-def _columns(events: list, unit: str) -> tuple[pa.RecordBatch, dict]:
+def _columns(events: list, unit: str, dropped: collections.Counter) -> tuple[pa.RecordBatch, dict]:
     import pyarrow.compute as pc  # the msgspec path only: the import costs ~50 ms
 
-    if None in events:  # JSON null items
-        events = [e for e in events if e is not None]
+    skipped: collections.Counter = collections.Counter()
+    if None in events or NOT_EVENT in events:  # JSON null items; items that are not events
+        skipped[SKIP_NOT_EVENT] = sum(e is NOT_EVENT for e in events)
+        events = [e for e in events if e is not None and e is not NOT_EVENT]
     seen = len(events)
     if not events:
-        return _empty(), _no_stats()
+        return _empty(), _no_stats(skipped, dropped)
     # One C-level pass turns the structs into tuples, one more transposes them into columns: far
     # cheaper than one Python comprehension per field.
     ph, cat, name, pid, tid, ts, dur, flow, args = zip(*map(astuple, events))
@@ -500,9 +701,11 @@ def _columns(events: list, unit: str) -> tuple[pa.RecordBatch, dict]:
     def arg(field: str) -> tuple:
         return arg_cols[_ARG_INDEX[field]]
 
-    ts_dec, dur_dec = _times(ts), _times(dur)
+    (ts_dec, ts_state), (dur_dec, _) = _times(ts), _times(dur)
     max_ts = pc.max(pc.abs(ts_dec)).as_py()
     fractional = any(bool(pc.any(pc.not_equal(x, pc.round(x, 0))).as_py()) for x in (ts_dec, dur_dec))
+    ts_ns = _int_column(to_int64_ns(ts_dec, unit))
+    ts_state[(ts_state == TIME_OK) & ~ts_ns[1]] = TIME_OUT_OF_RANGE
     ints = {"pid": _ints(pid), "tid": _ints(tid), "flow": _ints(flow)}
     ints.update((f, _ints(arg(f))) for f in INT_ARGS)
     texts = {f: _arrow.codes(pc.dictionary_encode(_plain_strings(arg(f)))) for f in TEXT_ARGS}
@@ -511,12 +714,15 @@ def _columns(events: list, unit: str) -> tuple[pa.RecordBatch, dict]:
         ph=_arrow.codes(_strings(ph)),
         cat=_arrow.codes(_strings(cat)),
         name=_arrow.codes(_strings(name)),
-        ts_ns=_int_column(to_int64_ns(ts_dec, unit)),
+        ts_ns=ts_ns,
+        ts_state=ts_state,
         dur_ns=_int_column(to_int64_ns(dur_dec, unit)),
         ints={k: _int_column(v) for k, v in ints.items()},
         texts=texts,
         max_abs_ts=str(max_ts or 0),
         fractional=fractional,
+        skipped=skipped,
+        dropped=dropped,
     )
 
 
@@ -524,8 +730,14 @@ def _int_column(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     return _arrow.values(arr), _arrow.valid(arr)
 
 
-def _no_stats() -> dict:
-    return {"events_seen": 0, "max_abs_ts": "0", "fractional": False, "dropped_no_time": 0}
+def _no_stats(skipped: Optional[dict] = None, dropped: Optional[dict] = None) -> dict:
+    return {
+        "events_seen": 0,
+        "max_abs_ts": "0",
+        "fractional": False,
+        "skipped": {k: v for k, v in (skipped or {}).items() if v},
+        "values_dropped": {k: v for k, v in (dropped or {}).items() if v},
+    }
 
 
 # The args keys kept as integers (INT_ARGS, shared with the C scanner) / as text (names of _Args fields).
@@ -544,25 +756,46 @@ def assemble(
     cat: Strings,
     name: Strings,
     ts_ns: Ints,
+    ts_state: np.ndarray,
     dur_ns: Ints,
     ints: dict[str, Ints],
     texts: dict[str, Strings],
     max_abs_ts: str,
     fractional: bool,
+    skipped: Optional[dict] = None,
+    dropped: Optional[dict] = None,
 ) -> tuple[pa.RecordBatch, dict]:
     """The EVENT_SCHEMA batch and stats of `seen` decoded events, from their columns as written: ph, cat,
-    name and the TEXT_ARGS `texts` as Strings; ts/dur in int64 ns (absent: no usable time); `ints` the
-    int64 columns of pid, tid, flow (the event's id) and INT_ARGS. Shared by the msgspec decoder and the
-    C scanner (_fast.py), so both apply the same rules. numpy only: no pyarrow call here imports pandas."""
+    name and the TEXT_ARGS `texts` as Strings; ts/dur in int64 ns (absent: no usable time), with each
+    ts's TIME_* state; `ints` the int64 columns of pid, tid, flow (the event's id) and INT_ARGS;
+    `skipped` / `dropped`: counts already made by the caller (items that are not events, values
+    dropped). Shared by the msgspec decoder and the C scanner (_fast.py), so both apply the same rules.
+    numpy only: no pyarrow call here imports pandas.
+
+    An event of a kept category is skipped, and counted by reason (metadata events are not counted),
+    when its ts is missing, not a number or out of range (it cannot be placed), and when it is device
+    activity (kernel, memcpy, memset) with a negative dur (an interval that ends before it starts: the
+    busy time and every gap around it would be wrong)."""
     cat = _normalise_cats(cat)
     is_flow = _in(ph, ("s", "f"))
     is_meta = _in(ph, ("M",))
     is_memory = _in(name, (MEMORY_NAME,))
     keep = _in(cat, KEEP_CATS) | is_flow | (is_meta & _in(name, META_NAMES)) | (_in(ph, ("i",)) & is_memory)
-    # An event without a usable time (missing, not a number, out of range) cannot be placed: drop it.
-    timed = keep & ts_ns[1]
-    kept_any = int(np.count_nonzero(keep))
-    dropped_no_time = kept_any - int(np.count_nonzero(timed))
+    # An event without a usable time (missing, not a number, out of range) cannot be placed: skip it.
+    # Metadata events (process/thread names) need no time in the Chrome trace format and often have
+    # none (tracekit's own annotate writes none): they are dropped without being counted.
+    timed = keep & (ts_state == TIME_OK)
+    counts = collections.Counter(skipped or {})
+    if int(np.count_nonzero(timed)) != int(np.count_nonzero(keep)):
+        untimed = keep & ~is_meta
+        for state, reason in _TIME_SKIPS.items():
+            counts[reason] += int(np.count_nonzero(untimed & (ts_state == state)))
+    negative = timed & dur_ns[1] & (dur_ns[0] < 0)
+    if negative.any():
+        negative &= _in(cat, DEVICE_ACTIVITY_CATS)
+        counts[SKIP_NEGATIVE_DUR] += int(np.count_nonzero(negative))
+        timed &= ~negative
+    n_timed = int(np.count_nonzero(timed))
 
     pid, tid = ints["pid"], ints["tid"]
     device_side = _in(cat, DEVICE_SIDE_CATS)
@@ -606,15 +839,11 @@ def assemble(
         "total_allocated": ints["total_allocated"],
         "total_reserved": ints["total_reserved"],
     }
-    rows = None if kept_any - dropped_no_time == seen else np.flatnonzero(timed)
+    rows = None if n_timed == seen else np.flatnonzero(timed)
     arrays = [_to_arrow(columns[f.name], f.type, rows) for f in EVENT_SCHEMA]
     batch = pa.RecordBatch.from_arrays(arrays, schema=EVENT_SCHEMA)
-    stats = {
-        "events_seen": seen,
-        "max_abs_ts": max_abs_ts,
-        "fractional": fractional,
-        "dropped_no_time": dropped_no_time,
-    }
+    stats = _no_stats(counts, dropped)
+    stats.update(events_seen=seen, max_abs_ts=max_abs_ts, fractional=fractional)
     return batch, stats
 
 
@@ -694,7 +923,8 @@ def _normalise_cats(cat: Strings) -> Strings:
     return remap[codes], new_uniques
 
 
-_INT_RE = re.compile(r"\s*(-?(?:0[xX][0-9a-fA-F]+|\d+))\s*$")
+# An integer in a string: decimal or hex, after an optional word ("stream 7"); the whole string.
+_INT_RE = re.compile(r"\s*(?:[A-Za-z][A-Za-z_]*\s+)?(-?(?:0[xX][0-9a-fA-F]+|\d+))\s*$")
 
 
 def _ints(values: tuple | list) -> pa.Array:
@@ -714,14 +944,14 @@ def _as_int(v: Any) -> int | None:
     if isinstance(v, int):
         return v if -(2**63) <= v < 2**63 else None
     if isinstance(v, str):
-        m = _INT_RE.search(v)
-        if m is None:
+        m = _INT_RE.match(v)
+        if m is None:  # a float's text ("7.0", "1e3"), or not a number
             try:
                 d = decimal.Decimal(v)
-            except (decimal.InvalidOperation, ValueError):
-                return None
-            if d.is_finite() and d == d.to_integral_value() and abs(d) < 2**63:
-                return int(d)
+                if d.is_finite() and d.copy_abs() < 2**63 and d == d.to_integral_value():
+                    return int(d)
+            except (decimal.DecimalException, ValueError):
+                pass
             return None
         text = m.group(1)
         n = int(text, 16) if "x" in text.lower() else int(text)
@@ -729,17 +959,19 @@ def _as_int(v: Any) -> int | None:
     return None
 
 
-def _times(values: list) -> pa.Array:
-    """ts/dur values as written (JSON ints, or floats as their decimal text) → decimal128(38, 3), exactly
-    (values with more than three decimals are rounded half to even). Non-numbers become null."""
+def _times(values: tuple | list) -> tuple[pa.Array, np.ndarray]:
+    """ts/dur values as decoded (JSON ints, or floats as their decimal text) → decimal128(38, 3), exactly
+    (values with more than three decimals are rounded half to even), and each value's TIME_* state.
+    Non-numbers become null: `time_value` is the rule per value; Arrow's casts are its fast cases."""
     try:
-        return pa.array(values, pa.int64()).cast(US)
+        arr = pa.array(values, pa.int64()).cast(US)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-        pass
-    try:
-        return pa.array(values, pa.string()).cast(US)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-        return _times_slow(values)
+        try:
+            arr = pa.array(values, pa.string()).cast(US)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+            return _times_slow(values)
+    # Both casts either take every value or fail: a null is a missing value.
+    return arr, np.where(_arrow.valid(arr), TIME_OK, TIME_MISSING).astype(np.int8)
 
 
 def to_int64_ns(value: pa.Array, unit: str) -> pa.Array:
@@ -765,24 +997,45 @@ def to_int64_ns(value: pa.Array, unit: str) -> pa.Array:
     return pa.array(words[2 * value.offset :: 2], pa.int64(), mask=~fits_np)
 
 
-def _times_slow(values: list) -> pa.Array:
+def _times_slow(values: tuple | list) -> tuple[pa.Array, np.ndarray]:
     out: list[decimal.Decimal | None] = []
-    ctx = decimal.Context(prec=60, rounding=decimal.ROUND_HALF_EVEN)
-    limit = decimal.Decimal(10) ** 34
-    for v in values:
-        if v is None or isinstance(v, bool) or not isinstance(v, (int, str)):
-            out.append(None)
-            continue
-        try:
-            d = ctx.create_decimal(v) if isinstance(v, str) else decimal.Decimal(v)
-        except (decimal.InvalidOperation, ValueError):
-            out.append(None)
-            continue
-        if not d.is_finite() or abs(d) >= limit:
-            out.append(None)
-            continue
-        out.append(d.quantize(_MILLI, context=ctx))
-    return pa.array(out, US)
+    state = np.empty(len(values), np.int8)
+    for i, v in enumerate(values):
+        d, state[i] = time_value(v)
+        out.append(d)
+    return pa.array(out, US), state
 
 
 _MILLI = decimal.Decimal("0.001")
+_TIME_CONTEXT = decimal.Context(prec=60, rounding=decimal.ROUND_HALF_EVEN)
+_TIME_LIMIT = decimal.Decimal(10) ** 34  # decimal128(38, 3) holds less than 10**35
+
+
+def time_value(v: Any) -> tuple[Optional[decimal.Decimal], int]:
+    """One ts/dur value as decoded (an int; a str: a float's text, or a JSON string) → (its value rounded
+    half to even to three decimals, TIME_OK), or (None, why not). A string holding a number is read as
+    that number (as Perfetto does); any other string, true/false, an array or an object is not a number;
+    NaN is not a number, Infinity and values of 10**34 or more are out of range."""
+    if v is None:
+        return None, TIME_MISSING
+    if isinstance(v, bool) or not isinstance(v, (int, str)):
+        return None, TIME_NOT_NUMBER
+    try:
+        d = _TIME_CONTEXT.create_decimal(v) if isinstance(v, str) else decimal.Decimal(v)
+    except decimal.Overflow:  # an exponent beyond Decimal's (1e9999999999)
+        return None, TIME_OUT_OF_RANGE
+    except (decimal.DecimalException, ValueError):
+        return None, TIME_NOT_NUMBER
+    if d.is_nan():
+        return None, TIME_NOT_NUMBER
+    if not d.is_finite() or d.copy_abs() >= _TIME_LIMIT:
+        return None, TIME_OUT_OF_RANGE
+    return d.quantize(_MILLI, context=_TIME_CONTEXT), TIME_OK
+
+
+def time_ns(d: decimal.Decimal, unit: str) -> Optional[int]:
+    """A time_value in `unit` → int64 ns (as `to_int64_ns` converts a column), None beyond int64."""
+    ns = (
+        int(d.to_integral_value(decimal.ROUND_HALF_EVEN)) if unit == "ns" else int(d.scaleb(3, _TIME_CONTEXT))
+    )
+    return ns if -(2**63) <= ns < 2**63 else None

@@ -1,10 +1,15 @@
 """The optional C decoder: `tracekit/parse/_fastscan.c` scans a JSON array of events into columns directly.
 
 `decode(data, unit)` returns what `_decode.decode_events` returns, or None when the scanner declined
-the input (a value of an unexpected type, an escaped key, invalid JSON, ...): the caller then decodes it
-with msgspec, which handles every case and produces the precise errors. Both paths build the batch with
-`_decode.assemble`, so the same rules apply. Without the compiled extension (a failed build), or with
-TRACEKIT_DECODER=msgspec, `decode` always returns None.
+the input (not valid JSON, or JSON its validator is stricter about than msgspec): the caller then
+decodes it with msgspec, which handles every case and produces the precise errors. Odd values and odd
+events do not decline the whole input: a number the scanner does not read itself (an exponent, more
+digits than it takes) comes back as text and is converted here by the msgspec path's own rules
+(`_decode.time_value`, `_decode._as_int`), and an event it does not take (a non-string name, args that
+are not an object, an escaped key, ...) comes back as a byte range that is decoded here with msgspec
+(`_decode.decode_items`) into its row. Both paths build the batch with `_decode.assemble`, so the same
+rules apply. Without the compiled extension (a failed build), or with TRACEKIT_DECODER=msgspec,
+`decode` always returns None.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import decimal
 import os
 from typing import Optional
 
+import msgspec
 import numpy as np
 import pyarrow as pa
 
@@ -55,12 +61,22 @@ def decode(
     out = scan(data, start, stop, bare)
     if out is None:
         return None
-    n, ints_buf, valid_buf, codes_buf, uniques = out
-    if n == 0:
-        return _decode._empty(), _decode._no_stats()
+    n, ints_buf, valid_buf, codes_buf, uniques, declined = out
     ints = np.frombuffer(ints_buf, np.int64).reshape(len(INT_FIELDS), n)
     valid = np.frombuffer(valid_buf, np.uint8).reshape(len(INT_FIELDS), n)
     codes = np.frombuffer(codes_buf, np.int32).reshape(len(STR_FIELDS), n)
+    skipped: dict = {}
+    dropped: dict = {}
+    if declined:
+        filled = _fill_declined(
+            data, np.frombuffer(declined, np.int64).reshape(-1, 3), ints, valid, codes, uniques
+        )
+        if filled is None:
+            return None
+        ints, valid, codes, skipped, dropped = filled
+        n = ints.shape[1]
+    if n == 0:
+        return _decode._empty(), _decode._no_stats(skipped, dropped)
     coerced = None
 
     def int_col(i: int) -> tuple[np.ndarray, np.ndarray]:
@@ -69,7 +85,8 @@ def decode(
         texts = v == 2
         if not texts.any():
             return ints[i], v == 1
-        # Strings where an integer is kept ("Spans", "0x0", "stream 7"): the msgspec path's coercion.
+        # Strings (and number texts) where an integer is kept ("Spans", "0x0", "stream 7", 1.0, 1e3):
+        # the msgspec path's coercion.
         if coerced is None:
             as_int = [_decode._as_int(t) for t in uniques[-1]]
             coerced = (
@@ -83,20 +100,42 @@ def decode(
         return values, ok
 
     fields = {f: i for i, f in enumerate(INT_FIELDS)}
-    ts, dur = ints[fields["ts"]], ints[fields["dur"]]
-    ts_ok, dur_ok = valid[fields["ts"]] == 1, valid[fields["dur"]] == 1
-    # The scanner gives value × 1000 exactly (at most three decimals, |value × 1000| < 2**63).
+    ts, ts_valid = ints[fields["ts"]], valid[fields["ts"]]
+    dur, dur_valid = ints[fields["dur"]], valid[fields["dur"]]
+    ts_ok, dur_ok = ts_valid == 1, dur_valid == 1
+    # The scanner gives value × 1000 rounded half to even (|value × 1000| < 2**63); times it handed over
+    # as text are converted value by value.
     max_milli = int(np.abs(ts[ts_ok]).max()) if ts_ok.any() else 0
-    max_abs_ts = str(decimal.Decimal(max_milli).scaleb(-3)) if max_milli else "0"
+    max_abs_ts = decimal.Decimal(max_milli).scaleb(-3)
     fractional = bool((ts[ts_ok] % 1000).any() or (dur[dur_ok] % 1000).any())
+    ts_ns, dur_ns = _to_ns(ts, unit), _to_ns(dur, unit)
+    ts_state = _STATE[ts_valid]
+    if (ts_valid == 2).any() or (dur_valid == 2).any():
+        texts = _time_texts(ts, ts_valid, dur, dur_valid, uniques[-1], unit)
+        ts_ns, dur_ns = np.array(ts_ns), np.array(dur_ns)  # writable copies
+        for col, col_valid, ns, ok, is_ts in (
+            (ts, ts_valid, ts_ns, ts_ok, True),
+            (dur, dur_valid, dur_ns, dur_ok, False),
+        ):
+            at = np.flatnonzero(col_valid == 2)
+            for row in at:
+                d, state, value = texts[col[row]]
+                ns[row], ok[row] = (value, True) if value is not None else (0, False)
+                if is_ts:
+                    ts_state[row] = state
+                    if d is not None:
+                        max_abs_ts = max(max_abs_ts, d.copy_abs())
+                if d is not None and d != d.to_integral_value():
+                    fractional = True
     strings = {f: (codes[i], uniques[i]) for i, f in enumerate(STR_FIELDS)}
     return _decode.assemble(
         n,
         ph=strings["ph"],
         cat=strings["cat"],
         name=strings["name"],
-        ts_ns=(_to_ns(ts, unit), ts_ok),
-        dur_ns=(_to_ns(dur, unit), dur_ok),
+        ts_ns=(ts_ns, ts_ok),
+        ts_state=ts_state,
+        dur_ns=(dur_ns, dur_ok),
         ints={f: int_col(fields[f]) for f in ("pid", "tid", "flow", *_decode.INT_ARGS)},
         texts={
             "sync_kind": strings["sync_kind"],
@@ -104,9 +143,100 @@ def decode(
             "pg_ranks": strings["pg_ranks"],
             "name": strings["name_arg"],
         },
-        max_abs_ts=max_abs_ts,
+        max_abs_ts=str(max_abs_ts) if max_abs_ts else "0",
         fractional=fractional,
+        skipped=skipped,
+        dropped=dropped,
     )
+
+
+# TIME_* state by the scanner's valid code: 0 null or missing, 1 a number, 2 text (its state is set per
+# value), 3 true/false/an array/an object.
+_STATE = np.array([_decode.TIME_MISSING, _decode.TIME_OK, _decode.TIME_OK, _decode.TIME_NOT_NUMBER], np.int8)
+
+
+def _time_texts(ts, ts_valid, dur, dur_valid, texts: list, unit: str) -> dict:
+    """{text code: (Decimal or None, TIME_* state, ns or None)} for the times the scanner handed over."""
+    out = {}
+    for code in np.unique(np.concatenate([ts[ts_valid == 2], dur[dur_valid == 2]])):
+        d, state = _decode.time_value(texts[code])
+        ns = _decode.time_ns(d, unit) if d is not None else None
+        if d is not None and ns is None:
+            state = _decode.TIME_OUT_OF_RANGE
+        out[code] = (d, state, ns)
+    return out
+
+
+def _fill_declined(data, spans: np.ndarray, ints, valid, codes, uniques: list) -> Optional[tuple]:
+    """Decode the events the scanner declined (rows left empty) with msgspec and fill their rows: the
+    values as the msgspec path reads them, strings as their text, times as text for `decode` to convert.
+    Items that are not events are removed. Returns (ints, valid, codes, skipped, dropped) or None when an
+    item is not valid JSON (the caller decodes the whole range with msgspec, for its error message)."""
+    try:
+        events, dropped = _decode.decode_items([bytes(data[a:b]) for _, a, b in spans])
+    except msgspec.DecodeError:
+        return None
+    ints, valid, codes = ints.copy(), valid.copy(), codes.copy()
+    lookup: list[Optional[dict]] = [None] * len(uniques)
+
+    def code_of(col: int, text: str) -> int:
+        if lookup[col] is None:
+            lookup[col] = {t: i for i, t in enumerate(uniques[col])}
+        table = lookup[col]
+        if text not in table:
+            table[text] = len(uniques[col])
+            uniques[col].append(text)
+        return table[text]
+
+    junk = []
+    times = {INT_FIELDS.index("ts"), INT_FIELDS.index("dur")}
+    for (row, _, _), event in zip(spans, events):
+        if event is _decode.NOT_EVENT:
+            junk.append(row)
+            continue
+        args = event.args if event.args is not None else _decode._EMPTY_ARGS
+        cells = {"ph": event.ph, "cat": event.cat, "name": event.name, "pid": event.pid, "tid": event.tid,
+                 "ts": event.ts, "dur": event.dur, "flow": event.id, "name_arg": args.name}  # fmt: skip
+        for i, f in enumerate(STR_FIELDS):
+            text = _decode._as_text(cells[f] if f in cells else getattr(args, f))
+            codes[i, row] = -1 if text is None else code_of(i, text)
+        for i, f in enumerate(INT_FIELDS):
+            v = cells[f] if f in cells else getattr(args, f)
+            if i in times:
+                if v is None:
+                    ints[i, row], valid[i, row] = 0, 0
+                elif isinstance(v, bool) or not isinstance(v, (int, str)):
+                    ints[i, row], valid[i, row] = 0, 3
+                else:
+                    ints[i, row], valid[i, row] = (
+                        code_of(len(STR_FIELDS), v if isinstance(v, str) else str(v)),
+                        2,
+                    )
+            else:
+                x = _decode._as_int(v)
+                ints[i, row], valid[i, row] = (0, 0) if x is None else (x, 1)
+    skipped = {}
+    if junk:
+        keep = np.ones(ints.shape[1], bool)
+        keep[junk] = False
+        ints, valid, codes = ints[:, keep], valid[:, keep], codes[:, keep]
+        skipped[_decode.SKIP_NOT_EVENT] = len(junk)
+    # The string columns' dictionaries in first-seen order of the rows (as the msgspec path builds
+    # them), without the strings of fields a declined event's msgspec decode did not keep.
+    for i in range(len(STR_FIELDS)):
+        codes[i], uniques[i] = _first_seen(codes[i], uniques[i])
+    return ints, valid, codes, skipped, dict(dropped)
+
+
+def _first_seen(codes: np.ndarray, uniques: list) -> tuple[np.ndarray, list]:
+    present = codes >= 0
+    if not present.any():
+        return codes, []
+    used, first = np.unique(codes[present], return_index=True)
+    order = used[np.argsort(first)]
+    remap = np.full(len(uniques) + 1, -1, np.int32)  # the last entry maps null (-1) to itself
+    remap[order] = np.arange(len(order), dtype=np.int32)
+    return remap[codes], [uniques[c] for c in order]
 
 
 def _to_ns(milli: np.ndarray, unit: str) -> np.ndarray:

@@ -28,6 +28,7 @@ import mmap
 import multiprocessing
 import os
 import re
+import warnings
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
@@ -54,6 +55,7 @@ from tracekit.errors import (
     ParseAbortedError,
     TraceFormatError,
     TracekitError,
+    TraceWarning,
 )
 from tracekit.parse import decode as _decode
 from tracekit.parse import fast as _fast
@@ -95,11 +97,12 @@ def parse_paths(paths: list[Path], *, salvage: bool = False, progress: Optional[
     )
     check_rank_files(traces)
     events = pa.concat_tables(tables) if tables else SCHEMA.empty_table()
-    _require_events(events.num_rows, files)
+    _require_events(events.num_rows, files, traces)
     table = pa.concat_tables([events, derive_rows(events)])
     meta = {"sources": sources, "traces": traces, "manifest": find_manifest(paths)}
     if failed:
         meta["failed"] = failed
+    _warn_losses(traces)
     return Capture(table=table, meta=meta)
 
 
@@ -157,7 +160,7 @@ def parse_files_to(
     plans: dict = {}  # survives a restart: which files need the slow path or the ns unit
     while True:
         try:
-            return _stream_once(
+            capture = _stream_once(
                 files,
                 output,
                 force=force,
@@ -171,6 +174,8 @@ def parse_files_to(
             )
         except _Restart:
             continue  # a file needs its slow path or another unit: the output so far is discarded
+        _warn_losses(capture.traces)
+        return capture
 
 
 def _stream_once(
@@ -207,7 +212,7 @@ def _stream_once(
             parallel=parallel,
         )
         check_rank_files(traces)
-        _require_events(rows, files)
+        _require_events(rows, files, traces)
         derived = write_derived_rows(pa.concat_tables(kept), writer.write, helper=parallel)
         writer.meta = {"sources": sources, "traces": traces, "manifest": manifest}
         if failed:
@@ -338,10 +343,35 @@ class _Restart(Exception):
     """Internal: a streamed parse must start over (a file needs the slow path or another unit)."""
 
 
-def _require_events(n: int, files: list[tuple[Path, str]]) -> None:
+def _require_events(n: int, files: list[tuple[Path, str]], traces: list[dict]) -> None:
     if n == 0:
         names = ", ".join(str(p) for p, _ in files)
+        losses = [(t["source"], loss) for t in traces if (loss := losses_line(t))]
+        if losses:
+            said = losses[0][1] if len(traces) == 1 else "; ".join(f"{src}: {loss}" for src, loss in losses)
+            raise TraceFormatError(f"{names}: no usable profiler events ({said})")
         raise TraceFormatError(f"{names}: no profiler events in the trace; nothing to parse")
+
+
+def losses_line(trace: dict) -> Optional[str]:
+    """What a trace entry says was skipped or dropped, in one phrase ("skipped 2 events: 1 ts not a
+    number, 1 ts out of range"), or None when nothing was."""
+    parts = []
+    for key, verb, noun in (("skipped_events", "skipped", "event"), ("dropped_values", "dropped", "value")):
+        counts = trace.get(key) or {}
+        total = sum(counts.values())
+        if total:
+            reasons = ", ".join(f"{n:,} {why}" for why, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+            parts.append(f"{verb} {total:,} {noun}{'s' * (total != 1)}: {reasons}")
+    return "; ".join(parts) or None
+
+
+def _warn_losses(traces: list[dict]) -> None:
+    """A TraceWarning per trace that lost events or values to bad input (the counts are in its entry)."""
+    for t in traces:
+        loss = losses_line(t)
+        if loss:
+            warnings.warn(f"{t['source']}: {loss}", TraceWarning, stacklevel=3)
 
 
 def _parse_files(
@@ -535,11 +565,12 @@ def _parse_one(
 
     With `borrow`, the event tables passed to `sink` may live in shared memory that is reused once the
     sink returns: the sink must be done with them by then (a streaming writer is)."""
-    buf, gz_truncated = _decode.read_trace_bytes(path)
+    buf, gz_damage = _decode.read_trace_bytes(path)
     size = len(buf)
     if progress:
         progress(display, 0, size)
-    located = _decode.locate_events(buf) if plan["fast"] and not gz_truncated else None
+    located = _decode.locate_events(buf) if plan["fast"] and not gz_damage else None
+    stats_all = _decode._no_stats()
     dropped_bytes = 0
     if located is not None:
         metadata, start, end = located
@@ -547,12 +578,13 @@ def _parse_one(
         source = buf
     else:
         # One validating decode of the whole file: exact errors, truncation and --salvage.
-        doc = _decode.split_document(buf, path, salvage=salvage, gz_truncated=gz_truncated)
+        doc = _decode.split_document(buf, path, salvage=salvage, gz_damage=gz_damage)
         metadata, dropped_bytes = doc.metadata, doc.dropped_bytes
+        if doc.deep_values:
+            stats_all["values_dropped"][_decode.DROP_TOO_DEEP] = doc.deep_values
         source = doc.events
         ranges = [(1, len(doc.events) - 1)]
     rank = rank_of(metadata, display)
-    stats_all = {"events_seen": 0, "max_abs_ts": "0", "fractional": False, "dropped_no_time": 0}
     rows = 0
     done = 0
     span = _HostSpan()
@@ -594,9 +626,15 @@ def _parse_one(
         "time_unit": unit,
         "events": rows,
         "events_in_file": stats_all["events_seen"],
-        "dropped_events_without_time": stats_all["dropped_no_time"],
+        "dropped_events_without_time": sum(
+            stats_all["skipped"].get(r, 0)
+            for r in (_decode.SKIP_TS_MISSING, _decode.SKIP_TS_NOT_NUMBER, _decode.SKIP_TS_OUT_OF_RANGE)
+        ),
+        "skipped_events": dict(sorted(stats_all["skipped"].items())),
+        "dropped_values": dict(sorted(stats_all["values_dropped"].items())),
         "salvaged_dropped_bytes": dropped_bytes if salvage else None,
         "host_span_ns": span.value(),
+        "gzip_damage": gz_damage,
         "metadata": metadata,
     }
 
@@ -627,7 +665,9 @@ class _HostSpan:
 
 def _merge_stats(into: dict, stats: dict) -> None:
     into["events_seen"] += stats["events_seen"]
-    into["dropped_no_time"] += stats["dropped_no_time"]
+    for key in ("skipped", "values_dropped"):
+        for reason, n in stats[key].items():
+            into[key][reason] = into[key].get(reason, 0) + n
     into["fractional"] = into["fractional"] or stats["fractional"]
     if decimal.Decimal(stats["max_abs_ts"]) > decimal.Decimal(into["max_abs_ts"]):
         into["max_abs_ts"] = stats["max_abs_ts"]
