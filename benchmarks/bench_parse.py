@@ -4,6 +4,12 @@
     python benchmarks/bench_parse.py benchmarks/data/large.pt.trace.json \
         [--hta-python /tmp/htavenv/bin/python] [--repeat 3]
 
+With several traces (e.g. the clean trace and its --float-noise form), the runs alternate between them
+(A, B, A, B, ...), so that the load of a shared machine falls on both alike, and the ratio of each
+trace's median wall time to the first one's is printed. --source DIR runs another checkout's tracekit
+(its C extension built in place) with this interpreter, for A/B comparisons of two versions; then the
+runs alternate between this checkout and DIR for every trace.
+
 Each tool runs as its own process. Peak memory is sampled every 20 ms from /proc over the process and
 all its descendants (tracekit decodes in forked worker processes): the sum of their PSS (shared pages
 split between the processes sharing them) and, for reference, the sum of their RSS (shared pages counted
@@ -33,6 +39,16 @@ t = time.perf_counter()
 analysis = TraceAnalysis(trace_dir=sys.argv[1])
 n = sum(len(analysis.t.get_trace(r)) for r in analysis.t.get_ranks())
 print(f"hta loaded {n} events in {time.perf_counter() - t:.1f} s")
+"""
+
+
+# Which decoder a checkout's tracekit uses (tracekit.parse.fast; tracekit._fast before the layout change).
+DECODER_NAME = """
+try:
+    from tracekit.parse import fast
+except ImportError:
+    from tracekit import _fast as fast
+print(fast.decoder_name())
 """
 
 
@@ -74,7 +90,11 @@ def _pss(pid: int) -> int:
 
 
 def measure(
-    cmd: list[str], env: dict | None = None, timeout: float | None = None, sample: bool = True
+    cmd: list[str],
+    env: dict | None = None,
+    timeout: float | None = None,
+    sample: bool = True,
+    cwd: Path | None = None,
 ) -> dict:
     """Run `cmd`; its wall time, peak process-tree memory (summed RSS and PSS; with `sample`) and output.
 
@@ -82,7 +102,9 @@ def measure(
     page tables (a 1 GB mapping each): on two cores that slows the measured run by ~15 %, so timing
     runs are made without it."""
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=cwd
+    )
     peak_rss = peak_pss = 0
     if not sample:
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -114,54 +136,79 @@ def measure(
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("trace", type=Path, help="a large trace (see gen_large_trace.py)")
+    ap.add_argument("traces", type=Path, nargs="+", help="large traces (see gen_large_trace.py)")
     ap.add_argument("--hta-python", help="an interpreter with holistictraceanalysis installed")
     ap.add_argument("--hta-timeout", type=float, default=1800, help="seconds before HTA is stopped")
-    ap.add_argument("--repeat", type=int, default=1, help="runs of tracekit (the best is reported)")
+    ap.add_argument("--repeat", type=int, default=1, help="runs of tracekit per trace (all are printed)")
+    ap.add_argument("--source", type=Path, help="also run the tracekit of this checkout, alternately")
     args = ap.parse_args(argv)
 
-    size = args.trace.stat().st_size
-    print(
-        f"trace: {args.trace} ({size / 2**20:.0f} MiB), {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}"
-    )
-    decoder = subprocess.run(
-        [sys.executable, "-c", "from tracekit.parse import fast; print(fast.decoder_name())"],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    ).stdout.strip()
-    print(f"decoder: {decoder} (TRACEKIT_DECODER=msgspec forces msgspec)")
+    print(f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
+    roots = [ROOT] + ([args.source.resolve()] if args.source else [])
+    for root in roots:
+        decoder = subprocess.run(
+            [sys.executable, "-c", DECODER_NAME],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(root)},
+            cwd=root,  # `python -c` and `-m` put the working directory first on sys.path
+        ).stdout.strip()
+        print(f"{root}: decoder {decoder} (TRACEKIT_DECODER=msgspec forces msgspec)")
+    cases = [(trace, root) for trace in args.traces for root in roots]
+    for trace in args.traces:
+        print(f"trace: {trace} ({trace.stat().st_size / 2**20:.0f} MiB)")
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "capture.parquet"
-        cmd = [sys.executable, "-m", "tracekit", "parse", str(args.trace), "-o", str(out), "--force"]
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        runs = []
+
+        def command(trace: Path, root: Path) -> dict:
+            cmd = [sys.executable, "-m", "tracekit", "parse", str(trace.resolve()), "-o", str(out), "--force"]
+            return {"cmd": cmd, "env": {**os.environ, "PYTHONPATH": str(root)}, "cwd": root}
+
+        runs: dict = {case: [] for case in cases}
         for _ in range(args.repeat):
-            before = _children_cpu()
-            r = measure(cmd, env, sample=False)
-            r["cpu_s"] = _children_cpu() - before
-            if r["rc"] != 0:
-                print(r["output"])
-                return 1
-            runs.append(r)
-        best = min(runs, key=lambda r: r["wall_s"])
-        memory = measure(cmd, env)  # one more run, sampled, for the peak memory
-        print(
-            f"tracekit parse: {best['wall_s']:.1f} s wall, {best['cpu_s']:.1f} s CPU, peak memory "
-            f"{_gib(memory['peak_pss'])} PSS ({_gib(memory['peak_rss'])} summed RSS, in a sampled run), "
-            f"{out.stat().st_size / 2**20:.0f} MiB Parquet"
-        )
-        print(f"  ({best['output']})")
-        if len(runs) > 1:
-            walls = sorted(r["wall_s"] for r in runs)
+            for case in cases:  # alternate: one run of each case per round
+                before = _children_cpu()
+                r = measure(**command(*case), sample=False)
+                r["cpu_s"] = _children_cpu() - before
+                if r["rc"] != 0:
+                    print(r["output"])
+                    return 1
+                runs[case].append(r)
+        medians = {}
+        for case in cases:
+            trace, root = case
+            best = min(runs[case], key=lambda r: r["wall_s"])
+            memory = measure(**command(*case))  # one more run, sampled, for the peak memory
+            label = trace.name + (f" [{root}]" if len(roots) > 1 else "")
             print(
-                f"  all {len(runs)} runs: wall {', '.join(f'{w:.1f}' for w in walls)} s "
-                f"(median {walls[len(walls) // 2]:.1f} s); load after: {os.getloadavg()[0]:.1f}"
+                f"tracekit parse {label}: {best['wall_s']:.1f} s wall, {best['cpu_s']:.1f} s CPU, "
+                f"peak memory {_gib(memory['peak_pss'])} PSS ({_gib(memory['peak_rss'])} summed RSS, "
+                f"in a sampled run), {out.stat().st_size / 2**20:.0f} MiB Parquet"
             )
+            print(f"  ({best['output'].splitlines()[-1]})")
+            walls = sorted(r["wall_s"] for r in runs[case])
+            medians[case] = walls[len(walls) // 2]
+            cpus = sorted(r["cpu_s"] for r in runs[case])
+            print(
+                f"  all {len(walls)} runs: wall {', '.join(f'{w:.1f}' for w in walls)} s "
+                f"(median {medians[case]:.1f} s); CPU median {cpus[len(cpus) // 2]:.1f} s"
+            )
+        print(f"load after: {os.getloadavg()[0]:.1f}")
+        if len(cases) > 1:
+            first = cases[0]
+            for case in cases[1:]:
+                print(
+                    f"median wall {case[0].name}{f' [{case[1]}]' if len(roots) > 1 else ''} / "
+                    f"{first[0].name}{f' [{first[1]}]' if len(roots) > 1 else ''}: "
+                    f"{medians[case] / medians[first]:.2f}x"
+                )
         if args.hta_python:
+            trace = args.traces[0]
+            best = min(runs[cases[0]], key=lambda r: r["wall_s"])
+            memory = measure(**command(*cases[0]))
             trace_dir = Path(tmp) / "hta"
             trace_dir.mkdir()
-            (trace_dir / args.trace.name).symlink_to(args.trace.resolve())
+            (trace_dir / trace.name).symlink_to(trace.resolve())
             before = _children_cpu()
             h = measure([args.hta_python, "-c", HTA_SCRIPT, str(trace_dir)], timeout=args.hta_timeout)
             h["cpu_s"] = _children_cpu() - before

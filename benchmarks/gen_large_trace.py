@@ -1,11 +1,20 @@
 """Make a large Kineto trace by repeating a real capture with shifted timestamps and ids.
 
     python benchmarks/gen_large_trace.py --size-mb 1024 -o benchmarks/data/large.pt.trace.json
+    python benchmarks/gen_large_trace.py --size-mb 1024 --float-noise 0.01 \
+        -o benchmarks/data/noisy.pt.trace.json
 
 Copy k of the source's events is shifted by k × (the source's time span + 1 ms) and its ids
 (External id, correlation, flow id, Python id/parent id, Ev Idx) by k × (the largest id + 1);
 ``ProfilerStep#N`` becomes ``ProfilerStep#(N + k × steps)``. Metadata events (ph M) are written once.
 Times keep Kineto's format: µs with three decimals, exact (integer ns arithmetic on the text).
+
+With ``--float-noise F``, a fraction F of the ``ts`` values (picked at random, seeded) is written the way
+a script that shifts a trace with floats writes it (trace merging and trimming tools): the source time
+and the shift added as doubles and printed with ``repr``, e.g. ``5128440295499.2295``. At these
+magnitudes (~5e12 µs) a double's step is ~0.001 µs, so ``repr`` needs four decimals for about half
+of the sums; when it would print three, the next double up is taken, so every picked value has float
+noise (and is within ~1 ns of the exact time).
 """
 
 from __future__ import annotations
@@ -13,6 +22,8 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import math
+import random
 import re
 import sys
 from pathlib import Path
@@ -90,14 +101,20 @@ def compile_event(ev: bytes) -> list:
     return parts
 
 
-def render(parts: list, dt: int, di: int, ds: int) -> bytes:
-    """One event's text with its times shifted by dt ns, ids by di and step numbers by ds."""
+def render(
+    parts: list, dt: int, di: int, ds: int, noise: float = 0.0, rnd: random.Random | None = None
+) -> bytes:
+    """One event's text with its times shifted by dt ns, ids by di and step numbers by ds; with `noise`,
+    that fraction of its times written with float noise (`noisy`)."""
     piece = []
     for p in parts:
         if type(p) is bytes:
             piece.append(p)
         elif p[0] == "t":
-            piece.append(_us(p[1] + dt))
+            if noise and rnd is not None and rnd.random() < noise:
+                piece.append(noisy(p[1], dt))
+            else:
+                piece.append(_us(p[1] + dt))
         elif p[0] == "i":
             piece.append(b"%d" % (p[1] + di))
         else:
@@ -105,12 +122,32 @@ def render(parts: list, dt: int, di: int, ds: int) -> bytes:
     return b"".join(piece)
 
 
+def noisy(ns: int, dt: int) -> bytes:
+    """The time ns + dt (ns) as a float shift writes it: float(µs text) + dt / 1000, printed by repr, with
+    more than three decimals (the next double up when the sum prints with three or fewer)."""
+    value = float(_us(ns)) + dt / 1000
+    text = repr(value)
+    while len(text.partition(".")[2]) <= 3:
+        value = math.nextafter(value, math.inf)
+        text = repr(value)
+    return text.encode()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--source", type=Path, default=DEFAULT_SOURCE, help="a real trace (.json or .json.gz)")
     ap.add_argument("--size-mb", type=float, default=1024, help="target size of the output, MiB")
     ap.add_argument("-o", "--output", type=Path, required=True)
+    ap.add_argument(
+        "--float-noise",
+        type=float,
+        default=0.0,
+        metavar="F",
+        help="write this fraction of the ts values with float noise (e.g. 0.01), as float shifting tools do",
+    )
+    ap.add_argument("--seed", type=int, default=13, help="random seed of --float-noise")
     args = ap.parse_args(argv)
+    rnd = random.Random(args.seed)
 
     raw = args.source.read_bytes()
     text = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
@@ -134,7 +171,10 @@ def main(argv: list[str] | None = None) -> int:
     with open(args.output, "wb") as out:
         out.write(head)
         for k in range(copies):
-            chunk = [render(parts, k * span_ns, k * id_step, k * step_step) for parts in body]
+            chunk = [
+                render(parts, k * span_ns, k * id_step, k * step_step, args.float_noise, rnd)
+                for parts in body
+            ]
             out.write(b"\n  " if k == 0 else b",\n  ")
             out.write(b",\n  ".join(chunk))
             n_events += len(chunk)
@@ -145,9 +185,10 @@ def main(argv: list[str] | None = None) -> int:
         out.write(b"\n")
         out.write(tail)
     size = args.output.stat().st_size
+    noise = f", {args.float_noise:.1%} of ts values with float noise" if args.float_noise else ""
     print(
         f"wrote {args.output}: {size / 2**20:.0f} MiB, {n_events:,} events, "
-        f"{copies} copies of {args.source.name}"
+        f"{copies} copies of {args.source.name}{noise}"
     )
     return 0
 

@@ -33,6 +33,11 @@ class OutputExistsError(TracekitError):
     """The output path exists and --force was not given."""
 
 
+class OutputWriteError(TracekitError):
+    """The output could not be written (the disk is full, a file-size limit, a read-only file system);
+    nothing half-written is left behind."""
+
+
 class ParseAbortedError(TracekitError):
     """Parsing stopped for a reason outside the trace (a decode worker process died)."""
 

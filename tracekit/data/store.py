@@ -20,6 +20,7 @@ Every access to a file goes through tracekit.data.files, so a capture may live i
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -36,7 +37,7 @@ import pyarrow.parquet as pq
 from tracekit.data import arrow, files
 from tracekit.data.files import Location
 from tracekit.data.schema import METADATA_KEY, SCHEMA, SCHEMA_VERSION, file_metadata, metadata_doc
-from tracekit.errors import CaptureFileError, InputNotFound, OutputExistsError
+from tracekit.errors import CaptureFileError, InputNotFound, OutputExistsError, OutputWriteError
 
 
 # How capture files are encoded (benchmarks/RESULTS.md, "Parquet encoding", has the measurements):
@@ -150,20 +151,41 @@ def check_folder_output(path: Location, force: bool) -> None:
         raise OutputExistsError(f"{path} exists; pass --force to overwrite")
 
 
+# Errors of writing, not of reading: a write that fails with one of these is the output's problem.
+_WRITE_ERRNOS = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EROFS}
+
+
 @contextmanager
 def atomic_path(path: Path) -> Iterator[Path]:
-    """Yield a temporary path beside `path`; rename it over `path` only if the block succeeds."""
+    """Yield a temporary path beside `path`; rename it over `path` only if the block succeeds. The
+    temporary file is removed whatever happens (short of the process being killed), and a write that
+    fails for want of space or permission (ENOSPC, EFBIG, EDQUOT, EROFS) becomes one OutputWriteError."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
+    except OSError as exc:
+        raise write_error(path, exc) from None
     tmp_path = Path(tmp)
     try:
         yield tmp_path
         os.replace(tmp_path, path)
+    except OSError as exc:
+        if exc.errno in _WRITE_ERRNOS:
+            raise write_error(path, exc) from None
+        raise
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
+
+
+def write_error(path: Path, exc: OSError) -> OutputWriteError:
+    """The one-line error for an output that could not be written."""
+    reason = os.strerror(exc.errno) if exc.errno else str(exc)
+    return OutputWriteError(
+        f"cannot write {path} ({reason}); nothing was written: free some space or write it elsewhere"
+    )
 
 
 def write_capture(capture: Capture, path: Path, *, force: bool = False) -> Path:
@@ -180,7 +202,10 @@ def write_capture(capture: Capture, path: Path, *, force: bool = False) -> Path:
     )
     table = capture.table.cast(SCHEMA).replace_schema_metadata(md)
     with atomic_path(path) as tmp:
-        pq.write_table(table, tmp, **PARQUET_OPTIONS)
+        try:
+            pq.write_table(table, tmp, **PARQUET_OPTIONS)
+        except OSError as exc:
+            raise write_error(path, exc) from None
     capture.path = path
     return path
 
@@ -204,8 +229,15 @@ class CaptureWriter:
         self._writer: pq.ParquetWriter | None = None
 
     def __enter__(self) -> CaptureWriter:
-        sink = self._atomic.__enter__()
-        self._writer = pq.ParquetWriter(sink, self._schema, **_parquet_options(self._schema))
+        try:
+            sink = self._atomic.__enter__()
+        except OSError as exc:
+            raise write_error(self.path, exc) from None
+        try:
+            self._writer = pq.ParquetWriter(sink, self._schema, **_parquet_options(self._schema))
+        except OSError as exc:
+            self._atomic.__exit__(type(exc), exc, None)
+            raise write_error(self.path, exc) from None
         return self
 
     def write(self, table: pa.Table) -> None:
@@ -214,23 +246,38 @@ class CaptureWriter:
             table = table.cast(SCHEMA)
             if self._schema is RANK_SCHEMA:
                 table = table.remove_column(_RANK_POSITION)
-            self._writer.write_table(table)
+            try:
+                self._writer.write_table(table)
+            except OSError as exc:  # the disk is full, a file-size limit: whatever the errno
+                raise write_error(self.path, exc) from None
             self.rows += table.num_rows
 
     def __exit__(self, exc_type, exc, tb) -> bool | None:
         assert self._writer is not None
-        if exc_type is None:
-            self._writer.add_key_value_metadata(
-                file_metadata(
-                    sources=self.meta.get("sources", []),
-                    traces=self.meta.get("traces", []),
-                    manifest=self.meta.get("manifest"),
-                    analysis=self.meta.get("analysis"),
-                    failed=self.meta.get("failed"),
+        try:
+            if exc_type is None:
+                self._writer.add_key_value_metadata(
+                    file_metadata(
+                        sources=self.meta.get("sources", []),
+                        traces=self.meta.get("traces", []),
+                        manifest=self.meta.get("manifest"),
+                        analysis=self.meta.get("analysis"),
+                        failed=self.meta.get("failed"),
+                    )
                 )
-            )
-        self._writer.close()
-        return self._atomic.__exit__(exc_type, exc, tb)
+            self._writer.close()  # writes the footer
+        except OSError as err:
+            if exc_type is None:
+                failure = write_error(self.path, err)
+                self._atomic.__exit__(type(failure), failure, None)  # removes the temporary file
+                raise failure from None
+            # Closing a file whose writing already failed: the first error is the one to report.
+        try:
+            return self._atomic.__exit__(exc_type, exc, tb)
+        except OSError as err:  # closing or renaming the finished file
+            if exc_type is not None or err.errno is None:
+                raise
+            raise write_error(self.path, err) from None
 
 
 def is_capture_folder(loc: Location) -> bool:

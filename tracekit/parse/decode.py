@@ -201,21 +201,31 @@ def _gunzip(data: bytes) -> tuple[bytes, Optional[str]]:
 
 
 def _gunzip_prefix(data: bytes, piece: int = 1 << 16) -> bytes:
-    """What decompresses from `data` before the first error: member after member, a piece at a time
-    (zlib raises without returning the output of the piece that fails)."""
+    """What decompresses from the gzip members in `data` before the damage: raw deflate (no CRC check,
+    so a stream whose only fault is its checksum gives all of its bytes), a piece at a time, with at
+    most 64 KiB of output per call (zlib raises without returning the output of the call that fails)."""
     out: list[bytes] = []
-    while data[:2] == b"\x1f\x8b":
-        d = zlib.decompressobj(wbits=31)
-        for i in range(0, len(data), piece):
-            try:
-                out.append(d.decompress(data[i : i + piece]))
-            except zlib.error:
-                return b"".join(out)
-            if d.eof:
-                break
+    pos = 0
+    while data[pos : pos + 2] == b"\x1f\x8b":
+        start = _deflate_start(data, pos)
+        if start is None:
+            break
+        d = zlib.decompressobj(wbits=-15)
+        try:
+            for i in range(start, len(data), piece):
+                buf = data[i : i + piece]
+                while buf and not d.eof:
+                    out.append(d.decompress(buf, 1 << 16))
+                    buf = d.unconsumed_tail
+                if d.eof:
+                    break
+        except zlib.error:
+            break
         if not d.eof:
             break
-        data = d.unused_data
+        pos = len(data) - len(d.unused_data) + 8  # past the member's CRC32 and size
+        while pos < len(data) and data[pos] == 0:  # members may be followed by zero padding
+            pos += 1
     return b"".join(out)
 
 
@@ -231,6 +241,26 @@ def _gunzip_members(data: bytes) -> bytes:
             raise EOFError("compressed file ended before the end-of-stream marker was reached")
         data = d.unused_data.lstrip(b"\x00")  # members may be followed by zero padding
     return b"".join(out) if len(out) != 1 else out[0]
+
+
+def _deflate_start(data: bytes, pos: int) -> Optional[int]:
+    """The offset of the deflate data of the gzip member at `pos` (RFC 1952 header), or None."""
+    if len(data) < pos + 10 or data[pos + 2] != 8:  # CM: deflate
+        return None
+    flags, at = data[pos + 3], pos + 10
+    if flags & 4:  # FEXTRA
+        if len(data) < at + 2:
+            return None
+        at += 2 + int.from_bytes(data[at : at + 2], "little")
+    for bit in (8, 16):  # FNAME, FCOMMENT: zero-terminated
+        if flags & bit:
+            end = data.find(b"\0", at)
+            if end < 0:
+                return None
+            at = end + 1
+    if flags & 2:  # FHCRC
+        at += 2
+    return at if at <= len(data) else None
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -468,7 +498,8 @@ def _last_complete_event_end(view: memoryview, events_start: int, max_tries: int
     """The offset just past the last complete event of a truncated traceEvents array.
 
     Walks back over the '}' bytes from the end; the first prefix that decodes as a list of events wins.
-    Each try decodes the whole prefix, but the last complete event is almost always within a few '}'."""
+    Each try decodes the whole prefix, but the last complete event is almost always within a few '}'; a
+    try that fails at byte N (garbage from a damaged gzip stream) moves the search before N at once."""
     data = view[events_start:]
     pos = len(data)
     tries = 0
@@ -484,10 +515,18 @@ def _last_complete_event_end(view: memoryview, events_start: int, max_tries: int
                 msgspec.json.decode(candidate, type=list[Any])
             except RecursionError:
                 msgspec.json.decode(_strip_deep(candidate, MAX_DEPTH + 1)[0], type=list[Any])
-        except (msgspec.DecodeError, msgspec.ValidationError):
+        except msgspec.DecodeError as exc:
+            at = _AT_BYTE.search(str(exc))
+            if at is not None:
+                pos = min(pos, int(at.group(1)))
+            continue
+        except msgspec.ValidationError:
             continue
         return events_start + pos + 1
     return None
+
+
+_AT_BYTE = re.compile(r"\(byte (\d+)\)")
 
 
 def _salvage_header(header: bytes) -> dict:
