@@ -17,10 +17,10 @@ import pytest
 
 from tests.clirun import run_main
 from tests.tracebuilder import TraceBuilder
-from tracekit.parse import decode as _decode
-from tracekit.errors import TracekitError, TruncatedTraceError
-from tracekit.parse import parse_to_file
 from tracekit.data.store import read_capture
+from tracekit.errors import TracekitError, TruncatedTraceError
+from tracekit.parse import decode as _decode
+from tracekit.parse.parser import parse_to_file
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "fixtures/h200_probe/tiny.pt.trace.json.gz"

@@ -74,7 +74,7 @@ def describe(capture, path: Union[str, Path]) -> dict:
 
 
 def render_text(doc: dict) -> str:
-    from tracekit.parse import losses_line
+    from tracekit.parse.parser import losses_line
 
     lines = [f"{doc['path']}"]
     if doc["schema_version"] is not None:
