@@ -124,10 +124,13 @@ def render(
 
 def noisy(ns: int, dt: int) -> bytes:
     """The time ns + dt (ns) as a float shift writes it: float(µs text) + dt / 1000, printed by repr, with
-    more than three decimals (the next double up when the sum prints with three or fewer)."""
+    more than three decimals (the next double up when the sum prints with three or fewer; above ~1e13 µs
+    no double has four decimals, and the sum is written as it prints)."""
     value = float(_us(ns)) + dt / 1000
     text = repr(value)
-    while len(text.partition(".")[2]) <= 3:
+    for _ in range(4):
+        if len(text.partition(".")[2]) > 3:
+            break
         value = math.nextafter(value, math.inf)
         text = repr(value)
     return text.encode()

@@ -1,10 +1,14 @@
-"""Fuzzing the parser with mutated real traces: every outcome is a Capture or a TracekitError."""
+"""Fuzzing the parser with mutated real traces: every outcome is a Capture or a one-line TracekitError,
+and nothing half-written is left beside the output. Also the two forms the issue-13 fixes are about:
+float-noise timestamps and deeply nested values, decoded alike by the C scanner and by msgspec."""
 
 from __future__ import annotations
 
 import gzip
 import json
+import math
 import os
+import tempfile
 from pathlib import Path
 
 import pyarrow.compute as pc
@@ -12,8 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.tracebuilder import TraceBuilder
+from tracekit.data.store import read_capture
 from tracekit.errors import TracekitError
-from tracekit.parse.parser import parse_paths
+from tracekit.parse.parser import parse_paths, parse_to_file
 
 ROOT = Path(__file__).resolve().parent.parent
 REAL = [ROOT / "fixtures/hta/triton_example.json.gz", ROOT / "fixtures/hta/inference_rank_1.json.gz"]
@@ -22,6 +27,8 @@ SETTINGS = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
+# Each example of the two-decoder tests parses three times: fewer of them.
+TWICE = settings(SETTINGS, max_examples=max(1, SETTINGS.max_examples // 3))
 
 
 def _synthetic() -> bytes:
@@ -50,15 +57,20 @@ JSON_VALUES = st.recursive(
 
 
 def outcome(tmp_path: Path, data: bytes, *, salvage: bool = False, name: str = "t.pt.trace.json") -> None:
+    """Parse `data` as `tracekit parse` does (streamed to a Parquet file in a fresh folder): a capture,
+    or one line of TracekitError and an empty folder (no output, no temporary file)."""
     path = tmp_path / name
     path.write_bytes(data)
+    folder = Path(tempfile.mkdtemp(dir=tmp_path))
     try:
-        capture = parse_paths([path], salvage=salvage)
+        parse_to_file([path], folder / "c.parquet", salvage=salvage)
     except TracekitError as exc:
         assert str(exc)  # a message for the user, one line
         assert "\n" not in str(exc)
+        assert list(folder.iterdir()) == []
         return
-    t = capture.table
+    assert [p.name for p in folder.iterdir()] == ["c.parquet"]
+    t = read_capture(folder / "c.parquet").table
     assert t.num_rows > 0
     assert t.column("ts_ns").null_count == 0
     kinds = set(t.column("kind").cast("string").to_pylist())
@@ -124,3 +136,103 @@ def test_wrong_types_and_missing_fields(tmp_path, base, edits, top):
     if top is not None:
         doc[top[0]] = top[1]
     outcome(tmp_path, json.dumps(doc).encode())
+
+
+def both_decoders(tmp_path: Path, data: bytes) -> None:
+    """The C scanner and msgspec parse `data` into the same capture (or fail alike)."""
+    path = tmp_path / "t.pt.trace.json"
+    path.write_bytes(data)
+    results = []
+    for decoder in ("", "msgspec"):
+        os.environ["TRACEKIT_DECODER"] = decoder
+        try:
+            results.append(parse_paths([path]))
+        except TracekitError as exc:
+            results.append(str(exc))
+        finally:
+            del os.environ["TRACEKIT_DECODER"]
+    fast, slow = results
+    if isinstance(fast, str) or isinstance(slow, str):
+        assert fast == slow
+        return
+    assert fast.table.equals(slow.table)
+    assert fast.meta == slow.meta
+
+
+def _noisy(us: float) -> str:
+    """A time as a script that shifts traces with floats writes it: repr of a double, with more than
+    three decimals where a neighbouring double has them (below ~1e13 µs; above, a double has fewer)."""
+    text = repr(us)
+    for _ in range(4):
+        if "e" in text or len(text.partition(".")[2]) > 3:
+            break
+        us = math.nextafter(us, math.inf)
+        text = repr(us)
+    return text
+
+
+@TWICE
+@given(
+    base=st.sampled_from(BASES),
+    picks=st.lists(st.floats(0, 1), min_size=1, max_size=40),
+    shift=st.floats(-1e6, 1e6),
+)
+def test_float_noise_timestamps(tmp_path, base, picks, shift):
+    """Some ts (and dur) values rewritten by a float shift (repr of a double: `5128440295499.2295`): both
+    decoders read them alike (rounded half to even to the ns), and the parse succeeds."""
+    doc = json.loads(base)
+    events = [e for e in doc["traceEvents"] if isinstance(e.get("ts"), (int, float))]
+    marks = {}
+    for i, where in enumerate(picks):
+        ev = events[min(int(where * len(events)), len(events) - 1)]
+        key = "dur" if i % 4 == 3 and isinstance(ev.get("dur"), (int, float)) else "ts"
+        if isinstance(ev[key], str):  # picked before
+            continue
+        marks[f"@noise{i}@"] = _noisy(float(ev[key]) + (shift if key == "ts" else 0.0))
+        ev[key] = f"@noise{i}@"
+    text = json.dumps(doc)
+    for mark, value in marks.items():
+        text = text.replace(f'"{mark}"', value)
+    both_decoders(tmp_path, text.encode())
+    outcome(tmp_path, text.encode())
+
+
+@TWICE
+@given(
+    base=st.sampled_from(BASES),
+    deep=st.lists(
+        st.tuples(st.floats(0, 1), st.sampled_from(["args.deep", "args.name", "name", "other", "item"]),
+                  st.integers(1, 3000), st.sampled_from("[{")),
+        min_size=1,
+        max_size=3,
+    ),
+)  # fmt: skip
+def test_deeply_nested_values(tmp_path, base, deep):
+    """Values nested up to 3000 levels (msgspec's recursion limit is ~1000) in ignored keys, kept keys,
+    as items: never a RecursionError; both decoders give the same capture."""
+    doc = json.loads(base)
+    events = doc["traceEvents"]
+    marks = {}
+    for i, (where, key, depth, bracket) in enumerate(deep):
+        mark = f"@deep{i}@"
+        if bracket == "[":
+            marks[mark] = "[" * depth + "]" * depth
+        else:
+            marks[mark] = '{"k": ' * (depth - 1) + "{}" + "}" * (depth - 1)
+        if key == "item":
+            events.insert(min(int(where * len(events)), len(events)), mark)
+            continue
+        ev = events[min(int(where * len(events)), len(events) - 1)]
+        if not isinstance(ev, dict):
+            continue
+        if key.startswith("args."):
+            if not isinstance(ev.get("args"), dict):
+                ev["args"] = {}
+            ev["args"][key[5:]] = mark
+        else:
+            ev[key] = mark
+    text = json.dumps(doc)
+    for mark, value in marks.items():
+        text = text.replace(f'"{mark}"', value)
+    both_decoders(tmp_path, text.encode())
+    outcome(tmp_path, text.encode())

@@ -15,11 +15,11 @@
  *   - args: an object or null.
  *
  * Per value: a number it does not read itself (an exponent, too many digits, beyond int64) or a string
- * in a numeric column is handed over as text (valid = 2), and `_fast.py` converts it with the msgspec
+ * in a numeric column is handed over as text (valid = 2), and `fast.py` converts it with the msgspec
  * path's own functions. Per event: anything else inside an event (a value of another type in a string
  * column, args that are not an object, a key with an escape, a duplicated kept key, nesting deeper than
  * MAX_DEPTH, an item that is not an object) makes the scanner validate the event's text, leave its row
- * empty and list it as declined; `_fast.py` decodes those few events with msgspec and fills their rows.
+ * empty and list it as declined; `fast.py` decodes those few events with msgspec and fills their rows.
  * Only text that is not valid JSON (as msgspec sees it: a lone surrogate and invalid UTF-8 are not)
  * makes scan() return None, and the caller decodes the whole range with msgspec, which gives the
  * precise error. So this file only has to be right about what it accepts, never complete.

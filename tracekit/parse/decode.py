@@ -9,9 +9,11 @@ cast, never through a double (1.7e15 µs with three decimals has 19 significant 
 `decode_events` turns one JSON array of events into one Arrow RecordBatch of `RAW_SCHEMA`; `parse.py`
 splits big files into chunks at event boundaries and calls it per chunk, in worker processes.
 
-When the optional C extension is built (tracekit/parse/_fastscan.c, wrapper `_fast.py`), it scans a chunk
-into columns first, ~10x faster; it declines anything outside the plain shapes (then msgspec decodes
-the chunk), and both paths build the batch with `assemble`, so they give identical tables.
+When the optional C extension is built (tracekit/parse/_fastscan.c, wrapper `fast.py`), it scans a
+chunk into columns first, ~10x faster. What it does not read itself it hands back per value (a number
+as text, converted by `time_value` / `_as_int` here) or per event (decoded here by `decode_items`);
+only invalid JSON sends a whole chunk to msgspec. Both paths build the batch with `assemble`, so they
+give identical tables.
 """
 
 from __future__ import annotations
@@ -772,6 +774,7 @@ def _int_column(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 def _no_stats(skipped: Optional[dict] = None, dropped: Optional[dict] = None) -> dict:
     return {
         "events_seen": 0,
+        "usable_events": 0,  # kept events other than metadata (process and thread names)
         "max_abs_ts": "0",
         "fractional": False,
         "skipped": {k: v for k, v in (skipped or {}).items() if v},
@@ -808,7 +811,7 @@ def assemble(
     name and the TEXT_ARGS `texts` as Strings; ts/dur in int64 ns (absent: no usable time), with each
     ts's TIME_* state; `ints` the int64 columns of pid, tid, flow (the event's id) and INT_ARGS;
     `skipped` / `dropped`: counts already made by the caller (items that are not events, values
-    dropped). Shared by the msgspec decoder and the C scanner (_fast.py), so both apply the same rules.
+    dropped). Shared by the msgspec decoder and the C scanner (fast.py), so both apply the same rules.
     numpy only: no pyarrow call here imports pandas.
 
     An event of a kept category is skipped, and counted by reason (metadata events are not counted),
@@ -882,7 +885,8 @@ def assemble(
     arrays = [_to_arrow(columns[f.name], f.type, rows) for f in EVENT_SCHEMA]
     batch = pa.RecordBatch.from_arrays(arrays, schema=EVENT_SCHEMA)
     stats = _no_stats(counts, dropped)
-    stats.update(events_seen=seen, max_abs_ts=max_abs_ts, fractional=fractional)
+    usable = n_timed - int(np.count_nonzero(timed & is_meta))
+    stats.update(events_seen=seen, usable_events=usable, max_abs_ts=max_abs_ts, fractional=fractional)
     return batch, stats
 
 

@@ -97,7 +97,7 @@ def parse_paths(paths: list[Path], *, salvage: bool = False, progress: Optional[
     )
     check_rank_files(traces)
     events = pa.concat_tables(tables) if tables else SCHEMA.empty_table()
-    _require_events(events.num_rows, files, traces)
+    _require_events(files, traces)
     table = pa.concat_tables([events, derive_rows(events)])
     meta = {"sources": sources, "traces": traces, "manifest": find_manifest(paths)}
     if failed:
@@ -212,7 +212,7 @@ def _stream_once(
             parallel=parallel,
         )
         check_rank_files(traces)
-        _require_events(rows, files, traces)
+        _require_events(files, traces)
         derived = write_derived_rows(pa.concat_tables(kept), writer.write, helper=parallel)
         writer.meta = {"sources": sources, "traces": traces, "manifest": manifest}
         if failed:
@@ -343,8 +343,9 @@ class _Restart(Exception):
     """Internal: a streamed parse must start over (a file needs the slow path or another unit)."""
 
 
-def _require_events(n: int, files: list[tuple[Path, str]], traces: list[dict]) -> None:
-    if n == 0:
+def _require_events(files: list[tuple[Path, str]], traces: list[dict]) -> None:
+    """Refuse a parse that kept no usable event: only process/thread names (metadata), or nothing."""
+    if sum(t["usable_events"] for t in traces) == 0:
         names = ", ".join(str(p) for p, _ in files)
         losses = [(t["source"], loss) for t in traces if (loss := losses_line(t))]
         if losses:
@@ -626,6 +627,7 @@ def _parse_one(
         "time_unit": unit,
         "events": rows,
         "events_in_file": stats_all["events_seen"],
+        "usable_events": stats_all["usable_events"],
         "dropped_events_without_time": sum(
             stats_all["skipped"].get(r, 0)
             for r in (_decode.SKIP_TS_MISSING, _decode.SKIP_TS_NOT_NUMBER, _decode.SKIP_TS_OUT_OF_RANGE)
@@ -665,6 +667,7 @@ class _HostSpan:
 
 def _merge_stats(into: dict, stats: dict) -> None:
     into["events_seen"] += stats["events_seen"]
+    into["usable_events"] += stats["usable_events"]
     for key in ("skipped", "values_dropped"):
         for reason, n in stats[key].items():
             into[key][reason] = into[key].get(reason, 0) + n
