@@ -12,6 +12,7 @@ import os
 from decimal import Decimal
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -285,6 +286,35 @@ def test_random_decimals(whole, digits, unit):
     fast, slow = one(text, unit)
     assert fast is not None
     assert_same(fast, slow)
+
+
+def test_integer_ns_trace_stays_in_the_scanner(tmp_path, msgspec_only):
+    """Integer ns timestamps (1.7e18, too large for value × 1000) come back as integers, not text, and a
+    trace of them parses alike on both decoders (time unit ns)."""
+    events = [
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "op",
+            "pid": 1,
+            "tid": 1,
+            "ts": 1_712_195_495_519_689_047 + i,
+            "dur": 5,
+        }
+        for i in range(50)
+    ]
+    data = json.dumps(events).encode()
+    ts_valid = np.frombuffer(_fast.scan(data)[2], np.uint8).reshape(len(_fast.INT_FIELDS), -1)[2]
+    assert set(ts_valid) == {4}
+    for unit in ("us", "ns"):
+        assert_same(*one(data, unit))
+    trace = tmp_path / "ns.json"
+    trace.write_text(json.dumps({"traceEvents": events}))
+    fast = parse_paths([trace])
+    with msgspec_only:
+        slow = parse_paths([trace])
+    assert fast.traces[0]["time_unit"] == "ns"
+    assert fast.table.equals(slow.table) and fast.meta == slow.meta
 
 
 DEEP = 100_000

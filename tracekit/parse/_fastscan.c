@@ -11,6 +11,7 @@
  *     null, or true/false/an array/an object (null: msgspec's path makes those null too);
  *   - ts, dur: a JSON number without exponent, with any number of decimals (up to MAX_DECIMALS) → the
  *     value × 1000 rounded half to even to an integer, as an int64 ("milli" units; µs × 1000 = ns);
+ *     an integer too large for that (beyond 2**63 / 1000: a trace in ns) → the integer itself;
  *     any other number, or a string → its text (below); true/false/an array/an object → "not a number";
  *   - args: an object or null.
  *
@@ -30,7 +31,8 @@
  *   ints     bytes: N_INT columns of n int64 each, one after the other (order: INT_FIELDS below)
  *   valid    bytes: N_INT columns of n uint8 (0 = null, 1 = integer value, 2 = text: the value is its
  *            code in uniques[N_STR], a JSON string or the text of a number, which the caller converts
- *            as msgspec's path does; 3 = true/false/an array/an object where a time is kept)
+ *            as msgspec's path does; 3 = true/false/an array/an object where a time is kept; 4 = a
+ *            time that is an integer too large for value × 1000: the value itself)
  *   codes    bytes: N_STR columns of n int32 (-1 = null)
  *   uniques  list of N_STR + 1 lists of str (the dictionary of each string column, in first-seen order,
  *            then the texts found in integer and time columns)
@@ -1033,6 +1035,11 @@ static int read_field(Scan *s, const Field *f, size_t row) {
         if (c == '-' || (c >= '0' && c <= '9')) {
             if (read_milli(s, &v) == 0) {
                 put_int(s, f->col, row, v, 1);
+                return 0;
+            }
+            s->p = start;
+            if (read_int(s, &v) == 0) { /* an integer beyond the milli range: an ns trace's 1.7e18 */
+                put_int(s, f->col, row, v, 4);
                 return 0;
             }
             s->p = start;

@@ -1,8 +1,8 @@
 """The optional C decoder: `tracekit/parse/_fastscan.c` scans a JSON array of events into columns directly.
 
 `decode(data, unit)` returns what `_decode.decode_events` returns, or None when the scanner declined
-the input (not valid JSON, or JSON its validator is stricter about than msgspec): the caller then
-decodes it with msgspec, which handles every case and produces the precise errors. Odd values and odd
+the input (not valid JSON): the caller then decodes it with msgspec, which handles every case and
+produces the precise errors. Odd values and odd
 events do not decline the whole input: a number the scanner does not read itself (an exponent, more
 digits than it takes) comes back as text and is converted here by the msgspec path's own rules
 (`_decode.time_value`, `_decode._as_int`), and an event it does not take (a non-string name, args that
@@ -100,42 +100,16 @@ def decode(
         return values, ok
 
     fields = {f: i for i, f in enumerate(INT_FIELDS)}
-    ts, ts_valid = ints[fields["ts"]], valid[fields["ts"]]
-    dur, dur_valid = ints[fields["dur"]], valid[fields["dur"]]
-    ts_ok, dur_ok = ts_valid == 1, dur_valid == 1
-    # The scanner gives value × 1000 rounded half to even (|value × 1000| < 2**63); times it handed over
-    # as text are converted value by value.
-    max_milli = int(np.abs(ts[ts_ok]).max()) if ts_ok.any() else 0
-    max_abs_ts = decimal.Decimal(max_milli).scaleb(-3)
-    fractional = bool((ts[ts_ok] % 1000).any() or (dur[dur_ok] % 1000).any())
-    ts_ns, dur_ns = _to_ns(ts, unit), _to_ns(dur, unit)
-    ts_state = _STATE[ts_valid]
-    if (ts_valid == 2).any() or (dur_valid == 2).any():
-        texts = _time_texts(ts, ts_valid, dur, dur_valid, uniques[-1], unit)
-        ts_ns, dur_ns = np.array(ts_ns), np.array(dur_ns)  # writable copies
-        for col, col_valid, ns, ok, is_ts in (
-            (ts, ts_valid, ts_ns, ts_ok, True),
-            (dur, dur_valid, dur_ns, dur_ok, False),
-        ):
-            at = np.flatnonzero(col_valid == 2)
-            for row in at:
-                d, state, value = texts[col[row]]
-                ns[row], ok[row] = (value, True) if value is not None else (0, False)
-                if is_ts:
-                    ts_state[row] = state
-                    if d is not None:
-                        max_abs_ts = max(max_abs_ts, d.copy_abs())
-                if d is not None and d != d.to_integral_value():
-                    fractional = True
+    times = _times(ints, valid, fields, uniques[-1], unit)
     strings = {f: (codes[i], uniques[i]) for i, f in enumerate(STR_FIELDS)}
     return _decode.assemble(
         n,
         ph=strings["ph"],
         cat=strings["cat"],
         name=strings["name"],
-        ts_ns=(ts_ns, ts_ok),
-        ts_state=ts_state,
-        dur_ns=(dur_ns, dur_ok),
+        ts_ns=times["ts"],
+        ts_state=times["ts_state"],
+        dur_ns=times["dur"],
         ints={f: int_col(fields[f]) for f in ("pid", "tid", "flow", *_decode.INT_ARGS)},
         texts={
             "sync_kind": strings["sync_kind"],
@@ -143,27 +117,68 @@ def decode(
             "pg_ranks": strings["pg_ranks"],
             "name": strings["name_arg"],
         },
-        max_abs_ts=str(max_abs_ts) if max_abs_ts else "0",
-        fractional=fractional,
+        max_abs_ts=times["max_abs_ts"],
+        fractional=times["fractional"],
         skipped=skipped,
         dropped=dropped,
     )
 
 
-# TIME_* state by the scanner's valid code: 0 null or missing, 1 a number, 2 text (its state is set per
-# value), 3 true/false/an array/an object.
-_STATE = np.array([_decode.TIME_MISSING, _decode.TIME_OK, _decode.TIME_OK, _decode.TIME_NOT_NUMBER], np.int8)
+# TIME_* state by the scanner's valid code: 0 null or missing, 1 a number, 2 text and 4 an integer beyond
+# the milli range (their state is set per value), 3 true/false/an array/an object.
+_STATE = np.array(
+    [_decode.TIME_MISSING, _decode.TIME_OK, _decode.TIME_OK, _decode.TIME_NOT_NUMBER, _decode.TIME_OK],
+    np.int8,
+)
 
 
-def _time_texts(ts, ts_valid, dur, dur_valid, texts: list, unit: str) -> dict:
-    """{text code: (Decimal or None, TIME_* state, ns or None)} for the times the scanner handed over."""
-    out = {}
-    for code in np.unique(np.concatenate([ts[ts_valid == 2], dur[dur_valid == 2]])):
-        d, state = _decode.time_value(texts[code])
-        ns = _decode.time_ns(d, unit) if d is not None else None
-        if d is not None and ns is None:
-            state = _decode.TIME_OUT_OF_RANGE
-        out[code] = (d, state, ns)
+def _times(ints: np.ndarray, valid: np.ndarray, fields: dict, texts: list, unit: str) -> dict:
+    """ts and dur in ns (values, ok), ts's TIME_* states, and the stats time_unit needs (the largest |ts|
+    as written, whether any time has a fractional part), as the msgspec path computes them.
+
+    The scanner gives value × 1000 rounded half to even (valid 1); an integer too large for that
+    (valid 4: an ns trace's 1.7e18) as it is; anything else as text (valid 2), converted per distinct
+    text by the msgspec path's rule (`_decode.time_value`)."""
+    out: dict = {}
+    max_abs = decimal.Decimal(0)
+    fractional = False
+    for name in ("ts", "dur"):
+        milli, kind = ints[fields[name]], valid[fields[name]]
+        ok = kind == 1
+        ns = _to_ns(milli, unit)
+        if name == "ts":
+            state = _STATE[kind]
+            if ok.any():
+                max_abs = max(max_abs, decimal.Decimal(int(np.abs(milli[ok]).max())).scaleb(-3))
+        fractional = fractional or bool((milli[ok] % 1000).any())
+        big = np.flatnonzero(kind == 4)
+        text = np.flatnonzero(kind == 2)
+        if len(big) or len(text):
+            ns = np.array(ns)  # a writable copy
+        if len(big):  # |value| > 2**63 / 1000: fits as ns, not as µs
+            if unit == "ns":
+                ns[big], ok[big] = milli[big], True
+            elif name == "ts":
+                state[big] = _decode.TIME_OUT_OF_RANGE
+            if name == "ts":
+                max_abs = max(max_abs, decimal.Decimal(int(np.abs(milli[big]).max())))
+        if len(text):
+            codes, where = np.unique(milli[text], return_inverse=True)
+            values = [_decode.time_value(texts[c]) for c in codes]
+            converted = [_decode.time_ns(d, unit) if d is not None else None for d, _ in values]
+            ns[text] = np.array([0 if v is None else v for v in converted], np.int64)[where]
+            ok[text] = np.array([v is not None for v in converted], bool)[where]
+            fractional = fractional or any(d is not None and d != d.to_integral_value() for d, _ in values)
+            if name == "ts":
+                states = [st if st != _decode.TIME_OK or v is not None else _decode.TIME_OUT_OF_RANGE
+                          for (_, st), v in zip(values, converted)]  # fmt: skip
+                state[text] = np.array(states, np.int8)[where]
+                max_abs = max([max_abs] + [d.copy_abs() for d, _ in values if d is not None])
+        out[name] = (ns, ok)
+        if name == "ts":
+            out["ts_state"] = state
+    out["max_abs_ts"] = str(max_abs) if max_abs else "0"
+    out["fractional"] = fractional
     return out
 
 
