@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(r["output"])
                     return 1
                 runs[case].append(r)
-        medians = {}
+        medians, cpu_medians = {}, {}
         for case in cases:
             trace, root = case
             best = min(runs[case], key=lambda r: r["wall_s"])
@@ -189,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
             walls = sorted(r["wall_s"] for r in runs[case])
             medians[case] = walls[len(walls) // 2]
             cpus = sorted(r["cpu_s"] for r in runs[case])
+            cpu_medians[case] = cpus[len(cpus) // 2]
             print(
                 f"  all {len(walls)} runs: wall {', '.join(f'{w:.1f}' for w in walls)} s "
                 f"(median {medians[case]:.1f} s); CPU median {cpus[len(cpus) // 2]:.1f} s"
@@ -200,7 +201,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(
                     f"median wall {case[0].name}{f' [{case[1]}]' if len(roots) > 1 else ''} / "
                     f"{first[0].name}{f' [{first[1]}]' if len(roots) > 1 else ''}: "
-                    f"{medians[case] / medians[first]:.2f}x"
+                    f"{medians[case] / medians[first]:.2f}x "
+                    f"(median CPU {cpu_medians[case] / cpu_medians[first]:.2f}x)"
                 )
         if args.hta_python:
             trace = args.traces[0]
