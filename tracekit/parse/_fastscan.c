@@ -47,6 +47,16 @@
 #include <emmintrin.h>
 #endif
 
+/* The rare shapes go out of line (COLD); the readers the hot path calls stay inlined into it even
+ * though the cold paths call them too (INLINE): measured, read_int out of line cost ~4 % of a scan. */
+#if defined(__GNUC__)
+#define COLD __attribute__((noinline, cold))
+#define INLINE inline __attribute__((always_inline))
+#else
+#define COLD
+#define INLINE inline
+#endif
+
 #define MAX_DEPTH 256    /* deeper nesting: the event is declined (msgspec's path decides about it) */
 #define MAX_DECIMALS 40  /* more: the time is kept as text (Decimal's 60 digits then round it once) */
 
@@ -615,7 +625,7 @@ static int read_string_code(Scan *s, Dict *d, int32_t *code) {
 }
 
 /* Skip a JSON number, strictly (RFC 8259 grammar). */
-static int skip_number(Scan *s) {
+static INLINE int skip_number(Scan *s) {
     const unsigned char *p = s->p, *end = s->end;
     if (p < end && *p == '-') p++;
     if (p >= end) return FAIL;
@@ -756,7 +766,7 @@ done:
 }
 
 /* A JSON integer in int64 range (magnitude <= INT64_MAX). */
-static int read_int(Scan *s, int64_t *out) {
+static INLINE int read_int(Scan *s, int64_t *out) {
     const unsigned char *p = s->p, *end = s->end;
     int neg = 0;
     if (p < end && *p == '-') {
@@ -772,11 +782,61 @@ static int read_int(Scan *s, int64_t *out) {
     return 0;
 }
 
-/* A JSON number without exponent → value × 1000, rounded half to even to an integer when it has more
- * than three decimals (what Decimal.quantize(Decimal("0.001"), ROUND_HALF_EVEN) gives, the msgspec path's
- * rule in _decode.time_value). FAIL for anything else (an exponent, more than MAX_DECIMALS decimals, a
- * result beyond int64, not a number): the caller then keeps the number's text. */
-static int read_milli(Scan *s, int64_t *out) {
+/* A JSON number with at most three decimals and no exponent → value × 1000, exactly. Anything else
+ * (more decimals, an exponent, beyond int64, not a number) is FAIL here and read by read_time_other. */
+static INLINE int read_milli(Scan *s, int64_t *out) {
+    const unsigned char *p = s->p, *end = s->end;
+    int neg = 0;
+    if (p < end && *p == '-') {
+        neg = 1;
+        p++;
+    }
+    uint64_t v;
+    p = int_part(p, end, (uint64_t)INT64_MAX / 1000, &v);
+    if (!p) return FAIL;
+    uint64_t frac = 0;
+    int nd = 0;
+    if (p < end && *p == '.') {
+        p++;
+#ifdef SWAR_DIGITS
+        if (end - p >= 8) {
+            uint64_t w;
+            memcpy(&w, p, 8);
+            unsigned k = leading_digits(w);
+            if (k == 0 || k > 3) return FAIL;
+            frac = parse_eight(w << (8 * (8 - k))) * POW10[3 - k];
+            p += k;
+            goto fraction_done;
+        }
+#endif
+        while (p < end && *p >= '0' && *p <= '9') {
+            if (nd == 3) return FAIL;
+            frac = frac * 10 + (uint64_t)(*p - '0');
+            nd++;
+            p++;
+        }
+        if (nd == 0) return FAIL;
+    }
+    while (nd < 3) {
+        frac *= 10;
+        nd++;
+    }
+#ifdef SWAR_DIGITS
+fraction_done:
+#endif
+    s->p = p;
+    if (!number_ends(s)) return FAIL;
+    uint64_t m = v * 1000 + frac; /* v <= INT64_MAX / 1000, so m <= INT64_MAX */
+    if (m > (uint64_t)INT64_MAX) return FAIL;
+    *out = neg ? -(int64_t)m : (int64_t)m;
+    return 0;
+}
+
+/* A JSON number without exponent and with up to MAX_DECIMALS decimals → value × 1000 rounded half to
+ * even to an integer (what Decimal.quantize(Decimal("0.001"), ROUND_HALF_EVEN) gives: the msgspec path's
+ * rule, _decode.time_value); FAIL for anything else. The float noise of rewritten traces
+ * (5128440295499.2295) comes here: ~1 % of the values of such a trace, off the hot path. */
+static int read_milli_rounded(Scan *s, int64_t *out) {
     const unsigned char *p = s->p, *end = s->end;
     int neg = 0;
     if (p < end && *p == '-') {
@@ -790,20 +850,7 @@ static int read_milli(Scan *s, int64_t *out) {
     int round_up = 0;
     if (p < end && *p == '.') {
         p++;
-#ifdef SWAR_DIGITS
-        if (end - p >= 8) {
-            uint64_t w;
-            memcpy(&w, p, 8);
-            unsigned k = leading_digits(w);
-            if (k == 0) return FAIL;
-            if (k <= 3) { /* Kineto's three decimals (or fewer): the common case */
-                frac = parse_eight(w << (8 * (8 - k))) * POW10[3 - k];
-                p += k;
-                goto fraction_done;
-            }
-        }
-#endif
-        /* digits one at a time: the first three are kept, the rest decide the rounding */
+        /* the first three decimals are kept, the rest decide the rounding */
         int nd = 0, tail = 0, sticky = 0; /* tail: the fourth decimal; sticky: a nonzero digit after it */
         while (p < end && *p >= '0' && *p <= '9') {
             unsigned d = (unsigned)(*p - '0');
@@ -821,9 +868,6 @@ static int read_milli(Scan *s, int64_t *out) {
         /* half to even on the magnitude: the parity of -m is that of m */
         round_up = nd > 3 && (tail > 5 || (tail == 5 && (sticky || ((v * 1000 + frac) & 1))));
     }
-#ifdef SWAR_DIGITS
-fraction_done:
-#endif
     s->p = p;
     if (!number_ends(s)) return FAIL;
     uint64_t m = v * 1000 + frac + (uint64_t)round_up; /* v <= INT64_MAX / 1000: no uint64 overflow */
@@ -876,12 +920,60 @@ static inline void put_code(Scan *s, int col, size_t row, int32_t code) { s->cod
 
 /* A JSON number the fast readers declined (a fraction or exponent where an integer is kept, too many
  * digits, beyond int64): validated, and kept as its text for the caller to convert. */
-static int read_number_text(Scan *s, int col, size_t row) {
+static COLD int read_number_text(Scan *s, int col, size_t row) {
     const unsigned char *start = s->p;
     if (skip_number(s) < 0 || !number_ends(s)) return FAIL;
     int32_t code = dict_code(&s->intstr, (const char *)start, (size_t)(s->p - start));
     if (code < 0) return FAIL;
     put_int(s, col, row, code, 2);
+    return 0;
+}
+
+/* The rare shapes of a kept integer (s->p at the value; read_int declined it): a string (valid 2, its
+ * code), a number read_int does not take (its text, valid 2), true/false/an array/an object (null, as
+ * msgspec's path makes them). Out of line: read_field's hot path stays small. */
+static COLD int read_int_other(Scan *s, int col, size_t row) {
+    unsigned char c = *s->p;
+    if (c == '"') {
+        int32_t code;
+        s->p++;
+        if (read_string_code(s, &s->intstr, &code) < 0) return FAIL;
+        put_int(s, col, row, code, 2);
+        return 0;
+    }
+    if (c == '-' || (c >= '0' && c <= '9')) return read_number_text(s, col, row);
+    return skip_value(s);
+}
+
+/* The rare shapes of a time (s->p at the value; read_milli declined it): more than three decimals
+ * (rounded, valid 1), an integer too large for value × 1000 (an ns trace's 1.7e18: valid 4, the value
+ * itself), a string or another number (its text, valid 2), true/false/an array/an object (valid 3). */
+static COLD int read_time_other(Scan *s, int col, size_t row) {
+    const unsigned char *start = s->p;
+    unsigned char c = *s->p;
+    int64_t v;
+    if (c == '"') {
+        int32_t code;
+        s->p++;
+        if (read_string_code(s, &s->intstr, &code) < 0) return FAIL;
+        put_int(s, col, row, code, 2);
+        return 0;
+    }
+    if (c == '-' || (c >= '0' && c <= '9')) {
+        if (read_milli_rounded(s, &v) == 0) {
+            put_int(s, col, row, v, 1);
+            return 0;
+        }
+        s->p = start;
+        if (read_int(s, &v) == 0) {
+            put_int(s, col, row, v, 4);
+            return 0;
+        }
+        s->p = start;
+        return read_number_text(s, col, row);
+    }
+    if (skip_value(s) < 0) return FAIL;
+    put_int(s, col, row, 0, 3); /* present, but not a number */
     return 0;
 }
 
@@ -1003,51 +1095,23 @@ static int read_field(Scan *s, const Field *f, size_t row) {
     }
     case K_INT: {
         int64_t v;
-        if (c == '"') {
-            int32_t code;
-            s->p++;
-            if (read_string_code(s, &s->intstr, &code) < 0) return FAIL;
-            put_int(s, f->col, row, code, 2);
+        const unsigned char *start = s->p;
+        if (read_int(s, &v) == 0) {
+            put_int(s, f->col, row, v, 1);
             return 0;
         }
-        const unsigned char *start = s->p;
-        if (c == '-' || (c >= '0' && c <= '9')) {
-            if (read_int(s, &v) == 0) {
-                put_int(s, f->col, row, v, 1);
-                return 0;
-            }
-            s->p = start;
-            return read_number_text(s, f->col, row);
-        }
-        if (skip_value(s) < 0) return FAIL; /* true, false, an array, an object: null, as msgspec's path */
-        return 0;
+        s->p = start;
+        return read_int_other(s, f->col, row);
     }
     case K_TIME: {
         int64_t v;
-        if (c == '"') {
-            int32_t code;
-            s->p++;
-            if (read_string_code(s, &s->intstr, &code) < 0) return FAIL;
-            put_int(s, f->col, row, code, 2);
+        const unsigned char *start = s->p;
+        if (read_milli(s, &v) == 0) {
+            put_int(s, f->col, row, v, 1);
             return 0;
         }
-        const unsigned char *start = s->p;
-        if (c == '-' || (c >= '0' && c <= '9')) {
-            if (read_milli(s, &v) == 0) {
-                put_int(s, f->col, row, v, 1);
-                return 0;
-            }
-            s->p = start;
-            if (read_int(s, &v) == 0) { /* an integer beyond the milli range: an ns trace's 1.7e18 */
-                put_int(s, f->col, row, v, 4);
-                return 0;
-            }
-            s->p = start;
-            return read_number_text(s, f->col, row);
-        }
-        if (skip_value(s) < 0) return FAIL;
-        put_int(s, f->col, row, 0, 3); /* present, but not a number */
-        return 0;
+        s->p = start;
+        return read_time_other(s, f->col, row);
     }
     case K_ARGS:
         if (c != '{') return FAIL;
