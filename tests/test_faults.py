@@ -284,3 +284,22 @@ def test_python_ignores_sigxfsz(tmp_path):
     code = "import signal; print(signal.getsignal(signal.SIGXFSZ) == signal.SIG_IGN)"
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ))
     assert run.stdout.strip() == "True"
+
+
+@pytest.mark.parametrize("size", [0, 1, 5000, 300_000])
+def test_gzip_prefix_is_the_whole_stream_when_only_the_checksum_is_bad(size):
+    """Raw inflate gives every byte of an intact deflate stream (several members too), whatever its
+    size, and all of it when only the CRC is wrong."""
+    import random
+
+    rnd = random.Random(size)
+    text = bytes(rnd.choice(b"ab{}[]0123456789") for _ in range(size)) + b"x" * size  # runs: long matches
+    data = gzip.compress(text, mtime=0)
+    assert _decode._gunzip_prefix(data) == text
+    assert _decode._gunzip_prefix(data + gzip.compress(b"second", mtime=0)) == text + b"second"
+    broken = bytearray(data)
+    broken[-8] ^= 0xFF  # the CRC32
+    out, damage = _decode._gunzip(bytes(broken))
+    assert out == text and "corrupt" in damage
+    out, damage = _decode._gunzip(data[: len(data) // 2])
+    assert text.startswith(out) and "truncated" in damage

@@ -221,6 +221,8 @@ def _gunzip_prefix(data: bytes, piece: int = 1 << 16) -> bytes:
                     buf = d.unconsumed_tail
                 if d.eof:
                     break
+            if not d.eof:
+                out.append(d.flush())  # output zlib still holds for the input it took
         except zlib.error:
             break
         if not d.eof:
@@ -810,35 +812,17 @@ def assemble(
     """The EVENT_SCHEMA batch and stats of `seen` decoded events, from their columns as written: ph, cat,
     name and the TEXT_ARGS `texts` as Strings; ts/dur in int64 ns (absent: no usable time), with each
     ts's TIME_* state; `ints` the int64 columns of pid, tid, flow (the event's id) and INT_ARGS;
-    `skipped` / `dropped`: counts already made by the caller (items that are not events, values
-    dropped). Shared by the msgspec decoder and the C scanner (fast.py), so both apply the same rules.
-    numpy only: no pyarrow call here imports pandas.
-
-    An event of a kept category is skipped, and counted by reason (metadata events are not counted),
-    when its ts is missing, not a number or out of range (it cannot be placed), and when it is device
-    activity (kernel, memcpy, memset) with a negative dur (an interval that ends before it starts: the
-    busy time and every gap around it would be wrong)."""
+    `skipped` / `dropped`: counts the caller made (items that are not events, values dropped). Events
+    that cannot be placed are skipped and counted (`_placeable`). Shared by the msgspec decoder and the
+    C scanner (fast.py), so both apply the same rules; numpy only: nothing here imports pandas."""
     cat = _normalise_cats(cat)
     is_flow = _in(ph, ("s", "f"))
     is_meta = _in(ph, ("M",))
     is_memory = _in(name, (MEMORY_NAME,))
     keep = _in(cat, KEEP_CATS) | is_flow | (is_meta & _in(name, META_NAMES)) | (_in(ph, ("i",)) & is_memory)
-    # An event without a usable time (missing, not a number, out of range) cannot be placed: skip it.
-    # Metadata events (process/thread names) need no time in the Chrome trace format and often have
-    # none (tracekit's own annotate writes none): they are dropped without being counted.
-    timed = keep & (ts_state == TIME_OK)
     counts = collections.Counter(skipped or {})
-    if int(np.count_nonzero(timed)) != int(np.count_nonzero(keep)):
-        untimed = keep & ~is_meta
-        for state, reason in _TIME_SKIPS.items():
-            counts[reason] += int(np.count_nonzero(untimed & (ts_state == state)))
-    negative = timed & dur_ns[1] & (dur_ns[0] < 0)
-    if negative.any():
-        negative &= _in(cat, DEVICE_ACTIVITY_CATS)
-        counts[SKIP_NEGATIVE_DUR] += int(np.count_nonzero(negative))
-        timed &= ~negative
+    timed = _placeable(keep, is_meta, cat, ts_state, dur_ns, counts)
     n_timed = int(np.count_nonzero(timed))
-
     pid, tid = ints["pid"], ints["tid"]
     device_side = _in(cat, DEVICE_SIDE_CATS)
     device = _choose(device_side & ~ints["device"][1], pid, ints["device"])
@@ -888,6 +872,28 @@ def assemble(
     usable = n_timed - int(np.count_nonzero(timed & is_meta))
     stats.update(events_seen=seen, usable_events=usable, max_abs_ts=max_abs_ts, fractional=fractional)
     return batch, stats
+
+
+def _placeable(
+    keep: np.ndarray, is_meta: np.ndarray, cat: Strings, ts_state: np.ndarray, dur_ns: Ints, counts: dict
+) -> np.ndarray:
+    """The kept events that can be placed on the timeline; the others are counted in `counts` by reason.
+
+    An event without a usable time (missing, not a number, out of range) cannot be placed. Metadata
+    events (process/thread names) need no time in the Chrome trace format and often have none
+    (tracekit's own annotate writes none): they are dropped without being counted. Device activity with
+    a negative dur would make the busy time and every gap around it wrong."""
+    timed = keep & (ts_state == TIME_OK)
+    if int(np.count_nonzero(timed)) != int(np.count_nonzero(keep)):
+        untimed = keep & ~is_meta
+        for state, reason in _TIME_SKIPS.items():
+            counts[reason] += int(np.count_nonzero(untimed & (ts_state == state)))
+    negative = timed & dur_ns[1] & (dur_ns[0] < 0)
+    if negative.any():
+        negative &= _in(cat, DEVICE_ACTIVITY_CATS)
+        counts[SKIP_NEGATIVE_DUR] += int(np.count_nonzero(negative))
+        timed &= ~negative
+    return timed
 
 
 def _in(column: Strings, allowed: tuple) -> np.ndarray:

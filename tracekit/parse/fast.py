@@ -2,14 +2,13 @@
 
 `decode(data, unit)` returns what `_decode.decode_events` returns, or None when the scanner declined
 the input (not valid JSON): the caller then decodes it with msgspec, which handles every case and
-produces the precise errors. Odd values and odd
-events do not decline the whole input: a number the scanner does not read itself (an exponent, more
-digits than it takes) comes back as text and is converted here by the msgspec path's own rules
-(`_decode.time_value`, `_decode._as_int`), and an event it does not take (a non-string name, args that
-are not an object, an escaped key, ...) comes back as a byte range that is decoded here with msgspec
-(`_decode.decode_items`) into its row. Both paths build the batch with `_decode.assemble`, so the same
-rules apply. Without the compiled extension (a failed build), or with TRACEKIT_DECODER=msgspec,
-`decode` always returns None.
+produces the precise errors. Odd values and odd events do not decline the whole input: a number the
+scanner does not read itself (an exponent, more digits than it takes) comes back as text and is
+converted here by the msgspec path's own rules (`_decode.time_value`, `_decode._as_int`), and an event it
+does not take (a non-string name, args that are not an object, an escaped key, ...) comes back as a
+byte range that is decoded here with msgspec (`_decode.decode_items`) into its row. Both paths build
+the batch with `_decode.assemble`, so the same rules apply. Without the compiled extension (a failed
+build), or with TRACEKIT_DECODER=msgspec, `decode` always returns None.
 """
 
 from __future__ import annotations
