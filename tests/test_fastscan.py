@@ -334,7 +334,7 @@ def test_deeply_nested_values(event, msgspec_only):
     """100,000 levels of [[[...]]]: the event is kept, the deep value dropped (null) and counted; never a
     RecursionError. Values up to MAX_DEPTH levels are kept as they are."""
     plain = b'{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 0}'
-    for depth, dropped in ((DEEP, 1), (300, 0), (_decode.MAX_DEPTH - 3, 0)):
+    for depth, dropped in ((DEEP, 1), (700, 0), (300, 0), (_decode.MAX_DEPTH - 3, 0)):
         value = b"[" * depth + b"]" * depth
         text = b"[" + plain + b", " + (event % value) + b", " + plain + b"]"
         fast, slow = one(text)
@@ -348,6 +348,16 @@ def test_deeply_nested_values(event, msgspec_only):
         assert stats["values_dropped"] == ({_decode.DROP_TOO_DEEP: 1} if dropped else {})
         with msgspec_only:
             assert_same(_decode.decode_events(text), slow)
+
+
+def test_a_value_too_deep_for_json_text_has_none():
+    """A kept string field holding a list nested close to the recursion limit (msgspec took it, json's
+    encoder would not): null, the same in both decoders since both call this."""
+    deep: list = []
+    for _ in range(5000):
+        deep = [deep]
+    assert _decode._as_text(deep) is None
+    assert _decode._as_text([1, [2.5, "x"]]) == '[1, [2.5, "x"]]'
 
 
 def test_declined_events_keep_row_order_and_dictionary_order():

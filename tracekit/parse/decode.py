@@ -957,6 +957,8 @@ def _as_text(v: Any) -> str | None:
         return json.dumps(v, separators=(", ", ": "))
     except (TypeError, ValueError):
         return str(v)
+    except RecursionError:  # nested almost as deep as msgspec takes (~1,000 levels): no text for it
+        return None
 
 
 def _normalise_cats(cat: Strings) -> Strings:
