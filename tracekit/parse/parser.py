@@ -351,6 +351,8 @@ def _require_events(files: list[tuple[Path, str]], traces: list[dict]) -> None:
         if losses:
             said = losses[0][1] if len(traces) == 1 else "; ".join(f"{src}: {loss}" for src, loss in losses)
             raise TraceFormatError(f"{names}: no usable profiler events ({said})")
+        if any(t.get("salvaged_dropped_bytes") or t.get("gzip_damage") for t in traces):
+            raise TraceFormatError(f"{names}: no profiler events before the damage; nothing to salvage")
         raise TraceFormatError(f"{names}: no profiler events in the trace; nothing to parse")
 
 
