@@ -619,26 +619,36 @@ def _parse_one(
         raise _Redo({"unit": unit})
     if progress:
         progress(display, size, size)
+    entry = _trace_entry(metadata, stats_all, rank=rank, source=display, unit=unit, rows=rows)
+    entry.update(
+        salvaged_dropped_bytes=dropped_bytes if salvage else None,
+        host_span_ns=span.value(),
+        gzip_damage=gz_damage,
+    )
+    return entry
+
+
+def _trace_entry(metadata: dict, stats: dict, *, rank: int, source: str, unit: str, rows: int) -> dict:
+    """A file's entry in the capture's `traces` metadata: what it is and what its decode kept, skipped
+    (by reason) and dropped."""
     metadata = dict(metadata)
     if isinstance(metadata.get("traceName"), str):
         # Kineto writes the absolute temp path it traced to; keep only the file name.
         metadata["traceName"] = Path(metadata["traceName"]).name
+    untimed = (_decode.SKIP_TS_MISSING, _decode.SKIP_TS_NOT_NUMBER, _decode.SKIP_TS_OUT_OF_RANGE)
     return {
         "rank": rank,
-        "source": display,
+        "source": source,
         "time_unit": unit,
         "events": rows,
-        "events_in_file": stats_all["events_seen"],
-        "usable_events": stats_all["usable_events"],
-        "dropped_events_without_time": sum(
-            stats_all["skipped"].get(r, 0)
-            for r in (_decode.SKIP_TS_MISSING, _decode.SKIP_TS_NOT_NUMBER, _decode.SKIP_TS_OUT_OF_RANGE)
-        ),
-        "skipped_events": dict(sorted(stats_all["skipped"].items())),
-        "dropped_values": dict(sorted(stats_all["values_dropped"].items())),
-        "salvaged_dropped_bytes": dropped_bytes if salvage else None,
-        "host_span_ns": span.value(),
-        "gzip_damage": gz_damage,
+        "events_in_file": stats["events_seen"],
+        "usable_events": stats["usable_events"],
+        "dropped_events_without_time": sum(stats["skipped"].get(r, 0) for r in untimed),
+        "skipped_events": dict(sorted(stats["skipped"].items())),
+        "dropped_values": dict(sorted(stats["values_dropped"].items())),
+        "salvaged_dropped_bytes": None,
+        "host_span_ns": None,
+        "gzip_damage": None,
         "metadata": metadata,
     }
 
