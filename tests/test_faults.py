@@ -303,3 +303,21 @@ def test_gzip_prefix_is_the_whole_stream_when_only_the_checksum_is_bad(size):
     assert out == text and "corrupt" in damage
     out, damage = _decode._gunzip(data[: len(data) // 2])
     assert text.startswith(out) and "truncated" in damage
+
+
+def test_a_job_parsed_as_tasks_warns_once_in_the_driver(tmp_path, capsys):
+    """Rank files parsed by worker tasks (the folder form): each file's losses are one `tracekit:
+    warning:` line from the driver, not a worker's own warning (which on Ray prints on another node)."""
+    files = []
+    for rank in (0, 1):
+        doc = small_trace()
+        doc["distributedInfo"] = {"rank": rank, "world_size": 2}
+        if rank == 1:
+            doc["traceEvents"][2]["ts"] = "soon"
+        files.append(write(tmp_path, doc, name=f"rank{rank}.pt.trace.json"))
+    out = tmp_path / "cap"
+    code, _, err = run_main(["parse", *map(str, files), "-o", f"{out}/"], capsys)
+    assert code == 0, err
+    lines = [x for x in err.splitlines() if "warning" in x.lower()]
+    assert lines == ["tracekit: warning: rank1.pt.trace.json: skipped 1 event: 1 ts not a number"], err
+    assert (out / "rank=1" / "part-0.parquet").is_file()

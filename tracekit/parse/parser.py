@@ -102,7 +102,7 @@ def parse_paths(paths: list[Path], *, salvage: bool = False, progress: Optional[
     meta = {"sources": sources, "traces": traces, "manifest": find_manifest(paths)}
     if failed:
         meta["failed"] = failed
-    _warn_losses(traces)
+    warn_losses(traces)
     return Capture(table=table, meta=meta)
 
 
@@ -174,7 +174,7 @@ def parse_files_to(
             )
         except _Restart:
             continue  # a file needs its slow path or another unit: the output so far is discarded
-        _warn_losses(capture.traces)
+        warn_losses(capture.traces)
         return capture
 
 
@@ -369,8 +369,9 @@ def losses_line(trace: dict) -> Optional[str]:
     return "; ".join(parts) or None
 
 
-def _warn_losses(traces: list[dict]) -> None:
-    """A TraceWarning per trace that lost events or values to bad input (the counts are in its entry)."""
+def warn_losses(traces: list[dict]) -> None:
+    """A TraceWarning per trace that lost events or values to bad input (the counts are in its entry).
+    Parses run as tasks (tracekit.scale) keep theirs quiet and the driver calls this once for the job."""
     for t in traces:
         loss = losses_line(t)
         if loss:

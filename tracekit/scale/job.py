@@ -56,6 +56,7 @@ from tracekit.parse.parser import (
     find_trace_files,
     parse_files_to,
     parse_paths,
+    warn_losses,
 )
 from tracekit.scale import tasks
 from tracekit.scale.executor import Executor, LocalExecutor
@@ -198,6 +199,7 @@ def _parse_into(
     order = {d: i for i, (_, d) in enumerate(files)}
     sources = sorted((x for s in final.values() for x in s["sources"]), key=lambda x: order[x["path"]])
     traces = sorted((x for s in final.values() for x in s["traces"]), key=lambda x: order[x["source"]])
+    warn_losses(traces)  # once, here: the tasks kept theirs quiet (they may run on other machines)
     parts = [
         {"rank": r, "path": f"rank={r}/part-0.parquet", "rows": s["rows"], "steps": s["steps"]}
         for r, s in sorted(final.items())

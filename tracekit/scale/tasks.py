@@ -9,11 +9,12 @@ table to the driver.
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any, Optional, Union
 
 from tracekit.data.files import Location
-from tracekit.errors import TracekitError
+from tracekit.errors import TracekitError, TraceWarning
 from tracekit.parse.parser import Progress
 
 # A trace file as (path, display name); a bare path displays as its file name.
@@ -42,9 +43,11 @@ def parse_rank(
 
     pairs = [named(f) for f in files]
     try:
-        capture = parse_files_to(
-            pairs, out_path, force=True, salvage=salvage, part=True, parallel=parallel, progress=progress
-        )
+        with warnings.catch_warnings():  # what a file lost is in its trace entry; the driver warns once
+            warnings.simplefilter("ignore", TraceWarning)
+            capture = parse_files_to(
+                pairs, out_path, force=True, salvage=salvage, part=True, parallel=parallel, progress=progress
+            )
     except TracekitError as exc:
         if len(pairs) != 1:
             raise
