@@ -12,6 +12,13 @@ def _cell(s: str) -> str:
     return s.replace("|", "\\|").replace("\n", " ")
 
 
+def write_header(out: TextIO, lines: list[str]) -> None:
+    """The first line as the level-1 heading, the others as paragraphs."""
+    out.write(f"# {lines[0]}\n\n")
+    for line in lines[1:]:
+        out.write(f"{line}\n\n")
+
+
 def write_sections(out: TextIO, sections: list[Section]) -> None:
     """Each Section as a level-2 heading, a table and its notes as paragraphs."""
     for sec in sections:
@@ -30,10 +37,7 @@ class MarkdownRenderer:
     suffix = ".md"
 
     def render(self, result: Any, out: TextIO) -> None:
-        head = header(result)
-        out.write(f"# {head[0]}\n\n")
-        for line in head[1:]:
-            out.write(f"{line}\n\n")
+        write_header(out, header(result))
         write_sections(out, report_sections(result))
         for n in other_notes(result):
             out.write(f"{n}\n\n")

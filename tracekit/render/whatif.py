@@ -3,12 +3,11 @@ out by the same functions; every number comes from the result."""
 
 from __future__ import annotations
 
-import json
-from typing import Any, TextIO
+from typing import TextIO
 
 from tracekit.analysis.model import CAUSES
 from tracekit.render.base import Section
-from tracekit.render.json import _finite
+from tracekit.render.json import JsonRenderer
 from tracekit.render.sections import manifest_parts
 from tracekit.whatif.model import WhatIfResult
 
@@ -142,29 +141,15 @@ class WhatIfMarkdownRenderer:
     suffix = ".md"
 
     def render(self, result: WhatIfResult, out: TextIO) -> None:
-        from tracekit.render.markdown import write_sections
+        from tracekit.render.markdown import write_header, write_sections
 
-        head = header(result)
-        out.write(f"# {head[0]}\n\n")
-        for line in head[1:]:
-            out.write(f"{line}\n\n")
+        write_header(out, header(result))
         write_sections(out, sections(result))
         for line in footer(result):
             out.write(f"{line}\n\n")
 
 
-class WhatIfJsonRenderer:
-    name = "json"
-    suffix = ".json"
+# the JSON renderer is the analysis report's: both print `result.to_json()`, non-finite floats as null
+RENDERERS = {c.name: c for c in (WhatIfTextRenderer, JsonRenderer, WhatIfMarkdownRenderer)}
 
-    def __init__(self, indent: int | None = 2) -> None:
-        self.indent = indent
-
-    def render(self, result: Any, out: TextIO) -> None:
-        json.dump(_finite(result.to_json()), out, indent=self.indent, allow_nan=False)
-        out.write("\n")
-
-
-RENDERERS = {c.name: c for c in (WhatIfTextRenderer, WhatIfJsonRenderer, WhatIfMarkdownRenderer)}
-
-__all__ = ["WhatIfTextRenderer", "WhatIfJsonRenderer", "WhatIfMarkdownRenderer", "RENDERERS", "sections"]
+__all__ = ["WhatIfTextRenderer", "WhatIfMarkdownRenderer", "RENDERERS", "sections"]
