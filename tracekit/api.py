@@ -62,30 +62,16 @@ def analyze(capture: CaptureLike, *, sync_tolerance_us: float = 2.0, savings: bo
     its events); the savings, which replay the whole job's graph, are then not computed, and the
     Analysis holds no Capture."""
     from tracekit.analysis.partial import Params
-    from tracekit.analysis.pipeline import analyze as run_analysis
-    from tracekit.analysis.pipeline import prepare
     from tracekit.data.store import is_capture
-    from tracekit.scale.job import analyze_capture, in_one_process
+    from tracekit.scale.job import analyze_capture, analyze_loaded, in_one_process, savings_skipped
 
-    tolerance_ns = int(round(sync_tolerance_us * 1000))
+    params = Params(sync_tolerance_ns=int(round(sync_tolerance_us * 1000)))
     if not isinstance(capture, Capture) and is_capture(capture) and not in_one_process(capture, savings):
-        report = analyze_capture(capture, params=Params(sync_tolerance_ns=tolerance_ns))
-        return Analysis(skipped_savings(report) if savings else report)
+        report = analyze_capture(capture, params=params)
+        return Analysis(savings_skipped(report) if savings else report)
     cap = capture if isinstance(capture, Capture) else load(capture)
-    ctx = prepare(cap, tolerance_ns)
-    report = run_analysis(cap, context=ctx)
-    if savings:
-        from tracekit.whatif.savings import with_savings
-
-        report = with_savings(report, cap, ctx.fr, ctx.threads)
-    return Analysis(report, cap)
-
-
-def skipped_savings(report: Report) -> Report:
-    """The report with a note that its savings were not computed (a job analysed rank by rank)."""
-    from tracekit.scale.job import _savings_skipped
-
-    return _savings_skipped(report)
+    # in this process, as `tracekit analyze` does it, keeping the idle and busy intervals (evidence)
+    return Analysis(analyze_loaded(cap, replace(params, evidence=True), savings=savings), cap)
 
 
 def analysis_of(path: PathLike, executor: Optional[Executor] = None) -> Report:

@@ -394,9 +394,11 @@ def analyze_inputs(
             report = analyze_capture(
                 path, params=params, executor=executor, check=check, store=store, rank=rank, meta=meta
             )
-            report = _savings_skipped(report) if savings else report
+            report = savings_skipped(report) if savings else report
             return report, path if store else None
-        return _analyze_here(read_capture(path), params, check, store, rank, savings), path
+        return analyze_loaded(
+            read_capture(path), params, check=check, store=store, rank=rank, savings=savings
+        ), path
     if store:
         raise TracekitError(
             f"--store needs one capture, got {', '.join(map(str, inputs))}; "
@@ -404,7 +406,7 @@ def analyze_inputs(
         )
     files = find_trace_files(inputs)
     if len(files) == 1 or (savings and len(files) <= WHOLE_MAX_RANKS):
-        return _analyze_here(parse_paths(inputs), params, check, False, rank, savings), None
+        return analyze_loaded(parse_paths(inputs), params, check=check, rank=rank, savings=savings), None
     executor = executor or LocalExecutor()
     check_local_staging(executor, inputs)
     with tempfile.TemporaryDirectory(prefix="tracekit-") as tmp:
@@ -412,10 +414,11 @@ def analyze_inputs(
         report = analyze_capture(parsed.output, params=params, executor=executor, check=check, rank=rank)
     # The report names the inputs, not the temporary capture.
     report = replace(report, capture={k: v for k, v in report.capture.items() if k != "path"})
-    return (_savings_skipped(report) if savings else report), None
+    return (savings_skipped(report) if savings else report), None
 
 
-def _savings_skipped(report: Report) -> Report:
+def savings_skipped(report: Report) -> Report:
+    """The report with a note that its savings were not computed (a job analysed rank by rank)."""
     return replace(report, parameters={**report.parameters, "savings_skipped": SAVINGS_SKIPPED})
 
 
@@ -432,8 +435,14 @@ def check_local_staging(executor: Executor, inputs: list) -> None:
         )
 
 
-def _analyze_here(
-    capture: Capture, params: Params, check: bool, store: bool, rank: Optional[int], savings: bool
+def analyze_loaded(
+    capture: Capture,
+    params: Params,
+    *,
+    check: bool = False,
+    store: bool = False,
+    rank: Optional[int] = None,
+    savings: bool = False,
 ) -> Report:
     """A capture in memory, analysed in this process (one part; two with `rank`: it alone, the rest),
     with the savings (tracekit.whatif.savings) when asked for."""
