@@ -62,13 +62,15 @@ def analyze(capture: CaptureLike, *, sync_tolerance_us: float = 2.0, savings: bo
     its events); the savings, which replay the whole job's graph, are then not computed, and the
     Analysis holds no Capture."""
     from tracekit.analysis.partial import Params
-    from tracekit.data.store import is_capture
+    from tracekit.data.store import is_capture, read_meta
     from tracekit.scale.job import analyze_capture, analyze_loaded, in_one_process, savings_skipped
 
     params = Params(sync_tolerance_ns=int(round(sync_tolerance_us * 1000)))
-    if not isinstance(capture, Capture) and is_capture(capture) and not in_one_process(capture, savings):
-        report = analyze_capture(capture, params=params)
-        return Analysis(savings_skipped(report) if savings else report)
+    if not isinstance(capture, Capture) and is_capture(capture):
+        meta = read_meta(capture)  # read once (a round trip on object storage)
+        if not in_one_process(capture, savings, meta):
+            report = analyze_capture(capture, params=params, meta=meta)
+            return Analysis(savings_skipped(report) if savings else report)
     cap = capture if isinstance(capture, Capture) else load(capture)
     # in this process, as `tracekit analyze` does it, keeping the idle and busy intervals (evidence)
     return Analysis(analyze_loaded(cap, replace(params, evidence=True), savings=savings), cap)
