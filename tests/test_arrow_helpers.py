@@ -92,3 +92,34 @@ print("pandas" in sys.modules)
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
+
+
+def test_the_parse_command_never_imports_pandas(tmp_path):
+    """`tracekit parse` as a user runs it (`python -m tracekit parse`, the CLI and its job driver): no
+    pandas in the process or its decode workers (-X importtime names every module each one imports)."""
+    trace = ROOT / "fixtures" / "hta" / "nccl_data.json.gz"
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-X",
+            "importtime",
+            "-m",
+            "tracekit",
+            "parse",
+            str(trace),
+            "-o",
+            str(tmp_path / "c.parquet"),
+        ],
+        capture_output=True,
+        text=True,
+        env={"TRACEKIT_WORKERS": "2", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("wrote "), out.stdout
+    imported = [
+        line.rsplit("|", 1)[-1].strip() for line in out.stderr.splitlines() if line.startswith("import time:")
+    ]
+    assert "tracekit.parse.parser" in imported  # the check sees the parse's imports
+    assert not [m for m in imported if m.split(".")[0] == "pandas"]

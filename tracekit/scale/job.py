@@ -23,15 +23,11 @@ import os
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tracekit.analysis.invariants import check_invariants
-from tracekit.analysis.merge import merge, rank_report
-from tracekit.analysis.model import Report
-from tracekit.analysis.partial import CaptureContext, Params
 from tracekit.data import files as fs
 from tracekit.data.files import Location
 from tracekit.data.store import (
@@ -60,6 +56,12 @@ from tracekit.parse.parser import (
 )
 from tracekit.scale import tasks
 from tracekit.scale.executor import Executor, LocalExecutor
+
+if TYPE_CHECKING:
+    # The analysis (pandas, +0.7 s of start-up) is imported by the functions that analyse: `tracekit
+    # parse` reaches parse_job through this module and must not pay for it.
+    from tracekit.analysis.model import Report
+    from tracekit.analysis.partial import Params
 
 # A file at least this large (on disk) is worth cutting into chunks decoded by all cores; a job of
 # smaller files is decoded a file per worker.
@@ -299,6 +301,10 @@ def analyze_capture(
     worker writes its ranks' idle rows beside their data (`rank=<r>/idle-0.parquet`) and the driver
     the report into the metadata file. `rank`: the report of that rank in full (its collective waits
     and straggler from the whole job), instead of the job's."""
+    from tracekit.analysis.invariants import check_invariants
+    from tracekit.analysis.merge import merge, rank_report
+    from tracekit.analysis.partial import CaptureContext, Params
+
     params = params or Params()
     meta = meta if meta is not None else read_meta(path)
     ranks = capture_ranks(meta)
@@ -386,6 +392,8 @@ def analyze_inputs(
     at most WHOLE_MAX_RANKS with `savings`, are parsed and analysed in this process."""
     import tempfile
 
+    from tracekit.analysis.partial import Params
+
     params = params or Params()
     if len(inputs) == 1 and is_capture(inputs[0]):
         path = inputs[0]
@@ -448,7 +456,9 @@ def analyze_loaded(
     with the savings (tracekit.whatif.savings) when asked for."""
     import pyarrow.compute as pc
 
-    from tracekit.analysis.partial import analyze_partial
+    from tracekit.analysis.invariants import check_invariants
+    from tracekit.analysis.merge import merge, rank_report
+    from tracekit.analysis.partial import CaptureContext, analyze_partial
     from tracekit.analysis.pipeline import prepare
     from tracekit.analysis.store import store_report
 
