@@ -77,3 +77,70 @@ def test_info_names_the_manifest_of_a_tracekit_capture(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "manifest: workload heavy_mlp, run heavy_mlp, device NVIDIA H200, python 3.12.3" in text
     assert "{" not in text.split("manifest:")[1].splitlines()[0]
+
+
+def _two_rank_traces(folder: Path) -> Path:
+    for r in (0, 1):
+        t = TraceBuilder(rank=r, world_size=2)
+        t.step(5, 0, 1000)
+        t.step(6, 1000, 3000)
+        t.kernel("k", 10, 20)
+        t.kernel("k2", 30, 40, stream=8)
+        t.op("aten::add", 100, 5)
+        t.write(folder / f"rank{r}.json")
+    return folder
+
+
+def test_summary_from_disk_equals_the_summary_of_the_loaded_capture(tmp_path, capsys):
+    """GIVEN captures of every form: a file of two ranks, a folder, a real file, and both after
+    `analyze --store` (the file then rewritten whole: row groups of mixed kinds; the folder with idle
+    parts) WHEN summarised from disk (row-group statistics, a few columns) THEN the document is the one
+    of the capture read whole into memory."""
+    from tracekit.data.store import read_capture, read_meta
+    from tracekit.data.summary import summarize
+
+    (tmp_path / "run").mkdir()
+    traces = _two_rank_traces(tmp_path / "run")
+    captures = {
+        "file": tmp_path / "c.parquet",
+        "folder": tmp_path / "c",
+        "real": tmp_path / "real.parquet",
+    }
+    assert run_main(["parse", str(traces), "-o", str(captures["file"])], capsys)[0] == 0
+    assert run_main(["parse", str(traces), "-o", f"{captures['folder']}/"], capsys)[0] == 0
+    assert run_main(["parse", str(PROBE), "-o", str(captures["real"])], capsys)[0] == 0
+    for stored in (False, True):
+        for name, path in captures.items():
+            if stored:
+                assert run_main(["analyze", str(path), "--store", "--no-savings"], capsys)[0] == 0, name
+            expected = read_capture(path).summary()
+            assert summarize(path, read_meta(path)) == expected, (name, stored)
+            assert list(summarize(path, read_meta(path))["rows_by_kind"]) == list(expected["rows_by_kind"])
+        assert "idle" in read_capture(captures["folder"]).summary()["rows_by_kind"] or not stored
+    folder = summarize(captures["folder"], read_meta(captures["folder"]))
+    assert folder["ranks"] == [0, 1] and folder["devices"] == [
+        {"rank": 0, "device": 0},
+        {"rank": 1, "device": 0},
+    ]
+    assert [(s["rank"], s["name"]) for s in folder["step_rows"]] == [
+        (0, "ProfilerStep#5"),
+        (0, "ProfilerStep#6"),
+        (1, "ProfilerStep#5"),
+        (1, "ProfilerStep#6"),
+    ]
+    assert folder["events_by_cat"]["kernel"] == 4 and folder["events_by_cat"]["cpu_op"] == 2
+
+
+def test_info_of_a_capture_reads_no_event_rows(tmp_path, capsys, monkeypatch):
+    """`tracekit info` of a capture never reads the whole table (it used to: 2.4 GiB per GB of trace)."""
+    import tracekit.data.store as store
+
+    out = tmp_path / "c.parquet"
+    assert run_main(["parse", str(PROBE), "-o", str(out)], capsys)[0] == 0
+
+    def refuse(*a, **k):
+        raise AssertionError("info read the whole capture")
+
+    monkeypatch.setattr(store, "read_capture", refuse)
+    code, stdout, _ = run_main(["info", str(out), "--json"], capsys)
+    assert code == 0 and json.loads(stdout)["rows_by_kind"]["event"] == 2405

@@ -18,19 +18,31 @@ def info(
     ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of text."),
 ) -> None:
-    """Show what a capture holds: the quick look before analysing it."""
-    from tracekit.parse.parser import load_capture
+    """Show what a capture holds: the quick look before analysing it.
 
-    doc = describe(load_capture(capture), capture)
+    A capture is described from its metadata and row-group statistics, reading only the few columns
+    the counts need, a row group at a time (constant memory); trace files are parsed first."""
+    doc = describe(capture)
     typer.echo(json.dumps(doc, indent=2, sort_keys=True) if as_json else render_text(doc))
 
 
-def describe(capture, path: Union[str, Path]) -> dict:
-    """The info document: manifest, sources, per-rank trace metadata, devices, steps, row counts."""
-    s = capture.summary()
-    meta = capture.meta
+def describe(path: Union[str, Path]) -> dict:
+    """The info document of a capture, trace file or run folder: manifest, sources, per-rank trace
+    metadata, devices, steps, row counts."""
+    from tracekit.data.files import is_uri
+    from tracekit.data.store import is_capture, read_meta
+    from tracekit.data.summary import summarize
+    from tracekit.parse.parser import load_capture
+
+    where = path if is_uri(path) else Path(path)
+    if is_capture(where):
+        meta = read_meta(where)
+        s = summarize(where, meta)
+    else:
+        capture = load_capture(where)
+        meta, s = capture.meta, capture.summary()
     traces = []
-    for t in capture.traces:
+    for t in meta.get("traces") or []:
         md = t.get("metadata") or {}
         props = md.get("deviceProperties") or []
         traces.append(

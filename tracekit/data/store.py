@@ -92,38 +92,11 @@ class Capture:
         return {row["values"]: row["counts"] for row in pc.value_counts(kind).to_pylist() if row["values"]}
 
     def summary(self) -> dict:
-        """What the capture holds: ranks, devices, steps, and row counts by kind and by category."""
-        import pyarrow.compute as pc
+        """What the capture holds: ranks, devices, steps, and row counts by kind and by category (the
+        same document as tracekit.data.summary.summarize of the capture on disk)."""
+        from tracekit.data.summary import summarize_table
 
-        t = self.table
-        kind = _decoded(t, "kind")
-        is_event = pc.equal(kind, "event")
-        is_step = pc.equal(kind, "step")
-        steps = t.filter(is_step).select(["rank", "step", "name", "ts_ns", "dur_ns"]).to_pylist()
-        events = t.filter(is_event)
-        devices = sorted(
-            {
-                (r, d)
-                for r, d in zip(
-                    t.filter(pc.equal(kind, "busy")).column("rank").to_pylist(),
-                    t.filter(pc.equal(kind, "busy")).column("device").to_pylist(),
-                )
-                if d is not None
-            }
-        )
-        by_kind = {row["values"]: row["counts"] for row in pc.value_counts(kind).to_pylist() if row["values"]}
-        cats = pc.value_counts(pc.fill_null(_decoded(events, "cat"), "(no cat)")).to_pylist()
-        by_cat = dict(sorted(((row["values"], row["counts"]) for row in cats), key=lambda x: (-x[1], x[0])))
-        ranks = sorted(set(t.column("rank").to_pylist()) - {None})
-        return {
-            "events": events.num_rows,
-            "ranks": ranks,
-            "devices": [{"rank": r, "device": d} for r, d in devices],
-            "steps": len(steps),
-            "step_rows": steps,
-            "rows_by_kind": by_kind,
-            "events_by_cat": by_cat,
-        }
+        return summarize_table(self.table)
 
 
 def _decoded(table: pa.Table, column: str) -> pa.Array:
