@@ -12,9 +12,10 @@ import pytest
 from typer.testing import CliRunner
 
 from tracekit.analysis.pipeline import analyze
+from tracekit.api import annotate
 from tracekit.cli import get_app
 from tracekit.errors import OutputExistsError, TracekitError
-from tracekit.export.annotate import CATEGORY, TRACK_NAME, annotate, splice
+from tracekit.export.annotate import CATEGORY, TRACK_NAME, splice
 from tracekit.parse.parser import load_capture, parse_to_file
 
 PROBE = Path(__file__).resolve().parent.parent / "fixtures" / "h200_probe"

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from tests.clirun import run_main
 from tests.test_render import check_golden, render
 from tests.tracebuilder import TraceBuilder
+from tracekit import api
 from tracekit.analysis.invariants import check_invariants
 from tracekit.analysis.pipeline import analyze
 from tracekit.analysis.sketch import EXACT_VALUES, RELATIVE_ERROR, Sketch
@@ -28,7 +29,7 @@ from tracekit.errors import TracekitError, WorkerError
 from tracekit.parse.parser import load_capture, parse_paths
 from tracekit.scale import job as job_module
 from tracekit.scale.executor import LocalExecutor, get_executor
-from tracekit.scale.job import analyze_capture, analyze_inputs, parse_job
+from tracekit.scale.job import analyze_capture, parse_job
 
 ROOT = Path(__file__).resolve().parent.parent
 DDP = ROOT / "fixtures" / "h200" / "ddp_slow_rank1"
@@ -144,7 +145,7 @@ def test_results_are_identical_on_every_path(tmp_path, request, which, monkeypat
     for per_task in (1, 3):  # how ranks are grouped into tasks changes nothing
         monkeypatch.setattr(job_module, "MAX_RANKS_PER_TASK", per_task)
         same_report(reference, analyze_capture(folder, executor=LocalExecutor(2)))
-    same_report(reference, analyze_inputs([traces])[0])  # traces parsed on the fly
+    same_report(reference, api.analyze([traces], savings=False).report)  # traces parsed on the fly
     checked = analyze_capture(folder, check=True)
     assert "idle never overlaps a device activity event" in checked.checked
     stragglers = {d.rank: d.straggler_rank for d in reference.devices}

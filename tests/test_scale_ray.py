@@ -227,8 +227,8 @@ def test_whatif_parses_on_ray_and_replays_the_same(ray_executor, capsys):
 
 
 def test_traces_are_not_staged_locally_for_a_cluster_of_several_nodes(tmp_path):
+    from tracekit import api
     from tracekit.errors import TracekitError
-    from tracekit.scale.job import analyze_inputs
 
     class TwoNodes:  # what RayExecutor says of a cluster of two machines
         nodes, workers = 2, 8
@@ -238,7 +238,7 @@ def test_traces_are_not_staged_locally_for_a_cluster_of_several_nodes(tmp_path):
 
     job = make_job(tmp_path / "job", 2, straggler=1)
     with pytest.raises(TracekitError, match="the other 1 node\\(s\\) of the Ray cluster cannot write"):
-        analyze_inputs([str(job)], executor=TwoNodes())
+        api.analyze([str(job)], savings=False, executor=TwoNodes())
 
 
 def test_a_bad_rank_file_on_s3_is_named_by_its_uri_and_the_others_parse_on_ray(

@@ -277,7 +277,7 @@ def test_cpu_only_capture_gets_host_scalars(tmp_path):
 
 def test_two_ranks_write_one_sub_run_each(tmp_path):
     from tests.tracebuilder import TraceBuilder
-    from tracekit.export.tensorboard import write_capture_summaries
+    from tracekit import api
     from tracekit.parse.parser import parse_paths
 
     # GIVEN rank 0 busy 60 of 100 µs per step and rank 1 busy 30
@@ -291,7 +291,7 @@ def test_two_ranks_write_one_sub_run_each(tmp_path):
         t.write(tmp_path / f"rank{rank}.pt.trace.json")
     capture = parse_paths([tmp_path / "rank0.pt.trace.json", tmp_path / "rank1.pt.trace.json"])
     # WHEN the event files are written
-    written = write_capture_summaries(tmp_path, capture)
+    written = write_run_summaries(tmp_path, api.analyze(capture).report)
     # THEN the capture's own run holds the report, and each rank its own scalars under the same tags
     assert sorted(p.parent.name for p in written) == sorted([tmp_path.name, "rank0", "rank1"])
     assert TEXT_TAG in read_events(tmp_path)[1]

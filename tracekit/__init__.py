@@ -7,6 +7,8 @@ The Python API (docs/api.md), the same one the CLI commands call:
     a.causes()                                          # pandas DataFrames: steps, causes, ranks, ...
     d = tk.diff("a.parquet", "b.parquet")
     d.figures()
+    w = tk.whatif("a.parquet", sets=["sync=0"])       # the step time if the syncs no longer waited
+    w.devices()
 
 Imports are lazy: `import tracekit` costs nothing until one of these is used.
 """
@@ -17,11 +19,12 @@ from typing import Any
 
 from tracekit.version import __version__
 
-__all__ = ["Analysis", "Comparison", "analyze", "diff", "load", "__version__"]
+_API = ("Analysis", "Comparison", "WhatIf", "analyze", "diff", "load", "whatif")
+__all__ = [*_API, "__version__"]
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("Analysis", "Comparison", "analyze", "diff", "load"):
+    if name in _API:
         from tracekit import api
 
         return getattr(api, name)

@@ -415,6 +415,43 @@ class JobSummary:
 
 
 @dataclass(frozen=True)
+class SavingsInfo:
+    """Whether the devices' `savings_ms_per_step` were computed, and on what they rest: the profiler cost
+    per recorded event the unprofiled savings assume and where it came from (manifest | flag | default),
+    or why they were not computed (`skipped`: a job analysed rank by rank). In the JSON these are the
+    `parameters` keys `savings_profiler_cost_us_per_event`, `savings_profiler_cost_source` and
+    `savings_skipped` (a stable contract; `Report.from_json` reads them back into this field)."""
+
+    profiler_cost_us_per_event: Optional[float] = None
+    profiler_cost_source: Optional[str] = None
+    skipped: Optional[str] = None
+
+    @property
+    def computed(self) -> bool:
+        return self.skipped is None
+
+    def to_parameters(self) -> dict[str, Any]:
+        if self.skipped is not None:
+            return {"savings_skipped": self.skipped}
+        return {
+            "savings_profiler_cost_us_per_event": self.profiler_cost_us_per_event,
+            "savings_profiler_cost_source": self.profiler_cost_source,
+        }
+
+    @classmethod
+    def from_parameters(cls, parameters: Mapping[str, Any]) -> Optional[SavingsInfo]:
+        if "savings_skipped" in parameters:
+            return cls(skipped=str(parameters["savings_skipped"]))
+        if "savings_profiler_cost_us_per_event" in parameters:
+            cost = parameters["savings_profiler_cost_us_per_event"]
+            return cls(cost, parameters.get("savings_profiler_cost_source"))
+        return None
+
+
+_SAVINGS_KEYS = ("savings_profiler_cost_us_per_event", "savings_profiler_cost_source", "savings_skipped")
+
+
+@dataclass(frozen=True)
 class Report:
     """Everything `tracekit analyze` found in one capture."""
 
@@ -431,6 +468,8 @@ class Report:
     profiler_overhead: Optional[ProfilerOverhead] = None
     parameters: Mapping[str, Any] = field(default_factory=dict)  # thresholds used, with units
     job: Optional[JobSummary] = None  # jobs of several ranks: the figures across ranks
+    # None: the savings were not asked for (tracekit.api.analyze adds them; DeviceReport.savings_ms_per_step)
+    savings: Optional[SavingsInfo] = None
     version: int = REPORT_VERSION
     # In-memory evidence for check_invariants and `analyze --store` (not part of the JSON):
     # idle pieces (rank, device, step, ts_ns, dur_ns, cause) and busy intervals (rank, device, ts_ns, dur_ns)
@@ -474,7 +513,7 @@ class Report:
                 if self.profiler_overhead
                 else None
             ),
-            "parameters": dict(self.parameters),
+            "parameters": {**self.parameters, **(self.savings.to_parameters() if self.savings else {})},
             **({"job": _plain(self.job)} if self.job is not None else {}),
         }
 
@@ -496,6 +535,10 @@ class Report:
         fields["devices"] = [_device_fields(d) for d in doc.get("devices", [])]
         host = dict(doc.get("host") or {})
         fields["host"] = {"steps": host.get("steps", [])}
+        parameters = dict(doc.get("parameters") or {})
+        savings = SavingsInfo.from_parameters(parameters)
+        fields["parameters"] = {k: v for k, v in parameters.items() if k not in _SAVINGS_KEYS}
+        fields["savings"] = None if savings is None else _plain(savings)
         try:
             return msgspec.convert(fields, cls, strict=False)
         except msgspec.ValidationError as exc:

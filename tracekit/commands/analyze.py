@@ -66,21 +66,21 @@ def analyze(
     events (the savings, which replay the whole job's graph, are then not computed). With more than 8
     ranks the text and Markdown reports summarise the job (step time, each figure's spread across ranks,
     stragglers, the ranks that differ); --rank R shows one rank in full, --json keeps every rank."""
-    from tracekit.analysis.partial import Params
+    from tracekit import api
     from tracekit.errors import TracekitError
-    from tracekit.scale.job import analyze_inputs
 
     if as_json and as_markdown:
         raise TracekitError("--json and --markdown both given; pick one")
-    params = Params(sync_tolerance_ns=int(round(sync_tolerance_us * 1000)))
+    opts = api.AnalyzeOptions(
+        sync_tolerance_us=sync_tolerance_us, savings=savings, check=check, store=store, rank=rank
+    )
     with executor(ray) as ex:
-        report, where = analyze_inputs(
-            inputs, params=params, executor=ex, check=check, store=store, rank=rank, savings=savings
-        )
+        analysis = api.analyze(inputs, opts, executor=ex)
+    report = analysis.report
     for name in report.checked:
         typer.echo(f"ok: {name}", err=True)
     if store:
-        typer.echo(f"stored the analysis in {where}", err=True)
+        typer.echo(f"stored the analysis in {analysis.stored}", err=True)
     fmt = "json" if as_json else "markdown" if as_markdown else "text"
     _emit(report, fmt, output, force, width, explicit=as_json or as_markdown)
 

@@ -18,9 +18,9 @@ def annotate(
     force: bool = typer.Option(False, "--force", help="Overwrite OUTPUT if it exists."),
 ) -> None:
     """Write the trace with an idle-gap track (cause + evidence) for TensorBoard's trace view / Perfetto."""
-    from tracekit.export.annotate import annotate as run
+    from tracekit import api
 
-    done = run(capture, output, force=force)
+    done = api.annotate(capture, output, force=force)
     causes = ", ".join(f"{c} {n}" for c, n in sorted(done.gaps_by_cause.items(), key=lambda kv: -kv[1]))
     typer.echo(
         f"tracekit: wrote {done.output}: {done.source.name} + {done.gaps} idle gaps ({causes or 'none'})"

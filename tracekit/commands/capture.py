@@ -46,8 +46,8 @@ def capture(
     force: bool = typer.Option(False, "--force", help="Overwrite existing outputs."),
 ) -> None:
     """Capture a workload under torch.profiler in each interpreter and parse it into Parquet."""
+    from tracekit import api
     from tracekit.capture.knobs import KnobError, parse_assignments
-    from tracekit.orchestrate.runner import run_capture
 
     targets = list(targets or [])
     if script is None:
@@ -63,7 +63,7 @@ def capture(
         knobs = parse_assignments(sets or [])
     except KnobError as exc:
         raise CaptureError(str(exc)) from None
-    paths = run_capture(
+    paths = api.capture(
         workload,
         out,
         pythons=python or [],

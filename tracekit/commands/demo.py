@@ -25,22 +25,18 @@ def demo(
     """Capture a small workload under torch.profiler, parse it and print the idle-time analysis.
 
     Re-running overwrites the previous demo run in OUT. Open the traces with `tracekit view OUT`."""
-    from tracekit.analysis.invariants import check_invariants
-    from tracekit.analysis.pipeline import analyze
+    from tracekit import api
     from tracekit.capture.knobs import KnobError, parse_assignments
-    from tracekit.data.store import read_capture
     from tracekit.errors import CaptureError
-    from tracekit.orchestrate.runner import run_capture
     from tracekit.render.registry import get_renderer
 
     try:
         knobs = parse_assignments(knob)
     except KnobError as exc:
         raise CaptureError(str(exc)) from None
-    parquets = run_capture(workload, out, device=device, knobs=knobs, force=True)
+    parquets = api.capture(workload, out, device=device, knobs=knobs, force=True)
     for path in parquets:
-        report = analyze(read_capture(path))
-        check_invariants(report)
+        report = api.analyze(path, check=True).report  # what `tracekit analyze --check` prints
         get_renderer("text").render(report, sys.stdout)
         typer.echo(f"\ncapture: {path}   traces: {path.with_suffix('')}", err=True)
         typer.echo(f"next: `tracekit analyze {path} --json`, or `tracekit view {out}`", err=True)

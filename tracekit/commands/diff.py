@@ -45,28 +45,21 @@ def diff(
     framework op time per call, each with an interval; says plainly when captures are not comparable."""
     from tracekit import api
     from tracekit.data.store import check_output
-    from tracekit.errors import NotComparableError, TracekitError
+    from tracekit.errors import TracekitError
     from tracekit.render.diff import JsonRenderer, MarkdownRenderer, PlotRenderer, TerminalRenderer
 
-    if len(captures) < 2:
-        raise NotComparableError(
-            f"diff needs at least two captures, got {len(captures)}: `tracekit diff A B`"
-        )
     if json_out and markdown:
         raise TracekitError("--json and --markdown both given; choose one")
-    if label and len(label) != len(captures):
-        raise TracekitError(
-            f"{len(label)} --label for {len(captures)} captures; give one per capture, in order"
-        )
     if plot is not None:
         if plot.suffix.lower() != ".png":
             raise TracekitError(f"--plot {plot}: the plot is a PNG; name it with .png")
         check_output(plot, force)
     sides = [[p for p in str(c).split(",") if p] for c in captures]  # A1,A2: runs pooled into one side
+    opts = api.DiffOptions(
+        labels=tuple(label) or None, confidence=confidence, compare=tuple(compare), top_ops=top_ops
+    )
     with executor(ray) as ex:
-        result = api.diff(
-            *sides, labels=label or None, confidence=confidence, top_ops=top_ops, compare=compare, executor=ex
-        ).result
+        result = api.diff(*sides, options=opts, executor=ex).result
     if json_out:
         JsonRenderer().render(result, sys.stdout)
     elif markdown:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import sys
 import time
-from pathlib import Path
 from typing import Callable, List, Optional
 
 import typer
@@ -41,24 +40,15 @@ def parse(
     Of a job's rank files, one that cannot be parsed is left out: the others are written, each failed
     file is named on stderr (with its rank) and the exit status is 2. Two files of one rank whose time
     ranges overlap are refused (successive profiler cycles of a rank never overlap)."""
-    from tracekit.data.files import is_uri
-    from tracekit.parse.parser import find_trace_files
-    from tracekit.scale.job import parse_job
+    from tracekit import api
 
     started = time.perf_counter()
-    # On Ray, each rank's file is written where its task runs: the driver never gathers the job's rows.
-    folder = is_folder_output(output) or (ray is not None and len(find_trace_files(inputs)) > 1)
+    opts = api.ParseOptions(force=force, salvage=salvage)
     with executor(ray) as ex:
-        result = parse_job(
-            inputs,
-            output if is_uri(output) else Path(output),
-            folder=folder,
-            force=force,
-            salvage=salvage,
-            executor=ex,
-            progress=_progress_line(),
-            files_done=_files_line(),
+        result = api.parse(
+            inputs, output, opts, executor=ex, progress=_progress_line(), files_done=_files_line()
         )
+    folder = result.folder
     traces = result.meta["traces"]
     for trace in traces:
         dropped = trace.get("salvaged_dropped_bytes")
@@ -88,13 +78,6 @@ def parse(
             err=True,
         )
         raise typer.Exit(2)
-
-
-def is_folder_output(output: str) -> bool:
-    """-o names a capture folder: it ends with a path separator, or is an existing folder."""
-    from tracekit.data.files import is_dir
-
-    return output.endswith(("/", os.sep)) or is_dir(output)
 
 
 def _progress_line() -> Optional[Callable[[str, int, int], None]]:

@@ -14,9 +14,10 @@ def tb(
     logdir: Path = typer.Argument(..., help="The OUT folder of `tracekit capture`, or one run folder."),
     force: bool = typer.Option(False, "--force", help="Rewrite runs that already have tracekit event files."),
 ) -> None:
-    """Write per-step scalars and the markdown report beside each capture's traces, for TensorBoard."""
-    from tracekit.export.tensorboard import summarize_logdir
+    """Write per-step scalars and the markdown report beside each capture's traces, for TensorBoard: the
+    report `tracekit analyze` prints (with the savings)."""
+    from tracekit import api
 
-    for run_dir, done in summarize_logdir(logdir, force=force):
+    for run_dir, done in api.tensorboard(logdir, force=force):
         typer.echo(f"tracekit: {run_dir}: {done}")
     typer.echo(f"open them with: tracekit view {logdir}")

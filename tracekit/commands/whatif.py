@@ -70,59 +70,29 @@ def whatif(
     """Predict the step time if a cause were removed or changed: replay the capture as a dependency
     graph (host threads, launches, streams, syncs, collectives), unchanged and changed, with and
     without the profiler's own cost."""
-    from tracekit.api import load as load_inputs
+    from tracekit import api
     from tracekit.data.store import check_output
     from tracekit.errors import TracekitError
     from tracekit.render.whatif import RENDERERS
-    from tracekit.whatif import Replayer, parse_scenario
-    from tracekit.whatif import whatif as run_whatif
-    from tracekit.whatif.predict import COLUMNS
 
     if as_json and as_markdown:
         raise TracekitError("--json and --markdown both given; pick one")
-    if unprofiled_step_ms is not None and not unprofiled_step_ms > 0:
-        raise TracekitError(f"--unprofiled-step-ms {unprofiled_step_ms:g}: give the step time in ms, > 0")
-    scenario = parse_scenario(sets, kernels, rank_host, python_speedup, ops)
+    opts = api.WhatIfOptions(
+        sets=tuple(sets),
+        kernels=tuple(kernels),
+        ops=tuple(ops),
+        rank_host=tuple(rank_host),
+        python_speedup=python_speedup,
+        unprofiled_step_ms=unprofiled_step_ms,
+    )
+    opts.scenario()  # a bad flag fails before the --trace check and before anything is read
     if trace is not None:
         check_output(trace, force)
-    capture = _load(inputs, ray) if ray is not None else load_inputs(*inputs, columns=COLUMNS)
-    rp = Replayer.of(capture)
-    result, predicted = run_whatif(capture, scenario, unprofiled_step_ms=unprofiled_step_ms, replayer=rp)
+    with executor(ray) as ex:  # without --ray, this machine's: the capture is loaded here
+        prediction = api.whatif(inputs, opts, executor=ex)
     if trace is not None:
-        _write_trace(capture, rp, predicted, result, trace)
+        prediction.write_trace(trace)
+        typer.echo(f"wrote {trace}", err=True)
     fmt = "json" if as_json else "markdown" if as_markdown else "text"
-    opts = {"width": width} if fmt == "text" else {}
-    RENDERERS[fmt](**opts).render(result, sys.stdout)
-
-
-def _write_trace(capture, rp, predicted, result, trace: Path) -> None:
-    """The predicted timeline as a Chrome trace (atomic write)."""
-    from tracekit.whatif.timeline import chrome_trace, replayed_table, write_chrome_trace
-
-    doc = chrome_trace(replayed_table(capture.table, rp.graph, predicted), f"whatif: {result.scenario_text}")
-    write_chrome_trace(doc, trace)
-    typer.echo(f"wrote {trace}", err=True)
-
-
-def _load(inputs: List[str], ray: str):
-    """The capture, its trace files (if several) parsed as Ray tasks into a temporary capture folder."""
-    import tempfile
-
-    from tracekit.api import load as load_inputs
-    from tracekit.parse.parser import find_trace_files, load_capture
-    from tracekit.scale.job import check_local_staging, parse_job
-
-    if len(inputs) == 1 and _is_capture(inputs[0]) or len(find_trace_files(inputs)) < 2:
-        return load_inputs(*inputs)
-    with tempfile.TemporaryDirectory(prefix="tracekit-") as tmp, executor(ray) as ex:
-        check_local_staging(ex, inputs)
-        parsed = parse_job(inputs, Path(tmp) / "capture", folder=True, executor=ex)
-        capture = load_capture(parsed.output)
-    capture.path = None  # parsed on the fly, as without --ray: the temporary folder is gone
-    return capture
-
-
-def _is_capture(path: str) -> bool:
-    from tracekit.data.store import is_capture
-
-    return is_capture(path)
+    renderer = RENDERERS[fmt](**({"width": width} if fmt == "text" else {}))
+    renderer.render(prediction.result, sys.stdout)

@@ -9,14 +9,13 @@ slice per cause piece. The original events are copied byte for byte (the ``trace
 not re-encoded), so every viewer that opened the trace opens the annotated one: TensorBoard's trace view,
 Perfetto, chrome://tracing.
 
-The gaps and their causes come from `tracekit.analysis.pipeline.analyze` (all gaps, not only the longest), so
-the track shows exactly what `tracekit analyze` reports.
+The gaps and their causes come from `tracekit.api.annotate`, the analysis of `tracekit analyze` with all gaps
+kept (not only the longest), so the track shows exactly what `tracekit analyze` reports.
 """
 
 from __future__ import annotations
 
 import gzip
-import sys
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -26,7 +25,7 @@ import msgspec
 import numpy as np
 
 from tracekit.analysis.model import IdleGap, Report
-from tracekit.data.store import Capture, atomic_path, check_output, sha256_file
+from tracekit.data.store import Capture, atomic_path, sha256_file
 from tracekit.errors import InputNotFound, TraceFormatError, TracekitError
 
 TRACK_NAME = "tracekit idle gaps"
@@ -91,18 +90,9 @@ def trace_of(capture_path: Path) -> Path:
     return files[0][0]
 
 
-def annotate(capture_path: Path, output: Path, *, force: bool = False) -> Annotated:
-    """Write `output`: the trace behind `capture_path` plus the idle-gap track (gzip when it ends .gz)."""
-    from tracekit.analysis.pipeline import analyze
-    from tracekit.parse.parser import parse_paths
-
-    output = Path(output)
-    check_output(output, force)
-    trace = trace_of(capture_path)
-    if trace.resolve() == output.resolve():
-        raise TracekitError(f"{output}: is the input trace; write the annotated trace to another file")
-    capture = parse_paths([trace])
-    report = analyze(capture, top_gaps=sys.maxsize)
+def write_annotated(trace: Path, capture: Capture, report: Report, output: Path) -> Annotated:
+    """Write `output`: `trace` (parsed as `capture`, analysed as `report` with all its gaps kept) plus
+    the idle-gap track (gzip when it ends .gz). `tracekit.api.annotate` composes it."""
     if report.cpu_only:
         raise TracekitError(
             f"{trace}: a CPU-only trace (no kernels, memcpys or memsets): there are no GPU idle gaps to "

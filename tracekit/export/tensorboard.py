@@ -257,14 +257,6 @@ def write_run_summaries(
     return written
 
 
-def write_capture_summaries(run_dir: Path, capture, *, force: bool = True) -> list[Path]:
-    """Analyse `capture` (a tracekit.data.store.Capture) and write its event files into `run_dir`: what the
-    capture runner calls right after parsing a run, so that `tracekit view OUT` shows it at once."""
-    from tracekit.analysis.pipeline import analyze
-
-    return write_run_summaries(run_dir, analyze(capture), force=force)
-
-
 # -- finding runs and serving --------------------------------------------------------------------------
 
 
@@ -344,20 +336,3 @@ def capture_of_run(run_dir: Path):
         with contextlib.suppress(ValueError):
             capture.meta["manifest"] = json.loads(manifest.read_text())
     return capture
-
-
-def summarize_logdir(logdir: Path, *, force: bool = False) -> Iterable[tuple[Path, str]]:
-    """Analyse every trace run under `logdir` and write its event files. Yields (run folder, what was
-    done): "wrote N files", or "kept: has event files (pass --force to rewrite)"."""
-    logdir = Path(logdir)
-    if not logdir.is_dir():
-        raise InputNotFound(f"{logdir}: no such directory; pass the OUT folder of `tracekit capture`")
-    runs = find_trace_runs(logdir)
-    if not runs:
-        raise InputNotFound(f"{logdir}: no profiler traces (*.pt.trace.json[.gz]) under this folder")
-    for run_dir in runs:
-        if not force and event_files(run_dir):
-            yield run_dir, "kept: has event files (pass --force to rewrite)"
-            continue
-        written = write_capture_summaries(run_dir, capture_of_run(run_dir))
-        yield run_dir, f"wrote {len(written)} event file{'s' if len(written) != 1 else ''}"

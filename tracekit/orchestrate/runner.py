@@ -22,7 +22,7 @@ import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from tracekit.capture.knobs import (
     COMMON_KNOBS,
@@ -37,6 +37,7 @@ from tracekit.errors import CaptureError, OutputExistsError, TracekitError
 from tracekit.orchestrate import interpreters
 
 Echo = Callable[[str], None]
+Summarize = Callable[[Path, Any], object]  # (run folder, its parsed Capture)
 _INTERRUPT_GRACE_S = 60
 
 
@@ -149,13 +150,15 @@ def run_capture(
     script_args: Sequence[str] = (),
     force: bool = False,
     echo: Echo = _stderr,
+    summarize: Summarize | None = None,
 ) -> list[Path]:
     """Capture `workload` (or `script`) in each interpreter, one after another; return the Parquet paths.
 
     `pythons`: paths, commands or versions ("3.9"); empty = the current interpreter. `device`: "cuda",
     "cpu" or None (cuda when the target's torch sees one). `knobs`: `--set` values. `schedule`: text
     ("wait=1,warmup=1,active=3,repeat=2") or a dict. Raises CaptureError when a workload fails (its traces
-    so far are kept), KeyboardInterrupt after the child stopped cleanly.
+    so far are kept), KeyboardInterrupt after the child stopped cleanly. `summarize(run_dir, capture)`:
+    called with each run's parsed capture (`tracekit.api.capture` writes its TensorBoard event files).
     """
     if (workload is None) == (script is None):
         raise CaptureError("name one built-in workload, or pass --script train.py (not both)")
@@ -187,7 +190,7 @@ def run_capture(
             f"→ {run.run_dir}"
         )
         manifest = _run_child(run, workload, script, script_args, device, knobs, sched, force, echo)
-        written.append(_parse_run(run, manifest, force, echo))
+        written.append(_parse_run(run, manifest, force, echo, summarize))
     return written
 
 
@@ -289,7 +292,7 @@ def trace_files(run_dir: Path) -> list[Path]:
     return sorted(p for p in Path(run_dir).iterdir() if p.name.endswith(TRACE_SUFFIX))
 
 
-def _parse_run(run: Run, manifest: dict, force: bool, echo: Echo) -> Path:
+def _parse_run(run: Run, manifest: dict, force: bool, echo: Echo, summarize: Summarize | None) -> Path:
     from tracekit.data.store import write_capture
     from tracekit.parse.parser import parse_paths
 
@@ -306,10 +309,10 @@ def _parse_run(run: Run, manifest: dict, force: bool, echo: Echo) -> Path:
     echo(f"tracekit: wrote {run.parquet} ({len(files)} trace files, {capture.table.num_rows} rows)")
     # TensorBoard event files (per-step scalars + the report) beside the traces, so `tracekit view OUT`
     # overlays runs at once. The capture is already safe on disk: a failure here only costs the summaries.
-    from tracekit.export.tensorboard import write_capture_summaries
-
+    if summarize is None:
+        return run.parquet
     try:
-        write_capture_summaries(run.run_dir, capture)
+        summarize(run.run_dir, capture)
     except TracekitError as exc:
         echo(f"tracekit: warning: no TensorBoard summaries for {run.run_dir}: {exc} (retry: tracekit tb)")
     return run.parquet

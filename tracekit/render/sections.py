@@ -132,7 +132,7 @@ def device_sections(report: Report) -> list[Section]:
         for c in CAUSES:
             rows.append([f"idle: {c}", _ms(per_step[c]), _pct(per_step[c] / mean_step if mean_step else 0)])
         columns = ["", "ms/step", "% of step"]
-        savings = "savings_profiler_cost_us_per_event" in report.parameters
+        savings = report.savings is not None and report.savings.computed
         if savings:
             columns += ["saved if removed", "unprofiled"]
             _saving_cells(rows, d.savings_ms_per_step)
@@ -184,10 +184,11 @@ def _savings_note(report: Report, trusted: bool) -> str:
             "saved if removed: not shown; the unchanged replay misses this device's step by more than 2 % "
             "(`tracekit whatif` says why)"
         )
-    p = report.parameters
+    info = report.savings
+    assert info is not None and info.profiler_cost_us_per_event is not None
     source = {"manifest": "for the manifest's unprofiled step", "default": "default: no unprofiled step"}
-    cost = p["savings_profiler_cost_us_per_event"]
-    why = source.get(p.get("savings_profiler_cost_source", ""), "")
+    cost = info.profiler_cost_us_per_event
+    why = source.get(info.profiler_cost_source or "", "")
     return (
         f"saved if removed: replayed with that cause alone removed (unprofiled: less {cost:.1f} µs/event "
         f"of profiler cost, {why}); savings need not sum to the idle time: removing a cause can let "
@@ -349,8 +350,8 @@ def other_notes(report: Report) -> list[str]:
         )
     if report.cpu_only:
         notes.append("CPU-only capture: no device activity; the host breakdown is the whole story.")
-    if report.parameters.get("savings_skipped"):
-        notes.append(f"step time saved per cause: {report.parameters['savings_skipped']}.")
+    if report.savings is not None and report.savings.skipped:
+        notes.append(f"step time saved per cause: {report.savings.skipped}.")
     for f in report.capture.get("failed") or []:
         rank = "rank unknown" if f.get("rank") is None else f"rank {f['rank']}"
         notes.append(f"left out: {rank} ({f.get('path')}): {f.get('error')}")

@@ -1,5 +1,6 @@
 """The driver of a job: which trace files go to which worker, the capture it writes, and (see
-`analyze_capture`) the merge of the per-rank analyses.
+`analyze_capture`) the merge of the per-rank analyses. The mechanics only: whether a capture is
+analysed here or by its ranks in workers is decided by `tracekit.api.analyze`, the front door.
 
     result = parse_job([Path("run/")], Path("capture/"), folder=True)      # one Parquet file per rank
     result = parse_job([Path("run/")], Path("capture.parquet"), folder=False)
@@ -32,14 +33,11 @@ from tracekit.data import files as fs
 from tracekit.data.files import Location
 from tracekit.data.store import (
     IDLE_PART_NAME,
-    Capture,
     CaptureWriter,
     capture_ranks,
     check_folder_output,
     check_output,
-    is_capture,
     rank_part,
-    read_capture,
     read_meta,
     read_rank,
     write_folder_meta,
@@ -51,7 +49,6 @@ from tracekit.parse.parser import (
     find_manifest,
     find_trace_files,
     parse_files_to,
-    parse_paths,
     warn_losses,
 )
 from tracekit.scale import tasks
@@ -311,7 +308,7 @@ def analyze_capture(
     if not ranks:
         raise CaptureFileError(f"{path}: the capture holds no rank")
     if rank is not None and rank not in ranks:
-        raise TracekitError(f"rank {rank} is not in {path} (its ranks: {_ranges(ranks)})")
+        raise TracekitError(f"rank {rank} is not in {path} (its ranks: {rank_ranges(ranks)})")
     if store and meta.get("form") != "folder":
         raise TracekitError(f"{path}: analyze_capture stores into capture folders only")
     executor = executor or LocalExecutor()
@@ -351,83 +348,8 @@ def analyze_capture(
     return report
 
 
-def _ranges(ranks: list[int]) -> str:
+def rank_ranges(ranks: list[int]) -> str:
     return f"{ranks[0]}-{ranks[-1]}" if ranks == list(range(ranks[0], ranks[-1] + 1)) else str(ranks)
-
-
-# A capture of at most this many ranks is analysed in one process when the savings are asked for: they
-# replay the whole job's dependency graph (tracekit.whatif), collectives across ranks included.
-WHOLE_MAX_RANKS = 8
-SAVINGS_SKIPPED = (
-    f"not computed: a job of more than {WHOLE_MAX_RANKS} ranks is analysed rank by rank, and the savings "
-    "replay the whole job's graph (tracekit whatif computes them)"
-)
-
-
-def in_one_process(path: Location, savings: bool, meta: Optional[dict] = None) -> bool:
-    """Whether the capture at `path` is analysed whole in this process (with the savings) rather than
-    rank by rank in workers: with `savings`, when it has at most WHOLE_MAX_RANKS ranks."""
-    if not savings:
-        return False
-    return len(capture_ranks(meta if meta is not None else read_meta(path))) <= WHOLE_MAX_RANKS
-
-
-def analyze_inputs(
-    inputs: list[Path],
-    *,
-    params: Optional[Params] = None,
-    executor: Optional[Executor] = None,
-    check: bool = False,
-    store: bool = False,
-    rank: Optional[int] = None,
-    savings: bool = False,
-) -> tuple[Report, Optional[Location]]:
-    """`tracekit analyze`: the report of a capture (file or folder) or of trace files / run folders;
-    returns (report, the capture it was stored in, if `store`).
-
-    A capture is analysed rank by rank in workers (`analyze_capture`), except in this process, whole:
-    one of at most WHOLE_MAX_RANKS ranks when `savings` are asked for (they replay the whole job), and
-    a capture file with `store` (its idle rows live in the one file). Traces are parsed into a
-    temporary capture folder first (a file per worker), then analysed alike; a single trace file, or
-    at most WHOLE_MAX_RANKS with `savings`, are parsed and analysed in this process."""
-    import tempfile
-
-    from tracekit.analysis.partial import Params
-
-    params = params or Params()
-    if len(inputs) == 1 and is_capture(inputs[0]):
-        path = inputs[0]
-        meta = read_meta(path)
-        if not (store and meta.get("form") != "folder") and not in_one_process(path, savings, meta):
-            report = analyze_capture(
-                path, params=params, executor=executor, check=check, store=store, rank=rank, meta=meta
-            )
-            report = savings_skipped(report) if savings else report
-            return report, path if store else None
-        return analyze_loaded(
-            read_capture(path), params, check=check, store=store, rank=rank, savings=savings
-        ), path
-    if store:
-        raise TracekitError(
-            f"--store needs one capture, got {', '.join(map(str, inputs))}; "
-            "make one with `tracekit parse TRACE -o capture.parquet`"
-        )
-    files = find_trace_files(inputs)
-    if len(files) == 1 or (savings and len(files) <= WHOLE_MAX_RANKS):
-        return analyze_loaded(parse_paths(inputs), params, check=check, rank=rank, savings=savings), None
-    executor = executor or LocalExecutor()
-    check_local_staging(executor, inputs)
-    with tempfile.TemporaryDirectory(prefix="tracekit-") as tmp:
-        parsed = parse_job(inputs, Path(tmp) / "capture", folder=True, executor=executor)
-        report = analyze_capture(parsed.output, params=params, executor=executor, check=check, rank=rank)
-    # The report names the inputs, not the temporary capture.
-    report = replace(report, capture={k: v for k, v in report.capture.items() if k != "path"})
-    return (savings_skipped(report) if savings else report), None
-
-
-def savings_skipped(report: Report) -> Report:
-    """The report with a note that its savings were not computed (a job analysed rank by rank)."""
-    return replace(report, parameters={**report.parameters, "savings_skipped": SAVINGS_SKIPPED})
 
 
 def check_local_staging(executor: Executor, inputs: list) -> None:
@@ -441,50 +363,3 @@ def check_local_staging(executor: Executor, inputs: list) -> None:
             "to storage every node reaches first (tracekit parse TRACES -o s3://bucket/capture/ --ray "
             "ADDRESS), then name that capture"
         )
-
-
-def analyze_loaded(
-    capture: Capture,
-    params: Params,
-    *,
-    check: bool = False,
-    store: bool = False,
-    rank: Optional[int] = None,
-    savings: bool = False,
-) -> Report:
-    """A capture in memory, analysed in this process (one part; two with `rank`: it alone, the rest),
-    with the savings (tracekit.whatif.savings) when asked for."""
-    import pyarrow.compute as pc
-
-    from tracekit.analysis.invariants import check_invariants
-    from tracekit.analysis.merge import merge, rank_report
-    from tracekit.analysis.partial import CaptureContext, analyze_partial
-    from tracekit.analysis.pipeline import prepare
-    from tracekit.analysis.store import store_report
-
-    work = replace(params, evidence=params.evidence or check or store)
-    meta = capture.meta or {}
-    context = CaptureContext.of(meta)
-    whole = prepare(capture, params.sync_tolerance_ns) if savings or rank is None else None
-    if rank is None:
-        parts = [analyze_partial(capture.table, context, work, frames=whole.fr, threads=whole.threads)]
-    else:
-        ranks = capture_ranks(meta) or sorted(set(capture.table["rank"].to_pylist()) - {None})
-        if rank not in ranks:
-            raise TracekitError(f"rank {rank} is not in this capture (its ranks: {_ranges(ranks)})")
-        mine = pc.equal(capture.table["rank"], rank)
-        parts = [analyze_partial(capture.table.filter(mine), context, work)]
-        if len(ranks) > 1:
-            parts.append(analyze_partial(capture.table.filter(pc.invert(mine)), context, work))
-    report = merge(parts, meta, work, path=capture.path)
-    if check:
-        report = replace(report, checked=tuple(check_invariants(report, capture)))
-    if savings and whole is not None:
-        from tracekit.whatif.savings import with_savings
-
-        report = with_savings(report, capture, whole.fr, whole.threads)
-    if store:
-        store_report(capture, report)
-    if rank is not None:
-        return rank_report(parts[0], report, rank, meta, params, capture.path)
-    return report

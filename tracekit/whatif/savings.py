@@ -78,19 +78,17 @@ def _means(t) -> dict:
 
 def with_savings(report: Any, capture: Any, frames: Any = None, threads: Any = None) -> Any:
     """The analysis report (tracekit.analysis.model.Report) with each device's savings filled in, and the
-    profiler cost they assume in its parameters. `frames`, `threads`: the analysis' own (reused)."""
+    profiler cost they assume in its `savings`. `frames`, `threads`: the analysis' own (reused)."""
+    from tracekit.analysis.model import SavingsInfo
+
     if not report.devices:
         return report
     s = cause_savings(Replayer.of(capture, frames, threads))
     devices = tuple(
         replace(d, savings_ms_per_step=s.per_device.get((d.rank, d.device))) for d in report.devices
     )
-    params = {
-        **report.parameters,
-        "savings_profiler_cost_us_per_event": s.profiler_cost_us_per_event,
-        "savings_profiler_cost_source": s.cost_source,
-    }
-    return replace(report, devices=devices, parameters=params)
+    info = SavingsInfo(s.profiler_cost_us_per_event, s.cost_source)
+    return replace(report, devices=devices, savings=info)
 
 
 __all__ = ["cause_savings", "with_savings", "Savings", "MAX_REPLAY_ERROR"]

@@ -1,180 +1,25 @@
-"""The Python API, for notebooks and scripts (docs/api.md walks through it). The CLI commands call it too.
-
-    import tracekit as tk
-    cap = tk.load("runs/heavy_mlp/py3.11.parquet")     # or a trace file, a run folder, several rank files
-    a = tk.analyze(cap)                                 # an Analysis: shows as tables in Jupyter
-    a.causes()                                          # pandas: idle ms per step by cause, per device
-    a.steps(), a.ranks(), a.sync_sources(), a.op_stats(), a.host()
-    d = tk.diff("a.parquet", "b.parquet")               # a Comparison
-    d.figures()                                         # pandas: each figure in A and B, change, interval
-
-Every figure comes from the same result objects the renderers format (`tracekit.analysis.model.Report`,
-`tracekit.compare.diff.DiffResult`); the DataFrames are views of them, computed nowhere else.
+"""The notebook API's result objects: a `Report`, `DiffResult` or `WhatIfResult` with pandas views of it
+(`tracekit.api` returns them). Every figure comes from the result object the renderers format; the
+DataFrames are views of it, computed nowhere else.
 """
 
 from __future__ import annotations
 
 import html
 import io
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
+from typing import Any, Optional, Sequence, Union
 
 import pandas as pd
 
 from tracekit.analysis.model import CAUSES, HOST_STATES, Report
+from tracekit.data.files import Location
 from tracekit.data.store import Capture
 
-if TYPE_CHECKING:
-    from tracekit.scale.executor import Executor
-
 PathLike = Union[str, Path]
-CaptureLike = Union[Capture, PathLike]
 
-__all__ = ["Analysis", "Comparison", "analyze", "diff", "load"]
-
-
-def load(*paths: PathLike, salvage: bool = False, columns: Optional[Sequence[str]] = None) -> Capture:
-    """One capture: a `.parquet` capture, a trace file (`.pt.trace.json[.gz]`), a run folder, or several
-    trace files of one job (one per rank). `salvage` keeps the complete events of a cut-off trace.
-    `columns`: keep only these columns of the event table (less memory for a caller that reads no others)."""
-    from tracekit.errors import TracekitError
-    from tracekit.parse.parser import load_capture, parse_paths
-
-    if not paths:
-        raise TracekitError("load() needs a capture, a trace file or a run folder")
-    items = [_location(p) for p in paths]
-    if len(items) == 1 and not salvage:
-        return load_capture(items[0], columns=columns)
-    cap = parse_paths(items, salvage=salvage)
-    if columns is not None:
-        cap.table = cap.table.select([c for c in columns if c in cap.table.column_names])
-    return cap
-
-
-def analyze(capture: CaptureLike, *, sync_tolerance_us: float = 2.0, savings: bool = True) -> Analysis:
-    """Attribute every nanosecond of GPU idle time in each step to a cause (docs/DESIGN.md). `savings`:
-    also predict the step time each host cause costs, by replaying the capture without it (profiled and
-    unprofiled; tracekit whatif, DESIGN.md "What if"), from the same frames.
-
-    A capture named by its path (a file or a capture folder) of more than 8 ranks, or without
-    `savings`, is analysed rank by rank in worker processes (tracekit.scale: memory does not grow with
-    its events); the savings, which replay the whole job's graph, are then not computed, and the
-    Analysis holds no Capture."""
-    from tracekit.analysis.partial import Params
-    from tracekit.data.store import is_capture, read_meta
-    from tracekit.scale.job import analyze_capture, analyze_loaded, in_one_process, savings_skipped
-
-    params = Params(sync_tolerance_ns=int(round(sync_tolerance_us * 1000)))
-    if not isinstance(capture, Capture) and is_capture(capture):
-        meta = read_meta(capture)  # read once (a round trip on object storage)
-        if not in_one_process(capture, savings, meta):
-            report = analyze_capture(capture, params=params, meta=meta)
-            return Analysis(savings_skipped(report) if savings else report)
-    cap = capture if isinstance(capture, Capture) else load(capture)
-    # in this process, as `tracekit analyze` does it, keeping the idle and busy intervals (evidence)
-    return Analysis(analyze_loaded(cap, replace(params, evidence=True), savings=savings), cap)
-
-
-def analysis_of(path: PathLike, executor: Optional[Executor] = None) -> Report:
-    """The analysis of a capture: the one stored in it (`analyze --store`) when this tracekit wrote it,
-    else analysed now (a capture, file or folder, rank by rank in `executor`'s workers: processes here
-    by default, or Ray). `path` is a capture, a trace file or a run folder, local or a URI."""
-    from tracekit.analysis.model import REPORT_VERSION
-    from tracekit.data.store import is_capture, read_meta
-    from tracekit.scale.job import analyze_capture, analyze_inputs
-    from tracekit.version import __version__
-
-    if not is_capture(path):
-        return analyze_inputs([_location(path)], executor=executor)[0]
-    meta = read_meta(path)
-    stored = meta.get("analysis")
-    if (
-        isinstance(stored, dict)
-        and stored.get("tracekit_report") == REPORT_VERSION
-        and stored.get("tracekit_version", meta.get("tracekit_version")) == __version__
-    ):
-        return Report.from_json(stored)
-    return analyze_capture(path, meta=meta, executor=executor)
-
-
-def diff(
-    *captures: Union[CaptureLike, Sequence[PathLike], Analysis],
-    labels: Optional[Sequence[str]] = None,
-    confidence: float = 0.95,
-    compare: Sequence[str] = (),
-    top_ops: int = 10,
-    executor: Optional[Executor] = None,
-) -> Comparison:
-    """Each later capture against the first, every figure with its interval. A capture is a path, a
-    loaded Capture, an Analysis, or a list of paths: repeats of one configuration pooled into one side.
-    `executor` runs the per-rank analyses (tracekit.scale: processes here by default, or Ray)."""
-    from tracekit.compare.diff import default_labels
-    from tracekit.compare.diff import diff as diff_reports
-    from tracekit.errors import NotComparableError, TracekitError
-
-    if len(captures) < 2:
-        raise NotComparableError(f"diff needs at least two captures, got {len(captures)}")
-    if labels is not None and len(labels) != len(captures):
-        raise TracekitError(f"{len(labels)} labels for {len(captures)} captures; give one per capture")
-    reports = [_side(c, executor) for c in captures]
-    names = labels or default_labels(reports, [_default_label(c) for c in captures])
-    return Comparison(
-        diff_reports(reports, list(names), confidence=confidence, top_ops=top_ops, compared=compare)
-    )
-
-
-def _side(item: Any, executor: Optional[Executor] = None) -> Report:
-    """One side of a diff as a Report (several runs of one configuration merged)."""
-    from tracekit.compare.group import merge_reports
-
-    if isinstance(item, Analysis):
-        return item.report
-    if isinstance(item, Capture):
-        from tracekit.analysis.pipeline import analyze as run_analysis
-
-        return run_analysis(item)
-    if isinstance(item, (list, tuple)):
-        paths = [_location(p) for p in item]
-        if len(paths) == 1:
-            return _named(analysis_of(paths[0], executor), paths[0])
-        reports = [_named(analysis_of(p, executor), p) for p in paths]
-        names = [str(r.capture.get("run") or label_of(p)) for r, p in zip(reports, paths)]
-        return _named(merge_reports(reports, names), ",".join(map(str, paths)))
-    return _named(analysis_of(_location(item), executor), _location(item))
-
-
-def _location(item: PathLike) -> PathLike:
-    """A path as a Path, a URI (s3://…) as it is (a Path would merge its '//')."""
-    from tracekit.data.files import is_uri
-
-    return item if is_uri(item) else Path(item)
-
-
-def _named(report: Report, path: PathLike) -> Report:
-    """The report with the capture's path as the user named it (relative paths stay relative)."""
-    return replace(report, capture={**report.capture, "path": str(path)})
-
-
-def _default_label(item: Any) -> str:
-    if isinstance(item, Analysis):
-        return str(item.report.capture.get("run") or item.report.capture.get("workload") or "capture")
-    if isinstance(item, Capture):
-        return label_of(item.path) if item.path is not None else "capture"
-    if isinstance(item, (list, tuple)):
-        return label_of(item[0])
-    return label_of(item)
-
-
-def label_of(path: PathLike) -> str:
-    """A capture's short name from its path: the file name without the trace and Parquet suffixes."""
-    from tracekit.data.files import name_of
-
-    name = name_of(path)
-    for suffix in (".gz", ".json", ".pt.trace", ".parquet"):
-        if name.endswith(suffix):
-            name = name[: -len(suffix)]
-    return name or str(path)
+__all__ = ["Analysis", "Comparison", "WhatIf"]
 
 
 def _render(renderer: Any, result: Any) -> str:
@@ -198,7 +43,8 @@ class Analysis:
     """One capture's analysis: the `Report` and pandas views of it."""
 
     report: Report
-    capture: Optional[Capture] = None
+    capture: Optional[Capture] = None  # the capture, when it was analysed in this process
+    stored: Optional[Location] = None  # where `store` kept the analysis
 
     def steps(self) -> pd.DataFrame:
         """One row per (rank, device, step): step, busy and idle-by-cause times (ms), utilisation."""
@@ -418,6 +264,66 @@ class Comparison:
 
     def _repr_html_(self) -> str:
         return _html("tracekit diff", [("figures", self.figures()), ("framework ops", self.ops())])
+
+    def __repr__(self) -> str:
+        return self.text()
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """A what-if prediction (`tracekit.api.whatif`): the `WhatIfResult` and pandas views of it; what
+    `--trace` writes needs the replay, which it keeps."""
+
+    result: Any  # tracekit.whatif.model.WhatIfResult
+    capture: Any = field(default=None, repr=False, compare=False)
+    replayer: Any = field(default=None, repr=False, compare=False)
+    predicted: Any = field(default=None, repr=False, compare=False)  # the predicted node times
+
+    def devices(self) -> pd.DataFrame:
+        """One row per (rank, device): mean step observed, replayed unchanged, predicted (ms), the change
+        predicted / replayed − 1, the predicted GPU utilisation and the unprofiled predicted step."""
+        rows = []
+        for d in self.result.devices:
+            rows.append(
+                {
+                    "rank": d.rank,
+                    "device": d.device,
+                    "steps": len(d.steps),
+                    "observed_step_ms": d.observed_step_ms,
+                    "replayed_step_ms": d.replayed_step_ms,
+                    "predicted_step_ms": d.predicted_step_ms,
+                    "change": d.change,
+                    "predicted_gpu_utilization": d.predicted_gpu_utilization if d.device >= 0 else None,
+                    "unprofiled_predicted_step_ms": d.to_json()["unprofiled_predicted_step_ms"],
+                }
+            )
+        cols = ["rank", "device", "steps", "observed_step_ms", "replayed_step_ms", "predicted_step_ms"]
+        cols += ["change", "predicted_gpu_utilization", "unprofiled_predicted_step_ms"]
+        return pd.DataFrame(rows, columns=cols)
+
+    def to_json(self) -> dict:
+        return self.result.to_json()
+
+    def text(self, width: int = 100) -> str:
+        from tracekit.render.whatif import RENDERERS
+
+        return _render(RENDERERS["text"](width=width, color=False), self.result)
+
+    def markdown(self) -> str:
+        from tracekit.render.whatif import RENDERERS
+
+        return _render(RENDERERS["markdown"](), self.result)
+
+    def write_trace(self, path: PathLike) -> Path:
+        """The predicted timeline as a Chrome trace (`tracekit whatif --trace`; an atomic write)."""
+        from tracekit.whatif.timeline import chrome_trace, replayed_table, write_chrome_trace
+
+        table = replayed_table(self.capture.table, self.replayer.graph, self.predicted)
+        write_chrome_trace(chrome_trace(table, f"whatif: {self.result.scenario_text}"), Path(path))
+        return Path(path)
+
+    def _repr_html_(self) -> str:
+        return _html(f"tracekit whatif: {self.result.scenario_text}", [("step time (ms)", self.devices())])
 
     def __repr__(self) -> str:
         return self.text()
