@@ -25,7 +25,8 @@ import pytest
 import torch_tb_profiler
 
 from tests.chromium import CHROMIUM, Chromium
-from tracekit.export.annotate import CATEGORY, TRACK_NAME, annotate
+from tracekit.api import annotate
+from tracekit.export.annotate import CATEGORY, TRACK_NAME
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBE = ROOT / "fixtures" / "h200_probe"

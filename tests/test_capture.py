@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from tracekit.errors import CaptureError, OutputExistsError
+from tracekit import api
+from tracekit.export.tensorboard import event_files
 from tracekit.orchestrate.runner import child_env, plan_runs, run_capture
 
 TRACE_NAME = re.compile(r"^rank(\d+)\.\d+\.pt\.trace\.json\.gz$")
@@ -39,7 +41,7 @@ def _step_names(trace: Path) -> list[str]:
 def test_heavy_mlp_cpu_capture_writes_logdir_manifest_and_parquet(tmp_path, capfd):
     # GIVEN a tiny heavy_mlp on CPU with the default schedule (wait=1, warmup=1, active=3, repeat=2)
     # WHEN it is captured through the library API
-    paths = run_capture("heavy_mlp", tmp_path, device="cpu", knobs={**TINY_MLP, **QUICK})
+    paths = api.capture("heavy_mlp", tmp_path, device="cpu", knobs={**TINY_MLP, **QUICK})
     # THEN OUT/heavy_mlp/py3.X/ holds one gzip trace per cycle, named <worker>.<time>.pt.trace.json.gz
     run = f"py{sys.version_info[0]}.{sys.version_info[1]}"
     run_dir = tmp_path / "heavy_mlp" / run
@@ -58,6 +60,7 @@ def test_heavy_mlp_cpu_capture_writes_logdir_manifest_and_parquet(tmp_path, capf
     assert manifest["knobs"]["hidden"] == 32 and manifest["knobs"]["amp"] is False  # every knob, resolved
     assert manifest["knobs_set"]["hidden"] == "32"
     assert manifest["extra"] == {"host_spin": {"target_us": 0.0, "iterations": 0}}  # CPU: no tf32 state
+    assert event_files(run_dir)  # the TensorBoard scalars and report, from tracekit.api.analyze
     assert manifest["python"]["version"] == ".".join(map(str, sys.version_info[:3]))
     assert manifest["python"]["implementation"] and manifest["torch"]["version"]
     assert manifest["device"] == {"type": "cpu", "name": manifest["device"]["name"], "count": 1}

@@ -15,6 +15,8 @@ Imports are lazy: `import tracekit` costs nothing until one of these is used.
 
 from __future__ import annotations
 
+import sys
+import types
 from typing import Any
 
 from tracekit.version import __version__
@@ -29,3 +31,25 @@ def __getattr__(name: str) -> Any:
 
         return getattr(api, name)
     raise AttributeError(f"module 'tracekit' has no attribute {name!r}")
+
+
+class _WhatIfPackage(types.ModuleType):
+    """`tk.whatif(...)` is the notebook verb (tracekit.api.whatif), and `tracekit.whatif` is also the
+    package of the replay: once that package is imported, Python sets it as this package's `whatif`
+    attribute. Reached through `tk.`, it is made callable, calling the API; it stays the package."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from tracekit import api
+
+        return api.whatif(*args, **kwargs)
+
+
+class _Package(types.ModuleType):
+    def __getattribute__(self, name: str) -> Any:
+        value = super().__getattribute__(name)
+        if name == "whatif" and type(value) is types.ModuleType:
+            value.__class__ = _WhatIfPackage
+        return value
+
+
+sys.modules[__name__].__class__ = _Package

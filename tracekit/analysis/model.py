@@ -96,8 +96,8 @@ class DeviceReport:
     # The step time saved (ms/step) if one host cause alone were removed, predicted by the what-if replay
     # with and without the profiler's cost: {"profiled": {cause: ms}, "unprofiled": {cause: ms}}, for
     # the causes a host change can remove (HOST_STATES; `queued` is device-side). None: not computed
-    # (`tracekit.api.analyze` adds it: the replay is a later stage than the analysis) or not trusted
-    # (the unchanged replay misses the observed step by more than 2 %).
+    # (`tracekit.api.analyze` adds it, `Report.savings` says how: the replay is a later stage than the
+    # analysis) or not trusted (the unchanged replay misses the observed step by more than 2 %).
     savings_ms_per_step: Optional[Mapping[str, Mapping[str, float]]] = None
 
     @property

@@ -1,4 +1,6 @@
-"""The analysis: pure functions from a capture's tables to a `tracekit.analysis.model.Report`.
+"""The analysis: pure functions from a capture's tables to a `tracekit.analysis.model.Report`. The
+front door that every command uses is `tracekit.api.analyze` (it adds the savings, runs large jobs rank
+by rank in workers and reads stored analyses); this is the stage's own function, for tests and tools.
 
     report = analyze(capture)            # capture: tracekit.data.store.Capture
     check_invariants(report)             # raises InvariantError when a rule is broken
