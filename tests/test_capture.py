@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tracekit.errors import CaptureError, OutputExistsError
 from tracekit import api
+from tracekit.errors import CaptureError, OutputExistsError
 from tracekit.export.tensorboard import event_files
 from tracekit.orchestrate.runner import child_env, plan_runs, run_capture
 

@@ -100,7 +100,7 @@ def test_plot_is_not_overwritten_without_force(tmp_path, capsys):
     [
         ((MLP,), "at least two captures"),
         ((MLP, "no/such/trace.json"), "no such file"),
-        ((MLP, SYNC, "--json", "--markdown"), "choose one"),
+        ((MLP, SYNC, "--json", "--markdown"), "pick one"),
         ((MLP, SYNC, "--label", "only-one"), "one per capture"),
         ((MLP, SYNC, "--plot", "out.svg"), "PNG"),
         ((MLP, SYNC, "--confidence", "1.5"), "confidence"),

@@ -91,11 +91,10 @@ def test_pooled_json_matches_the_schema():
     from pathlib import Path
 
     jsonschema = pytest.importorskip("jsonschema")
-    from tracekit.render.diff import to_json
 
     a = _group([1.0, 1.02, 0.98, 1.01], "a")
     b = _group([0.9, 0.91, 0.89, 0.92], "b", python="3.11.7")
-    doc = json.loads(json.dumps(to_json(diff([a, b]))))
+    doc = json.loads(json.dumps(diff([a, b]).to_json()))
     schema = json.loads((Path(__file__).parent / "golden" / "diff.schema.json").read_text())
     jsonschema.validate(doc, schema)
     assert doc["captures"][0]["label"] == "a ×4" and doc["captures"][0]["steps"] == 24

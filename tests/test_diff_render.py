@@ -16,13 +16,8 @@ import pytest
 from diff_reports import cpu_report, gpu_report, manifest
 
 from tracekit.compare.diff import diff
-from tracekit.render.diff import (
-    JsonRenderer,
-    MarkdownRenderer,
-    PlotRenderer,
-    TerminalRenderer,
-    to_json,
-)
+from tracekit.render.diff import MarkdownRenderer, PlotRenderer, TerminalRenderer
+from tracekit.render.json import JsonRenderer
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("TRACEKIT_UPDATE_GOLDEN") == "1"
@@ -95,7 +90,7 @@ def test_json_golden_and_schema():
 
 def test_json_holds_what_the_result_holds():
     result = _result()
-    doc = json.loads(json.dumps(to_json(result)))
+    doc = json.loads(json.dumps(result.to_json()))
     assert [p["b"] for p in doc["pairs"]] == ["py3.11", "py3.9-rerun"]
     step = next(f for f in doc["pairs"][0]["figures"] if f["key"] == "step_time")
     fig = result.pairs[0].figure("step_time")
@@ -118,7 +113,7 @@ def test_markdown_golden_and_tables_are_well_formed():
 
 def test_unbounded_intervals_are_null_in_json_and_words_in_text():
     result = diff([gpu_report([10.0, 10.1, 10.2]), gpu_report([20.0, 20.1, 20.2])])
-    step = next(f for f in to_json(result)["pairs"][0]["figures"] if f["key"] == "step_time")
+    step = next(f for f in result.to_json()["pairs"][0]["figures"] if f["key"] == "step_time")
     assert step["shift_ci"] == [None, None] and step["significant"] is False
     out = io.StringIO()
     TerminalRenderer(width=120).render(result, out)

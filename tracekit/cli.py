@@ -7,10 +7,13 @@ render). Commands are registered on `app` below, one function each.
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import os
 import sys
+import typing
 import warnings
-from typing import Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import typer
 
@@ -69,6 +72,63 @@ RAY_HELP = (
 def ray_option(help: str = RAY_HELP):
     """The `--ray [ADDRESS]` option of the commands that run per-rank work (see `_optional_values`)."""
     return typer.Option(None, "--ray", metavar="[ADDRESS]", help=help)
+
+
+def output_options(force_help: str = "Overwrite --output if it exists.") -> Callable[[Callable], Callable]:
+    """The output flags every command that prints a result shares: `--json`, `--markdown`, `-o/--output`,
+    `--force`, `--width` (tracekit.render.output.Output says what they do). The decorated command takes
+    `out: Output` in their place; `emit(out, result)` writes the result."""
+    from pathlib import Path
+
+    from tracekit.render.output import Output
+
+    flags = [
+        ("as_json", bool, typer.Option(False, "--json", help="Print the result as JSON (docs/DESIGN.md).")),
+        ("as_markdown", bool, typer.Option(False, "--markdown", help="Print the result as Markdown.")),
+        (
+            "output",
+            Optional[Path],
+            typer.Option(
+                None,
+                "-o",
+                "--output",
+                help="Write the result to this file; its format follows its suffix (.txt .json .md) "
+                "unless --json or --markdown.",
+            ),
+        ),
+        ("force", bool, typer.Option(False, "--force", help=force_help)),
+        (
+            "width",
+            Optional[int],
+            typer.Option(None, "--width", min=40, help="Width of the text output (default: the terminal's)."),
+        ),
+    ]
+
+    def decorate(fn: Callable) -> Callable:
+        hints = typing.get_type_hints(fn)
+        params = [p.replace(annotation=hints[p.name]) for p in inspect.signature(fn).parameters.values()]
+        params = [p for p in params if p.name != "out"]
+        params += [
+            inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=d, annotation=t) for n, t, d in flags
+        ]
+
+        @functools.wraps(fn)
+        def command(*args: Any, **kwargs: Any) -> Any:
+            given = [kwargs.pop(name) for name, _, _ in flags]
+            return fn(*args, out=Output.of(*given), **kwargs)
+
+        command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in params}
+        return command
+
+    return decorate
+
+
+def emit(out: Any, result: Any) -> None:
+    """Write a command's result where `out` (an Output) says; a file written is named on stderr."""
+    written = out.emit(result)
+    if written is not None:
+        typer.echo(f"wrote {written}", err=True)
 
 
 @contextlib.contextmanager

@@ -94,6 +94,25 @@ def load(*paths: PathLike, salvage: bool = False, columns: Optional[Sequence[str
     return cap
 
 
+def describe(path: PathLike) -> Any:
+    """What a capture (or a trace file / run folder, parsed now) holds: manifest, sources, ranks,
+    devices, steps, row counts (`tracekit info`); a tracekit.data.describe.CaptureDescription.
+
+    A capture is described from its metadata and row-group statistics, reading only the few columns
+    the counts need, a row group at a time (constant memory); trace files are parsed first."""
+    from tracekit.data.describe import describe as describe_capture
+    from tracekit.data.store import is_capture, read_meta
+    from tracekit.data.summary import summarize
+    from tracekit.parse.parser import load_capture
+
+    where = _location(path)
+    if is_capture(where):
+        meta = read_meta(where)
+        return describe_capture(meta, summarize(where, meta), path)
+    capture = load_capture(where)  # type: ignore[arg-type]
+    return describe_capture(capture.meta, capture.summary(), path)
+
+
 # -- parse ----------------------------------------------------------------------------------------------
 
 

@@ -22,6 +22,12 @@ PathLike = Union[str, Path]
 __all__ = ["Analysis", "Comparison", "WhatIf"]
 
 
+def _renderer(fmt: str, result: Any, **options: Any) -> Any:
+    from tracekit.render.registry import get_renderer
+
+    return get_renderer(fmt, type(result), **options)
+
+
 def _render(renderer: Any, result: Any) -> str:
     buf = io.StringIO()
     renderer.render(result, buf)
@@ -165,14 +171,10 @@ class Analysis:
         return self.report.to_json()
 
     def text(self, width: int = 100) -> str:
-        from tracekit.render.registry import get_renderer
-
-        return _render(get_renderer("text", width=width, color=False), self.report)
+        return _render(_renderer("text", self.report, width=width, color=False), self.report)
 
     def markdown(self) -> str:
-        from tracekit.render.registry import get_renderer
-
-        return _render(get_renderer("markdown"), self.report)
+        return _render(_renderer("markdown", self.report), self.report)
 
     def _repr_html_(self) -> str:
         cap = self.report.capture
@@ -205,56 +207,36 @@ class Comparison:
         return self._rows("ops")
 
     def _rows(self, what: str) -> pd.DataFrame:
-        from tracekit.render.diff import to_json
-
-        doc = to_json(self.result)
         rows = []
-        for pair in doc["pairs"]:
-            for f in pair[what]:
+        for pair in self.result.pairs:
+            for f in getattr(pair, what):
+                ci = f.change_ci or (None, None)
                 rows.append(
                     {
-                        "a": pair["a"],
-                        "b": pair["b"],
-                        "figure": f["label"],
-                        "unit": f["unit"],
-                        "value_a": f["a"],
-                        "value_b": f["b"],
-                        "change": f.get("change"),
-                        "ci_low": (f.get("change_ci") or [None, None])[0],
-                        "ci_high": (f.get("change_ci") or [None, None])[1],
-                        "significant": f.get("significant"),
-                        "verdict": f.get("verdict"),
+                        "a": pair.a.label,
+                        "b": pair.b.label,
+                        "figure": f.label,
+                        "unit": f.unit,
+                        "value_a": f.a,
+                        "value_b": f.b,
+                        "change": f.change,
+                        "ci_low": ci[0],
+                        "ci_high": ci[1],
+                        "significant": f.significant,
+                        "verdict": f.verdict,
                     }
                 )
-        cols = [
-            "a",
-            "b",
-            "figure",
-            "unit",
-            "value_a",
-            "value_b",
-            "change",
-            "ci_low",
-            "ci_high",
-            "significant",
-        ]
-        cols.append("verdict")
-        return pd.DataFrame(rows, columns=cols)
+        cols = ["a", "b", "figure", "unit", "value_a", "value_b", "change", "ci_low", "ci_high"]
+        return pd.DataFrame(rows, columns=[*cols, "significant", "verdict"])
 
     def to_json(self) -> dict:
-        from tracekit.render.diff import to_json
-
-        return to_json(self.result)
+        return self.result.to_json()
 
     def markdown(self) -> str:
-        from tracekit.render.diff import MarkdownRenderer
-
-        return _render(MarkdownRenderer(), self.result)
+        return _render(_renderer("markdown", self.result), self.result)
 
     def text(self, width: int = 120) -> str:
-        from tracekit.render.diff import TerminalRenderer
-
-        return _render(TerminalRenderer(width=width, color=False), self.result)
+        return _render(_renderer("text", self.result, width=width, color=False), self.result)
 
     def plot(self, path: PathLike) -> Path:
         """Write the PNG of `tracekit diff --plot` (one stacked bar per capture)."""
@@ -305,14 +287,10 @@ class WhatIf:
         return self.result.to_json()
 
     def text(self, width: int = 100) -> str:
-        from tracekit.render.whatif import RENDERERS
-
-        return _render(RENDERERS["text"](width=width, color=False), self.result)
+        return _render(_renderer("text", self.result, width=width, color=False), self.result)
 
     def markdown(self) -> str:
-        from tracekit.render.whatif import RENDERERS
-
-        return _render(RENDERERS["markdown"](), self.result)
+        return _render(_renderer("markdown", self.result), self.result)
 
     def write_trace(self, path: PathLike) -> Path:
         """The predicted timeline as a Chrome trace (`tracekit whatif --trace`; an atomic write)."""

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import List, Optional
 
 import typer
 
-from tracekit.cli import app, executor, ray_option
+from tracekit.cli import app, emit, executor, output_options, ray_option
+from tracekit.render.output import Output
 
 
 @app.command()
+@output_options()
 def analyze(
     inputs: List[str] = typer.Argument(
         ...,
@@ -19,17 +19,6 @@ def analyze(
         "fly (one file per rank); local paths or URIs (s3://bucket/capture/, and any filesystem pyarrow "
         "or fsspec knows).",
     ),
-    as_json: bool = typer.Option(
-        False, "--json", help="Print the JSON report (the contract in docs/DESIGN.md); it keeps every rank."
-    ),
-    as_markdown: bool = typer.Option(False, "--markdown", help="Print the report as Markdown."),
-    output: Optional[Path] = typer.Option(
-        None,
-        "-o",
-        "--output",
-        help="Write the report to this file; the format follows its suffix (.txt .json .md).",
-    ),
-    force: bool = typer.Option(False, "--force", help="Overwrite --output if it exists."),
     check: bool = typer.Option(
         False, "--check", help="Verify the invariants (causes sum to idle, idle never overlaps busy)."
     ),
@@ -56,8 +45,9 @@ def analyze(
         help="Beside each cause, the step time saved if it alone were removed, profiled and unprofiled "
         "(a replay of the capture's dependency graph, as `tracekit whatif --set CAUSE=0`).",
     ),
-    width: Optional[int] = typer.Option(None, "--width", min=40, help="Terminal width of the text report."),
     ray: Optional[str] = ray_option(),
+    *,
+    out: Output,
 ) -> None:
     """Attribute every nanosecond of GPU idle time in each step to a cause.
 
@@ -67,10 +57,7 @@ def analyze(
     ranks the text and Markdown reports summarise the job (step time, each figure's spread across ranks,
     stragglers, the ranks that differ); --rank R shows one rank in full, --json keeps every rank."""
     from tracekit import api
-    from tracekit.errors import TracekitError
 
-    if as_json and as_markdown:
-        raise TracekitError("--json and --markdown both given; pick one")
     opts = api.AnalyzeOptions(
         sync_tolerance_us=sync_tolerance_us, savings=savings, check=check, store=store, rank=rank
     )
@@ -81,27 +68,4 @@ def analyze(
         typer.echo(f"ok: {name}", err=True)
     if store:
         typer.echo(f"stored the analysis in {analysis.stored}", err=True)
-    fmt = "json" if as_json else "markdown" if as_markdown else "text"
-    _emit(report, fmt, output, force, width, explicit=as_json or as_markdown)
-
-
-def _emit(
-    report, fmt: str, output: Optional[Path], force: bool, width: Optional[int], explicit: bool
-) -> None:
-    """Render the report to stdout, or atomically to `output` (its format from its suffix unless
-    --json / --markdown chose one)."""
-    from tracekit.render.registry import get_renderer, renderers
-
-    if output is None:
-        get_renderer(fmt, **({"width": width} if fmt == "text" else {})).render(report, sys.stdout)
-        return
-    if not explicit:
-        fmt = {cls.suffix: name for name, cls in renderers().items()}.get(output.suffix, "text")
-    from tracekit.data.store import atomic_path, check_output
-
-    check_output(output, force)
-    with atomic_path(output) as tmp, open(tmp, "w", encoding="utf-8") as fh:
-        get_renderer(fmt, **({"width": width or 100, "color": False} if fmt == "text" else {})).render(
-            report, fh
-        )
-    typer.echo(f"wrote {output}", err=True)
+    emit(out, report)

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
-from tracekit.cli import app, executor, ray_option
+from tracekit.cli import app, emit, executor, output_options, ray_option
+from tracekit.render.output import Output
 
 
 @app.command()
+@output_options("Overwrite --output and the --plot file if they exist.")
 def diff(
     captures: List[str] = typer.Argument(
         ...,
@@ -19,8 +20,6 @@ def diff(
         "URIs such as s3://bucket/capture/); each later one against the first. "
         "Repeats of one configuration joined with ',' (A1,A2,A3) are pooled into one side.",
     ),
-    json_out: bool = typer.Option(False, "--json", help="Print the comparison as JSON."),
-    markdown: bool = typer.Option(False, "--markdown", help="Print the comparison as Markdown."),
     plot: Optional[Path] = typer.Option(
         None, "--plot", help="Also write a PNG: one stacked bar per capture (busy and each idle cause)."
     ),
@@ -35,38 +34,28 @@ def diff(
     top_ops: int = typer.Option(
         10, "--top-ops", help="Framework ops listed (largest change per call first)."
     ),
-    width: Optional[int] = typer.Option(
-        None, "--width", help="Terminal table width (default: the terminal's)."
-    ),
-    force: bool = typer.Option(False, "--force", help="Overwrite the --plot file if it exists."),
     ray: Optional[str] = ray_option(),
+    *,
+    out: Output,
 ) -> None:
     """Compare captures: step time, throughput, GPU utilisation, idle per cause, host dispatch gaps and
     framework op time per call, each with an interval; says plainly when captures are not comparable."""
     from tracekit import api
     from tracekit.data.store import check_output
     from tracekit.errors import TracekitError
-    from tracekit.render.diff import JsonRenderer, MarkdownRenderer, PlotRenderer, TerminalRenderer
+    from tracekit.render.diff import PlotRenderer
 
-    if json_out and markdown:
-        raise TracekitError("--json and --markdown both given; choose one")
     if plot is not None:
         if plot.suffix.lower() != ".png":
             raise TracekitError(f"--plot {plot}: the plot is a PNG; name it with .png")
-        check_output(plot, force)
+        check_output(plot, out.force)
     sides = [[p for p in str(c).split(",") if p] for c in captures]  # A1,A2: runs pooled into one side
     opts = api.DiffOptions(
         labels=tuple(label) or None, confidence=confidence, compare=tuple(compare), top_ops=top_ops
     )
     with executor(ray) as ex:
         result = api.diff(*sides, options=opts, executor=ex).result
-    if json_out:
-        JsonRenderer().render(result, sys.stdout)
-    elif markdown:
-        MarkdownRenderer().render(result, sys.stdout)
-    else:
-        tty = sys.stdout.isatty()
-        TerminalRenderer(width=width or (None if tty else 120), color=tty).render(result, sys.stdout)
+    emit(out, result)
     if plot is not None:
         PlotRenderer().render_to(result, plot)
         typer.echo(f"wrote {plot}", err=True)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
-from tracekit.cli import app, executor, ray_option
+from tracekit.cli import app, emit, executor, output_options, ray_option
+from tracekit.render.output import Output
 
 WHATIF_RAY_HELP = (
     "Parse a job's trace files as Ray tasks, a task per file (see `tracekit parse --ray`); the replay "
@@ -17,6 +17,7 @@ WHATIF_RAY_HELP = (
 
 
 @app.command()
+@output_options("Overwrite --output and the --trace file if they exist.")
 def whatif(
     inputs: List[str] = typer.Argument(
         ...,
@@ -61,22 +62,16 @@ def whatif(
     trace: Optional[Path] = typer.Option(
         None, "--trace", help="Write the predicted timeline as a Chrome trace (OUT.pt.trace.json.gz)."
     ),
-    force: bool = typer.Option(False, "--force", help="Overwrite --trace if it exists."),
-    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON (docs/DESIGN.md)."),
-    as_markdown: bool = typer.Option(False, "--markdown", help="Print the result as Markdown."),
-    width: Optional[int] = typer.Option(None, "--width", min=40, help="Terminal width of the text output."),
     ray: Optional[str] = ray_option(WHATIF_RAY_HELP),
+    *,
+    out: Output,
 ) -> None:
     """Predict the step time if a cause were removed or changed: replay the capture as a dependency
     graph (host threads, launches, streams, syncs, collectives), unchanged and changed, with and
     without the profiler's own cost."""
     from tracekit import api
     from tracekit.data.store import check_output
-    from tracekit.errors import TracekitError
-    from tracekit.render.whatif import RENDERERS
 
-    if as_json and as_markdown:
-        raise TracekitError("--json and --markdown both given; pick one")
     opts = api.WhatIfOptions(
         sets=tuple(sets),
         kernels=tuple(kernels),
@@ -87,12 +82,10 @@ def whatif(
     )
     opts.scenario()  # a bad flag fails before the --trace check and before anything is read
     if trace is not None:
-        check_output(trace, force)
+        check_output(trace, out.force)
     with executor(ray) as ex:  # without --ray, this machine's: the capture is loaded here
         prediction = api.whatif(inputs, opts, executor=ex)
     if trace is not None:
         prediction.write_trace(trace)
         typer.echo(f"wrote {trace}", err=True)
-    fmt = "json" if as_json else "markdown" if as_markdown else "text"
-    renderer = RENDERERS[fmt](**({"width": width} if fmt == "text" else {}))
-    renderer.render(prediction.result, sys.stdout)
+    emit(out, prediction.result)

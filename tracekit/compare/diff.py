@@ -68,6 +68,31 @@ class FigureDiff:
     b: Optional[float]
     estimate: Optional[Estimate]
 
+    def to_json(self) -> dict[str, Any]:
+        """This figure in `tracekit diff --json` (unbounded interval ends are null)."""
+        e = self.estimate
+        return {
+            "key": self.key,
+            "label": self.label,
+            "unit": self.unit,
+            "section": self.section,
+            "better": self.better,
+            "a": self.a,
+            "b": self.b,
+            "change": self.change,
+            "change_ci": list(self.change_ci) if self.change_ci else None,
+            "shift": e.shift if e else None,
+            "shift_ci": _interval_json(e.shift_ci) if e else None,
+            "log_ratio": e.log_ratio if e else None,
+            "log_ratio_ci": _interval_json(e.log_ratio_ci) if e else None,
+            "method": e.method if e else None,
+            "n_a": e.n_a if e else None,
+            "n_b": e.n_b if e else None,
+            "significant": self.significant,
+            "direction": self.direction,
+            "verdict": self.verdict,
+        }
+
     @property
     def significant(self) -> bool:
         return self.estimate is not None and self.estimate.significant
@@ -178,6 +203,46 @@ class DiffResult:
     confidence: float = DEFAULT_CONFIDENCE
     parameters: Mapping[str, Any] = field(default_factory=dict)
     version: int = DIFF_VERSION
+
+    def to_json(self) -> dict[str, Any]:
+        """The `tracekit diff --json` document (unbounded interval ends are null)."""
+
+        def info(c: CaptureInfo) -> dict[str, Any]:
+            return {k: getattr(c, k) for k in c.__dataclass_fields__}
+
+        return {
+            "tracekit_diff": DIFF_VERSION,
+            "confidence": self.confidence,
+            "parameters": dict(self.parameters),
+            "captures": [info(c) for c in self.captures],
+            "compositions": [
+                {"label": c.label, "kind": c.kind, "ms_per_step": dict(c.parts)} for c in self.compositions
+            ],
+            "pairs": [
+                {
+                    "a": p.a.label,
+                    "b": p.b.label,
+                    "comparable": p.comparability.comparable,
+                    "summary": p.comparability.summary(),
+                    "differences": [
+                        {"field": d.field, "label": d.label, "a": d.a, "b": d.b, "role": d.role.value}
+                        for d in p.comparability.differences
+                    ],
+                    "unchecked": list(p.comparability.unchecked),
+                    "figures": [f.to_json() for f in p.figures],
+                    "ops": [f.to_json() for f in p.ops],
+                    "ops_compared": p.ops_compared,
+                }
+                for p in self.pairs
+            ],
+        }
+
+
+def _interval_json(ci: Any) -> Optional[list[Optional[float]]]:
+    """An interval (compare.stats.Interval) as [low, high], an unbounded end as null."""
+    if ci is None:
+        return None
+    return [ci.low if math.isfinite(ci.low) else None, ci.high if math.isfinite(ci.high) else None]
 
 
 # -- per-step values of one report ------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Renderers of a `DiffResult`: terminal table (rich), JSON, Markdown, and a PNG of stacked bars.
+"""Renderers of a `DiffResult`: terminal table (rich), Markdown, and a PNG of stacked bars (its JSON is
+`DiffResult.to_json()`, printed by tracekit.render.json; the table of renderers is tracekit.render.registry).
 
 Each renderer declares its suffix and writes the result to a stream (`render(result, out)`); the PNG one
 writes to a path. None of them computes anything: every number comes from the `DiffResult`.
@@ -6,19 +7,16 @@ writes to a path. None of them computes anything: every number comes from the `D
 
 from __future__ import annotations
 
-import json
-import math
 from pathlib import Path
-from typing import IO, Any, Optional
+from typing import IO, Optional
 
 from tracekit.compare.diff import (
-    DIFF_VERSION,
     CaptureInfo,
     DiffResult,
     FigureDiff,
     PairDiff,
 )
-from tracekit.compare.stats import METHOD_RUNS, Interval
+from tracekit.compare.stats import METHOD_RUNS
 
 # -- numbers as text --------------------------------------------------------------------------------------
 
@@ -157,11 +155,14 @@ def _headline(pair: PairDiff) -> str:
 
 
 class TerminalRenderer:
-    """A rich table per pair. `width` pins the layout (golden tests); `color` adds verdict colours."""
+    """A rich table per pair. `width` pins the layout (golden tests; default: the terminal's, 120 when
+    the output is not one); `color` adds verdict colours (None: when the output is a terminal)."""
 
+    name = "text"
     suffix = ".txt"
+    file_width = 120  # the table's width written to a file, unless --width
 
-    def __init__(self, width: Optional[int] = None, color: bool = False) -> None:
+    def __init__(self, width: Optional[int] = None, color: Optional[bool] = False) -> None:
         self.width = width
         self.color = color
 
@@ -171,11 +172,13 @@ class TerminalRenderer:
         from rich.table import Table
         from rich.text import Text
 
+        tty = out.isatty() if hasattr(out, "isatty") else False
+        color = tty if self.color is None else self.color
         console = Console(
             file=out,
-            width=self.width,
-            force_terminal=self.color,
-            color_system="standard" if self.color else None,
+            width=self.width or (None if tty else self.file_width),
+            force_terminal=color,
+            color_system="standard" if color else None,
             highlight=False,
             soft_wrap=False,
         )
@@ -221,82 +224,6 @@ class TerminalRenderer:
         console.print(_method_line(result), style="dim")
 
 
-# -- JSON -------------------------------------------------------------------------------------------------
-
-
-def _interval(ci: Optional[Interval]) -> Optional[list[Optional[float]]]:
-    if ci is None:
-        return None
-    return [ci.low if math.isfinite(ci.low) else None, ci.high if math.isfinite(ci.high) else None]
-
-
-def figure_json(f: FigureDiff) -> dict[str, Any]:
-    e = f.estimate
-    return {
-        "key": f.key,
-        "label": f.label,
-        "unit": f.unit,
-        "section": f.section,
-        "better": f.better,
-        "a": f.a,
-        "b": f.b,
-        "change": f.change,
-        "change_ci": list(f.change_ci) if f.change_ci else None,
-        "shift": e.shift if e else None,
-        "shift_ci": _interval(e.shift_ci) if e else None,
-        "log_ratio": e.log_ratio if e else None,
-        "log_ratio_ci": _interval(e.log_ratio_ci) if e else None,
-        "method": e.method if e else None,
-        "n_a": e.n_a if e else None,
-        "n_b": e.n_b if e else None,
-        "significant": f.significant,
-        "direction": f.direction,
-        "verdict": f.verdict,
-    }
-
-
-def to_json(result: DiffResult) -> dict[str, Any]:
-    """The `tracekit diff --json` document (unbounded interval ends are null)."""
-
-    def info(c: CaptureInfo) -> dict[str, Any]:
-        return {k: getattr(c, k) for k in c.__dataclass_fields__}
-
-    return {
-        "tracekit_diff": DIFF_VERSION,
-        "confidence": result.confidence,
-        "parameters": dict(result.parameters),
-        "captures": [info(c) for c in result.captures],
-        "compositions": [
-            {"label": c.label, "kind": c.kind, "ms_per_step": dict(c.parts)} for c in result.compositions
-        ],
-        "pairs": [
-            {
-                "a": p.a.label,
-                "b": p.b.label,
-                "comparable": p.comparability.comparable,
-                "summary": p.comparability.summary(),
-                "differences": [
-                    {"field": d.field, "label": d.label, "a": d.a, "b": d.b, "role": d.role.value}
-                    for d in p.comparability.differences
-                ],
-                "unchecked": list(p.comparability.unchecked),
-                "figures": [figure_json(f) for f in p.figures],
-                "ops": [figure_json(f) for f in p.ops],
-                "ops_compared": p.ops_compared,
-            }
-            for p in result.pairs
-        ],
-    }
-
-
-class JsonRenderer:
-    suffix = ".json"
-
-    def render(self, result: DiffResult, out: IO[str]) -> None:
-        json.dump(to_json(result), out, indent=2, default=str)
-        out.write("\n")
-
-
 # -- Markdown ---------------------------------------------------------------------------------------------
 
 
@@ -305,6 +232,7 @@ def _md(text: str) -> str:
 
 
 class MarkdownRenderer:
+    name = "markdown"
     suffix = ".md"
 
     def render(self, result: DiffResult, out: IO[str]) -> None:
@@ -356,6 +284,7 @@ class PlotRenderer:
     (or, for CPU-only captures, the host states). Above each later bar: its step time change against
     the first capture, marked significant or not."""
 
+    name = "png"
     suffix = ".png"
 
     def render_to(self, result: DiffResult, path: Path) -> Path:
@@ -421,6 +350,3 @@ class PlotRenderer:
         fig.savefig(path)
         plt.close(fig)
         return path
-
-
-RENDERERS = {r.suffix: r for r in (TerminalRenderer, JsonRenderer, MarkdownRenderer)}

@@ -1,4 +1,5 @@
-"""The JSON report: `Report.to_json()` (the contract of DESIGN.md "The JSON report"), one object."""
+"""The JSON of every result: its model's own `to_json()` (a Report: the contract of DESIGN.md "The JSON
+report"; a DiffResult, a WhatIfResult, a capture's description), one object, non-finite floats as null."""
 
 from __future__ import annotations
 
@@ -25,5 +26,5 @@ class JsonRenderer:
         self.indent = indent
 
     def render(self, result: Any, out: TextIO) -> None:
-        json.dump(_finite(result.to_json()), out, indent=self.indent, allow_nan=False)
+        json.dump(_finite(result.to_json()), out, indent=self.indent, allow_nan=False, default=str)
         out.write("\n")

@@ -7,7 +7,6 @@ from typing import TextIO
 
 from tracekit.analysis.model import CAUSES
 from tracekit.render.base import Section
-from tracekit.render.json import JsonRenderer
 from tracekit.render.sections import manifest_parts
 from tracekit.whatif.model import WhatIfResult
 
@@ -149,7 +148,5 @@ class WhatIfMarkdownRenderer:
             out.write(f"{line}\n\n")
 
 
-# the JSON renderer is the analysis report's: both print `result.to_json()`, non-finite floats as null
-RENDERERS = {c.name: c for c in (WhatIfTextRenderer, JsonRenderer, WhatIfMarkdownRenderer)}
-
-__all__ = ["WhatIfTextRenderer", "WhatIfMarkdownRenderer", "RENDERERS", "sections"]
+# the JSON renderer is every result's (tracekit.render.json); the table: tracekit.render.registry
+__all__ = ["WhatIfTextRenderer", "WhatIfMarkdownRenderer", "sections"]

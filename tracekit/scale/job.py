@@ -163,7 +163,9 @@ def _parse_into(
     """Parse every file into `root`/rank=<r>/part-0.parquet; the metadata (with "parts") in .meta."""
     fs.make_dirs(fs.join(root, _STAGE))
     staged = [fs.join(root, _STAGE, f"{i}.parquet") for i in range(len(files))]
-    jobs = [([(_absolute(p), d)], _absolute(out), salvage) for (p, d), out in zip(files, staged)]
+    jobs = [
+        tasks.ParseTask(((_absolute(p), d),), _absolute(out), salvage) for (p, d), out in zip(files, staged)
+    ]
     if spread:
         summaries = []
         for summary in executor.map(tasks.parse_rank_task, jobs):
@@ -188,7 +190,9 @@ def _parse_into(
     for r in again:
         fs.make_dirs(fs.join(root, f"rank={r}"))
     rejobs = [
-        ([(_absolute(p), d) for (p, d), _ in again[r]], _absolute(rank_part(root, r)), salvage)
+        tasks.ParseTask(
+            tuple((_absolute(p), d) for (p, d), _ in again[r]), _absolute(rank_part(root, r)), salvage
+        )
         for r in sorted(again)
     ]
     redone = executor.map(tasks.parse_rank_task, rejobs) if spread else (_parse_here(j, None) for j in rejobs)
@@ -222,9 +226,9 @@ def _absolute(loc: Location) -> str:
     return str(loc) if fs.is_uri(loc) else os.path.abspath(loc)
 
 
-def _parse_here(job: tuple, progress: Optional[Progress]) -> dict:
+def _parse_here(task: tasks.ParseTask, progress: Optional[Progress]) -> dict:
     """parse_rank in this process, each file decoded over all cores (large files)."""
-    return tasks.parse_rank(*job, parallel=True, progress=progress)
+    return tasks.parse_rank(list(task.files), task.out_path, task.salvage, parallel=True, progress=progress)
 
 
 def _move(src: Location, dst: Location) -> None:
@@ -320,16 +324,14 @@ def analyze_capture(
     if rank is not None:
         groups.insert(0, [rank])  # its own part: the rank's report is that part's
     jobs = [
-        (
-            _absolute(path),
-            {
-                "ranks": group,
-                "meta": rank_meta(meta, group),
-                "params": work,
-                "context": context.for_ranks(set(group)),
-                "check": check,
-                "store": store,
-            },
+        tasks.AnalyzeTask(
+            path=_absolute(path),
+            ranks=tuple(group),
+            params=work,
+            context=context.for_ranks(set(group)),
+            meta=rank_meta(meta, group),
+            check=check,
+            store=store,
         )
         for group in groups
     ]

@@ -1,24 +1,55 @@
 """The per-rank work a worker runs (a forked process, or a Ray task on another machine).
 
-Module-level functions of picklable arguments, returning small results: a worker never ships an event
-table to the driver.
+Module-level functions of one picklable task object each, returning small results: a worker never
+ships an event table to the driver.
 
-    parse_rank(files, out_path, salvage)    one rank's trace files → its Parquet file; a summary dict
-    analyze_rank(path, params)              one rank of a capture → its compact RankResult
+    parse_rank_task(ParseTask(files, out_path, salvage))   one rank's trace files → its Parquet file; a
+                                                           summary dict
+    analyze_rank_task(AnalyzeTask(path, ranks, ...))       ranks of a capture → their compact Partial
 """
 
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from tracekit.data.files import Location
 from tracekit.errors import TracekitError, TraceWarning
 from tracekit.parse.parser import Progress
 
+if TYPE_CHECKING:
+    from tracekit.analysis.partial import CaptureContext, Params
+
 # A trace file as (path, display name); a bare path displays as its file name.
 TraceFile = Union[str, Path, tuple]
+
+
+@dataclass(frozen=True)
+class ParseTask:
+    """Parse `files` (one rank's: successive profiler cycles, or a single file) into the part file
+    `out_path` (a URI, or an absolute path: a worker elsewhere has another working directory)."""
+
+    files: tuple[TraceFile, ...]
+    out_path: str
+    salvage: bool = False
+
+
+@dataclass(frozen=True)
+class AnalyzeTask:
+    """Analyse `ranks` of the capture at `path` (either form; one rank, or a few analysed together:
+    cheaper per rank, the same result). `meta`: the capture's metadata as `job.rank_meta` trims it.
+    `check`: verify the invariants here, against these ranks' own events. `store`: write their idle
+    rows beside their data (folder form)."""
+
+    path: str
+    ranks: tuple[int, ...]
+    params: Params
+    context: CaptureContext
+    meta: dict = field(default_factory=dict)
+    check: bool = False
+    store: bool = False
 
 
 def parse_rank(
@@ -78,37 +109,34 @@ def parse_rank(
     }
 
 
-def parse_rank_task(job: tuple) -> dict[str, Any]:
-    """parse_rank(*job): the one-argument form Executor.map calls."""
-    return parse_rank(*job)
+def parse_rank_task(task: ParseTask) -> dict[str, Any]:
+    """parse_rank of a ParseTask: what Executor.map calls."""
+    return parse_rank(list(task.files), task.out_path, task.salvage)
 
 
-def analyze_rank(path_or_uri: Location, params: dict[str, Any]):
-    """Analyse ranks of the capture at `path_or_uri` (either form) where their data is: read their
-    rows, attribute, aggregate. `params`: {"ranks": [r, ...] (one rank, or a few analysed together:
-    cheaper per rank, the same result), "meta": the capture's metadata as `job.rank_meta` trims it,
-    "params": analysis.partial.Params, "context": analysis.partial.CaptureContext, "check": bool}.
-    Returns an analysis.partial.Partial (compact: no event table). With "check", the invariants are
-    checked here, against these ranks' own events; their names are in `Partial.checked`."""
+def analyze_rank_task(task: AnalyzeTask):
+    """Analyse the task's ranks where their data is: read their rows, attribute, aggregate. Returns an
+    analysis.partial.Partial (compact: no event table); with `check`, the names of the invariants
+    checked are in `Partial.checked`."""
     from tracekit.analysis.events import ANALYSIS_COLUMNS
     from tracekit.analysis.partial import analyze_partial
     from tracekit.data.store import read_ranks
 
-    ranks = [int(r) for r in params["ranks"]]
-    table = read_ranks(path_or_uri, ranks, params["meta"], list(ANALYSIS_COLUMNS))
-    if params.get("store"):  # the rows a previous --store wrote are replaced, not analysed
+    ranks = [int(r) for r in task.ranks]
+    table = read_ranks(task.path, ranks, task.meta, list(ANALYSIS_COLUMNS))
+    if task.store:  # the rows a previous --store wrote are replaced, not analysed
         table = _without_idle_rows(table)
-    part = analyze_partial(table, params["context"], params["params"])
-    if params.get("check"):
+    part = analyze_partial(table, task.context, task.params)
+    if task.check:
         from tracekit.analysis.invariants import check_invariants
         from tracekit.analysis.merge import merge
         from tracekit.data.store import Capture
 
-        report = merge([part], {}, params["params"])
+        report = merge([part], {}, task.params)
         part.checked = tuple(check_invariants(report, Capture(table=table)))
-    if params.get("store"):
-        _store_idle(path_or_uri, ranks, part.idle_intervals)
-    if params.get("check") or params.get("store"):
+    if task.store:
+        _store_idle(task.path, ranks, part.idle_intervals)
+    if task.check or task.store:
         part.idle_intervals = part.busy_intervals = None  # used here: no need to ship them
     return part
 
@@ -132,8 +160,3 @@ def _store_idle(root: Location, ranks: list[int], idle) -> None:
         rows = idle_table(idle[idle["rank"] == r] if idle is not None else None)
         with CaptureWriter(files.join(root, f"rank={r}", IDLE_PART_NAME), force=True, part=True) as w:
             w.write(rows)
-
-
-def analyze_rank_task(job: tuple):
-    """analyze_rank(*job): the one-argument form Executor.map calls."""
-    return analyze_rank(*job)
