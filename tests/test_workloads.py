@@ -215,3 +215,53 @@ def test_tf32_sets_both_backends_on_cuda_only(restore_tf32):
         "cudnn_allow_tf32": False,
         "float32_matmul_precision": "highest",
     }
+
+
+def test_cuda_graphs_is_refused_on_cpu_in_one_line(tmp_path, capsys):
+    from tests.clirun import run_main
+
+    with pytest.raises(KnobError, match=r"cuda_graphs=true needs a CUDA device; this capture runs on cpu"):
+        load("heavy_mlp").build(_ctx("heavy_mlp", layers=1, hidden=8, cuda_graphs=True))
+    args = ["capture", "heavy_mlp", "--device", "cpu", "--set", "cuda_graphs=true", "-o", str(tmp_path)]
+    code, out, err = run_main(args, capsys)
+    assert code == 2 and "Traceback" not in out + err
+    assert "cuda_graphs=true needs a CUDA device" in err
+
+
+def test_cuda_graphs_refuses_what_a_graph_cannot_hold():
+    from workloads._modes import check_modes
+
+    def check(**knobs):
+        refused = {"sync_every_layer (a .item() per layer)": bool(knobs.pop("sync", False))}
+        check_modes("cuda", {"cuda_graphs": True, **knobs}, refused)
+
+    check()  # the plain step is capturable
+    with pytest.raises(KnobError, match=r"cannot capture sync_every_layer \(a .item\(\) per layer\)"):
+        check(sync=True)
+    with pytest.raises(KnobError, match="cuda_graphs=true and compile=true: pick one"):
+        check(compile=True)
+    with pytest.raises(KnobError, match="compile=true with host_spin_us > 0"):
+        check_modes("cpu", {"compile": True, "host_spin_us": 5.0}, {})
+    for knobs in ({"amp": True}, {"nproc": 2, "world": 2}, {"checkpoint": 1}):
+        world = knobs.pop("world", 1)
+        ctx = Context("cuda", {"cuda_graphs": True, "grad_accum": 1, "amp_dtype": "auto", **knobs}, 0, world)
+        from workloads._train import Trainer
+
+        with pytest.raises(KnobError, match="cuda_graphs=true cannot capture"):
+            Trainer(ctx, torch.nn.Linear(2, 2))
+
+
+def test_compile_runs_the_model_through_torch_compile():
+    # GIVEN heavy_mlp with compile=true (backend aot_eager: Dynamo and AOTAutograd, no C compiler: quick)
+    sizes = {"layers": 1, "hidden": 8, "batch_size": 2, "in_features": 8, "out_features": 4}
+    runner = load("heavy_mlp").build(
+        _ctx("heavy_mlp", compile=True, compile_backend="aot_eager", optimizer="sgd", **sizes)
+    )
+    # WHEN two steps run
+    runner.step()
+    counts = _op_counts(runner)
+    # THEN the step goes through Dynamo's compiled region (looked up by its guards) and AOT's function
+    assert type(runner.trainer.model).__name__ == "OptimizedModule"
+    assert counts["TorchDynamo Cache Lookup"] == 1
+    assert any(k.startswith("Torch-Compiled Region") for k in counts)
+    assert counts["CompiledFunction"] == 1 and "aten::addmm" not in counts or counts["aten::addmm"] >= 1

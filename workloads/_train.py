@@ -3,7 +3,8 @@
 AMP (autocast + GradScaler on CUDA; bf16 autocast without a scaler on CPU), gradient accumulation,
 activation checkpointing (`checkpoint_sequential`), DDP (one process per device, `no_sync` between
 accumulated micro-batches) and a deliberately slow rank; TF32 matmuls, and extra interpreter work before
-every layer (`host_spin_us`), so that a user can make a what-if counterfactual for real.
+every layer (`host_spin_us`), so that a user can make a what-if counterfactual for real; and how the step
+runs (eager, one CUDA graph, torch.compile: workloads/_modes.py).
 Stdlib + torch, torch imported inside functions.
 """
 
@@ -11,10 +12,11 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Sequence
 
 from tracekit.capture.knobs import Knob, KnobError
 from tracekit.capture.workload import Context
+from workloads._modes import MODE_KNOBS, GraphedStep, autocast_cache, check_modes, compiled, make_capturable
 
 TRAIN_KNOBS = (
     Knob("amp", False, "automatic mixed precision: autocast (+ GradScaler for float16)"),
@@ -39,9 +41,9 @@ TRAIN_KNOBS = (
         "host_spin_us",
         0.0,
         "extra pure-Python work before every layer of the layer stack, µs (a loop calibrated at start; "
-        "the iterations land in the manifest's extra.host_spin)",
+        "the iterations land in the manifest's extra.host_spin; with cuda_graphs it runs at capture only)",
     ),
-)
+) + MODE_KNOBS
 
 
 def maybe_slow(ctx: Context) -> None:
@@ -175,21 +177,22 @@ def _grad_scaler(device: str) -> Any:
 
 
 class Trainer:
-    """One training step of a module: micro-batches, AMP, DDP, optimizer (or the article's zero_grad only)."""
+    """One training step of a module: micro-batches, AMP, DDP, optimizer (or the article's zero_grad only),
+    run eagerly, as one CUDA graph (`cuda_graphs`) or through torch.compile (`compile`)."""
 
-    def __init__(self, ctx: Context, module: Any, optimizer: Optional[Callable[[Any], Any]] = None) -> None:
+    def __init__(
+        self,
+        ctx: Context,
+        module: Any,
+        optimizer: Optional[Callable[[Any], Any]] = None,
+        graph_refuses: Optional[Dict[str, bool]] = None,
+    ) -> None:
+        """`graph_refuses`: the workload's own settings a CUDA graph cannot capture, by name, and whether
+        each is on (heavy_mlp's sync_every_layer)."""
         import torch
 
         self.ctx = ctx
         knobs = ctx.knobs
-        self.module = module.to(ctx.torch_device)
-        self.model = self.module
-        if ctx.distributed:
-            from torch.nn.parallel import DistributedDataParallel
-
-            ids = [ctx.local_rank] if ctx.device == "cuda" else None
-            self.model = DistributedDataParallel(self.module, device_ids=ids)
-        self.optimizer = optimizer(self.module.parameters()) if optimizer is not None else None
         self.accum = max(1, int(knobs.get("grad_accum", 1)))
         self.amp = bool(knobs.get("amp", False))
         dtype = knobs.get("amp_dtype", "auto")
@@ -197,6 +200,25 @@ class Trainer:
             dtype = "float16" if ctx.device == "cuda" else "bfloat16"
         self.amp_dtype = getattr(torch, dtype)
         use_scaler = self.amp and ctx.device == "cuda" and dtype == "float16"
+        refused = {
+            "amp with float16 (GradScaler's inf check is a sync; use amp_dtype=bfloat16)": use_scaler,
+            "DDP (nproc > 1)": ctx.distributed,
+            "activation checkpointing (checkpoint > 0)": int(knobs.get("checkpoint", 0)) > 0,
+            **(graph_refuses or {}),
+        }
+        check_modes(ctx.device, knobs, refused)
+        self.module = module.to(ctx.torch_device)
+        self.model = self.module
+        if ctx.distributed:
+            from torch.nn.parallel import DistributedDataParallel
+
+            ids = [ctx.local_rank] if ctx.device == "cuda" else None
+            self.model = DistributedDataParallel(self.module, device_ids=ids)
+        self.model = compiled(self.model, knobs)
+        self.optimizer = optimizer(self.module.parameters()) if optimizer is not None else None
+        self.graphed = GraphedStep() if knobs.get("cuda_graphs") else None
+        if self.graphed is not None:
+            make_capturable(self.optimizer)
         self.scaler = _grad_scaler("cuda") if use_scaler else None
         tf32 = set_tf32(ctx)
         # What the manifest's `extra` records about this run (see `manifest_extra`).
@@ -207,19 +229,42 @@ class Trainer:
 
         if not self.amp:
             return contextlib.nullcontext()
-        return torch.autocast(device_type=self.ctx.device, dtype=self.amp_dtype)
+        return torch.autocast(
+            device_type=self.ctx.device, dtype=self.amp_dtype, **autocast_cache(self.graphed is not None)
+        )
 
-    def step(self, loss_of: Callable[[Any], Any]) -> None:
-        """`loss_of(model)` runs one micro-batch's forward and returns its loss; this does the rest."""
+    def step(self, loss_of: Callable[..., Any], next_batch: Callable[[], Sequence[Any]] = tuple) -> Any:
+        """`next_batch()` gives one micro-batch's inputs (device tensors), `loss_of(model, *batch)` runs its
+        forward and returns its loss; this does the rest and returns the last micro-batch's loss (under
+        cuda_graphs the graph's static loss tensor: read it after the step)."""
         maybe_slow(self.ctx)
-        for k in range(self.accum):
-            last = k == self.accum - 1
+        batches = [tuple(next_batch()) for _ in range(self.accum)]
+        if self.graphed is None:
+            return self._eager(loss_of, batches)
+        return self.graphed.run(batches, lambda static: self._eager(loss_of, static))
+
+    def prepare(self, loss_of: Callable[..., Any], next_batch: Callable[[], Sequence[Any]] = tuple) -> None:
+        """Under cuda_graphs, capture the step now (at build, before any step is timed or profiled; its
+        warm-up steps train on real batches) and note it in `extra`; else nothing."""
+        if self.graphed is None:
+            return
+        batches = [tuple(next_batch()) for _ in range(self.accum)]
+        self.graphed.capture(batches, lambda static: self._eager(loss_of, static))
+        self.extra["cuda_graph"] = self.graphed.extra
+
+    def _eager(self, loss_of: Callable[..., Any], batches: Sequence[Sequence[Any]]) -> Any:
+        """One step over the given micro-batches, one launch per kernel (also what a graph captures)."""
+        # a graph zeroes the gradients in place (a memset it captures); None would leave them growing
+        zero = {} if self.graphed is None else {"set_to_none": False}
+        loss = None
+        for k, batch in enumerate(batches):
+            last = k == len(batches) - 1
             no_sync = self.model.no_sync() if self.ctx.distributed and not last else contextlib.nullcontext()
             with no_sync:
                 with self.autocast():
-                    loss = loss_of(self.model)
-                if self.accum > 1:
-                    loss = loss / self.accum
+                    loss = loss_of(self.model, *batch)
+                if len(batches) > 1:
+                    loss = loss / len(batches)
                 (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
         if self.optimizer is not None:
             if self.scaler is not None:
@@ -227,6 +272,7 @@ class Trainer:
                 self.scaler.update()
             else:
                 self.optimizer.step()
-            self.optimizer.zero_grad()
+            self.optimizer.zero_grad(**zero)
         else:
-            self.module.zero_grad()
+            self.module.zero_grad(**zero)
+        return loss

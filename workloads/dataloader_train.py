@@ -108,7 +108,9 @@ class DataLoaderTrain:
         self.criterion = nn.CrossEntropyLoss()
         self.batches = self._batches()
         self.seen = 0
+        self.log_due = False
         self.log_every = k["log_every"]
+        self.trainer.prepare(self._loss, self._batch)  # cuda_graphs: captured on the first batches
         self.samples_per_step = k["batch_size"] * self.trainer.accum
         self.manifest_extra = dict(self.trainer.extra, host_spin=spin)
 
@@ -120,21 +122,23 @@ class DataLoaderTrain:
             yield from self.loader
             epoch += 1
 
-    def _loss(self, model: Any) -> Any:
+    def _batch(self) -> Any:
         x, y = next(self.batches)
-        dev = self.ctx.torch_device
-        x = x.to(dev, non_blocking=self.pin)
-        y = y.to(dev, non_blocking=self.pin)
-        loss = self.criterion(model(x), y)
         self.seen += 1
-        if self.log_every and self.seen % self.log_every == 0:
+        self.log_due |= bool(self.log_every) and self.seen % self.log_every == 0
+        dev = self.ctx.torch_device
+        return x.to(dev, non_blocking=self.pin), y.to(dev, non_blocking=self.pin)
+
+    def _loss(self, model: Any, x: Any, y: Any) -> Any:
+        return self.criterion(model(x), y)
+
+    def step(self) -> None:
+        loss = self.trainer.step(self._loss, self._batch)
+        if self.log_due:  # the step held batch number k * log_every
+            self.log_due = False
             value = loss.item()  # a sync every log_every batches, as in the article
             if self.ctx.rank == 0:
                 print(f"batch {self.seen}: loss {value:.4f}", file=sys.stdout, flush=True)
-        return loss
-
-    def step(self) -> None:
-        self.trainer.step(self._loss)
 
 
 def build(ctx: Context) -> DataLoaderTrain:
