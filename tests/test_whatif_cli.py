@@ -75,6 +75,8 @@ def test_json_contract(tmp_path, capsys):
         "rank_host": {},
         "python_speedup": None,
         "ops": {},
+        "cuda_graphs": False,
+        "graph_region": None,
     }
     (d,) = doc["devices"]
     for key in (

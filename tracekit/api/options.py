@@ -88,8 +88,10 @@ class DiffOptions:
 class WhatIfOptions:
     """The scenario of `tracekit.api.whatif`, as the flags of `tracekit whatif` write it: `sets`
     ("CAUSE=FACTOR", or "sync=0"), `kernels` and `ops` ("REGEX=FACTOR"), `rank_host` ("RANK=FACTOR"),
-    `python_speedup` (S: interpreter=1/S); `unprofiled_step_ms`: the step time measured without the
-    profiler, for traces without a tracekit manifest."""
+    `python_speedup` (S: interpreter=1/S); `cuda_graphs`: each step's device work launched as one CUDA
+    graph, or with `cuda_graphs_region` (a regex) each outermost matching host event's;
+    `unprofiled_step_ms`: the step time measured without the profiler, for traces without a tracekit
+    manifest."""
 
     sets: tuple[str, ...] = ()
     kernels: tuple[str, ...] = ()
@@ -97,6 +99,8 @@ class WhatIfOptions:
     rank_host: tuple[str, ...] = ()
     python_speedup: Optional[float] = None
     unprofiled_step_ms: Optional[float] = None
+    cuda_graphs: bool = False
+    cuda_graphs_region: Optional[str] = None
 
     def __post_init__(self) -> None:
         for name in ("sets", "kernels", "ops", "rank_host"):
@@ -111,7 +115,15 @@ class WhatIfOptions:
         """The scenario (tracekit.whatif.scenario.Scenario); a bad value is a ScenarioError naming it."""
         from tracekit.whatif.scenario import parse_scenario
 
-        return parse_scenario(self.sets, self.kernels, self.rank_host, self.python_speedup, self.ops)
+        return parse_scenario(
+            self.sets,
+            self.kernels,
+            self.rank_host,
+            self.python_speedup,
+            self.ops,
+            self.cuda_graphs,
+            self.cuda_graphs_region,
+        )
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,21 @@ WHATIF_RAY_HELP = (
 )
 
 
+CUDA_GRAPHS = typer.Option(
+    False,
+    "--cuda-graphs",
+    help="Predict the step with each step's device work launched as one CUDA graph: its interpreter, "
+    "framework and launch time gone, one graph launch, kernels back to back at the graph-replay floor "
+    "(kernel durations kept: what torch.compile's fusion would change is not predictable).",
+)
+CUDA_GRAPHS_REGION = typer.Option(
+    None,
+    "--cuda-graphs-region",
+    help="REGEX: as --cuda-graphs, one graph per outermost host event (op, annotation, module) whose name "
+    "matches, e.g. 'Optimizer.step' or 'nn.Module: Sequential'; the rest stays eager.",
+)
+
+
 @app.command()
 @output_options("Overwrite --output and the --trace file if they exist.")
 def whatif(
@@ -54,6 +69,8 @@ def whatif(
         help="S: the interpreter runs S times faster (interpreter=1/S). An assumption about the "
         "interpreter share only: framework and launch time stay.",
     ),
+    cuda_graphs: bool = CUDA_GRAPHS,
+    cuda_graphs_region: Optional[str] = CUDA_GRAPHS_REGION,
     unprofiled_step_ms: Optional[float] = typer.Option(
         None,
         "--unprofiled-step-ms",
@@ -79,6 +96,8 @@ def whatif(
         rank_host=tuple(rank_host),
         python_speedup=python_speedup,
         unprofiled_step_ms=unprofiled_step_ms,
+        cuda_graphs=cuda_graphs,
+        cuda_graphs_region=cuda_graphs_region,
     )
     opts.scenario()  # a bad flag fails before the --trace check and before anything is read
     if trace is not None:

@@ -123,6 +123,7 @@ class Graph:
     device_base: int  # activity i: start node device_base + 2i, end node + 1
     steps: pd.DataFrame  # frames.steps
     diagnostics: dict = field(default_factory=dict)
+    engine_threads: frozenset = frozenset()  # (rank, pid, tid) of the autograd engine's threads
 
 
 def build_graph(fr: Frames, threads: Threads, stream_waits: pd.DataFrame | None = None) -> Graph:
@@ -650,6 +651,7 @@ class _Builder:
             device_base=self.device_base,
             steps=self.fr.steps,
             diagnostics=self.diag,
+            engine_threads=frozenset(tuple(int(x) for x in k) for k in self.th.engine),
         )
 
 

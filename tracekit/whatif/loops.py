@@ -143,14 +143,17 @@ def longest_path(
     act_f,
     drop_wait,
     edge_f,
+    edge_add,
 ):
     """rep[v] = max(lb[v], rep[u] + w'(e) over the incoming edges e = (u, v)), w' the scenario's weight
     (DESIGN.md, "Scenarios"): a host segment (ecls HOST_CLASS) takes w * host_f[state] * rank_f[rank]
     less `cost_half` per recorded event boundary (never below zero, nor below itself when negative); a
     device activity (DEVICE_CLASS) w * act_f[act]; a sync's wait (WAIT_CLASS) is skipped when
     `drop_wait`; weights are rounded to whole ns. `edge_f` (empty: none): one more factor per edge
-    (`--ops`): a host segment's weight times it, a wait with 0 skipped."""
+    (`--ops`): a host segment's weight times it, a wait with 0 skipped. `edge_add` (empty: none): ns
+    added to a host segment after all that (`--cuda-graphs`: one graph launch where a region begins)."""
     per_edge = edge_f.size > 0
+    adds = edge_add.size > 0
     rep = lb.copy()
     for v in order:
         best = lb[v]
@@ -165,6 +168,8 @@ def longest_path(
                     x = x * edge_f[e]
                 if cost_half > 0.0:
                     x = max(x - cost[e] * cost_half, min(x, 0.0))
+                if adds:
+                    x = x + edge_add[e]
                 we = np.int64(np.rint(x))
             elif c == DEVICE_CLASS:
                 we = np.int64(np.rint(w[e] * act_f[act[e]]))

@@ -12,6 +12,7 @@ from tracekit.analysis import intervals as iv
 from tracekit.analysis.attribution import DEFAULT_SYNC_TOLERANCE_NS
 from tracekit.analysis.events import FRAME_COLUMNS, load_frames
 from tracekit.analysis.host import Threads
+from tracekit.whatif.cudagraph import GRAPH_GAP_NS, GRAPH_LAUNCH_NS
 from tracekit.whatif.graph import EDGE_KINDS, Graph, build_graph, recorded_stream_waits
 from tracekit.whatif.model import DevicePrediction, Unprofiled, WhatIfResult
 from tracekit.whatif.profiler import DEFAULT_COST_US, CostEstimate, estimate_cost
@@ -178,8 +179,8 @@ def whatif(
         scenario_text=scenario.describe(),
         devices=tuple(devices),
         unprofiled=unprofiled,
-        graph=_graph_info(rp.graph),
-        notes=tuple(_notes(rp, devices)),
+        graph=_graph_info(rp.graph, af),
+        notes=tuple(_notes(rp, devices) + _graph_notes(af)),
     )
     return result, pred_rep
 
@@ -208,12 +209,36 @@ def _attribute(rp: Replayer, rep: np.ndarray) -> dict:
     return idle_by_device(replayed_frames(rp.frames, rp.graph, rep), DEFAULT_SYNC_TOLERANCE_NS)
 
 
-def _graph_info(g: Graph) -> dict:
+def _graph_info(g: Graph, f: Factors | None = None) -> dict:
     kinds, counts = np.unique(g.kind, return_counts=True)
     d = dict(g.diagnostics)
     d["nodes"] = int(g.obs.size)
     d["edges"] = {EDGE_KINDS[int(k)]: int(c) for k, c in zip(kinds, counts)}
+    if f is not None and f.regions is not None:
+        d["cuda_graphs"] = f.regions.to_json()
     return d
+
+
+def _graph_notes(f: Factors) -> list[str]:
+    """What a --cuda-graphs prediction assumed and kept (DESIGN.md, "What if: CUDA graphs")."""
+    r = f.regions
+    if r is None:
+        return []
+    out = [
+        f"CUDA graphs: {r.regions} graph(s) ({r.region_text}), {r.kernels} device activities inside; their "
+        f"interpreter, framework and launch time removed, one graph launch ({GRAPH_LAUNCH_NS / 1e3:g} µs) "
+        f"each, kernels {GRAPH_GAP_NS} ns apart (the H200 graph-replay floor); kernel durations kept "
+        "(fusion, what torch.compile changes, cannot be predicted from a trace)"
+    ]
+    if r.kernels_outside:
+        out.append(f"CUDA graphs: {r.kernels_outside} device activities lie outside every region (unchanged)")
+    if r.syncs or r.dataloader_fetches:
+        out.append(
+            f"CUDA graphs: the regions hold {r.syncs} blocking call(s) and {r.dataloader_fetches} DataLoader "
+            "fetch(es), kept as they are: a graph cannot capture a sync, and the input pipeline runs anyway "
+            "(split the region around them)"
+        )
+    return out
 
 
 def _notes(rp: Replayer, devices: list[DevicePrediction]) -> list[str]:

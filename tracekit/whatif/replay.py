@@ -8,7 +8,8 @@ computed in one pass over the nodes in topological order (`longest_path`).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any, Optional
 
 import numpy as np
 
@@ -78,19 +79,30 @@ def op_factors(g: Graph, host, ops: dict) -> tuple[np.ndarray, np.ndarray]:
 @dataclass(frozen=True)
 class Factors:
     """A scenario's factors that depend on the capture's names: per device activity (`--kernels`, and the
-    work `--ops` ops launch) and per edge (`--ops`; empty without it)."""
+    work `--ops` ops launch) and per edge (`--ops`, `--cuda-graphs`; empty without them); and what
+    `--cuda-graphs` sets: ns added per edge (empty: none), the graph's weights with the in-graph device
+    gaps at the replay floor (None: the graph's own), and what its regions hold (`cudagraph.GraphRegions`)."""
 
     act: np.ndarray
     edge: np.ndarray
+    edge_add: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    w: Optional[np.ndarray] = None
+    regions: Any = None
 
 
 def factors(g: Graph, host, scenario: Scenario) -> Factors:
+    from tracekit.whatif.cudagraph import graph_regions
+
     act = activity_factors(g, dict(scenario.kernels))
     edge = np.zeros(0, np.float64)
     if scenario.ops:
         edge, op_act = op_factors(g, host, dict(scenario.ops))
         act = act * op_act
-    return Factors(act, edge)
+    if not scenario.cuda_graphs:
+        return Factors(act, edge)
+    regions = graph_regions(g, host, scenario.graph_region)
+    edge = regions.edge_f if not edge.size else edge * regions.edge_f
+    return Factors(act, edge, regions.edge_add, regions.w, regions)
 
 
 @dataclass(frozen=True)
@@ -105,7 +117,9 @@ class Weights:
     cost_half_ns: float
     act_f: np.ndarray  # per device activity
     drop_wait: bool
-    edge_f: np.ndarray  # per edge (`--ops`), or empty
+    edge_f: np.ndarray  # per edge (`--ops`, `--cuda-graphs`), or empty
+    edge_add: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # ns per edge, or empty
+    w: Optional[np.ndarray] = None  # the edge weights, when the scenario sets some (else the graph's)
 
 
 def weights(g: Graph, scenario: Scenario, cost_ns: float = 0.0, f: Factors | None = None) -> Weights:
@@ -120,7 +134,9 @@ def weights(g: Graph, scenario: Scenario, cost_ns: float = 0.0, f: Factors | Non
             rf[r] = v
     af = np.ones(len(g.device)) if f is None else np.asarray(f.act, np.float64)
     edge = np.zeros(0, np.float64) if f is None else f.edge
-    return Weights(sf, rf, float(cost_ns) / 2.0, af, scenario.no_wait, edge)
+    if f is None:
+        return Weights(sf, rf, float(cost_ns) / 2.0, af, scenario.no_wait, edge)
+    return Weights(sf, rf, float(cost_ns) / 2.0, af, scenario.no_wait, edge, f.edge_add, f.w)
 
 
 def replay(g: Graph, w: Weights) -> np.ndarray:
@@ -129,7 +145,7 @@ def replay(g: Graph, w: Weights) -> np.ndarray:
         g.indptr,
         g.in_edges,
         g.src,
-        g.w,
+        g.w if w.w is None else w.w,
         g.lb,
         g.ecls,
         g.state,
@@ -142,6 +158,7 @@ def replay(g: Graph, w: Weights) -> np.ndarray:
         w.act_f,
         w.drop_wait,
         w.edge_f,
+        np.asarray(w.edge_add, np.float64),
     )
 
 

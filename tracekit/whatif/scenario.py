@@ -1,7 +1,8 @@
 """What a what-if changes: host time per cause, device activities by name, framework ops by name, one
-rank's host, the wait of blocking calls. Parsed from the command line's `--set CAUSE=FACTOR`, `--kernels
-REGEX=FACTOR`, `--ops REGEX=FACTOR`, `--rank-host RANK=FACTOR` and `--python-speedup S`; every mistake is
-a `ScenarioError` (one line, exit 2).
+rank's host, the wait of blocking calls, kernels launched as CUDA graphs. Parsed from the command line's
+`--set CAUSE=FACTOR`, `--kernels REGEX=FACTOR`, `--ops REGEX=FACTOR`, `--rank-host RANK=FACTOR`,
+`--python-speedup S` and `--cuda-graphs` / `--cuda-graphs-region REGEX`; every mistake is a
+`ScenarioError` (one line, exit 2).
 """
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ class Scenario:
     rank_host: Mapping[int, float] = field(default_factory=dict)
     python_speedup: Optional[float] = None
     ops: Mapping[str, float] = field(default_factory=dict)
+    # `--cuda-graphs`: the device work of each region launched as one CUDA graph (whatif/cudagraph.py);
+    # the regions are the steps, or with `graph_region` the outermost host events whose name matches it
+    cuda_graphs: bool = False
+    graph_region: Optional[str] = None
 
     @property
     def no_wait(self) -> bool:
@@ -52,6 +57,7 @@ class Scenario:
             and all(v == 1.0 for v in self.ops.values())
             and all(v == 1.0 for v in self.rank_host.values())
             and self.python_speedup in (None, 1.0)
+            and not self.cuda_graphs
         )
 
     def to_json(self) -> dict:
@@ -61,6 +67,8 @@ class Scenario:
             "rank_host": {str(k): v for k, v in self.rank_host.items()},
             "python_speedup": self.python_speedup,
             "ops": dict(self.ops),
+            "cuda_graphs": self.cuda_graphs,
+            "graph_region": self.graph_region,
         }
 
     def describe(self) -> str:
@@ -72,6 +80,11 @@ class Scenario:
             parts.append(
                 f"python {self.python_speedup:g}x faster (interpreter time / {self.python_speedup:g})"
             )
+        if self.cuda_graphs:
+            where = "each step"
+            if self.graph_region:
+                where = f"each outermost host event matching '{self.graph_region}'"
+            parts.append(f"CUDA graphs: the device work of {where} launched as one graph")
         return ", ".join(parts) if parts else "nothing changed"
 
 
@@ -100,8 +113,10 @@ def parse_scenario(
     rank_host: Iterable[str] = (),
     python_speedup: Optional[float] = None,
     ops: Iterable[str] = (),
+    cuda_graphs: bool = False,
+    graph_region: Optional[str] = None,
 ) -> Scenario:
-    """The scenario of the command-line flags (values as typed)."""
+    """The scenario of the command-line flags (values as typed); `graph_region` implies `cuda_graphs`."""
     s: dict[str, float] = {}
     for spec in sets:
         key, value = _split(spec, "--set")
@@ -127,7 +142,23 @@ def parse_scenario(
         raise ScenarioError(
             f"--python-speedup {python_speedup:g}: give how many times faster the interpreter runs, > 0"
         )
-    return Scenario(set=s, kernels=k, rank_host=rh, python_speedup=python_speedup, ops=o)
+    if graph_region is not None:
+        try:
+            re.compile(graph_region)
+        except re.error as exc:
+            raise ScenarioError(
+                f"--cuda-graphs-region {graph_region!r} is not a regular expression ({exc})"
+            ) from None
+    graphs = bool(cuda_graphs or graph_region is not None)
+    return Scenario(
+        set=s,
+        kernels=k,
+        rank_host=rh,
+        python_speedup=python_speedup,
+        ops=o,
+        cuda_graphs=graphs,
+        graph_region=graph_region,
+    )
 
 
 def _patterns(specs: Iterable[str], flag: str) -> dict[str, float]:
