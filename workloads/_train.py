@@ -254,8 +254,9 @@ class Trainer:
 
     def _eager(self, loss_of: Callable[..., Any], batches: Sequence[Sequence[Any]]) -> Any:
         """One step over the given micro-batches, one launch per kernel (also what a graph captures)."""
-        # a graph zeroes the gradients in place (a memset it captures); None would leave them growing
-        zero = {} if self.graphed is None else {"set_to_none": False}
+        # under a graph the gradients must be None when the capture starts (torch's recipe): its backward
+        # then writes them (no accumulate, no zeroing kernel: the same kernels as eager in torch >= 2.0)
+        zero = {} if self.graphed is None else {"set_to_none": True}
         loss = None
         for k, batch in enumerate(batches):
             last = k == len(batches) - 1
