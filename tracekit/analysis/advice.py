@@ -11,6 +11,7 @@ DATALOADER_MIN_FRACTION = 0.20  # dataloader idle ≥ 20 % of step time
 SYNC_MIN_FRACTION = 0.10  # sync idle ≥ 10 % of step time
 HOST_BOUND_MIN_FRACTION = 0.30  # launch + framework + interpreter idle ≥ 30 % of step time
 TINY_KERNEL_MAX_US = 20.0  # "tiny": median kernel time below 20 µs
+GRAPHED_MAX_FRACTION = 0.5  # no CUDA-graph advice when half the kernels already run in graph launches
 COLLECTIVE_MIN_FRACTION = 0.10  # collective wait ≥ 10 % of step time
 CPU_DISPATCH_MIN_FRACTION = 0.30  # CPU-only: dispatch gaps ≥ 30 % of step time
 
@@ -57,14 +58,24 @@ def advise(report: Report) -> list[Advice]:
     hb = _fraction(report, ("launch", "framework", "interpreter"))
     medians = [k.kernel.median_ns for k in report.kernel_stats if k.kernel.count]
     counts = [k.kernel.count for k in report.kernel_stats]
-    if hb >= HOST_BOUND_MIN_FRACTION and medians:
+    graphed = sum(k.graph_launched for k in report.kernel_stats)
+    if hb >= HOST_BOUND_MIN_FRACTION and medians and graphed < GRAPHED_MAX_FRACTION * sum(counts):
         med_us = float(np.average(medians, weights=counts)) / 1e3
         if med_us <= TINY_KERNEL_MAX_US:
+            if report.compiled is not None:
+                msg = (
+                    "Compiled, but the host still launches kernel by kernel and cannot keep up: "
+                    "torch.compile(mode='reduce-overhead') replays the step as CUDA graphs."
+                )
+            else:
+                msg = (
+                    "Many tiny kernels and the host cannot keep up: capture the step with CUDA graphs or "
+                    "fuse it with torch.compile (`tracekit whatif CAPTURE --cuda-graphs` predicts the graph)."
+                )
             out.append(
                 Advice(
                     "cuda_graphs",
-                    "Many tiny kernels and the host cannot keep up: capture the step with CUDA graphs or "
-                    "fuse it with torch.compile.",
+                    msg,
                     f"launch+framework+interpreter idle {hb:.0%} of step time; "
                     f"typical kernel {med_us:.1f} µs",
                     "launch",

@@ -3,6 +3,10 @@
 CPU T   |-- cudaLaunchKernel (API) --|
 GPU                                  .... queue ....[===== kernel =====]
         api = L.dur                  queue = max(0, K.ts - L.end)       kernel = K.dur
+
+A kernel run by a CUDA graph has the graph launch (cudaGraphLaunch) as its launch record, shared by every
+kernel of the graph: its API time is the whole graph's launch and its "queue" its place in the graph, so
+neither is counted per kernel; the kernel counts as `graph_launched` (and in `kernel`).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import pandas as pd
 from tracekit.analysis.model import Dist, KernelStat
 from tracekit.analysis.sketch import Sketch
 
-# name → (api, queue, kernel, launched): the mergeable form of one part's statistics
+# name → (api, queue, kernel, launched, graph_launched): the mergeable form of one part's statistics
 KernelPartials = dict
 
 
@@ -27,7 +31,7 @@ def kernel_partials(acts: pd.DataFrame, launches: pd.DataFrame) -> KernelPartial
         return {}
     ts = acts["ts"].to_numpy(np.int64)
     kernel = acts["end"].to_numpy(np.int64) - ts
-    l_ts, l_end, launched = _launch_of(acts, launches)
+    l_ts, l_end, launched, graph = _launch_of(acts, launches)
     api = l_end - l_ts
     queue = np.maximum(ts - l_end, 0)
     names = acts["name"]
@@ -41,21 +45,28 @@ def kernel_partials(acts: pd.DataFrame, launches: pd.DataFrame) -> KernelPartial
         if code < 0:
             continue
         rows = order[bounds[k] : bounds[k + 1]]
-        ok = rows[launched[rows]]
+        ok = rows[launched[rows] & ~graph[rows]]
+        n_graph = int(graph[rows].sum())
         name = str(cats[code])
-        out[name] = (Sketch.of(api[ok]), Sketch.of(queue[ok]), Sketch.of(kernel[rows]), int(ok.size))
+        out[name] = (
+            Sketch.of(api[ok]),
+            Sketch.of(queue[ok]),
+            Sketch.of(kernel[rows]),
+            int(ok.size) + n_graph,
+            n_graph,
+        )
     return out
 
 
-def _launch_of(acts: pd.DataFrame, launches: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(launch start, launch end, has a launch) of each activity: the launch record of the same rank
-    and correlation (launches hold one per (rank, correlation))."""
+def _launch_of(acts: pd.DataFrame, launches: pd.DataFrame) -> tuple[np.ndarray, ...]:
+    """(launch start, launch end, has a launch, launched by a graph) of each activity: the launch record
+    of the same rank and correlation (launches hold one per (rank, correlation))."""
     n = len(acts)
     l_ts, l_end = np.zeros(n, np.int64), np.zeros(n, np.int64)
     corr = acts["correlation"].to_numpy(np.float64)
     ok = ~np.isnan(corr)
     if not len(launches) or not ok.any():
-        return l_ts, l_end, np.zeros(n, bool)
+        return l_ts, l_end, np.zeros(n, bool), np.zeros(n, bool)
     key_a = _key(acts["rank"].to_numpy(np.int64)[ok], corr[ok].astype(np.int64))
     key_l = _key(launches["rank"].to_numpy(np.int64), launches["correlation"].to_numpy(np.int64))
     order = np.argsort(key_l, kind="stable")
@@ -68,7 +79,10 @@ def _launch_of(acts: pd.DataFrame, launches: pd.DataFrame) -> tuple[np.ndarray, 
     l_end[rows] = launches["end"].to_numpy(np.int64)[src]
     launched = np.zeros(n, bool)
     launched[rows] = True
-    return l_ts, l_end, launched
+    graph = np.zeros(n, bool)
+    if "graph" in launches:
+        graph[rows] = launches["graph"].to_numpy(bool)[src]
+    return l_ts, l_end, launched, graph
 
 
 def _key(rank: np.ndarray, corr: np.ndarray) -> np.ndarray:
@@ -88,6 +102,7 @@ def merge_kernel_partials(parts: Iterable[KernelPartials]) -> KernelPartials:
             Sketch.merge(s[1] for s in stats),
             Sketch.merge(s[2] for s in stats),
             sum(s[3] for s in stats),
+            sum(s[4] if len(s) > 4 else 0 for s in stats),
         )
         for name, stats in by_name.items()
     }
@@ -100,8 +115,15 @@ def kernel_stats(partials: KernelPartials, limit: Optional[int] = None) -> list[
     if limit is not None:
         ranked = ranked[:limit]
     return [
-        KernelStat(name=name, api=_dist(api), queue=_dist(queue), kernel=_dist(kern), launched=launched)
-        for name, (api, queue, kern, launched) in ranked
+        KernelStat(
+            name=name,
+            api=_dist(st[0]),
+            queue=_dist(st[1]),
+            kernel=_dist(st[2]),
+            launched=st[3],
+            graph_launched=st[4] if len(st) > 4 else 0,
+        )
+        for name, st in ranked
     ]
 
 

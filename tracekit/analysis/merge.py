@@ -19,6 +19,7 @@ import pandas as pd
 
 from tracekit.analysis.advice import advise
 from tracekit.analysis.collective import collective_waits
+from tracekit.analysis.compiled import compiled_summary
 from tracekit.analysis.host import dataloader_info
 from tracekit.analysis.launch import kernel_stats, merge_kernel_partials
 from tracekit.analysis.model import (
@@ -48,6 +49,8 @@ def merge(parts: Iterable[Partial], meta: dict, params: Params = Params(), path:
     n_steps = sum(p.step_ns.size for p in parts)
     dl = [p.dataloader for p in parts if p.dataloader is not None]
     manifest = dict(meta.get("manifest") or {})
+    kernels = kernel_stats(merge_kernel_partials(p.kernels for p in parts))
+    ops = tuple(_op_stats(parts))
     report = Report(
         capture=capture_info(meta, path),
         devices=devices,
@@ -59,8 +62,9 @@ def merge(parts: Iterable[Partial], meta: dict, params: Params = Params(), path:
             )[: params.top_gaps]
         ),
         sync_sources=tuple(_sync_sources(parts, n_device_steps=sum(d.steps for d in devices))),
-        kernel_stats=tuple(kernel_stats(merge_kernel_partials(p.kernels for p in parts), params.top_kernels)),
-        op_stats=tuple(_op_stats(parts)),
+        kernel_stats=tuple(kernels[: params.top_kernels] if params.top_kernels is not None else kernels),
+        op_stats=ops,
+        compiled=compiled_summary(ops, kernels),
         gap_histogram=_histogram([p.histogram for p in parts]),
         dataloader=_dataloader(dl, n_steps) if dl else None,
         profiler_overhead=_overhead(manifest, np.concatenate([p.step_ns for p in parts]) if parts else None),

@@ -292,13 +292,40 @@ class Dist:
 class KernelStat:
     """Launch statistics of one kernel name, as Nsight Systems' cuda_kern_exec_sum splits them:
     launch-call (API) time, queue time (API call end → kernel start, clipped at 0) and kernel time.
-    Kernels without a launch record count in `kernel` only (`launched` < `kernel.count`)."""
+    Kernels without a launch record count in `kernel` only (`launched` < `kernel.count`); kernels run by
+    a CUDA graph (their launch record is the graph's cudaGraphLaunch) count in `kernel` and
+    `graph_launched`, not in `api` / `queue` (the graph's launch is not theirs alone)."""
 
     name: str
     api: Dist
     queue: Dist
     kernel: Dist
-    launched: int = 0  # kernels with a launch record
+    launched: int = 0  # kernels with a launch record (graph launches included)
+    graph_launched: int = 0  # kernels run by a CUDA graph launch
+
+
+@dataclass(frozen=True)
+class CompiledRegion:
+    """One compiled frame's code as it ran: `Torch-Compiled Region: frame/compile_id`."""
+
+    name: str
+    frame: int
+    compile_id: int
+    calls_per_step: float
+    ms_per_step: float
+
+
+@dataclass(frozen=True)
+class CompiledSummary:
+    """torch.compile in the captured steps (per step: means over the steps)."""
+
+    regions: tuple[CompiledRegion, ...]
+    recompiled_frames: tuple[int, ...]  # frames whose code ran under a compile id > 0
+    guard_ms_per_step: float  # TorchDynamo Cache Lookup
+    wrapper_ms_per_step: float  # inductor's wrapper code (## Call CompiledFxGraph ##), inclusive
+    compile_ms_by_step: tuple[tuple[int, float], ...]  # (step, ms) of the steps that compiled
+    triton_kernels_per_step: float
+    triton_kernel_ms_per_step: float
 
 
 @dataclass(frozen=True)
@@ -466,6 +493,7 @@ class Report:
     dataloader: Optional[DataLoaderInfo] = None
     advice: tuple[Advice, ...] = ()
     profiler_overhead: Optional[ProfilerOverhead] = None
+    compiled: Optional[CompiledSummary] = None  # torch.compile's code in the steps (analysis/compiled.py)
     parameters: Mapping[str, Any] = field(default_factory=dict)  # thresholds used, with units
     job: Optional[JobSummary] = None  # jobs of several ranks: the figures across ranks
     # None: the savings were not asked for (tracekit.api.analyze adds them; DeviceReport.savings_ms_per_step)
@@ -514,6 +542,7 @@ class Report:
                 else None
             ),
             "parameters": {**self.parameters, **(self.savings.to_parameters() if self.savings else {})},
+            "compiled": _plain(self.compiled) if self.compiled is not None else None,
             **({"job": _plain(self.job)} if self.job is not None else {}),
         }
 

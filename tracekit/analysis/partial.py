@@ -102,7 +102,7 @@ class Partial:
     top_gaps: tuple[IdleGap, ...]  # this part's longest gaps, at most Params.top_gaps
     sync_sources: tuple[SyncSource, ...]  # steps = this part's device-steps
     histogram: GapHistogram
-    kernels: dict[str, tuple[Sketch, Sketch, Sketch, int]]  # name → (api, queue, kernel, launched)
+    kernels: dict[str, tuple[Sketch, Sketch, Sketch, int, int]]  # api, queue, kernel, launched, graph
     op_stats: tuple[OpStat, ...]
     dataloader: Optional[tuple[dict[str, int], int, int]]  # (iterator kinds → calls, calls, ns)
     collectives: pd.DataFrame  # NCCL kernels: rank, device, ts, end, name, step (-1: outside steps)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 
-from tracekit.analysis.model import CAUSES, HOST_STATES, HostReport, Report
+from tracekit.analysis.model import CAUSES, HOST_STATES, CompiledSummary, HostReport, Report
 from tracekit.render.base import Section
 
 TOP_ROWS = 10  # rows shown in the longer tables (the JSON has everything)
@@ -291,8 +291,8 @@ def kernel_section(report: Report) -> Section | None:
         [
             _short(k.name, 50),
             str(k.kernel.count),
-            _us(k.api.mean_ns),
-            _us(k.queue.mean_ns),
+            "graph" if k.graph_launched and not k.api.count else _us(k.api.mean_ns),
+            "graph" if k.graph_launched and not k.queue.count else _us(k.queue.mean_ns),
             _us(k.kernel.mean_ns),
             _ms(k.kernel.total_ns),
         ]
@@ -348,6 +348,14 @@ def other_notes(report: Report) -> list[str]:
             f"profiler overhead: step {p.profiled_step_ms:.3f} ms profiled vs {p.unprofiled_step_ms:.3f} ms "
             f"without ({p.overhead_ratio:+.1%})"
         )
+    if report.compiled is not None:
+        notes.extend(compiled_lines(report.compiled))
+    graphed = sum(k.graph_launched for k in report.kernel_stats)
+    if graphed:
+        notes.append(
+            f"CUDA graphs: {graphed} kernels ran in graph launches (cudaGraphLaunch): no launch record of "
+            "their own, so no API or queue time per kernel (`graph` in the kernel table)"
+        )
     if report.cpu_only:
         notes.append("CPU-only capture: no device activity; the host breakdown is the whole story.")
     if report.savings is not None and report.savings.skipped:
@@ -360,6 +368,25 @@ def other_notes(report: Report) -> list[str]:
             f"{len(report.ranks)} ranks summarised: `--rank R` shows rank R in full, --json every rank."
         )
     return notes
+
+
+def compiled_lines(c: CompiledSummary) -> list[str]:
+    """torch.compile's code in the steps (analysis/compiled.py), one line per fact."""
+    names = ", ".join(r.name.split(": ", 1)[1] for r in c.regions) or "none"
+    out = [
+        f"torch.compile: compiled frames ran as {names}; Dynamo guards {c.guard_ms_per_step:.3f} ms/step, "
+        f"inductor wrapper code {c.wrapper_ms_per_step:.3f} ms/step (framework, inclusive), "
+        f"{c.triton_kernels_per_step:.0f} Triton kernels/step ({c.triton_kernel_ms_per_step:.3f} ms)"
+    ]
+    if c.recompiled_frames:
+        out.append(
+            f"torch.compile: frame(s) {', '.join(map(str, c.recompiled_frames))} recompiled (code of a "
+            "compile id > 0 ran): a guard failed (a new shape, dtype or Python value); "
+            "TORCH_LOGS=recompiles says which"
+        )
+    for step, ms in c.compile_ms_by_step:
+        out.append(f"torch.compile: step {step} spent {ms:.1f} ms compiling (framework), not a steady state")
+    return out
 
 
 def report_sections(report: Report) -> list[Section]:
