@@ -1,0 +1,123 @@
+"""CUDA graphs and torch.compile on real H200 captures (fixtures/h200_graphs, see its README), read by the
+same attribution rules, and `whatif --cuda-graphs` on the eager capture checked against the graphed one.
+The counts below were read off the traces by hand (`benchmarks/graph_floor.py`, a JSON dump)."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tracekit.analysis.invariants import check_invariants
+from tracekit.analysis.model import Report
+from tracekit.analysis.pipeline import analyze
+from tracekit.api import load as load_inputs
+from tracekit.whatif import Replayer, parse_scenario, whatif
+from tracekit.whatif.cudagraph import GRAPH_GAP_NS
+
+ROOT = Path(__file__).parent.parent / "fixtures" / "h200_graphs"
+RUNS = ("mlp_eager", "mlp_graph", "mlp_compile", "mlp_graph_seed")
+
+
+@pytest.fixture(scope="module")
+def real():
+    cache: dict[str, tuple[Report, object]] = {}
+
+    def get(run: str) -> tuple[Report, object]:
+        if run not in cache:
+            capture = load_inputs(ROOT / run)
+            report = analyze(capture)
+            check_invariants(report, capture)
+            cache[run] = (report, capture)
+        return cache[run]
+
+    return get
+
+
+def test_graph_kernels_have_the_graph_launch_as_their_record(real):
+    report, capture = real("mlp_graph")
+    # GIVEN one cudaGraphLaunch per step, 313 kernels each: every kernel with a launch record is a
+    # graph's (the others ran in the graph launched before the trace began)
+    assert all(k.launched == k.graph_launched > 0 for k in report.kernel_stats)
+    assert all(k.api.count == 0 and k.queue.count == 0 for k in report.kernel_stats if k.graph_launched)
+    # the gaps inside a graph are queued (its launch had ended); the host inside cudaGraphLaunch while
+    # the device waits for the first kernel is launch
+    (d,) = report.devices
+    idle = d.idle_ns_per_step()
+    assert idle["queued"] > 0 and idle["launch"] > 0
+    assert idle["framework"] == 0 and idle["dataloader"] == 0
+    # the capture is graphed: no advice to capture it with graphs
+    assert "cuda_graphs" not in [a.kind for a in report.advice]
+
+
+def test_in_graph_gaps_are_the_documented_floor(real):
+    _, capture = real("mlp_graph")
+    rp = Replayer.of(capture)
+    g = rp.graph
+    dev = g.device
+    corr = dev["correlation"].to_numpy(np.float64)
+    start, end = dev["ts"].to_numpy(np.int64), dev["end"].to_numpy(np.int64)
+    order = np.argsort(start, kind="stable")
+    same = corr[order][1:] == corr[order][:-1]  # consecutive kernels of one graph launch
+    gaps = (start[order][1:] - end[order][:-1])[same]
+    assert gaps.size > 1000
+    assert abs(float(np.mean(gaps)) - GRAPH_GAP_NS) <= 20  # mean 0.107 µs; GRAPH_GAP_NS = 0.1 µs
+
+
+def test_compiled_code_is_named_and_framework(real):
+    report, _ = real("mlp_compile")
+    c = report.compiled
+    assert c is not None
+    # one compiled frame (the model's forward), compile id 0: no recompile; its compile ran in the
+    # untimed warm-up steps, not in the profiled ones
+    assert [r.name for r in c.regions] == ["Torch-Compiled Region: 0/0"]
+    assert c.recompiled_frames == () and c.compile_ms_by_step == ()
+    assert c.regions[0].calls_per_step == 1.0
+    # 51 Triton kernels per step: triton_poi_fused_addmm_relu_0 and triton_per_fused_sum_threshold_backward_1
+    # (25 each: the 24 hidden layers + the input layer) and triton_per_fused_sum_0 (1)
+    assert c.triton_kernels_per_step == 51
+    assert c.guard_ms_per_step > 0 and c.wrapper_ms_per_step > 0
+    # the wrapper's Python between launches lies inside cpu_ops: the host's interpreter share is what runs
+    # outside the compiled code (the training loop, backward, SGD), not inductor's wrapper
+    (d,) = report.devices
+    idle = d.idle_ns_per_step()
+    assert idle["framework"] > idle["interpreter"]
+    # compiled but still launch-bound: the advice names reduce-overhead, not "try torch.compile"
+    (adv,) = [a for a in report.advice if a.kind == "cuda_graphs"]
+    assert "reduce-overhead" in adv.message
+    assert real("mlp_eager")[0].compiled is None and real("mlp_graph")[0].compiled is None
+
+
+def test_whatif_cuda_graphs_on_the_eager_capture_predicts_the_graph(real):
+    # GIVEN the eager host-bound MLP (5.4 ms/step unprofiled) and the same step as one CUDA graph
+    # (0.850 ms/step unprofiled, CUDA events)
+    _, eager = real("mlp_eager")
+    _, graphed = real("mlp_graph")
+    measured = statistics.median(graphed.manifest["unprofiled_step_ms"])
+    result, _ = whatif(eager, parse_scenario(cuda_graphs=True), attribute=False)
+    (d,) = result.devices
+    # THEN the prediction without the profiler is within 20 % of the graph's unprofiled step (the median
+    # over steps: the step across the two profiler cycles holds the profiler's own pause)
+    predicted = statistics.median(d.unprofiled_predicted_step_ns) / 1e6
+    assert predicted == pytest.approx(measured, rel=0.2)
+    info = result.graph["cuda_graphs"]
+    assert info["regions"] == 6 and info["kernels"] == 6 * 313 and info["syncs_kept"] == 0
+
+
+def test_whatif_cuda_graphs_on_a_graphed_capture_changes_little(real):
+    # a capture that is one graph per step already: its host is a graph launch, its gaps the floor
+    _, graphed = real("mlp_graph_seed")
+    result, _ = whatif(graphed, parse_scenario(cuda_graphs=True), attribute=False)
+    (d,) = result.devices
+    assert statistics.median(d.predicted_step_ns) == pytest.approx(
+        statistics.median(d.replayed_step_ns), rel=0.02
+    )
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_unchanged_replay_of_graph_and_compile_captures(real, run):
+    rp = Replayer.of(real(run)[1])
+    for obs, rep in zip(rp.observed.dur, rp.replayed.dur):
+        assert abs(rep.mean() / obs.mean() - 1) <= 0.02
