@@ -16,14 +16,17 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/python -m tracekit demo
 
+# mypy's settings are pyproject.toml's [tool.mypy]; its cache (.mypy_cache) makes a re-run take seconds.
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/python -m mypy
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/python -m mypy
 
 format: $(STAMP)
 	$(BIN)/ruff format .

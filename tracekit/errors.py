@@ -6,6 +6,8 @@ Every message names the bad value, the valid options and the next step, e.g.
 
 from __future__ import annotations
 
+from typing import Optional
+
 
 class TracekitError(Exception):
     """A problem with the user's input or environment: shown as one line, exit code 2."""
@@ -19,6 +21,8 @@ class InputNotFound(TracekitError):
 
 class TraceFormatError(TracekitError):
     """The file is not a readable PyTorch profiler (Chrome-trace) JSON file."""
+
+    rank: Optional[int] = None  # the file's rank, when known (named in a job's failed-file message)
 
 
 class TruncatedTraceError(TraceFormatError):

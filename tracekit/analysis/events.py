@@ -218,7 +218,9 @@ def _host_frame(c: _Cols, *, has_device: bool) -> tuple[pd.DataFrame, np.ndarray
     and other annotations). Also returns the runtime-call mask and the host rows' table indices."""
     host_cats = (S.CAT_CPU_OP, S.CAT_RUNTIME, S.CAT_DRIVER, S.CAT_USER_ANNOTATION, S.CAT_PYTHON_FUNCTION)
     hi = np.flatnonzero(c.keep & _classify(c.ccodes, c.ccats, lambda v: v in host_cats))
-    cat_of = np.append(c.ccats, None)[np.where(c.ccodes[hi] >= 0, c.ccodes[hi], len(c.ccats))]
+    cat_of = np.append(c.ccats, np.array([None], dtype=object))[
+        np.where(c.ccodes[hi] >= 0, c.ccodes[hi], len(c.ccats))
+    ]
     runtime = (cat_of == S.CAT_RUNTIME) | (cat_of == S.CAT_DRIVER)
     cpu_op = cat_of == S.CAT_CPU_OP
     hn = c.ncodes[hi]

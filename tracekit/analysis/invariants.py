@@ -58,16 +58,16 @@ def check_invariants(report: Report, capture: Any = None) -> list[str]:
     checked.append("idle intervals sum to the samples")
     for (rank, device), g in idle.groupby(["rank", "device"]):
         b = busy[(busy["rank"] == rank) & (busy["device"] == device)]
-        s = np.concatenate([g["ts_ns"].to_numpy(np.int64), b["ts_ns"].to_numpy(np.int64)])
-        e = s + np.concatenate([g["dur_ns"].to_numpy(np.int64), b["dur_ns"].to_numpy(np.int64)])
-        order = np.argsort(s, kind="stable")
-        s, e = s[order], e[order]
-        bad = np.flatnonzero(s[1:] < np.maximum.accumulate(e)[:-1])
+        starts = np.concatenate([g["ts_ns"].to_numpy(np.int64), b["ts_ns"].to_numpy(np.int64)])
+        ends = starts + np.concatenate([g["dur_ns"].to_numpy(np.int64), b["dur_ns"].to_numpy(np.int64)])
+        order = np.argsort(starts, kind="stable")
+        starts, ends = starts[order], ends[order]
+        bad = np.flatnonzero(starts[1:] < np.maximum.accumulate(ends)[:-1])
         if bad.size:
             i = int(bad[0]) + 1
             raise InvariantError(
                 f"rank {rank} device {device}: an idle interval overlaps device activity or another "
-                f"idle interval at {int(s[i])} ns"
+                f"idle interval at {int(starts[i])} ns"
             )
     checked.append("idle never overlaps busy")
     if capture is not None:

@@ -132,8 +132,8 @@ def analyze_partial(
         name=dev.loc[nccl, "name"].astype(str).to_numpy(object), step=dev_step[nccl]
     )
     shared = _Shared(fr, threads, {(h.rank, h.step): h for h in hsteps}, context, params)
-    per_device = [_device(shared, int(r), int(d), acts) for (r, d), acts in dev.groupby(["rank", "device"])]
-    per_device = [x for x in per_device if x is not None]
+    found = (_device(shared, int(r), int(d), acts) for (r, d), acts in dev.groupby(["rank", "device"]))
+    per_device = [x for x in found if x is not None]
     devices = tuple(d for d, _, _ in per_device)
     all_gaps = [g for _, g, _ in per_device]
     busy_rows = [b for _, _, b in per_device if b is not None]

@@ -17,7 +17,7 @@ import pandas as pd
 from tracekit.analysis import intervals as iv
 from tracekit.analysis.attribution import C_SYNC, DeviceGaps
 from tracekit.analysis.events import python_frames
-from tracekit.analysis.host import Threads
+from tracekit.analysis.host import Thread, Threads
 from tracekit.analysis.model import SyncPointer, SyncSource
 
 Key = tuple  # ((rank, pid, tid), sync event index)
@@ -45,9 +45,9 @@ def resolve_pointers(all_gaps: list[DeviceGaps], threads: Threads) -> pd.DataFra
             pe = py["end"].to_numpy(np.int64)
             frame = iv.innermost_containing(ps, pe, iv.nesting_depth(ps, pe), starts)
             srcs = py["source"].to_numpy(object)
-            source = np.where(frame >= 0, srcs[np.maximum(frame, 0)], None)
+            source = np.asarray(np.where(frame >= 0, srcs[np.maximum(frame, 0)], None), dtype=object)
             funcs = py["function"].to_numpy(object)
-            function = np.where(frame >= 0, funcs[np.maximum(frame, 0)], None)
+            function = np.asarray(np.where(frame >= 0, funcs[np.maximum(frame, 0)], None), dtype=object)
         else:
             source = np.full(idx.size, None, dtype=object)
             function = np.full(idx.size, None, dtype=object)
@@ -72,13 +72,14 @@ def resolve_pointers(all_gaps: list[DeviceGaps], threads: Threads) -> pd.DataFra
     return pd.concat(parts, ignore_index=True)
 
 
-def _enclosing_op(th: Threads, t: np.ndarray) -> np.ndarray:
+def _enclosing_op(th: Thread, t: np.ndarray) -> np.ndarray:
     """The outermost `aten::` op around each time (what user code called, e.g. aten::item), else the
     top-level cpu_op (e.g. a module's `forward` record_function), else None."""
     out = np.full(t.size, None, dtype=object)
     if th.op_s.size == 0:
         return out
-    aten = np.fromiter((str(n).startswith("aten::") for n in th.op_name), dtype=bool, count=th.op_name.size)
+    is_aten = (str(n).startswith("aten::") for n in th.op_name)
+    aten = np.fromiter(is_aten, dtype=np.bool_, count=th.op_name.size)
     for mask in (aten, np.ones_like(aten)):
         miss = np.flatnonzero(out == None)  # noqa: E711 (element-wise)
         if miss.size == 0 or not mask.any():

@@ -41,9 +41,9 @@ if TYPE_CHECKING:
     from tracekit.scale.executor import Executor
     from tracekit.scale.job import ParseResult
 
-PathLike = Union[str, Path]
-CaptureLike = Union[Capture, PathLike]
-Source = Union[CaptureLike, Sequence[PathLike]]
+PathLike = Location  # a local path (str or Path) or a URI (s3://…)
+CaptureLike = Union[Capture, Location]
+Source = Union[CaptureLike, Sequence[Location]]
 
 __all__ = [
     "Analysis",
@@ -140,7 +140,7 @@ def parse(
     if folder is None:
         # On Ray, each rank's file is written where its task runs: the driver never gathers the job's rows.
         remote = executor is not None and not isinstance(executor, LocalExecutor)
-        folder = is_folder_output(str(output)) or (remote and len(find_trace_files(paths)) > 1)  # type: ignore[arg-type]
+        folder = is_folder_output(str(output)) or (remote and len(find_trace_files(paths)) > 1)
     return parse_job(
         paths,  # type: ignore[arg-type]
         output if is_uri(output) else Path(output),
@@ -237,7 +237,7 @@ def _analyze_traces(inputs: list[Location], opts: AnalyzeOptions, executor: Opti
             f"--store needs one capture, got {', '.join(map(str, inputs))}; "
             "make one with `tracekit parse TRACE -o capture.parquet`"
         )
-    files = find_trace_files(inputs)  # type: ignore[arg-type]
+    files = find_trace_files(inputs)
     if len(files) == 1 or (opts.savings and len(files) <= WHOLE_MAX_RANKS):
         capture = parse_paths(inputs)  # type: ignore[arg-type]
         return _view(_analyze_here(capture, opts), capture)
@@ -392,7 +392,7 @@ def _side(item: Any, opts: AnalyzeOptions, executor: Optional[Executor]) -> Repo
     return _named(analyze(item, opts, executor=executor).report, _location(item))
 
 
-def _location(item: PathLike) -> Location:
+def _location(item: Any) -> Location:
     """A path as a Path, a URI (s3://…) as it is (a Path would merge its '//')."""
     from tracekit.data.files import is_uri
 
@@ -468,7 +468,7 @@ def _whatif_capture(source: Source, executor: Optional[Executor]) -> Capture:
     inputs = [_location(p) for p in (source if isinstance(source, (list, tuple)) else [source])]
     if executor is None or isinstance(executor, LocalExecutor):
         return load(*inputs, columns=COLUMNS)
-    if len(inputs) == 1 and is_capture(inputs[0]) or len(find_trace_files(inputs)) < 2:  # type: ignore[arg-type]
+    if len(inputs) == 1 and is_capture(inputs[0]) or len(find_trace_files(inputs)) < 2:
         return load(*inputs)
     with tempfile.TemporaryDirectory(prefix="tracekit-") as tmp:
         job.check_local_staging(executor, inputs)

@@ -38,8 +38,8 @@ class NullSession:
     def __enter__(self) -> NullSession:
         return self
 
-    def __exit__(self, *exc: Any) -> bool:
-        return False
+    def __exit__(self, *exc: Any) -> None:
+        return None
 
     def step(self, samples: Optional[int] = None) -> None:
         """Mark the end of a training step (no-op outside tracekit)."""

@@ -211,7 +211,7 @@ def _prepare_out(out: str, force: bool) -> None:
 
 def _run(config: CaptureConfig, torch: Any) -> Dict[str, Any]:
     """Run one process's capture and write its manifest (its rank part when there are several)."""
-    dist = None
+    dist: Any = None
     # A script under `--set nproc=N` initialises its own process group (as it would under torchrun).
     if config.world_size > 1 and config.script is None:
         import torch.distributed as dist

@@ -107,9 +107,8 @@ class Session:
         self._boundary(0)
         return self
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         self.close(exc)
-        return False
 
     def step(self, samples: Optional[int] = None) -> None:
         """Mark the end of one training step (`samples` = samples it processed, for throughput)."""

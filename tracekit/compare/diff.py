@@ -338,6 +338,9 @@ def step_values(report: Report) -> StepValues:
     """The per-step arrays every figure of the diff is computed from."""
     samples = [s for d in report.devices for s in d.samples]
     host = list(report.host.steps)
+    busy: Optional[np.ndarray]
+    util: Optional[np.ndarray]
+    wait: Optional[np.ndarray]
     if samples:
         steps = tuple(sorted({s.step for s in samples}))
         dur = _max_by_step([(s.step, s.dur_ns) for s in samples], steps)

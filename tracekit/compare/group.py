@@ -16,7 +16,7 @@ import re
 from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
-from tracekit.analysis.model import DeviceReport, HostReport, OpStat, Report
+from tracekit.analysis.model import DeviceReport, HostReport, HostStep, OpStat, Report
 from tracekit.compare import comparable
 from tracekit.compare.comparable import Role
 from tracekit.compare.diff import STEP_OFFSET, facts, step_values
@@ -54,8 +54,8 @@ def _merge_manifests(manifests: Sequence[Mapping[str, Any]], label: str) -> dict
     merged["run"] = label
     merged["group"] = [m.get("run") for m in manifests]
     for key in ("unprofiled_step_ms", "unprofiled_step_ns"):
-        lists = [m.get(key) for m in manifests]
-        if all(isinstance(v, (list, tuple)) for v in lists):
+        lists = [v for v in (m.get(key) for m in manifests) if isinstance(v, (list, tuple))]
+        if len(lists) == len(manifests):
             merged[key] = [x for v in lists for x in v]
             merged["group_unprofiled_counts"] = [len(v) for v in lists]
     # per-step peak memory: each rank's profiled steps, run after run
@@ -64,7 +64,7 @@ def _merge_manifests(manifests: Sequence[Mapping[str, Any]], label: str) -> dict
     if records and rank_lists[0] and all(len(r) == len(rank_lists[0]) for r in rank_lists):
         ranks = []
         for j, rec in enumerate(rank_lists[0]):
-            peaks = []
+            peaks: list[Any] = []
             for runs in rank_lists:
                 p = (runs[j].get("profiled") or {}).get("peak_memory_bytes")
                 peaks.extend(p if isinstance(p, (list, tuple)) else [])
@@ -87,7 +87,7 @@ def merge_reports(reports: Sequence[Report], names: Sequence[str] | None = None)
     devices: dict[tuple[int, int], list] = {}
     first_device: dict[tuple[int, int], DeviceReport] = {}
     peaks: dict[tuple[int, int], int] = {}
-    host = []
+    host: list[HostStep] = []
     ops: dict[str, list[tuple[int, int, int]]] = {}
     for i, r in enumerate(reports):
         off = i * STEP_OFFSET

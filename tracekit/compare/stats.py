@@ -104,7 +104,7 @@ class Estimate:
         )
 
 
-def _as_array(values: Sequence[float]) -> np.ndarray:
+def _as_array(values: Sequence[float] | np.ndarray) -> np.ndarray:
     arr = np.asarray(values, dtype=np.float64).ravel()
     return arr[np.isfinite(arr)]
 
@@ -172,7 +172,7 @@ def _hl(a: np.ndarray, b: np.ndarray, k: int) -> tuple[float, Interval]:
 
 
 def rank_shift(
-    a: Sequence[float], b: Sequence[float], confidence: float = DEFAULT_CONFIDENCE
+    a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, confidence: float = DEFAULT_CONFIDENCE
 ) -> Optional[Estimate]:
     """Hodges–Lehmann shift B − A with its Mann–Whitney confidence interval; also on log values when
     every value is positive. None when either side has no values."""

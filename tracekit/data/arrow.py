@@ -110,7 +110,7 @@ def valid(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
 def values(arr: pa.Array | pa.ChunkedArray, fill: int = 0, dtype: type = np.int64) -> np.ndarray:
     """The values of an integer array as numpy `dtype` (a new array), nulls as `fill`."""
     chunks = _chunks(arr)
-    out = np.empty(sum(len(c) for c in chunks), dtype=dtype)
+    out: np.ndarray = np.empty(sum(len(c) for c in chunks), dtype=dtype)
     pos = 0
     for chunk in chunks:
         n = len(chunk)

@@ -43,7 +43,7 @@ def describe(meta: Mapping[str, Any], s: Any, path: Any) -> CaptureDescription:
                 "time_unit": t.get("time_unit"),
                 "events": t.get("events"),
                 "device_names": sorted(
-                    {p.get("name") for p in props if isinstance(p, dict) and p.get("name")}
+                    {str(p["name"]) for p in props if isinstance(p, dict) and p.get("name")}
                 ),
                 "world_size": (md.get("distributedInfo") or {}).get("world_size")
                 if isinstance(md.get("distributedInfo"), dict)

@@ -148,7 +148,7 @@ def list_dir(loc: Location) -> list[str]:
 def list_files(loc: Location) -> list[str]:
     """Names of the files directly inside folder `loc` (not its folders), sorted."""
     if not is_uri(loc):
-        return sorted(e.name for e in os.scandir(loc) if e.is_file())
+        return sorted(e.name for e in os.scandir(os.fspath(loc)) if e.is_file())
     fs, path = filesystem(loc)
     try:
         infos = fs.get_file_info(pafs.FileSelector(path, recursive=False))

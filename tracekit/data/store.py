@@ -72,7 +72,7 @@ class Capture:
 
     table: pa.Table
     meta: dict = field(default_factory=dict)
-    path: Path | None = None
+    path: Location | None = None  # where it was read from: a local path or a URI
 
     @property
     def manifest(self) -> dict | None:
@@ -153,7 +153,7 @@ def atomic_path(path: Path) -> Iterator[Path]:
             tmp_path.unlink()
 
 
-def write_error(path: Path, exc: OSError) -> OutputWriteError:
+def write_error(path: Location, exc: OSError) -> OutputWriteError:
     """The one-line error for an output that could not be written."""
     reason = os.strerror(exc.errno) if exc.errno else str(exc)
     return OutputWriteError(
@@ -316,13 +316,13 @@ def read_meta(path: Location) -> dict:
             kv = pq.read_metadata(fh).metadata
     except (pa.ArrowException, OSError) as exc:
         raise CaptureFileError(f"{path}: not a Parquet file ({exc})") from None
-    raw = (kv or {}).get(METADATA_KEY)
-    if raw is None:
+    stored = (kv or {}).get(METADATA_KEY)
+    if stored is None:
         raise CaptureFileError(
             f"{path}: a Parquet file, but not a tracekit capture (no '{METADATA_KEY.decode()}' metadata); "
             "make one with `tracekit parse TRACE -o capture.parquet`"
         )
-    return _checked(raw, path)
+    return _checked(stored, path)
 
 
 def _checked(raw: bytes, path: Location) -> dict:

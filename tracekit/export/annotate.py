@@ -82,12 +82,12 @@ def trace_of(capture_path: Path) -> Path:
         return found
     files = find_trace_files([path])
     if len(files) != 1:
-        names = ", ".join(p.name for p, _ in files[:4])
+        names = ", ".join(Path(p).name for p, _ in files[:4])
         raise TracekitError(
             f"{path}: holds {len(files)} trace files ({names}...); annotate one at a time: "
             f"tracekit annotate {path}/<file> -o ..."
         )
-    return files[0][0]
+    return Path(files[0][0])  # a local folder's file
 
 
 def write_annotated(trace: Path, capture: Capture, report: Report, output: Path) -> Annotated:

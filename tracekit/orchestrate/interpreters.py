@@ -186,7 +186,7 @@ def resolve(spec: str | None) -> Interpreter:
     looks_like_path = os.sep in spec or spec.startswith(".")
     if looks_like_path or (m is None and shutil.which(spec)):
         path = spec if looks_like_path else shutil.which(spec)
-        if not Path(path).exists():
+        if path is None or not Path(path).exists():
             raise CaptureError(
                 f"--python {spec}: no such file; give a path, a command, or a version like 3.11"
             )
@@ -203,8 +203,8 @@ def resolve(spec: str | None) -> Interpreter:
     free = bool(m.group(4))
     matches: list[Interpreter] = []
     seen_prefix: set[tuple[str, str]] = set()
-    for path in candidates():
-        found = probe(str(path))
+    for candidate in candidates():
+        found = probe(str(candidate))
         if found is None or not _matches(found, want, free):
             continue
         key = (found.prefix, found.version)

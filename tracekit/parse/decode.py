@@ -27,7 +27,7 @@ import re
 import zlib
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Optional, Tuple
+from typing import Any, Iterator, Optional, Tuple, cast
 
 import msgspec
 import numpy as np
@@ -351,7 +351,8 @@ def _split(view: memoryview, start: int, path: Path, *, salvage: bool, gz_damage
         except (msgspec.DecodeError, RecursionError):  # pragma: no cover - msgspec already validated it
             continue
     events = _locate(view, raw)
-    if _first_non_ws(events) is None or events[_first_non_ws(events)] != ord("["):
+    opening = _first_non_ws(events)
+    if opening is None or events[opening] != ord("["):
         raise TraceFormatError(f"{path}: not a Chrome trace ('traceEvents' is not a list)")
     return Document(metadata, events)
 
@@ -914,8 +915,8 @@ def _to_arrow(column: Strings | Ints, typ: pa.DataType, rows: Optional[np.ndarra
     if rows is not None:
         data = data[rows]
     if pa.types.is_dictionary(typ):
-        return _arrow.dictionary(data, second)
-    ok = second if rows is None else second[rows]
+        return _arrow.dictionary(data, cast(list, second))  # Strings: the codes' texts
+    ok = cast(np.ndarray, second if rows is None else second[rows])  # Ints: the presence mask
     if typ != pa.int64():
         # Out-of-range values (a group size beyond int32) become null rather than failing the parse.
         info = np.iinfo(str(typ))  # "int32" ...

@@ -126,7 +126,7 @@ def derive_steps(events: pa.Table | Frame) -> pa.Table:
     ts, dur = frame.ints("ts_ns"), frame.ints("dur_ns")
     ranks = np.unique(rank) if len(rank) else np.array([], dtype=np.int64)
     for r in ranks:
-        mine = [(i, n) for i, n in zip(idx, names) if rank[i] == r]
+        mine = [(int(i), n) for i, n in zip(idx, names) if rank[i] == r]
         if mine:
             # The owning thread: the one with most step spans (earliest first span on a tie).
             by_thread: dict[tuple[int, int], list[tuple[int, str]]] = {}
@@ -140,7 +140,7 @@ def derive_steps(events: pa.Table | Frame) -> pa.Table:
                 rows["ts_ns"].append(int(ts[i]))
                 rows["dur_ns"].append(int(dur[i]))
                 rows["name"].append(n)
-                rows["step"].append(int(STEP_NAME.match(n).group(1)))
+                rows["step"].append(_step_number(n))
             continue
         # No step spans: one step over the rank's timed events (metadata rows excluded).
         in_rank = (rank == r) & ~frame.mask("ph", lambda v: v == "M")
@@ -157,6 +157,13 @@ def derive_steps(events: pa.Table | Frame) -> pa.Table:
         rows["name"].append(TRACE_STEP_NAME)
         rows["step"].append(0)
     return _rows(KIND_STEP, rows)
+
+
+def _step_number(name: str) -> int:
+    """N of a step span's name `ProfilerStep#N` (derive_steps keeps only names that match)."""
+    m = STEP_NAME.match(name)
+    assert m is not None
+    return int(m.group(1))
 
 
 def _busiest_host_thread(frame: Frame, in_rank: np.ndarray) -> tuple[int, int] | None:

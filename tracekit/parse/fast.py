@@ -25,7 +25,7 @@ from tracekit.parse import decode as _decode
 from tracekit.parse.decode import INT_ARGS
 
 try:
-    from tracekit.parse import _fastscan
+    from tracekit.parse import _fastscan  # type: ignore[attr-defined]  # the C extension
 except ImportError:  # the extension did not build: msgspec only
     _fastscan = None
 
@@ -194,9 +194,9 @@ def _fill_declined(data, spans: np.ndarray, ints, valid, codes, uniques: list) -
     lookup: list[Optional[dict]] = [None] * len(uniques)
 
     def code_of(col: int, text: str) -> int:
-        if lookup[col] is None:
-            lookup[col] = {t: i for i, t in enumerate(uniques[col])}
         table = lookup[col]
+        if table is None:
+            table = lookup[col] = {t: i for i, t in enumerate(uniques[col])}
         if text not in table:
             table[text] = len(uniques[col])
             uniques[col].append(text)

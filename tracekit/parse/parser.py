@@ -29,7 +29,7 @@ import multiprocessing
 import os
 import re
 import warnings
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Callable, Iterator, Optional, Sequence
@@ -39,6 +39,7 @@ import pyarrow as pa
 
 from tracekit.data import arrow as _arrow
 from tracekit.data import files as _files
+from tracekit.data.files import Location
 from tracekit.data.schema import CAT_CPU_OP, CAT_USER_ANNOTATION, KIND_EVENT, SCHEMA
 from tracekit.data.store import (
     Capture,
@@ -124,7 +125,7 @@ def parse_to_file(
     check_output(output, force)
     files = find_trace_files(paths)
     for p, _ in files:
-        if p.resolve() == output.resolve():
+        if not _files.is_uri(p) and Path(p).resolve() == output.resolve():
             raise OutputExistsError(f"{output} is also an input; choose another output path")
     return parse_files_to(
         files,
@@ -138,8 +139,8 @@ def parse_to_file(
 
 
 def parse_files_to(
-    files: list[tuple[Path, str]],
-    output: Path,
+    files: list[tuple[Location, str]],
+    output: Location,
     *,
     force: bool = False,
     salvage: bool = False,
@@ -179,8 +180,8 @@ def parse_files_to(
 
 
 def _stream_once(
-    files: list[tuple[Path, str]],
-    output: Path,
+    files: list[tuple[Location, str]],
+    output: Location,
     *,
     force: bool,
     salvage: bool,
@@ -246,11 +247,11 @@ def load_capture(path: Path, columns: Sequence[str] | None = None) -> Capture:
 # ---------------------------------------------------------------------------------------------------
 
 
-def find_trace_files(paths: list[Path]) -> list[tuple[Path, str]]:
+def find_trace_files(paths: Sequence[Location]) -> list[tuple[Location, str]]:
     """(path, display name) of every trace file named or inside a named folder (not recursive)."""
     if not paths:
         raise InputNotFound("no trace given; name a trace file (*.pt.trace.json[.gz]) or a run folder")
-    found: list[tuple[Path, str]] = []
+    found: list[tuple[Location, str]] = []
     for p in paths:
         if _files.is_uri(p):
             found.extend(_trace_files_at(str(p)))
@@ -274,7 +275,7 @@ def find_trace_files(paths: list[Path]) -> list[tuple[Path, str]]:
     return found
 
 
-def _trace_files_at(uri: str) -> list[tuple[str, str]]:
+def _trace_files_at(uri: str) -> list[tuple[Location, str]]:
     """find_trace_files for a URI (an object, or a folder / key prefix of a store): one listing."""
     if _files.is_file(uri):
         return [(uri, _files.name_of(uri))]
@@ -343,7 +344,7 @@ class _Restart(Exception):
     """Internal: a streamed parse must start over (a file needs the slow path or another unit)."""
 
 
-def _require_events(files: list[tuple[Path, str]], traces: list[dict]) -> None:
+def _require_events(files: list[tuple[Location, str]], traces: list[dict]) -> None:
     """Refuse a parse that kept no usable event: only process/thread names (metadata), or nothing."""
     if sum(t["usable_events"] for t in traces) == 0:
         names = ", ".join(str(p) for p, _ in files)
@@ -379,7 +380,7 @@ def warn_losses(traces: list[dict]) -> None:
 
 
 def _parse_files(
-    files: list[tuple[Path, str]],
+    files: list[tuple[Location, str]],
     *,
     salvage: bool,
     progress: Optional[Progress],
@@ -450,9 +451,9 @@ def _parse_file(
     parallel: bool,
     key: str,
 ) -> dict:
-    key = (key, os.path.getsize(path))  # `key`: the file as named (a download's local name changes)
+    plan_key = (key, os.path.getsize(path))  # `key`: the file as named (a download's local name changes)
     while True:
-        plan = plans.setdefault(key, {"fast": True, "unit": "us"})
+        plan = plans.setdefault(plan_key, {"fast": True, "unit": "us"})
         pending: list[tuple[pa.Table, pa.Table]] = []
         emit = sink if streaming else functools.partial(_collect, pending)
         try:
@@ -526,7 +527,7 @@ class _Digest:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._value: Optional[str] = None
-        self._pending = None
+        self._pending: Optional[Future[str]] = None
 
     def start_in(self, pool: ProcessPoolExecutor) -> None:
         if self._value is None:
@@ -576,6 +577,7 @@ def _parse_one(
     located = _decode.locate_events(buf) if plan["fast"] and not gz_damage else None
     stats_all = _decode._no_stats()
     dropped_bytes = 0
+    source: bytes | mmap.mmap | memoryview
     if located is not None:
         metadata, start, end = located
         ranges = _decode.split_points(buf, start, end, chunk_bytes(end - start) if parallel else CHUNK_BYTES)
@@ -675,7 +677,7 @@ class _HostSpan:
         self.hi = hi if self.hi is None else max(self.hi, hi)
 
     def value(self) -> Optional[list[int]]:
-        return None if self.lo is None else [self.lo, self.hi]
+        return None if self.lo is None or self.hi is None else [self.lo, self.hi]
 
 
 def _merge_stats(into: dict, stats: dict) -> None:
@@ -877,8 +879,8 @@ def _decode_in_pool(
 
             if digest is not None:
                 digest.start_in(pool)
-            for slot in range(window):
-                submit(slot)
+            for free in range(window):
+                submit(free)
             while pending:
                 slot, result = pending.popleft()
                 where, needed, stats = result.result()

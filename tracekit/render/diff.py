@@ -206,7 +206,7 @@ class TerminalRenderer:
             for section, figures in _sections(pair):
                 table.add_row(Text(section, style="bold"), "", "", "", "", "")
                 for f in figures:
-                    verdict_style = {True: "green", False: "red"}.get(f.improved, "")
+                    verdict_style = "" if f.improved is None else "green" if f.improved else "red"
                     if f.significant and f.improved is None:
                         verdict_style = "yellow"
                     table.add_row(
@@ -218,9 +218,9 @@ class TerminalRenderer:
                         Text(f.verdict, style=verdict_style),
                     )
             console.print(table)
-            for line in (_ops_line(pair), _hidden_line(pair)):
-                if line:
-                    console.print("  " + line, style="dim")
+            for extra in (_ops_line(pair), _hidden_line(pair)):
+                if extra:
+                    console.print("  " + extra, style="dim")
         console.print(_method_line(result), style="dim")
 
 
@@ -258,9 +258,9 @@ class MarkdownRenderer:
                         f"| {_md(_label(f))} | {_num(f.a)} | {_num(f.b)} | {change_text(f)} | "
                         f"{interval_text(f)} | {verdict} |\n"
                     )
-            for line in (_ops_line(pair), _hidden_line(pair)):
-                if line:
-                    w(f"\n{_md(line)}\n")
+            for extra in (_ops_line(pair), _hidden_line(pair)):
+                if extra:
+                    w(f"\n{_md(extra)}\n")
             w("\n")
         w(f"_{_method_line(result)}_\n")
 

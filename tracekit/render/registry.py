@@ -64,4 +64,5 @@ def get_renderer(name: str, kind: Any = Report, **options: Any) -> Renderer:
 
 def format_of_suffix(kind: type, suffix: str) -> Optional[str]:
     """The format a file named with `suffix` (".md") gets, or None when no renderer writes it."""
-    return next((name for name, cls in renderers(kind).items() if cls.suffix == suffix.lower()), None)
+    found = (name for name, cls in renderers(kind).items() if getattr(cls, "suffix", None) == suffix.lower())
+    return next(found, None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import statistics
+from typing import Any, Mapping
 
 from tracekit.analysis.model import CAUSES, HOST_STATES, CompiledSummary, HostReport, Report
 from tracekit.render.base import Section
@@ -29,7 +30,7 @@ def _short(name: str | None, width: int = 60) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"
 
 
-def manifest_parts(c: dict) -> list[str]:
+def manifest_parts(c: Mapping[str, Any]) -> list[str]:
     """'workload heavy_mlp', 'python 3.11.7' ...: the capture's identity in words, from its manifest."""
     parts = []
     for key in ("workload", "run", "device", "python", "torch", "host"):

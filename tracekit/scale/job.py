@@ -110,7 +110,7 @@ def parse_job(
     files = find_trace_files(paths)
     if not fs.is_uri(output):
         for p, _ in files:
-            if not fs.is_uri(p) and p.resolve() == Path(output).resolve():
+            if not fs.is_uri(p) and Path(p).resolve() == Path(output).resolve():
                 raise OutputExistsError(f"{output} is also an input; choose another output path")
     manifest = find_manifest(paths)
     executor = executor or LocalExecutor()
@@ -152,7 +152,7 @@ def parse_job(
 
 def _parse_into(
     root: Location,
-    files: list[tuple[Path, str]],
+    files: list[tuple[Location, str]],
     manifest: Optional[dict],
     salvage: bool,
     executor: Executor,
@@ -179,7 +179,7 @@ def _parse_into(
     if not done:
         raise TraceFormatError(failed[0]["error"])
     check_rank_files([t for _, s in done for t in s["traces"]])
-    by_rank: dict[int, list[tuple[tuple[Path, str], dict]]] = collections.defaultdict(list)
+    by_rank: dict[int, list[tuple[tuple[Location, str], dict]]] = collections.defaultdict(list)
     for f, s in done:
         by_rank[s["rank"]].append((f, s))
     # A rank of several files (successive profiler cycles): parsed again from all of them together.

@@ -165,7 +165,9 @@ class _Builder:
         self.th = threads
         self.edges: list[tuple] = []  # (src, dst, floor, kind, state, act, cost) arrays
         self.diag: dict = {}
-        self.step_key = {}  # rank -> (rank, pid, tid) of its (first) step thread
+        self.step_key: dict[
+            int, tuple[int, int, int]
+        ] = {}  # rank -> (rank, pid, tid) of its (first) step thread
         for r, p, t in fr.steps[["rank", "pid", "tid"]].drop_duplicates().itertuples(index=False):
             self.step_key.setdefault(int(r), (int(r), int(p), int(t)))
         self.step_threads = set(self.step_key.values())
@@ -261,8 +263,8 @@ class _Builder:
             if k2 != key:
                 keep.append(i)
                 other.append(k2)
-        keep = np.asarray(keep, np.int64)
-        return ws[keep], we[keep], other
+        kept = np.asarray(keep, np.int64)
+        return ws[kept], we[kept], other
 
     # -- host ---------------------------------------------------------------------------------------
     def host_chains(self) -> None:

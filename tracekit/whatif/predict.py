@@ -170,7 +170,9 @@ def whatif(
         replayed_step_ms=slow(un_base),
         predicted_step_ms=slow(un_pred),
         profiler_cost_us_per_event=est.cost_us,
-        cost_range_us=(est.low_us, est.high_us) if est.low_us is not None else None,
+        cost_range_us=(est.low_us, est.high_us)
+        if est.low_us is not None and est.high_us is not None
+        else None,
         note=est.note,
     )
     result = WhatIfResult(

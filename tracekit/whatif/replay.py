@@ -229,7 +229,7 @@ class StepModel:
                 )
                 self.keys.append((r, -1))
 
-    def points(self, rep: np.ndarray, key) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def points(self, rep: np.ndarray, key) -> tuple[np.ndarray, np.int64, np.ndarray]:
         """(the instant each step ends, the instant the first step starts, the host windows' lengths)
         for one (rank, device), from the node times `rep`."""
         g = self.g
@@ -242,8 +242,8 @@ class StepModel:
             dev_end[k] = np.maximum.reduceat(rep[end_nodes], first)
         point = np.maximum.accumulate(np.maximum(rwe, dev_end))
         pre = self.pre.get(key)
-        first = max(int(rws[0]), int(rep[pre].max())) if pre is not None and pre.size else int(rws[0])
-        return point, np.int64(min(first, int(point[0]))), rwe - rws
+        start = max(int(rws[0]), int(rep[pre].max())) if pre is not None and pre.size else int(rws[0])
+        return point, np.int64(min(start, int(point[0]))), rwe - rws
 
     def end_point(self, rep: np.ndarray, key) -> int:
         return int(self.points(rep, key)[0][-1])
