@@ -2,7 +2,9 @@
 
 schema (the declarative column list, SCHEMA_VERSION, the Parquet metadata), store (the `Capture` object,
 atomic Parquet writing and reading, the version check), arrow (numpy ↔ Arrow buffers without pandas),
-fs (local paths and URIs: S3 and any filesystem pyarrow or fsspec knows; atomic writes to object stores).
+files (local paths and URIs — a `Location` — S3 and any filesystem pyarrow or fsspec knows; atomic writes to
+object stores), summary (a capture's counts from row-group statistics, for `tracekit info`), describe
+(the info document, `CaptureDescription`).
 
 May import: tracekit.errors only. Every later stage reads captures through this package.
 """

@@ -447,7 +447,7 @@ def clip_to_windows(
 
 # ---------------------------------------------------------------------------------------------------
 # Column helpers (work on chunked, dictionary-encoded columns without decoding them; numpy only, so that
-# parsing never imports pandas: see _arrow.py)
+# parsing never imports pandas: see tracekit/data/arrow.py)
 
 
 class Frame:

@@ -5,7 +5,7 @@
     parse_to_file([Path("run/")], Path("capture.parquet"))  # the same, streamed: bounded memory
     capture = load_capture(Path("capture.parquet"))  # or a trace / folder, parsed on the fly
 
-How a file is read (see _decode.py): the traceEvents array is located from the text around it, cut into
+How a file is read (see decode.py): the traceEvents array is located from the text around it, cut into
 chunks of whole events, and the chunks are decoded in parallel worker processes (forked, sharing the
 file's pages; the C scanner when it is built, else msgspec; each worker also adds the rank and picks the
 rows derive_rows needs). When the tables are written out as they come (`parse_to_file`), a worker puts
@@ -13,8 +13,8 @@ its event table into a shared-memory slot that the parent maps without copying (
 without memfd, tables come through the pipe as LZ4 Arrow IPC), and one worker computes the file's
 sha256 beside the chunks; the parent only writes Parquet and derives rows. Any surprise (a cut
 inside a string, a truncated or malformed file) falls back to one validating decode of the whole file,
-which also produces the precise error message. Nothing on this path imports pandas (see _arrow.py).
-Format quirks are handled once, here and in `_decode.py`, and listed in docs/QUIRKS.md.
+which also produces the precise error message. Nothing on this path imports pandas (tracekit/data/arrow.py).
+Format quirks are handled once, here and in `decode.py`, and listed in docs/QUIRKS.md.
 """
 
 from __future__ import annotations
