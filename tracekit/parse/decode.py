@@ -26,6 +26,7 @@ import mmap
 import re
 import zlib
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Optional, Tuple, cast
 
@@ -753,8 +754,7 @@ def _columns(events: list, unit: str, dropped: collections.Counter) -> tuple[pa.
     ints = {"pid": _ints(pid), "tid": _ints(tid), "flow": _ints(flow)}
     ints.update((f, _ints(arg(f))) for f in INT_ARGS)
     texts = {f: _arrow.codes(pc.dictionary_encode(_plain_strings(arg(f)))) for f in TEXT_ARGS}
-    return assemble(
-        seen,
+    decoded = Decoded(
         ph=_arrow.codes(_strings(ph)),
         cat=_arrow.codes(_strings(cat)),
         name=_arrow.codes(_strings(name)),
@@ -765,9 +765,8 @@ def _columns(events: list, unit: str, dropped: collections.Counter) -> tuple[pa.
         texts=texts,
         max_abs_ts=str(max_ts or 0),
         fractional=fractional,
-        skipped=skipped,
-        dropped=dropped,
     )
+    return assemble(seen, decoded, skipped, dropped)
 
 
 def _int_column(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
@@ -794,28 +793,36 @@ Strings = Tuple[np.ndarray, list]
 Ints = Tuple[np.ndarray, np.ndarray]
 
 
+@dataclass(frozen=True)
+class Decoded:
+    """A chunk's events as a decoder wrote them, column by column (what `assemble` takes): ph, cat, name
+    and the TEXT_ARGS `texts` as Strings; ts/dur in int64 ns (absent: no usable time), with each ts's
+    TIME_* state; `ints` the int64 columns of pid, tid, flow (the event's id) and INT_ARGS; the largest
+    |ts| as written (decimal text) and whether any time had a fraction of its unit."""
+
+    ph: Strings
+    cat: Strings
+    name: Strings
+    ts_ns: Ints
+    ts_state: np.ndarray
+    dur_ns: Ints
+    ints: dict[str, Ints]
+    texts: dict[str, Strings]
+    max_abs_ts: str
+    fractional: bool
+
+
 def assemble(
-    seen: int,
-    *,
-    ph: Strings,
-    cat: Strings,
-    name: Strings,
-    ts_ns: Ints,
-    ts_state: np.ndarray,
-    dur_ns: Ints,
-    ints: dict[str, Ints],
-    texts: dict[str, Strings],
-    max_abs_ts: str,
-    fractional: bool,
-    skipped: Optional[dict] = None,
-    dropped: Optional[dict] = None,
+    seen: int, decoded: Decoded, skipped: Optional[dict] = None, dropped: Optional[dict] = None
 ) -> tuple[pa.RecordBatch, dict]:
-    """The EVENT_SCHEMA batch and stats of `seen` decoded events, from their columns as written: ph, cat,
-    name and the TEXT_ARGS `texts` as Strings; ts/dur in int64 ns (absent: no usable time), with each
-    ts's TIME_* state; `ints` the int64 columns of pid, tid, flow (the event's id) and INT_ARGS;
-    `skipped` / `dropped`: counts the caller made (items that are not events, values dropped). Events
-    that cannot be placed are skipped and counted (`_placeable`). Shared by the msgspec decoder and the
-    C scanner (fast.py), so both apply the same rules; numpy only: nothing here imports pandas."""
+    """The EVENT_SCHEMA batch and stats of `seen` decoded events, from their columns as written
+    (`Decoded`); `skipped` / `dropped`: counts the caller made (items that are not events, values
+    dropped). Events that cannot be placed are skipped and counted (`_placeable`). Shared by the msgspec
+    decoder and the C scanner (fast.py), so both apply the same rules; numpy only: nothing here imports
+    pandas."""
+    ph, cat, name, ints, texts = decoded.ph, decoded.cat, decoded.name, decoded.ints, decoded.texts
+    ts_ns, ts_state, dur_ns = decoded.ts_ns, decoded.ts_state, decoded.dur_ns
+    max_abs_ts, fractional = decoded.max_abs_ts, decoded.fractional
     cat = _normalise_cats(cat)
     is_flow = _in(ph, ("s", "f"))
     is_meta = _in(ph, ("M",))

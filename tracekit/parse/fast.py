@@ -101,8 +101,7 @@ def decode(
     fields = {f: i for i, f in enumerate(INT_FIELDS)}
     times = _times(ints, valid, fields, uniques[-1], unit)
     strings = {f: (codes[i], uniques[i]) for i, f in enumerate(STR_FIELDS)}
-    return _decode.assemble(
-        n,
+    decoded = _decode.Decoded(
         ph=strings["ph"],
         cat=strings["cat"],
         name=strings["name"],
@@ -118,9 +117,8 @@ def decode(
         },
         max_abs_ts=times["max_abs_ts"],
         fractional=times["fractional"],
-        skipped=skipped,
-        dropped=dropped,
     )
+    return _decode.assemble(n, decoded, skipped, dropped)
 
 
 # TIME_* state by the scanner's valid code: 0 null or missing, 1 a number, 2 text and 4 an integer beyond

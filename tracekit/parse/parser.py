@@ -31,6 +31,7 @@ import re
 import warnings
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Optional, Sequence
 
@@ -399,7 +400,7 @@ def _parse_files(
     ({"path", "rank" (None when unknown), "error"}); a file fails before any of its tables reach the
     sink (its errors come from the validating decode, which runs before its events are emitted). When
     every file fails, the first error is raised."""
-    plans = {} if plans is None else plans
+    job = _Job({} if plans is None else plans, salvage, progress, sink, streaming, parallel)
     sources, traces, failed = [], [], []
     first_error: Optional[TracekitError] = None
     for path, display in files:
@@ -408,18 +409,7 @@ def _parse_files(
             # memory-maps its input); messages name it as the user did.
             with _files.local_copy(path) as local, _named_as(path, local):
                 digest = _Digest(local)
-                info = _parse_file(
-                    local,
-                    display,
-                    plans,
-                    salvage=salvage,
-                    progress=progress,
-                    sink=sink,
-                    streaming=streaming,
-                    digest=digest,
-                    parallel=parallel,
-                    key=str(path),
-                )
+                info = _parse_file(local, display, str(path), digest, job)
                 source = {"path": display, "rank": info["rank"], "bytes": os.path.getsize(local)}
                 source["sha256"] = digest.value()
         except (_Restart, ParseAbortedError):
@@ -438,43 +428,46 @@ def _parse_files(
     return sources, traces, failed
 
 
-def _parse_file(
-    path: Path,
-    display: str,
-    plans: dict,
-    *,
-    salvage: bool,
-    progress: Optional[Progress],
-    sink: Sink,
-    streaming: bool,
-    digest: _Digest,
-    parallel: bool,
-    key: str,
-) -> dict:
+@dataclass(frozen=True)
+class _Job:
+    """How every file of one parse is decoded: `plans` (each file's decode plan, kept across restarts),
+    `salvage`, `progress`, the `sink` its tables go to, `streaming` (the sink writes as they come: a
+    file whose plan changes restarts the whole parse), `parallel` (a file over all cores)."""
+
+    plans: dict
+    salvage: bool
+    progress: Optional[Progress]
+    sink: Sink
+    streaming: bool
+    parallel: bool
+
+
+def _parse_file(path: Path, display: str, key: str, digest: _Digest, job: _Job) -> dict:
+    """One file (local: `path`; as the user named it: `key`) into the job's sink; its trace entry."""
     plan_key = (key, os.path.getsize(path))  # `key`: the file as named (a download's local name changes)
     while True:
-        plan = plans.setdefault(plan_key, {"fast": True, "unit": "us"})
+        plan = job.plans.setdefault(plan_key, {"fast": True, "unit": "us"})
         pending: list[tuple[pa.Table, pa.Table]] = []
-        emit = sink if streaming else functools.partial(_collect, pending)
+        emit = job.sink if job.streaming else functools.partial(_collect, pending)
         try:
             info = _parse_one(
                 path,
                 display,
                 plan,
-                salvage=salvage,
-                progress=progress,
+                salvage=job.salvage,
+                progress=job.progress,
                 sink=emit,
-                borrow=streaming,
+                borrow=job.streaming,
                 digest=digest,
-                parallel=parallel,
+                parallel=job.parallel,
             )
         except _Redo as redo:
             plan.update(redo.plan)
-            if streaming:
+            if job.streaming:
                 raise _Restart() from None
             continue
         for tables in pending:
-            sink(*tables)
+            job.sink(*tables)
         return info
 
 
