@@ -12,7 +12,7 @@ from tracekit.analysis import intervals as iv
 from tracekit.analysis.attribution import DEFAULT_SYNC_TOLERANCE_NS
 from tracekit.analysis.events import FRAME_COLUMNS, load_frames
 from tracekit.analysis.host import Threads
-from tracekit.whatif.cudagraph import GRAPH_GAP_NS, GRAPH_LAUNCH_NS
+from tracekit.whatif.cudagraph import GRAPH_GAP_NS, GRAPH_GAP_RANGE_NS, GRAPH_LAUNCH_NS
 from tracekit.whatif.graph import EDGE_KINDS, Graph, build_graph, recorded_stream_waits
 from tracekit.whatif.model import DevicePrediction, Unprofiled, WhatIfResult
 from tracekit.whatif.profiler import DEFAULT_COST_US, CostEstimate, estimate_cost
@@ -226,11 +226,14 @@ def _graph_notes(f: Factors) -> list[str]:
     r = f.regions
     if r is None:
         return []
+    lo, hi = GRAPH_GAP_RANGE_NS
+    per_graph = r.kernels / max(r.regions, 1)
     out = [
         f"CUDA graphs: {r.regions} graph(s) ({r.region_text}), {r.kernels} device activities inside; their "
         f"interpreter, framework and launch time removed, one graph launch ({GRAPH_LAUNCH_NS / 1e3:g} µs) "
-        f"each, kernels {GRAPH_GAP_NS} ns apart (the H200 graph-replay floor); kernel durations kept "
-        "(fusion, what torch.compile changes, cannot be predicted from a trace)"
+        f"each, kernels {GRAPH_GAP_NS / 1e3:g} µs apart (the graph-replay gap: {lo / 1e3:g}-{hi / 1e3:g} µs "
+        f"on H200 machines, so ±{per_graph * (hi - lo) / 2e6:.3f} ms per graph here); kernel durations "
+        "kept (fusion, what torch.compile changes, cannot be predicted from a trace)"
     ]
     if r.kernels_outside:
         out.append(f"CUDA graphs: {r.kernels_outside} device activities lie outside every region (unchanged)")
