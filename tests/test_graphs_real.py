@@ -135,3 +135,13 @@ def test_unchanged_replay_of_graph_and_compile_captures(real, run):
     rp = Replayer.of(real(run)[1])
     for obs, rep in zip(rp.observed.dur, rp.replayed.dur):
         assert abs(rep.mean() / obs.mean() - 1) <= 0.02
+
+
+def test_compile_inside_the_trace_is_named_with_its_step():
+    # GIVEN heavy_mlp host-bound with compile=true captured from step 0 (no untimed warm-up)
+    report = analyze(load_inputs(RESULTS / "hb_compile_first"))
+    c = report.compiled
+    # THEN step 0 holds the compile: 1378.2 ms of entire_frame_compile (read off the trace)
+    ((step, ms),) = c.compile_ms_by_step
+    assert step == 0 and ms == pytest.approx(1378.2, abs=0.1)
+    assert [r.name for r in c.regions] == ["Torch-Compiled Region: 0/0"] and c.recompiled_frames == ()

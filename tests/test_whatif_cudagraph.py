@@ -97,7 +97,7 @@ def test_a_sync_in_the_region_is_kept_and_said(tmp_path):
     # THEN the host waits for the kernel as before (the sync stays): G, k 5 µs later for 100, the sync
     # returns 5 µs after it; the rest of the host's time is gone
     assert result.devices[0].predicted_step_ms * 1000 == pytest.approx(G + 5 + 100 + 5)
-    assert any("1 blocking call(s)" in n for n in result.notes)
+    assert any("1 blocking call(s), kept" in n for n in result.notes)
 
 
 def test_a_region_that_matches_nothing_is_one_line(tmp_path, capsys):
@@ -125,3 +125,19 @@ def test_cuda_graphs_through_the_cli(tmp_path, capsys):
     doc = json.loads(out)
     assert doc["scenario"]["cuda_graphs"] is True and doc["graph"]["cuda_graphs"]["regions"] == 1
     assert doc["devices"][0]["predicted_step_ms"] * 1000 == pytest.approx(G + 11 + 2 * F)
+
+
+def test_a_dataloader_fetch_in_the_step_stays_and_the_prediction_says_lower_bound(tmp_path):
+    # GIVEN a DataLoader fetch [0,60) in the step, then mm [60,70) launching k [66,86)
+    t = TraceBuilder()
+    t.step(1, 0, 100)
+    t.dataloader(0, 60)
+    t.op("aten::mm", 60, 10)
+    t.launch(62, 2, corr=1)
+    t.kernel("k", 66, 20, corr=1)
+    rp = replayer(tmp_path, t)
+    result, _ = whatif(rp.capture, parse_scenario(cuda_graphs=True), replayer=rp, attribute=False)
+    # THEN the fetch keeps its 60 µs; the graph launch follows it, k 2 µs (its lag) after it for 20 µs
+    assert result.devices[0].predicted_step_ms * 1000 == pytest.approx(60 + G + 2 + 20)
+    assert result.graph["cuda_graphs"]["dataloader_fetches_kept"] == 1
+    assert any("a lower bound" in n for n in result.notes)
