@@ -179,3 +179,41 @@ def test_cpu_only_trace_has_nothing_to_annotate(tmp_path):
     with pytest.raises(TracekitError, match="CPU-only trace"):
         annotate(trace, tmp_path / "out.json")
     assert not (tmp_path / "out.json").exists()
+
+
+def test_a_capture_finds_its_trace_by_digest(tmp_path):
+    """GIVEN a capture parsed from the trace beside it WHEN the trace is unchanged THEN annotate finds
+    it (by its xxh3_128; a capture written before records sha256, also checked); WHEN one byte of it
+    changes (same size) THEN it is refused as changed."""
+    import hashlib
+
+    import pyarrow.parquet as pq
+    import xxhash
+
+    from tracekit.data.store import file_digest, read_meta, source_digest
+    from tracekit.export.annotate import trace_of
+
+    trace = tmp_path / "sync.pt.trace.json"
+    trace.write_bytes(gzip.decompress((PROBE / "sync.pt.trace.json.gz").read_bytes()))
+    capture = tmp_path / "c.parquet"
+    parse_to_file([trace], capture)
+    [src] = read_meta(capture)["sources"]
+    assert source_digest(src) == ("xxh3_128", xxhash.xxh3_128(trace.read_bytes()).hexdigest())
+    assert file_digest(trace, "sha256") == hashlib.sha256(trace.read_bytes()).hexdigest()
+    assert trace_of(capture) == trace
+
+    old = tmp_path / "old.parquet"  # the same capture as written before: its source's sha256
+    table = pq.read_table(capture)
+    meta = read_meta(capture)
+    meta["sources"][0]["sha256"] = hashlib.sha256(trace.read_bytes()).hexdigest()
+    del meta["sources"][0]["xxh3_128"]
+    pq.write_table(table.replace_schema_metadata({b"tracekit": json.dumps(meta).encode()}), old)
+    assert trace_of(old) == trace
+
+    data = bytearray(trace.read_bytes())
+    at = data.index(b'"ts": ') + 6
+    data[at] = ord("9") if data[at] != ord("9") else ord("8")
+    trace.write_bytes(bytes(data))
+    for cap in (capture, old):
+        with pytest.raises(TracekitError, match="has changed"):
+            trace_of(cap)

@@ -281,7 +281,7 @@ def test_a_folder_of_rank_files_is_one_capture(tmp_path):
         f"{tmp_path.name}/worker0.pt.trace.json.gz",
         f"{tmp_path.name}/worker1.pt.trace.json.gz",
     ]
-    assert all(not s["path"].startswith("/") and len(s["sha256"]) == 64 for s in c.meta["sources"])
+    assert all(not s["path"].startswith("/") and len(s["xxh3_128"]) == 32 for s in c.meta["sources"])
     assert [t["metadata"]["distributedInfo"]["rank"] for t in c.traces] == [0, 1]
 
 

@@ -9,7 +9,7 @@ the decimal text exactly, never through a float). Strings are dictionary-encoded
 File metadata (key ``tracekit``) is one JSON object::
 
     {"schema_version": 1, "tracekit_version": "0.1.0",
-     "sources": [{"path": "rank0.pt.trace.json.gz", "rank": 0, "bytes": 123, "sha256": "..."}],
+     "sources": [{"path": "rank0.pt.trace.json.gz", "rank": 0, "bytes": 123, "xxh3_128": "..."}],
      "traces": [{"rank": 0, "source": "...", "metadata": {deviceProperties, distributedInfo, ...}}],
      "manifest": {...} or null,          # the capture manifest, when tracekit captured it
      "analysis": {...} or null,          # a stored analysis report (tracekit analyze --store)

@@ -25,7 +25,7 @@ import msgspec
 import numpy as np
 
 from tracekit.analysis.model import IdleGap, Report
-from tracekit.data.store import Capture, atomic_path, sha256_file
+from tracekit.data.store import Capture, atomic_path, file_digest, source_digest
 from tracekit.errors import InputNotFound, TraceFormatError, TracekitError
 
 TRACK_NAME = "tracekit idle gaps"
@@ -54,7 +54,7 @@ class Annotated:
 def trace_of(capture_path: Path) -> Path:
     """The one trace file behind CAPTURE: a trace file, a run folder with one trace, or a capture (a
     .parquet file or a capture folder) whose source trace lies where `tracekit capture` put it (checked
-    by its sha256)."""
+    by its digest)."""
     from tracekit.data.store import is_capture_folder, read_meta
     from tracekit.parse.parser import PARQUET_MAGIC, find_trace_files
 
@@ -74,7 +74,8 @@ def trace_of(capture_path: Path) -> Path:
             )
         src = sources[0]
         found = path.parent / src["path"]
-        if not found.is_file() or sha256_file(found) != src.get("sha256"):
+        recorded = source_digest(src)
+        if not found.is_file() or recorded is None or file_digest(found, recorded[0]) != recorded[1]:
             raise InputNotFound(
                 f"{path}: its trace {src['path']} is not at {found} (or has changed); "
                 "annotate the trace file itself: tracekit annotate TRACE -o ..."

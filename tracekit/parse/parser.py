@@ -11,7 +11,7 @@ file's pages; the C scanner when it is built, else msgspec; each worker also add
 rows derive_rows needs). When the tables are written out as they come (`parse_to_file`), a worker puts
 its event table into a shared-memory slot that the parent maps without copying (`_Slot`; else, or
 without memfd, tables come through the pipe as LZ4 Arrow IPC), and one worker computes the file's
-sha256 beside the chunks; the parent only writes Parquet and derives rows. Any surprise (a cut
+digest beside the chunks; the parent only writes Parquet and derives rows. Any surprise (a cut
 inside a string, a truncated or malformed file) falls back to one validating decode of the whole file,
 which also produces the precise error message. Nothing on this path imports pandas (tracekit/data/arrow.py).
 Format quirks are handled once, here and in `decode.py`, and listed in docs/QUIRKS.md.
@@ -43,13 +43,14 @@ from tracekit.data import files as _files
 from tracekit.data.files import Location
 from tracekit.data.schema import CAT_CPU_OP, CAT_USER_ANNOTATION, KIND_EVENT, SCHEMA
 from tracekit.data.store import (
+    DIGEST,
     Capture,
     CaptureWriter,
     check_output,
+    file_digest,
     is_capture,
     is_capture_folder,
     read_capture,
-    sha256_file,
 )
 from tracekit.errors import (
     InputNotFound,
@@ -411,7 +412,7 @@ def _parse_files(
                 digest = _Digest(local)
                 info = _parse_file(local, display, str(path), digest, job)
                 source = {"path": display, "rank": info["rank"], "bytes": os.path.getsize(local)}
-                source["sha256"] = digest.value()
+                source[DIGEST] = digest.value()
         except (_Restart, ParseAbortedError):
             raise
         except TracekitError as exc:
@@ -514,8 +515,9 @@ def check_rank_files(traces: list[dict]) -> None:
 
 
 class _Digest:
-    """The sha256 of a source file (`sources[].sha256`), computed by a decode worker when the file is
-    decoded in the pool (the parent is the busiest process: it writes the Parquet file), else here."""
+    """The digest of a source file (`sources[].xxh3_128`, tracekit.data.store.DIGEST), computed by a
+    decode worker when the file is decoded in the pool (the parent is the busiest process: it writes
+    the Parquet file), else here."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -524,7 +526,7 @@ class _Digest:
 
     def start_in(self, pool: ProcessPoolExecutor) -> None:
         if self._value is None:
-            self._pending = pool.submit(sha256_file, self.path)
+            self._pending = pool.submit(file_digest, self.path)
 
     def collect(self) -> None:
         """Take the worker's result (before its pool closes)."""
@@ -533,7 +535,7 @@ class _Digest:
 
     def value(self) -> str:
         if self._value is None:
-            self._value = sha256_file(self.path)
+            self._value = file_digest(self.path)
         return self._value
 
 

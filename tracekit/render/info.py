@@ -49,10 +49,12 @@ def render_text(doc: Any) -> str:
     else:
         lines.append("manifest: none (parsed from profiler traces, not captured by tracekit)")
     lines.append(f"sources: {len(doc['sources'])} file(s)")
+    from tracekit.data.store import source_digest
+
     for src in doc["sources"]:
-        lines.append(
-            f"  {src['path']}  rank {src.get('rank')}  {src['bytes']:,} bytes  sha256 {src['sha256'][:12]}"
-        )
+        recorded = source_digest(src)
+        digest = f"{recorded[0]} {recorded[1][:12]}" if recorded else "no digest"
+        lines.append(f"  {src['path']}  rank {src.get('rank')}  {src['bytes']:,} bytes  {digest}")
     for t in doc["traces"]:
         extra = [f"{t['events']:,} events", f"times in {t['time_unit']}"]
         if t["device_names"]:
