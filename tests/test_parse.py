@@ -373,7 +373,7 @@ def test_chunk_size_gives_every_worker_work_on_small_rank_files(monkeypatch):
 def test_parse_prefers_jemalloc_unless_the_user_chose_a_pool(monkeypatch):
     import pyarrow as pa
 
-    import tracekit.parse.parser as parse_mod
+    from tracekit.data.arrow import prefer_jemalloc
 
     if "jemalloc" not in pa.supported_memory_backends():
         pytest.skip("this pyarrow has no jemalloc")
@@ -381,10 +381,10 @@ def test_parse_prefers_jemalloc_unless_the_user_chose_a_pool(monkeypatch):
     try:
         pa.set_memory_pool(pa.system_memory_pool())
         monkeypatch.setenv("ARROW_DEFAULT_MEMORY_POOL", "system")
-        parse_mod._prefer_jemalloc()
+        prefer_jemalloc()
         assert pa.default_memory_pool().backend_name == "system"
         monkeypatch.delenv("ARROW_DEFAULT_MEMORY_POOL")
-        parse_mod._prefer_jemalloc()
+        prefer_jemalloc()
         assert pa.default_memory_pool().backend_name == "jemalloc"
     finally:
         pa.set_memory_pool(before)

@@ -109,3 +109,24 @@ def test_the_graph_from_the_analysis_frames_is_the_graph(name):
     shared, fresh = Replayer.of(cap, ctx.fr, ctx.threads).graph, Replayer.of(cap).graph
     for field in ("obs", "src", "dst", "w", "kind", "state", "cost", "lb", "order", "host_start_node"):
         assert np.array_equal(getattr(shared, field), getattr(fresh, field)), field
+
+
+@pytest.mark.parametrize("name", ["sync_heavy", "ddp_slow_rank1"])
+def test_a_capture_analysed_in_process_from_its_columns_alone(tmp_path, name):
+    """GIVEN a real capture WHEN `tracekit analyze` analyses it in this process (reading only the
+    analysis' and the replay's columns, letting the table go once the frames are built) THEN the
+    report, savings included, is the one of the whole table analysed with every column kept."""
+    from tracekit.api import analyze, loaded_columns
+    from tracekit.api.options import AnalyzeOptions
+    from tracekit.data.store import read_capture
+    from tracekit.parse.parser import parse_to_file
+
+    capture = tmp_path / "c.parquet"
+    parse_to_file([Path(__file__).resolve().parent.parent / "fixtures" / "h200" / name], capture)
+    assert set(loaded_columns(True)) < set(read_capture(capture).table.column_names)
+    lean = analyze(capture, AnalyzeOptions(savings=True))
+    full = analyze(capture, AnalyzeOptions(savings=True, check=True))  # check keeps the whole table
+    assert lean.capture.table.num_rows < full.capture.table.num_rows
+    assert any(d.savings_ms_per_step for d in lean.report.devices)
+    unchecked = {k: v for k, v in full.report.to_json().items() if k != "checked"}
+    assert {k: v for k, v in lean.report.to_json().items() if k != "checked"} == unchecked

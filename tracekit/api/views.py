@@ -49,7 +49,10 @@ class Analysis:
     """One capture's analysis: the `Report` and pandas views of it."""
 
     report: Report
-    capture: Optional[Capture] = None  # the capture, when it was analysed in this process
+    # The capture, when it was analysed in this process; its table holds the columns the analysis read
+    # (all of them with store); once the whole of it was analysed, without check or store, only its sync
+    # records (the frames held the rest).
+    capture: Optional[Capture] = None
     stored: Optional[Location] = None  # where `store` kept the analysis
 
     def steps(self) -> pd.DataFrame:

@@ -358,6 +358,7 @@ def capture_ranks(meta: dict) -> list[int]:
 
 def read_rank(path: Location, rank: int, meta: dict, columns: Optional[list[str]] = None) -> pa.Table:
     """One rank's rows of a capture (either form) as a schema.SCHEMA table (or `columns` of it)."""
+    arrow.prefer_jemalloc()
     try:
         if meta.get("form") == "folder":
             part = next((p for p in meta.get("parts") or [] if int(p["rank"]) == rank), None)
@@ -382,6 +383,7 @@ def read_rank(path: Location, rank: int, meta: dict, columns: Optional[list[str]
 
 def read_ranks(path: Location, ranks: list[int], meta: dict, columns: Optional[list[str]] = None) -> pa.Table:
     """The rows of several ranks of a capture (either form) as one schema.SCHEMA table (or `columns`)."""
+    arrow.prefer_jemalloc()
     if meta.get("form") == "folder" or len(ranks) == 1:
         tables = [read_rank(path, r, meta, columns) for r in ranks]
         if len(tables) == 1:
@@ -405,7 +407,8 @@ def _with_rank_column(table: pa.Table, rank: int, columns: Optional[list[str]]) 
 
 
 def read_capture(path: Location, columns: list[str] | None = None) -> Capture:
-    """Read a whole capture (file or folder) into memory."""
+    """Read a whole capture (file or folder) into memory (or only `columns` of it)."""
+    arrow.prefer_jemalloc()
     meta = read_meta(path)
     if meta.get("form") == "folder":
         parts = [read_rank(path, r, meta, columns) for r in capture_ranks(meta)]

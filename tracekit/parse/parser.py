@@ -897,16 +897,8 @@ def _decode_in_pool(
         _SLOTS.clear()
 
 
-def _prefer_jemalloc() -> None:
-    """Make jemalloc Arrow's memory pool (where pyarrow has it and the user did not choose one with
-    ARROW_DEFAULT_MEMORY_POOL). The default, mimalloc, hands freed pages back to the OS after 10 ms, so
-    the parent's Parquet encoder and the derived rows fault in and zero the same memory again and again
-    (`clear_page_erms` was 14 % of its profile): jemalloc cut the parent's CPU by 0.2–0.5 s per GB
-    (benchmarks/RESULTS.md). The forked workers inherit it."""
-    if os.environ.get("ARROW_DEFAULT_MEMORY_POOL"):
-        return
-    with contextlib.suppress(NotImplementedError, pa.ArrowException):  # no jemalloc: keep the default
-        pa.set_memory_pool(pa.jemalloc_memory_pool())
+# Arrow's memory pool: jemalloc (tracekit.data.arrow.prefer_jemalloc; the forked workers inherit it).
+_prefer_jemalloc = _arrow.prefer_jemalloc
 
 
 def _import_before_fork() -> None:

@@ -140,6 +140,17 @@ def build_graph(fr: Frames, threads: Threads, stream_waits: pd.DataFrame | None 
     return b.finish()
 
 
+def sync_records(table):
+    """The rows of `table` that `recorded_stream_waits` reads (cat cuda_sync; a few per step, where
+    Kineto wrote them): what a caller that keeps the frames but lets the table go keeps for the graph."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if table.num_rows == 0 or "cat" not in table.column_names:
+        return table
+    return table.filter(pc.fill_null(pc.equal(pc.cast(table["cat"], pa.string()), S.CAT_CUDA_SYNC), False))
+
+
 def recorded_stream_waits(table) -> pd.DataFrame:
     """`cuda_sync` "Stream Wait Event" records (Kineto with CUDA sync events enabled): rank, device,
     stream (the waiting one), wait_stream, correlation (of the cudaStreamWaitEvent call)."""
