@@ -16,6 +16,14 @@ split between the processes sharing them) and, for reference, the sum of their R
 once per process).
 HTA (PyPI `holistictraceanalysis`, never a tracekit dependency) runs from a separate interpreter when
 --hta-python is given: `TraceAnalysis(trace_dir=...)` on a folder holding only a link to the file.
+
+CPU seconds (the process and all its workers, from getrusage) are printed beside wall time, and the
+1-minute load average at the start of each run beside it: on a shared machine wall time follows the
+other jobs, CPU time much less. With traces of several sizes (a small one, e.g. the gzip'd probe
+fixture, measures the start-up), a least-squares line through the CPU medians gives CPU-s per GB and
+the fixed cost. --reference times, in the same rounds, a plain decode of each trace by msgspec with
+Python's garbage collector off, in a fresh process (read the file, `msgspec.json.decode` it, nothing
+else): a reference for what a good JSON reader costs, producing Python objects, not a capture.
 """
 
 from __future__ import annotations
@@ -39,6 +47,16 @@ t = time.perf_counter()
 analysis = TraceAnalysis(trace_dir=sys.argv[1])
 n = sum(len(analysis.t.get_trace(r)) for r in analysis.t.get_ranks())
 print(f"hta loaded {n} events in {time.perf_counter() - t:.1f} s")
+"""
+
+
+REFERENCE_SCRIPT = """
+import gc, gzip, sys, msgspec
+gc.disable()
+path = sys.argv[1]
+data = gzip.open(path).read() if path.endswith(".gz") else open(path, "rb").read()
+doc = msgspec.json.decode(data)
+print(f"msgspec decoded {len(doc['traceEvents'])} events")
 """
 
 
@@ -141,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hta-timeout", type=float, default=1800, help="seconds before HTA is stopped")
     ap.add_argument("--repeat", type=int, default=1, help="runs of tracekit per trace (all are printed)")
     ap.add_argument("--source", type=Path, help="also run the tracekit of this checkout, alternately")
+    ap.add_argument("--reference", action="store_true", help="also time msgspec (GC off) on each trace")
     args = ap.parse_args(argv)
 
     print(f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
@@ -165,15 +184,23 @@ def main(argv: list[str] | None = None) -> int:
             return {"cmd": cmd, "env": {**os.environ, "PYTHONPATH": str(root)}, "cwd": root}
 
         runs: dict = {case: [] for case in cases}
+        reference: dict = {trace: [] for trace in args.traces}
         for _ in range(args.repeat):
             for case in cases:  # alternate: one run of each case per round
+                load = os.getloadavg()[0]
                 before = _children_cpu()
                 r = measure(**command(*case), sample=False)
-                r["cpu_s"] = _children_cpu() - before
+                r["cpu_s"], r["load"] = _children_cpu() - before, load
                 if r["rc"] != 0:
                     print(r["output"])
                     return 1
                 runs[case].append(r)
+            for trace in args.traces if args.reference else ():
+                load = os.getloadavg()[0]
+                before = _children_cpu()
+                r = measure([sys.executable, "-c", REFERENCE_SCRIPT, str(trace)], sample=False)
+                r["cpu_s"], r["load"] = _children_cpu() - before, load
+                reference[trace].append(r)
         medians, cpu_medians = {}, {}
         for case in cases:
             trace, root = case
@@ -194,7 +221,20 @@ def main(argv: list[str] | None = None) -> int:
                 f"  all {len(walls)} runs: wall {', '.join(f'{w:.1f}' for w in walls)} s "
                 f"(median {medians[case]:.1f} s); CPU median {cpus[len(cpus) // 2]:.1f} s"
             )
+            print("  runs (wall / CPU s at load): " + _runs(runs[case]))
+            if reference[trace] and root == roots[0]:
+                ref = reference[trace]
+                cpu = sorted(r["cpu_s"] for r in ref)[len(ref) // 2]
+                wall = sorted(r["wall_s"] for r in ref)[len(ref) // 2]
+                print(f"  msgspec, GC off: wall median {wall:.2f} s, CPU median {cpu:.2f} s; " + _runs(ref))
         print(f"load after: {os.getloadavg()[0]:.1f}")
+        sizes = {trace: trace.stat().st_size / 1e9 for trace in args.traces}
+        for root in roots if len(set(sizes.values())) > 1 else ():
+            gb = [sizes[t] for t, r in cases if r == root]
+            cpu = [cpu_medians[(t, r)] for t, r in cases if r == root]
+            slope, fixed = _line(gb, cpu)
+            where = f" [{root}]" if len(roots) > 1 else ""
+            print(f"CPU median = {fixed:.2f} s + {slope:.2f} s per GB of trace (least squares){where}")
         if len(cases) > 1:
             first = cases[0]
             for case in cases[1:]:
@@ -234,6 +274,18 @@ def main(argv: list[str] | None = None) -> int:
                 f"peak memory (PSS) {h['peak_pss'] / memory['peak_pss']:.1f}x"
             )
     return 0
+
+
+def _runs(runs: list[dict]) -> str:
+    return ", ".join(f"{r['wall_s']:.2f}/{r['cpu_s']:.2f} at {r['load']:.1f}" for r in runs)
+
+
+def _line(x: list[float], y: list[float]) -> tuple[float, float]:
+    """(slope, intercept) of the least-squares line through the points."""
+    mx, my = sum(x) / len(x), sum(y) / len(y)
+    sxx = sum((a - mx) ** 2 for a in x)
+    slope = sum((a - mx) * (b - my) for a, b in zip(x, y)) / sxx if sxx else 0.0
+    return slope, my - slope * mx
 
 
 def _gib(n: int) -> str:

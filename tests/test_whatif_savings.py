@@ -130,3 +130,26 @@ def test_a_capture_analysed_in_process_from_its_columns_alone(tmp_path, name):
     assert any(d.savings_ms_per_step for d in lean.report.devices)
     unchecked = {k: v for k, v in full.report.to_json().items() if k != "checked"}
     assert {k: v for k, v in lean.report.to_json().items() if k != "checked"} == unchecked
+
+
+def test_the_sync_records_are_all_the_graph_reads_of_the_table():
+    """GIVEN a real trace with "Stream Wait Event" records (HTA's AlexNet sample) WHEN the table is cut
+    down to its sync records THEN the graph's stream waits are the same, and only cuda_sync rows stay."""
+    import pyarrow as pa
+
+    from tracekit.whatif.graph import recorded_stream_waits, sync_records
+
+    table = parse_paths(
+        [
+            Path(__file__).resolve().parent.parent
+            / "fixtures"
+            / "hta"
+            / "benchmark_result_2869224_1695835535_trace.json.gz"
+        ]
+    ).table
+    kept = sync_records(table)
+    waits = recorded_stream_waits(table)
+    assert len(waits) > 0 and 0 < kept.num_rows < table.num_rows
+    assert set(kept["cat"].cast(pa.string()).to_pylist()) == {"cuda_sync"}
+    assert recorded_stream_waits(kept).equals(waits)
+    assert sync_records(table.slice(0, 0)).num_rows == 0

@@ -144,11 +144,18 @@ def sync_records(table):
     """The rows of `table` that `recorded_stream_waits` reads (cat cuda_sync; a few per step, where
     Kineto wrote them): what a caller that keeps the frames but lets the table go keeps for the graph."""
     import pyarrow as pa
-    import pyarrow.compute as pc
+
+    from tracekit.data import arrow
 
     if table.num_rows == 0 or "cat" not in table.column_names:
         return table
-    return table.filter(pc.fill_null(pc.equal(pc.cast(table["cat"], pa.string()), S.CAT_CUDA_SYNC), False))
+    keep = []
+    for chunk in table["cat"].chunks:  # on the dictionary codes: decoding 5 M strings took 0.2 s
+        if not pa.types.is_dictionary(chunk.type):
+            chunk = chunk.dictionary_encode()
+        codes, names = arrow.codes(chunk)
+        keep.append(codes == names.index(S.CAT_CUDA_SYNC) if S.CAT_CUDA_SYNC in names else codes < -1)
+    return table.filter(arrow.bools(np.concatenate(keep)))
 
 
 def recorded_stream_waits(table) -> pd.DataFrame:
