@@ -153,3 +153,33 @@ def test_the_sync_records_are_all_the_graph_reads_of_the_table():
     assert set(kept["cat"].cast(pa.string()).to_pylist()) == {"cuda_sync"}
     assert recorded_stream_waits(kept).equals(waits)
     assert sync_records(table.slice(0, 0)).num_rows == 0
+
+
+@pytest.mark.parametrize("name", ["sync_heavy", "ddp_slow_rank1", "dataloader_slow"])
+def test_replays_batched_in_one_pass_equal_each_replay(name):
+    """GIVEN a real capture's graph WHEN the savings' scenarios (each cause removed, with and without a
+    profiler cost, sync=0 dropping waits) are replayed a few per pass THEN every node time equals that
+    scenario's own replay; AND the savings equal those of one replay per scenario."""
+    import numpy as np
+
+    from tracekit.api import load
+    from tracekit.whatif.replay import REPLAY_BATCH, replay, replay_many, weights
+    from tracekit.whatif.scenario import SCALED_CAUSES, Scenario
+
+    rp = Replayer.of(load(Path(__file__).parent.parent / "fixtures" / "h200" / name))
+    af = rp.check(Scenario())
+    scenarios = [Scenario()] + [Scenario(set={c: 0.0}) for c in SCALED_CAUSES]
+    ws = [weights(rp.graph, sc, cost, af) for sc in scenarios for cost in (0.0, 7300.0)]
+    assert len(ws) > REPLAY_BATCH  # several passes, the last one partial
+    for w, rep in zip(ws, replay_many(rp.graph, ws)):
+        assert np.array_equal(rep, replay(rp.graph, w))
+    s = cause_savings(rp, unprofiled_step_ms=None)
+    for key, by_label in s.per_device.items():
+        for label, cost_us in (("profiled", 0.0), ("unprofiled", s.profiler_cost_us_per_event)):
+            base = rp.steps.times(replay(rp.graph, weights(rp.graph, Scenario(), cost_us * 1000.0, af)))
+            for cause in SCALED_CAUSES:
+                sc = Scenario(set={cause: 0.0})
+                pred = rp.steps.times(replay(rp.graph, weights(rp.graph, sc, cost_us * 1000.0, af)))
+                i = pred.keys.index(key)
+                one_by_one = float(base.dur[i].mean() - pred.dur[i].mean()) / 1e6
+                assert by_label[label][cause] == pytest.approx(one_by_one, abs=1e-9), (key, label, cause)

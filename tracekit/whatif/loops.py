@@ -5,6 +5,7 @@ one longest-path pass each took ~5 s on the 3.5 M-row benchmark capture (benchma
     topological_order(...)     Kahn's algorithm, seeded in observed-time order
     binding(...)               per node, the incoming edge whose source + floor is latest
     longest_path(...)          rep[v] = max over incoming edges of rep[u] + w(scenario)
+    longest_paths(...)         the same for several scenarios at once (the savings' replays)
 """
 
 from __future__ import annotations
@@ -184,20 +185,85 @@ def longest_path(
     return rep
 
 
+def longest_paths(
+    order,
+    indptr,
+    in_edges,
+    src,
+    w,
+    lb,
+    ecls,
+    state,
+    rank,
+    act,
+    cost,
+    host_f,
+    rank_f,
+    cost_half,
+    act_f,
+    drop_wait,
+    edge_f,
+):
+    """`longest_path` of k scenarios in one pass: host_f is (k, states), cost_half and drop_wait have
+    k entries, the rest is shared; returns rep as (nodes, k). Each edge is read once for all k (the
+    pass is bound by those scattered reads), and every weight is computed as `longest_path` computes
+    it, so each column equals that scenario's own replay."""
+    k = host_f.shape[0]
+    per_edge = edge_f.size > 0
+    rep = np.empty((lb.size, k), np.int64)
+    best = np.empty(k, np.int64)
+    for v in order:
+        for j in range(k):
+            best[j] = lb[v]
+        for i in range(indptr[v], indptr[v + 1]):
+            e = in_edges[i]
+            c = ecls[e]
+            u = src[e]
+            if c == HOST_CLASS:
+                for j in range(k):
+                    x = w[e] * (host_f[j, state[e]] * rank_f[rank[e]])
+                    if per_edge:
+                        x = x * edge_f[e]
+                    if cost_half[j] > 0.0:
+                        x = max(x - cost[e] * cost_half[j], min(x, 0.0))
+                    t = rep[u, j] + np.int64(np.rint(x))
+                    if t > best[j]:
+                        best[j] = t
+                continue
+            if c == PLAIN:
+                we = w[e]
+            elif c == DEVICE_CLASS:
+                we = np.int64(np.rint(w[e] * act_f[act[e]]))
+            else:
+                if per_edge and edge_f[e] == 0.0:
+                    continue
+                we = w[e]
+            for j in range(k):
+                if c == WAIT_CLASS and drop_wait[j]:
+                    continue
+                t = rep[u, j] + we
+                if t > best[j]:
+                    best[j] = t
+        for j in range(k):
+            rep[v, j] = best[j]
+    return rep
+
+
 def _compiled():
     """The numba versions of the loops, when numba is installed (see benchmarks/RESULTS.md)."""
-    global _fill, _kahn, _kahn_by_time, binding, longest_path  # noqa: PLW0603
+    global _fill, _kahn, _kahn_by_time, binding, longest_path, longest_paths  # noqa: PLW0603
     try:
         import numba
     except ImportError:  # pragma: no cover - numba is a dependency; the loops still work without it
         return
     jit = numba.njit(cache=True)
-    _fill, _kahn, _kahn_by_time, binding, longest_path = (
+    _fill, _kahn, _kahn_by_time, binding, longest_path, longest_paths = (
         jit(_fill),
         jit(_kahn),
         jit(_kahn_by_time),
         jit(binding),
         jit(longest_path),
+        jit(longest_paths),
     )
 
 

@@ -16,7 +16,7 @@ import numpy as np
 from tracekit.analysis.events import STATE_NAMES
 from tracekit.data import schema as S
 from tracekit.whatif.graph import DROPPED, Graph
-from tracekit.whatif.loops import HOST_CLASS, WAIT_CLASS, longest_path
+from tracekit.whatif.loops import HOST_CLASS, WAIT_CLASS, longest_path, longest_paths
 from tracekit.whatif.scenario import Scenario, ScenarioError
 
 
@@ -160,6 +160,46 @@ def replay(g: Graph, w: Weights) -> np.ndarray:
         w.edge_f,
         np.asarray(w.edge_add, np.float64),
     )
+
+
+# How many scenarios one pass of `replay_many` replays: each costs 8 bytes per node, and the pass is
+# bound by reading the edges, which all of them share.
+REPLAY_BATCH = 4
+
+
+def replay_many(g: Graph, ws: list[Weights]) -> list[np.ndarray]:
+    """`replay(g, w)` of each of `ws`, a few scenarios per pass over the graph (`loops.longest_paths`).
+    The scenarios may differ only in host factors, profiler cost and dropped waits (what the savings
+    vary); rank, activity and per-edge factors are the first one's."""
+    out: list[np.ndarray] = []
+    for at in range(0, len(ws), REPLAY_BATCH):
+        batch = ws[at : at + REPLAY_BATCH]
+        first = batch[0]
+        for w in batch[1:]:
+            shared = zip((w.rank_f, w.act_f, w.edge_f), (first.rank_f, first.act_f, first.edge_f))
+            if not all(np.array_equal(a, b) for a, b in shared):
+                raise ValueError("replay_many: the scenarios differ in rank, activity or edge factors")
+        rep = longest_paths(
+            g.order,
+            g.indptr,
+            g.in_edges,
+            g.src,
+            g.w,
+            g.lb,
+            g.ecls,
+            g.state,
+            g.rank,
+            g.act,
+            g.cost,
+            np.stack([w.host_f for w in batch]),
+            first.rank_f,
+            np.array([w.cost_half_ns for w in batch], np.float64),
+            first.act_f,
+            np.array([w.drop_wait for w in batch], np.bool_),
+            first.edge_f,
+        )
+        out.extend(np.ascontiguousarray(rep[:, j]) for j in range(len(batch)))
+    return out
 
 
 # -- step times ------------------------------------------------------------------------------------

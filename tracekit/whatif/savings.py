@@ -16,6 +16,7 @@ from tracekit.analysis.events import STATE_NAMES
 from tracekit.whatif.graph import WAIT
 from tracekit.whatif.loops import HOST_CLASS
 from tracekit.whatif.predict import IDENTITY, Replayer
+from tracekit.whatif.replay import replay_many, weights
 from tracekit.whatif.scenario import SCALED_CAUSES, Scenario
 
 # A device whose unchanged replay misses its observed mean step by more than this gets no savings: the
@@ -40,16 +41,19 @@ def cause_savings(rp: Replayer, unprofiled_step_ms: Optional[float] = None) -> S
     source, _, est = rp.cost(unprofiled_step_ms)
     af = rp.check(IDENTITY)
     costs = {"profiled": 0.0, "unprofiled": est.cost_us}
-    base = {
-        label: _means(rp.steps.times(rp.run(IDENTITY, c, af))) if c else _means(rp.replayed)
-        for label, c in costs.items()
-    }
+    # One replay per cause present and profiler cost (and the unchanged one with the cost removed), a
+    # few per pass over the graph (replay_many): the passes, not the scenarios, are what cost.
+    runs = [(None, "unprofiled")] if costs["unprofiled"] else []
+    runs += [(cause, label) for cause in SCALED_CAUSES if _present(rp, cause) for label in costs]
+    ws = [
+        weights(rp.graph, Scenario(set={c: 0.0} if c else {}), costs[label] * 1000.0, af) for c, label in runs
+    ]
+    means = {run: _means(rp.steps.times(rep)) for run, rep in zip(runs, replay_many(rp.graph, ws))}
+    base = {label: means.get((None, label)) or _means(rp.replayed) for label in costs}
     saved: dict = {k: {label: {} for label in costs} for k in rp.steps.keys}
-    for cause in SCALED_CAUSES:  # one replay per cause and profiler cost, where the cause is there
-        present = _present(rp, cause)
-        for label, c in costs.items():
-            sc = Scenario(set={cause: 0.0})
-            pred = _means(rp.steps.times(rp.run(sc, c, af))) if present else base[label]
+    for cause in SCALED_CAUSES:
+        for label in costs:
+            pred = means.get((cause, label), base[label])  # a cause with no segment saves nothing
             for key in rp.steps.keys:
                 saved[key][label][cause] = base[label][key] - pred[key]
     observed, replayed = _means(rp.observed), _means(rp.replayed)
