@@ -127,6 +127,10 @@ def test_a_capture_analysed_in_process_from_its_columns_alone(tmp_path, name):
     lean = analyze(capture, AnalyzeOptions(savings=True))
     full = analyze(capture, AnalyzeOptions(savings=True, check=True))  # check keeps the whole table
     assert lean.capture.table.num_rows < full.capture.table.num_rows
+    loaded = read_capture(capture)
+    rows = loaded.table.num_rows
+    assert analyze(loaded, AnalyzeOptions(savings=True)).report.to_json() == lean.report.to_json()
+    assert loaded.table.num_rows == rows  # a capture the caller loaded is the caller's: untouched
     assert any(d.savings_ms_per_step for d in lean.report.devices)
     unchecked = {k: v for k, v in full.report.to_json().items() if k != "checked"}
     assert {k: v for k, v in lean.report.to_json().items() if k != "checked"} == unchecked

@@ -221,7 +221,7 @@ def _analyze_capture(path: Location, opts: AnalyzeOptions, executor: Optional[Ex
         return _view(_skipped(report, opts), stored=path if opts.store else None)
     # Only the columns the analysis (and the savings' replay) read, unless --store rewrites the file.
     capture = read_capture(path, columns=None if opts.store else loaded_columns(opts.savings))
-    return _view(_analyze_here(capture, opts), capture, stored=path if opts.store else None)
+    return _view(_analyze_here(capture, opts, own=True), capture, stored=path if opts.store else None)
 
 
 def loaded_columns(savings: bool) -> list[str]:
@@ -250,7 +250,7 @@ def _analyze_traces(inputs: list[Location], opts: AnalyzeOptions, executor: Opti
     files = find_trace_files(inputs)
     if len(files) == 1 or (opts.savings and len(files) <= WHOLE_MAX_RANKS):
         capture = parse_paths(inputs)  # type: ignore[arg-type]
-        return _view(_analyze_here(capture, opts), capture)
+        return _view(_analyze_here(capture, opts, own=True), capture)
     executor = executor or LocalExecutor()
     job.check_local_staging(executor, inputs)
     with tempfile.TemporaryDirectory(prefix="tracekit-") as tmp:
@@ -267,9 +267,10 @@ def _analyze_traces(inputs: list[Location], opts: AnalyzeOptions, executor: Opti
     return _view(_skipped(report, opts))
 
 
-def _analyze_here(capture: Capture, opts: AnalyzeOptions) -> Report:
+def _analyze_here(capture: Capture, opts: AnalyzeOptions, own: bool = False) -> Report:
     """A capture in memory, analysed in this process (one part; two with `rank`: it alone, the rest),
-    with the savings (tracekit.whatif.savings) when asked for, from the analysis' own frames."""
+    with the savings (tracekit.whatif.savings) when asked for, from the analysis' own frames. `own`:
+    the capture was read for this analysis alone, and its table may be let go once the frames hold it."""
     from tracekit.analysis.invariants import check_invariants
     from tracekit.analysis.merge import merge, rank_report
     from tracekit.analysis.partial import CaptureContext
@@ -280,12 +281,12 @@ def _analyze_here(capture: Capture, opts: AnalyzeOptions) -> Report:
     work = replace(params, evidence=params.evidence or opts.check or opts.store)
     meta = capture.meta or {}
     whole = prepare(capture, params.sync_tolerance_ns) if opts.savings or opts.rank is None else None
-    if whole is not None and opts.rank is None and not (opts.check or opts.store):
+    if own and whole is not None and opts.rank is None and not (opts.check or opts.store):
         from tracekit.whatif.graph import sync_records
 
-        # The capture is this module's own (read or parsed for this analysis), and the frames hold all
-        # the analysis and the replay read but the sync records the graph takes from the table: the rest
-        # goes (peak RSS of analyze --json on the 1 GB benchmark trace's capture: 1.95 -> 1.52 GB).
+        # The frames hold all the analysis and the replay read but the sync records the graph takes
+        # from the table: the rest goes (peak RSS of analyze --json on the 1 GB benchmark trace's
+        # capture: 1.95 -> 1.52 GB). Never a capture the caller loaded: that one is the caller's.
         capture.table = sync_records(capture.table)
     parts = _parts(capture, CaptureContext.of(meta), work, opts.rank, whole)
     report = merge(parts, meta, work, path=capture.path)

@@ -49,9 +49,9 @@ class Analysis:
     """One capture's analysis: the `Report` and pandas views of it."""
 
     report: Report
-    # The capture, when it was analysed in this process; its table holds the columns the analysis read
-    # (all of them with store); once the whole of it was analysed, without check or store, only its sync
-    # records (the frames held the rest).
+    # The capture, when it was analysed in this process. One that `analyze` read itself holds the columns
+    # the analysis read (all of them with store), and once the whole of it was analysed, without check
+    # or store, only its sync records (the frames held the rest); a loaded capture passed in is untouched.
     capture: Optional[Capture] = None
     stored: Optional[Location] = None  # where `store` kept the analysis
 
