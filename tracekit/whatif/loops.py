@@ -203,6 +203,7 @@ def longest_paths(
     act_f,
     drop_wait,
     edge_f,
+    edge_add,
 ):
     """`longest_path` of k scenarios in one pass: host_f is (k, states), cost_half and drop_wait have
     k entries, the rest is shared; returns rep as (nodes, k). Each edge is read once for all k (the
@@ -210,6 +211,7 @@ def longest_paths(
     it, so each column equals that scenario's own replay."""
     k = host_f.shape[0]
     per_edge = edge_f.size > 0
+    adds = edge_add.size > 0
     rep = np.empty((lb.size, k), np.int64)
     best = np.empty(k, np.int64)
     for v in order:
@@ -226,6 +228,8 @@ def longest_paths(
                         x = x * edge_f[e]
                     if cost_half[j] > 0.0:
                         x = max(x - cost[e] * cost_half[j], min(x, 0.0))
+                    if adds:
+                        x = x + edge_add[e]
                     t = rep[u, j] + np.int64(np.rint(x))
                     if t > best[j]:
                         best[j] = t

@@ -170,21 +170,25 @@ REPLAY_BATCH = 4
 def replay_many(g: Graph, ws: list[Weights]) -> list[np.ndarray]:
     """`replay(g, w)` of each of `ws`, a few scenarios per pass over the graph (`loops.longest_paths`).
     The scenarios may differ only in host factors, profiler cost and dropped waits (what the savings
-    vary); rank, activity and per-edge factors are the first one's."""
+    vary); edge weights, rank, activity and per-edge factors and additions are the first one's."""
     out: list[np.ndarray] = []
     for at in range(0, len(ws), REPLAY_BATCH):
         batch = ws[at : at + REPLAY_BATCH]
         first = batch[0]
         for w in batch[1:]:
-            shared = zip((w.rank_f, w.act_f, w.edge_f), (first.rank_f, first.act_f, first.edge_f))
-            if not all(np.array_equal(a, b) for a, b in shared):
-                raise ValueError("replay_many: the scenarios differ in rank, activity or edge factors")
+            shared = zip(_shared(w), _shared(first))
+            if not all(
+                a is b or (a is not None and b is not None and np.array_equal(a, b)) for a, b in shared
+            ):
+                raise ValueError(
+                    "replay_many: the scenarios differ in edge weights or rank/activity/edge factors"
+                )
         rep = longest_paths(
             g.order,
             g.indptr,
             g.in_edges,
             g.src,
-            g.w,
+            g.w if first.w is None else first.w,
             g.lb,
             g.ecls,
             g.state,
@@ -197,9 +201,14 @@ def replay_many(g: Graph, ws: list[Weights]) -> list[np.ndarray]:
             first.act_f,
             np.array([w.drop_wait for w in batch], np.bool_),
             first.edge_f,
+            np.asarray(first.edge_add, np.float64),
         )
         out.extend(np.ascontiguousarray(rep[:, j]) for j in range(len(batch)))
     return out
+
+
+def _shared(w: Weights) -> tuple:
+    return (w.w, w.rank_f, w.act_f, w.edge_f, w.edge_add)
 
 
 # -- step times ------------------------------------------------------------------------------------
