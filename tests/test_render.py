@@ -19,6 +19,7 @@ from tracekit.analysis.invariants import check_invariants
 from tracekit.analysis.model import Report
 from tracekit.api import analyze  # what `tracekit analyze` renders: the analysis and its savings
 from tracekit.parse.parser import parse_paths
+from tracekit.render.base import Renderer
 from tracekit.render.registry import get_renderer, renderers
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -138,3 +139,31 @@ def test_text_report_names_causes_and_evidence(small_report):
 def test_every_renderer_declares_name_and_suffix():
     for name, cls in renderers().items():
         assert cls.name == name and cls.suffix.startswith(".")
+
+
+def test_the_registry_imports_a_result_types_renderers_only_when_asked():
+    """Each result type's renderers load by name, and the registry itself imports none of them (the
+    what-if and diff renderers bring numba and pandas; `tracekit info` must not pay for them)."""
+    import subprocess
+    import sys
+
+    from tracekit.analysis.model import Report
+    from tracekit.compare.diff import DiffResult
+    from tracekit.data.describe import CaptureDescription
+    from tracekit.whatif.model import WhatIfResult
+
+    expected = {
+        Report: {"text", "json", "markdown"},
+        DiffResult: {"text", "json", "markdown", "png"},
+        WhatIfResult: {"text", "json", "markdown"},
+        CaptureDescription: {"text", "json", "markdown"},
+    }
+    for kind, names in expected.items():
+        assert set(renderers(kind)) == names, kind
+        assert all(isinstance(get_renderer(n, kind), Renderer) for n in names if n != "png")
+    code = (
+        "import sys, tracekit.render.registry\n"
+        "print(sorted(m for m in ('numba', 'pandas', 'tracekit.whatif') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "[]", out.stderr

@@ -11,51 +11,59 @@ same Sections (tracekit.render.base). A new result type adds its rows here, a ne
 
 from __future__ import annotations
 
+import importlib
 from typing import Any, Optional
 
-from tracekit.analysis.model import Report
-from tracekit.compare.diff import DiffResult
-from tracekit.data.describe import CaptureDescription
 from tracekit.errors import TracekitError
-from tracekit.render import diff as diff_renderers
 from tracekit.render.base import Renderer
-from tracekit.render.info import InfoMarkdownRenderer, InfoTextRenderer
-from tracekit.render.json import JsonRenderer
-from tracekit.render.markdown import MarkdownRenderer
-from tracekit.render.text import TextRenderer
-from tracekit.render.whatif import WhatIfMarkdownRenderer, WhatIfTextRenderer
-from tracekit.whatif.model import WhatIfResult
 
-RENDERERS: dict[tuple[type, str], type] = {
-    (kind, cls.name): cls
-    for kind, classes in (
-        (Report, (TextRenderer, JsonRenderer, MarkdownRenderer)),
-        (
-            DiffResult,
-            (
-                diff_renderers.TerminalRenderer,
-                JsonRenderer,
-                diff_renderers.MarkdownRenderer,
-                diff_renderers.PlotRenderer,
-            ),
-        ),
-        (WhatIfResult, (WhatIfTextRenderer, JsonRenderer, WhatIfMarkdownRenderer)),
-        (CaptureDescription, (InfoTextRenderer, JsonRenderer, InfoMarkdownRenderer)),
-    )
-    for cls in classes
+# Result type (its module and name) -> its renderers ("module:class"), imported only when asked for: the
+# what-if and diff renderers import their models' packages (numba, pandas), which `tracekit info` and
+# `analyze` must not pay for at start-up (with every renderer imported here, `info` of a 1 GB trace's
+# capture took 1.26 CPU-s, 0.09 of it the summary).
+_JSON = "tracekit.render.json:JsonRenderer"
+_TABLE: dict[str, tuple[str, ...]] = {
+    "tracekit.analysis.model.Report": (
+        "tracekit.render.text:TextRenderer",
+        _JSON,
+        "tracekit.render.markdown:MarkdownRenderer",
+    ),
+    "tracekit.compare.diff.DiffResult": (
+        "tracekit.render.diff:TerminalRenderer",
+        _JSON,
+        "tracekit.render.diff:MarkdownRenderer",
+        "tracekit.render.diff:PlotRenderer",
+    ),
+    "tracekit.whatif.model.WhatIfResult": (
+        "tracekit.render.whatif:WhatIfTextRenderer",
+        _JSON,
+        "tracekit.render.whatif:WhatIfMarkdownRenderer",
+    ),
+    "tracekit.data.describe.CaptureDescription": (
+        "tracekit.render.info:InfoTextRenderer",
+        _JSON,
+        "tracekit.render.info:InfoMarkdownRenderer",
+    ),
 }
 
 
-def renderers(kind: type = Report) -> dict[str, type]:
-    """The renderers of a result type, by format name."""
-    return {name: cls for (k, name), cls in RENDERERS.items() if k is kind}
+def _class(where: str) -> type:
+    module, name = where.split(":")
+    return getattr(importlib.import_module(module), name)
 
 
-def get_renderer(name: str, kind: Any = Report, **options: Any) -> Renderer:
+def renderers(kind: Optional[type] = None) -> dict[str, type]:
+    """The renderers of a result type (default: the analysis Report), by format name."""
+    key = "tracekit.analysis.model.Report" if kind is None else f"{kind.__module__}.{kind.__qualname__}"
+    classes = [_class(where) for where in _TABLE.get(key, ())]
+    return {cls.name: cls for cls in classes}
+
+
+def get_renderer(name: str, kind: Any = None, **options: Any) -> Renderer:
     """The renderer of format `name` (text, json, markdown; png for a diff) for results of type `kind`
     (or of `kind`'s type, given a result)."""
-    kind = kind if isinstance(kind, type) else type(kind)
-    cls = RENDERERS.get((kind, name))
+    kind = kind if kind is None or isinstance(kind, type) else type(kind)
+    cls = renderers(kind).get(name)
     if cls is None:
         names = ", ".join(sorted(renderers(kind)))
         raise TracekitError(f"unknown output format {name!r}; choose one of {names}")
