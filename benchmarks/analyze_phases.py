@@ -1,0 +1,71 @@
+"""Where an in-process `tracekit analyze` (with the savings) spends its CPU and memory, phase by phase.
+
+    python benchmarks/analyze_phases.py benchmarks/data/large.parquet
+
+Runs what `tracekit.api.analyze` runs for a capture on disk, a phase at a time, and prints after each
+its CPU seconds, the process's resident memory and the peak since the previous phase (VmHWM, reset
+through /proc/self/clear_refs): read the columns, the frames and host threads, the attribution, the
+merge, the table let go but for its sync records, the graph, the savings' replays.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+
+def _status() -> dict:
+    out = {}
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            key, value = line.split(":", 1)
+            if key in ("VmRSS", "VmHWM"):
+                out[key] = int(value.split()[0]) / 2**20  # KiB -> GiB
+    return out
+
+
+def main(path: str) -> int:
+    from tracekit.analysis.merge import merge
+    from tracekit.analysis.partial import CaptureContext, Params, analyze_partial
+    from tracekit.analysis.pipeline import prepare
+    from tracekit.api import loaded_columns
+    from tracekit.data.store import read_capture
+    from tracekit.whatif.graph import sync_records
+    from tracekit.whatif.predict import Replayer
+    from tracekit.whatif.savings import cause_savings
+
+    last = [time.process_time()]
+
+    def mark(what: str) -> None:
+        now, mem = time.process_time(), _status()
+        print(
+            f"{what:28s} CPU {now - last[0]:5.2f} s  RSS {mem['VmRSS']:.2f} GiB  peak {mem['VmHWM']:.2f} GiB"
+        )
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")  # resets VmHWM to the current RSS
+        last[0] = time.process_time()
+
+    mark("imports")
+    cap = read_capture(path, columns=loaded_columns(True))
+    mark("read the columns")
+    whole = prepare(cap, Params().sync_tolerance_ns)
+    mark("frames, host threads")
+    parts = [
+        analyze_partial(
+            cap.table, CaptureContext.of(cap.meta), Params(), frames=whole.fr, threads=whole.threads
+        )
+    ]
+    mark("attribution")
+    merge(parts, cap.meta, Params(), path=cap.path)
+    mark("merge")
+    cap.table = sync_records(cap.table)
+    mark("table let go")
+    rp = Replayer.of(cap, whole.fr, whole.threads)
+    mark("graph")
+    cause_savings(rp)
+    mark("savings' replays")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
