@@ -28,7 +28,7 @@ import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Any, Iterator, Optional
 
 import numpy as np
 import pyarrow as pa
@@ -435,6 +435,7 @@ def file_digest(path: Location, algorithm: str = DIGEST) -> str:
     """Hex digest of a file's bytes by `algorithm` (DIGEST, or "sha256": older captures' sources)."""
     if algorithm not in _DIGESTS:
         raise ValueError(f"unknown digest {algorithm!r} (known: {', '.join(_DIGESTS)})")
+    h: Any
     if algorithm == "sha256":
         h = hashlib.sha256()
     else:

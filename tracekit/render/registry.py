@@ -47,12 +47,12 @@ _TABLE: dict[str, tuple[str, ...]] = {
 }
 
 
-def _class(where: str) -> type:
+def _class(where: str) -> Any:
     module, name = where.split(":")
     return getattr(importlib.import_module(module), name)
 
 
-def renderers(kind: Optional[type] = None) -> dict[str, type]:
+def renderers(kind: Optional[type] = None) -> dict[str, Any]:
     """The renderers of a result type (default: the analysis Report), by format name."""
     key = "tracekit.analysis.model.Report" if kind is None else f"{kind.__module__}.{kind.__qualname__}"
     classes = [_class(where) for where in _TABLE.get(key, ())]

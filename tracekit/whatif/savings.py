@@ -43,7 +43,7 @@ def cause_savings(rp: Replayer, unprofiled_step_ms: Optional[float] = None) -> S
     costs = {"profiled": 0.0, "unprofiled": est.cost_us}
     # One replay per cause present and profiler cost (and the unchanged one with the cost removed), a
     # few per pass over the graph (replay_many): the passes, not the scenarios, are what cost.
-    runs = [(None, "unprofiled")] if costs["unprofiled"] else []
+    runs: list[tuple[Optional[str], str]] = [(None, "unprofiled")] if costs["unprofiled"] else []
     runs += [(cause, label) for cause in SCALED_CAUSES if _present(rp, cause) for label in costs]
     ws = [
         weights(rp.graph, Scenario(set={c: 0.0} if c else {}), costs[label] * 1000.0, af) for c, label in runs
