@@ -4,14 +4,18 @@ A 10,000×512 random dataset whose `__getitem__` returns `x*2-1` and one of 10 l
 shuffle, num_workers=4, pin_memory; MLP 512→1024→1024→10, CrossEntropy, Adam lr 1e-4, `loss.item()`
 printed every 20 batches. The article reports 534.8 (Python 3.9) vs 606.1 (3.11) samples/s.
 One step is one optimizer step (`grad_accum` batches); when the epoch ends the next one starts
-(`DistributedSampler.set_epoch` under DDP). `sample_sleep_ms` makes `__getitem__` slow on purpose.
+(`DistributedSampler.set_epoch` under DDP). `sample_sleep_ms` makes `__getitem__` slow on purpose;
+`image_size` gives every sample CPU-heavy work made of plain torch ops (an image decoded and augmented,
+see `image_work`), so a loader-bound run can be made on any machine; `batch_on_device` is its
+counterpart without an input pipeline (one batch fetched once and kept on the device).
 """
 
 from __future__ import annotations
 
+import math
 import sys
 import time
-from typing import Any, Iterator
+from typing import Any, Iterator, Optional
 
 from tracekit.capture.knobs import Knob, KnobError
 from tracekit.capture.workload import Context
@@ -32,21 +36,80 @@ KNOBS = (
     Knob("prefetch_factor", 2, "batches each worker loads ahead (only with num_workers > 0)"),
     Knob("persistent_workers", False, "keep workers alive between epochs (only with num_workers > 0)"),
     Knob("sample_sleep_ms", 0.0, "sleep in every __getitem__, ms (a slow input pipeline on purpose)"),
+    Knob(
+        "image_size",
+        0,
+        "CPU work in every __getitem__ (plain torch ops): decode a 3×S×S image (inverse DCT of its 8×8 "
+        "blocks), random-resized-crop it to 0.7·S, flip, normalize, pool to `features` values; S = this "
+        "(a multiple of 8, ≥ 16; 0 = off)",
+    ),
+    Knob(
+        "batch_on_device",
+        False,
+        "fetch one batch once and keep it on the device: the step without its input pipeline",
+    ),
     Knob("log_every", 20, "print loss.item() every N batches, as the article does (0 = never)"),
 ) + TRAIN_KNOBS
 
 
+def idct_matrix(n: int = 8) -> Any:
+    """The orthonormal DCT-II matrix C (n×n): a block's pixels are Cᵀ · coefficients · C."""
+    import torch
+
+    k = torch.arange(n, dtype=torch.float32)
+    c = torch.cos(math.pi * (2 * k[None, :] + 1) * k[:, None] / (2 * n)) * math.sqrt(2.0 / n)
+    c[0] /= math.sqrt(2.0)
+    return c
+
+
+def image_work(index: int, size: int, features: int, seed: int, basis: Any) -> Any:
+    """A sample's decode-like and augment-like CPU work, in plain torch ops (no torchvision).
+
+    Decode: quantised DCT coefficients of a 3×S×S image (from a generator seeded by the index, as a
+    JPEG's entropy decoding gives them), dequantised and inverse-transformed block by block (Cᵀ·B·C on
+    every 8×8 block), level-shifted and clamped to 0..255. Augment: a random crop of 50-100 % of the side
+    resized to 0.7·S (bilinear), a random horizontal flip, normalization; then pooled to `features`
+    values (what the model takes). Its cost grows with S²; in a DataLoader worker torch runs it on one
+    thread."""
+    import torch
+    import torch.nn.functional as F
+
+    gen = torch.Generator().manual_seed(seed * 1_000_003 + index)
+    blocks = size // 8
+    coef = torch.randint(-16, 17, (3, blocks, blocks, 8, 8), generator=gen).float()
+    quant = 1.0 + torch.arange(64, dtype=torch.float32).reshape(8, 8) / 4
+    pixels = basis.t() @ (coef * quant) @ basis
+    img = pixels.permute(0, 1, 3, 2, 4).reshape(3, size, size).add(128.0).clamp(0.0, 255.0)
+    r = torch.rand(4, generator=gen)
+    side = max(8, int(size * (0.5 + 0.5 * float(r[0]))))
+    y0, x0 = int((size - side) * float(r[1])), int((size - side) * float(r[2]))
+    crop = max(8, size * 7 // 10)
+    patch = img[:, y0 : y0 + side, x0 : x0 + side].unsqueeze(0)
+    out = F.interpolate(patch, size=(crop, crop), mode="bilinear", align_corners=False)[0]
+    if float(r[3]) < 0.5:
+        out = out.flip(-1)
+    out = out.div(255.0).sub(0.45).div(0.226)
+    return F.adaptive_avg_pool1d(out.reshape(1, 1, -1), features).reshape(features)
+
+
 class RandomDataset:
     """Map-style dataset (any object with __len__/__getitem__ works with DataLoader; module level so that
-    spawn-started workers can unpickle it)."""
+    spawn-started workers can unpickle it). With `image_size` > 0 a sample is `image_work`'s output."""
 
-    def __init__(self, size: int, features: int, classes: int, seed: int, sleep_ms: float) -> None:
+    def __init__(
+        self, size: int, features: int, classes: int, seed: int, sleep_ms: float, image_size: int = 0
+    ) -> None:
         import torch
 
         gen = torch.Generator().manual_seed(seed)
         self.data = torch.randn(size, features, generator=gen)
         self.labels = torch.randint(0, classes, (size,), generator=gen)
         self.sleep_s = sleep_ms / 1e3
+        self.features, self.seed = features, seed
+        if image_size and (image_size < 16 or image_size % 8):
+            raise KnobError(f"--set image_size={image_size}: use a multiple of 8, at least 16 (0 = off)")
+        self.image_size = image_size
+        self.basis: Optional[Any] = idct_matrix() if image_size else None
 
     def __len__(self) -> int:
         return len(self.data)
@@ -54,6 +117,9 @@ class RandomDataset:
     def __getitem__(self, i: int) -> Any:
         if self.sleep_s > 0:
             time.sleep(self.sleep_s)
+        if self.image_size:
+            x = image_work(i, self.image_size, self.features, self.seed, self.basis)
+            return x, self.labels[i]
         return self.data[i] * 2 - 1, self.labels[i]
 
 
@@ -63,7 +129,9 @@ class DataLoaderTrain:
 
         k = ctx.knobs
         self.ctx = ctx
-        ds = RandomDataset(k["dataset_size"], k["features"], k["classes"], k["seed"], k["sample_sleep_ms"])
+        ds = RandomDataset(
+            k["dataset_size"], k["features"], k["classes"], k["seed"], k["sample_sleep_ms"], k["image_size"]
+        )
         self.sampler = None
         if ctx.distributed:
             from torch.utils.data.distributed import DistributedSampler
@@ -106,7 +174,12 @@ class DataLoaderTrain:
         )
         self.trainer = Trainer(ctx, module, lambda params: torch.optim.Adam(params, lr=k["lr"]))
         self.criterion = nn.CrossEntropyLoss()
-        self.batches = self._batches()
+        self.on_device: Optional[Any] = None
+        if k["batch_on_device"]:
+            x, y = next(iter(self.loader))
+            self.on_device = (x.to(ctx.torch_device), y.to(ctx.torch_device))
+        # the fetches are timed into the capture's steps (none with the batch kept on the device)
+        self.batches = self._batches() if self.on_device else ctx.batches(self._batches(), self.loader)
         self.seen = 0
         self.log_due = False
         self.log_every = k["log_every"]
@@ -123,6 +196,10 @@ class DataLoaderTrain:
             epoch += 1
 
     def _batch(self) -> Any:
+        if self.on_device is not None:  # batch_on_device: no input pipeline in the step
+            self.seen += 1
+            self.log_due |= bool(self.log_every) and self.seen % self.log_every == 0
+            return self.on_device
         x, y = next(self.batches)
         self.seen += 1
         self.log_due |= bool(self.log_every) and self.seen % self.log_every == 0

@@ -226,7 +226,9 @@ def _run(config: CaptureConfig, torch: Any) -> Dict[str, Any]:
         if config.script is not None:
             _run_script(config, sess)
         else:
-            ctx = Context(config.device, config.knobs, config.rank, config.world_size, config.local_rank)
+            ctx = Context(
+                config.device, config.knobs, config.rank, config.world_size, config.local_rank, session=sess
+            )
             runner = load(config.workload).build(ctx)
             config.samples_per_step = getattr(runner, "samples_per_step", None)
             config.extra = dict(getattr(runner, "manifest_extra", None) or {})
@@ -277,8 +279,8 @@ def _run_script(config: CaptureConfig, sess: Session) -> None:
             raise
     finally:
         sys.argv, sys.path[:] = old_argv, old_path
-        api._pending = None
-    if api._taken is None:
+        taken, api._pending, api._taken = api._taken, None, None
+    if taken is None:
         raise KnobError(
             f"{path} never called tracekit.capture.session() or steps(); mark its training steps as "
             "docs/capture.md shows"

@@ -11,7 +11,9 @@ Steps `0 .. timing_warmup + timing_steps - 1` run without the profiler; the last
 timed (CUDA events on the current stream, so no extra synchronisation enters the step; on CPU the host
 clock). Then `torch.profiler.profile` runs the fixed schedule and writes one
 `<worker>.<time>.pt.trace.json.gz` per cycle through `tensorboard_trace_handler`. Peak device memory is
-read and reset at every step boundary. Stdlib + torch, Python 3.9.
+read and reset at every step boundary. The host time spent getting each step's batch is timed in every
+step, profiled or not, where the loop marks it (`loader()`, `fetch()`, or `tracekit.capture.steps`;
+tracekit.capture.loader). Stdlib + torch, Python 3.9.
 """
 
 from __future__ import annotations
@@ -22,10 +24,11 @@ import sys
 import time
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, TextIO, Tuple
+from typing import Any, ContextManager, Dict, Iterable, Iterator, List, Optional, TextIO, Tuple
 
 from tracekit.capture.environment import environment, utc_now
-from tracekit.capture.knobs import format_schedule, schedule_phase, schedule_steps
+from tracekit.capture.knobs import KnobError, format_schedule, schedule_phase, schedule_steps
+from tracekit.capture.loader import Fetches, loader_lists, window_warning
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_VERSION = 1
@@ -85,8 +88,12 @@ class Session:
         self.peak_bytes: List[Optional[int]] = []
         self.samples: List[Optional[int]] = []
         self.unprofiled_device_ms: List[float] = []
+        self.loader_steps: List[Dict[str, Any]] = []  # per step: loader wait, fetches, last fetch end
+        self.fetches = Fetches()
+        self._warned_window = False
         self._events: List[Any] = []
         self._last = 0.0
+        self._last_ns = 0
         self._prof: Any = None
         self._cuda = config.device == "cuda"
 
@@ -94,6 +101,8 @@ class Session:
     def __enter__(self) -> Session:
         import torch
 
+        if self.entered:  # `session()` hands out one session; entering it again changes nothing
+            return self
         self.entered = True
         self.started_at = utc_now()
         self.env = environment(self.config.device)
@@ -112,10 +121,17 @@ class Session:
 
     def step(self, samples: Optional[int] = None) -> None:
         """Mark the end of one training step (`samples` = samples it processed, for throughput)."""
-        if self.done or not self.entered:
+        if self.done:
             return
+        if not self.entered:
+            raise KnobError(
+                "session.step() was called before the session started: use `with session() as s:` "
+                "around the loop, or loop over tracekit.capture.steps(loader)"
+            )
         i = self.index
+        step_start_ns = self._last_ns
         host_ms, peak = self._boundary(i + 1)
+        self.loader_steps.append(self.fetches.take(step_start_ns))
         self.host_ms.append(host_ms)
         self.peak_bytes.append(peak)
         self.samples.append(samples if samples is not None else self.config.samples_per_step)
@@ -130,6 +146,33 @@ class Session:
         if self.index == self.n_total:
             self._stop_profiler(None)
             self.done = True
+
+    def loader(self, iterable: Iterable[Any], source: Any = None, how: str = "loader") -> Iterator[Any]:
+        """Yield from `iterable`, timing each fetch (the `next()` that gets a batch) into its step.
+
+        `source`: the DataLoader behind `iterable` when `iterable` only wraps it (a generator over
+        epochs); its settings go into the manifest. Default: `iterable` itself. `how`: what the
+        manifest says marked the fetches (`steps()` passes "steps")."""
+        self._note(iterable if source is None else source, how)
+        return self.fetches.timed(iterable)
+
+    def fetch(self, source: Any = None) -> ContextManager[None]:
+        """`with s.fetch(): batch = next(it)`: time a fetch the loop makes itself (`source`: the
+        DataLoader it fetches from, for the manifest)."""
+        if source is not None or self.fetches.how is None:
+            self._note(source, "fetch")
+        return self.fetches.fetch()
+
+    def _note(self, source: Any, how: str) -> None:
+        if source is not None:
+            self.fetches.note(source, how)
+        elif self.fetches.how is None:
+            self.fetches.how = how
+        warning = window_warning(self.config.schedule, self.fetches.loader)
+        if warning and not self._warned_window and self.config.rank == 0:
+            self._warned_window = True
+            self.stream.write(f"tracekit.capture: warning: {warning}\n")
+            self.stream.flush()
 
     def close(self, exc: Optional[BaseException] = None) -> None:
         """Stop the profiler (keeping the cycle in progress when `exc` ended the loop early). Idempotent."""
@@ -147,9 +190,10 @@ class Session:
         """Boundary `b` is the start of step `b` (and the end of step `b - 1`)."""
         import torch
 
-        now = time.perf_counter()
+        now_ns = time.perf_counter_ns()
+        now = now_ns / 1e9
         host_ms = (now - self._last) * 1e3
-        self._last = now
+        self._last, self._last_ns = now, now_ns
         peak = None
         if self._cuda:
             if self.n_untimed <= b <= self.n_untimed + self.n_timed:
@@ -223,9 +267,12 @@ class Session:
             what = f"profiled {schedule_phase(self.config.schedule, i - self.n_untimed - self.n_timed)}"
         label = f"[{self.config.label}] " if self.config.label else ""
         ranks = f" x{self.config.world_size} ranks" if self.config.world_size > 1 else ""
+        wait = ""
+        if self.fetches.seen and self.loader_steps:
+            wait = f" (loader wait {self.loader_steps[-1]['wait_ms']:.1f} ms)"
         self.stream.write(
             f"tracekit.capture: {label}{self.config.workload}{ranks} step {i + 1}/{self.n_total} "
-            f"({what}) {host_ms:.1f} ms\n"
+            f"({what}) {host_ms:.1f} ms{wait}\n"
         )
         self.stream.flush()
 
@@ -243,6 +290,9 @@ class Session:
         first_timed, first_prof = self.n_untimed, self.n_untimed + self.n_timed
         host_unprof = self.host_ms[first_timed:first_prof]
         unprof_ms = self.unprofiled_device_ms if self.unprofiled_device_ms else host_unprof
+        # Loader waits only where the loop marked its fetches (else unknown, not zero).
+        timed_loader = loader_lists(self.loader_steps[first_timed:first_prof]) if self.fetches.seen else {}
+        prof_loader = loader_lists(self.loader_steps[first_prof:]) if self.fetches.seen else {}
         return {
             "rank": self.config.rank,
             "worker": self.config.worker,
@@ -256,6 +306,7 @@ class Session:
                 "host_step_ms": [round(x, 4) for x in host_unprof],
                 "peak_memory_bytes": self.peak_bytes[first_timed:first_prof],
                 "samples": self.samples[first_timed:first_prof],
+                **timed_loader,
             },
             # Entry i of each profiled list is ProfilerStep#i in the traces (torch numbers the steps from the
             # profiler's start); `phases` says which were recorded (active).
@@ -267,10 +318,22 @@ class Session:
                 "phases": [
                     schedule_phase(self.config.schedule, i) for i in range(len(self.host_ms[first_prof:]))
                 ],
+                **prof_loader,
             },
             "traces": self.traces(),
             "extra": dict(self.config.extra),
+            "loader": self.loader_record(),
         }
+
+    def loader_record(self) -> Optional[Dict[str, Any]]:
+        """How the loop marked its fetches and what it fetched from (None: it marked none)."""
+        f = self.fetches
+        if not f.seen:
+            return None
+        doc: Dict[str, Any] = {"marked_by": f.how}
+        doc.update(f.loader or {})
+        doc["window_hides_stall"] = bool(window_warning(self.config.schedule, f.loader))
+        return doc
 
     def manifest(self, status: str, error: Optional[str]) -> Dict[str, Any]:
         from tracekit.version import __version__
@@ -301,6 +364,8 @@ class Session:
             "samples_per_step": spp[0] if spp else None,
             "global_samples_per_step": spp[0] * cfg.world_size if spp else None,
             "unprofiled_step_ms": rec["unprofiled"]["step_ms"],
+            "unprofiled_loader_wait_ms": rec["unprofiled"].get("loader_wait_ms"),
+            "loader": rec["loader"],
             "peak_memory_bytes": max(peaks) if peaks else None,
             "ranks": [rec],
         }

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Tuple
 
 from tracekit.capture.knobs import COMMON_KNOBS, Knob, KnobError
 
@@ -32,6 +32,14 @@ class Context:
     rank: int = 0
     world_size: int = 1
     local_rank: int = 0
+    session: Any = None  # the capture's Session (None when a workload is built outside a capture)
+
+    def batches(self, iterable: Iterable[Any], source: Any = None) -> Iterator[Any]:
+        """Iterate `iterable` with each fetch timed into the capture's steps (unchanged outside one);
+        `source`: the DataLoader behind it, for the manifest."""
+        if self.session is None:
+            return iter(iterable)
+        return self.session.loader(iterable, source)
 
     @property
     def torch_device(self) -> str:

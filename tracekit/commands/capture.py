@@ -32,7 +32,11 @@ def capture(
         None, "--device", help="cuda or cpu (default: cuda when available)."
     ),
     schedule: str = typer.Option(
-        "wait=1,warmup=1,active=3,repeat=2", "--schedule", help="torch.profiler schedule."
+        "wait=1,warmup=1,active=3,repeat=2",
+        "--schedule",
+        help="torch.profiler schedule (keys wait, warmup, active, repeat, skip_first). A DataLoader stall "
+        "shows in the trace only when active exceeds the loader's prefetch depth (num_workers × "
+        "prefetch_factor; the capture warns); the unprofiled steps' loader waits are recorded either way.",
     ),
     sets: Optional[List[str]] = typer.Option(
         None, "--set", metavar="KEY=VALUE", help="Set a workload knob, e.g. --set num_workers=0 (repeatable)."
