@@ -6,9 +6,10 @@
 
 Modules: pipeline (`analyze()`: the named steps), intervals (the algebra), events (table → frames), host
 (thread states, host breakdown, dispatch gaps, op stats), attribution (rules 1-4), collective (rule 5),
-launch (kernel statistics), sync (sync sources), advice, invariants, model (the result objects every
-renderer formats), store (`analyze --store`).
+launch (kernel statistics), loader (the unprofiled loader waits beside the trace), sync (sync sources),
+advice, invariants, model (the result objects every renderer formats), store (`analyze --store`).
 
-May import: tracekit.errors, tracekit.data, tracekit.parse (derive's shared definitions). Never a later
+May import: tracekit.errors, tracekit.data, tracekit.parse (derive's shared definitions),
+tracekit.capture.loader (the capture side's rule for a window that cannot show a loader stall). Never a later
 stage (diff, whatif, render, export, orchestrate, commands).
 """

@@ -1,11 +1,20 @@
 """Short advice, only where the evidence is strong. Each rule names its threshold (a fraction of step
-time) and the evidence it quotes; a rule that does not fire says nothing."""
+time) and the evidence it quotes; a rule that does not fire says nothing.
+
+Ranking: each advice carries the share of the step its cause accounts for, and the list is ordered by it.
+Where the capture timed its fetches without the profiler (`Report.input_pipeline`), the shares are of the
+*unprofiled* step: the loader's is its measured wait, the others are their profiled idle time per step
+over the unprofiled step (an upper bound: the profiler's own cost inflates host time). The profiled window
+can hide a loader stall entirely (tracekit.analysis.loader), so the unprofiled evidence decides.
+"""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
-from tracekit.analysis.model import Advice, Report
+from tracekit.analysis.model import Advice, InputPipeline, Report
 
 DATALOADER_MIN_FRACTION = 0.20  # dataloader idle ≥ 20 % of step time
 SYNC_MIN_FRACTION = 0.10  # sync idle ≥ 10 % of step time
@@ -23,18 +32,76 @@ def _fraction(report: Report, causes: tuple[str, ...]) -> float:
 
 
 def advise(report: Report) -> list[Advice]:
+    """The advice that fires, ranked by the share of the step its cause accounts for (module docstring)."""
+    out = _advise(report)
+    ip = report.input_pipeline
+    if ip is None or ip.unprofiled_step_median_ms <= 0:
+        return out
+    # everything on the unprofiled step's scale, then the largest share first (stable for ties)
+    scale = _profiled_step_ms(report) / ip.unprofiled_step_median_ms
+    ranked = [
+        a
+        if a.basis == "unprofiled" or a.share is None
+        else replace(a, share=a.share * scale, basis="unprofiled")
+        for a in out
+    ]
+    return sorted(ranked, key=lambda a: -(a.share if a.share is not None else 0.0))
+
+
+def _profiled_step_ms(report: Report) -> float:
+    steps = [s.dur_ns for d in report.devices for s in d.samples] or [h.dur_ns for h in report.host.steps]
+    return float(np.mean(steps)) / 1e6 if steps else 0.0
+
+
+def _loader_advice(report: Report, dl: float) -> Advice | None:
+    """The loader stalls: by the unprofiled steps' measured waits where the capture timed them, else by
+    the trace's dataloader idle time."""
+    ip: InputPipeline | None = report.input_pipeline
+    it = report.dataloader
+    if ip is not None and ip.unprofiled_wait_share >= DATALOADER_MIN_FRACTION:
+        cfg = ip.loader or {}
+        workers = cfg.get("num_workers")
+        setting = (
+            f" ({workers} workers, prefetch_factor {cfg.get('prefetch_factor')})"
+            if cfg.get("dataloader")
+            else ""
+        )
+        if workers == 0:
+            msg = "The steps wait for their batch, loaded in the training process: set num_workers > 0."
+        else:
+            msg = "The steps wait for their batch: raise num_workers, or make __getitem__ cheaper."
+        evidence = (
+            f"without the profiler the steps wait {ip.unprofiled_wait_median_ms:.3g} ms of "
+            f"{ip.unprofiled_step_median_ms:.3g} ms for their batch ({ip.unprofiled_wait_share:.0%}){setting}"
+        )
+        if ip.hidden:
+            evidence += f"; the profiled window shows {ip.profiled_wait_share:.0%}"
+        return Advice(
+            "dataloader_workers", msg, evidence, "dataloader", ip.unprofiled_wait_share, "unprofiled"
+        )
+    if dl < DATALOADER_MIN_FRACTION:
+        return None
+    if it is not None and it.multi_worker is False:
+        msg = "DataLoader stalls with a single-process iterator: set num_workers > 0 and pin_memory=True."
+    else:
+        msg = "DataLoader stalls: raise num_workers or prefetch_factor, or make __getitem__ cheaper."
+    kind = it.iterator if it and it.iterator else "unknown iterator"
+    return Advice(
+        "dataloader_workers",
+        msg,
+        f"dataloader idle {dl:.0%} of step time ({kind})",
+        "dataloader",
+        dl,
+        "profiled",
+    )
+
+
+def _advise(report: Report) -> list[Advice]:
     out: list[Advice] = []
     dl = _fraction(report, ("dataloader",))
-    if dl >= DATALOADER_MIN_FRACTION:
-        it = report.dataloader
-        if it is not None and it.multi_worker is False:
-            msg = "DataLoader stalls with a single-process iterator: set num_workers > 0 and pin_memory=True."
-        else:
-            msg = "DataLoader stalls: raise num_workers or prefetch_factor, or make __getitem__ cheaper."
-        kind = it.iterator if it and it.iterator else "unknown iterator"
-        out.append(
-            Advice("dataloader_workers", msg, f"dataloader idle {dl:.0%} of step time ({kind})", "dataloader")
-        )
+    loader = _loader_advice(report, dl)
+    if loader is not None:
+        out.append(loader)
     sy = _fraction(report, ("sync",))
     if sy >= SYNC_MIN_FRACTION and report.sync_sources:
         top = report.sync_sources[0]
@@ -53,6 +120,8 @@ def advise(report: Report) -> list[Advice]:
                 f"sync idle {sy:.0%} of step time; top source {top.idle_ms_per_step:.3f} ms/step "
                 f"over {top.gaps} gaps",
                 "sync",
+                sy,
+                "profiled",
             )
         )
     hb = _fraction(report, ("launch", "framework", "interpreter"))
@@ -79,6 +148,8 @@ def advise(report: Report) -> list[Advice]:
                     f"launch+framework+interpreter idle {hb:.0%} of step time; "
                     f"typical kernel {med_us:.1f} µs",
                     "launch",
+                    hb,
+                    "profiled",
                 )
             )
     out.extend(_straggler_advice(report))
@@ -93,6 +164,8 @@ def advise(report: Report) -> list[Advice]:
                     "operations, or try torch.compile.",
                     f"host dispatch gaps {gaps / total:.0%} of step time",
                     "interpreter",
+                    gaps / total,
+                    "profiled",
                 )
             )
     return out
@@ -118,6 +191,8 @@ def _straggler_advice(report: Report) -> list[Advice]:
                     "(data, compute, placement).",
                     f"collective wait {frac:.0%} of step time on rank {rank} device {device}",
                     None,
+                    frac,
+                    "profiled",
                 )
             )
             continue
@@ -132,6 +207,8 @@ def _straggler_advice(report: Report) -> list[Advice]:
                 f"collective wait median {float(np.median(fracs)):.0%} of step time on {len(devs)} "
                 f"devices, max {top[0]:.0%} on rank {top[1]} device {top[2]}",
                 None,
+                float(np.median(fracs)),
+                "profiled",
             )
         )
     return out

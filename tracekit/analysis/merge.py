@@ -22,6 +22,7 @@ from tracekit.analysis.collective import collective_waits
 from tracekit.analysis.compiled import compiled_summary
 from tracekit.analysis.host import dataloader_info
 from tracekit.analysis.launch import kernel_stats, merge_kernel_partials
+from tracekit.analysis.loader import input_pipeline
 from tracekit.analysis.model import (
     CAUSES,
     DeviceReport,
@@ -51,6 +52,8 @@ def merge(parts: Iterable[Partial], meta: dict, params: Params = Params(), path:
     manifest = dict(meta.get("manifest") or {})
     kernels = kernel_stats(merge_kernel_partials(p.kernels for p in parts))
     ops = tuple(_op_stats(parts))
+    step_ns = np.concatenate([p.step_ns for p in parts]) if parts else None
+    dataloader = _dataloader(dl, n_steps) if dl else None
     report = Report(
         capture=capture_info(meta, path),
         devices=devices,
@@ -66,9 +69,10 @@ def merge(parts: Iterable[Partial], meta: dict, params: Params = Params(), path:
         op_stats=ops,
         compiled=compiled_summary(ops, kernels),
         gap_histogram=_histogram([p.histogram for p in parts]),
-        dataloader=_dataloader(dl, n_steps) if dl else None,
-        profiler_overhead=_overhead(manifest, np.concatenate([p.step_ns for p in parts]) if parts else None),
+        dataloader=dataloader,
+        profiler_overhead=_overhead(manifest, step_ns),
         parameters=params.to_json(),
+        input_pipeline=input_pipeline(manifest, step_ns, dataloader.ns_per_step if dataloader else 0.0),
         job=job_summary(devices),
         idle_intervals=_concat([p.idle_intervals for p in parts]),
         busy_intervals=_concat([p.busy_intervals for p in parts]),

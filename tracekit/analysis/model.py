@@ -369,6 +369,10 @@ class Advice:
     message: str
     evidence: str
     cause: Optional[str] = None
+    # the share of the step its cause accounts for (what advice is ranked by) and of which step:
+    # "unprofiled" (the capture's steps without the profiler) or "profiled" (the trace's)
+    share: Optional[float] = None
+    basis: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -391,6 +395,54 @@ class DataLoaderInfo:
     multi_worker: Optional[bool]
     calls: int = 0
     ns_per_step: float = 0.0
+
+
+@dataclass(frozen=True)
+class InputPipeline:
+    """The input pipeline without the profiler (the capture's timed fetches, tracekit.capture.loader)
+    beside what the profiled window shows (tracekit.analysis.loader). Per-step samples inside: the
+    unprofiled timed steps of every rank, in order; every figure is derived from them."""
+
+    unprofiled_step_ms: tuple[float, ...]
+    unprofiled_wait_ms: tuple[float, ...]  # host time getting each step's batch, same steps
+    profiled_step_ms: float  # the trace's median step (the analysis' step windows)
+    profiled_wait_ms: float  # the trace's DataLoader __next__ time per profiled step
+    active_steps: int  # the schedule's active steps per cycle
+    loader: Mapping[str, Any] = field(default_factory=dict)  # the manifest's `loader` (its settings)
+    warnings: tuple[str, ...] = ()  # why the profiled window cannot show a loader stall
+
+    @property
+    def unprofiled_step_median_ms(self) -> float:
+        return statistics.median(self.unprofiled_step_ms) if self.unprofiled_step_ms else 0.0
+
+    @property
+    def unprofiled_wait_median_ms(self) -> float:
+        return statistics.median(self.unprofiled_wait_ms) if self.unprofiled_wait_ms else 0.0
+
+    @property
+    def unprofiled_wait_share(self) -> float:
+        """The unprofiled steps' loader wait over their time (0..1)."""
+        total = sum(self.unprofiled_step_ms)
+        return min(sum(self.unprofiled_wait_ms) / total, 1.0) if total > 0 else 0.0
+
+    @property
+    def profiled_wait_share(self) -> float:
+        return min(self.profiled_wait_ms / self.profiled_step_ms, 1.0) if self.profiled_step_ms > 0 else 0.0
+
+    @property
+    def hidden(self) -> bool:
+        """The profiled window cannot show a loader stall (see `warnings`)."""
+        return bool(self.warnings)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **_plain(self),
+            "unprofiled_step_median_ms": self.unprofiled_step_median_ms,
+            "unprofiled_wait_median_ms": self.unprofiled_wait_median_ms,
+            "unprofiled_wait_share": self.unprofiled_wait_share,
+            "profiled_wait_share": self.profiled_wait_share,
+            "hidden": self.hidden,
+        }
 
 
 @dataclass(frozen=True)
@@ -495,6 +547,8 @@ class Report:
     profiler_overhead: Optional[ProfilerOverhead] = None
     compiled: Optional[CompiledSummary] = None  # torch.compile's code in the steps (analysis/compiled.py)
     parameters: Mapping[str, Any] = field(default_factory=dict)  # thresholds used, with units
+    # the input pipeline measured without the profiler (None: the capture timed no fetches)
+    input_pipeline: Optional[InputPipeline] = None
     job: Optional[JobSummary] = None  # jobs of several ranks: the figures across ranks
     # None: the savings were not asked for (tracekit.api.analyze adds them; DeviceReport.savings_ms_per_step)
     savings: Optional[SavingsInfo] = None
@@ -543,6 +597,7 @@ class Report:
             ),
             "parameters": {**self.parameters, **(self.savings.to_parameters() if self.savings else {})},
             "compiled": _plain(self.compiled) if self.compiled is not None else None,
+            **({"input_pipeline": self.input_pipeline.to_json()} if self.input_pipeline else {}),
             **({"job": _plain(self.job)} if self.job is not None else {}),
         }
 

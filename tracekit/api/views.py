@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 import io
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence, Union
@@ -73,9 +74,15 @@ class Analysis:
     def causes(self) -> pd.DataFrame:
         """One row per (rank, device, cause): idle ms per step and its share of the step; for the host
         causes, the step time a replay predicts saved if that cause alone were removed (ms/step),
-        profiled and unprofiled (NaN for busy and queued, or where the savings were not computed)."""
+        profiled and unprofiled (NaN for busy and queued, or where the savings were not computed);
+        for `dataloader`, the loader wait the capture measured without the profiler (ms per step and
+        share of the unprofiled step; NaN for the other causes and where the fetches were not timed:
+        the profiled window can hide a loader stall, `Report.input_pipeline`)."""
         rows = []
         nan = float("nan")
+        ip = self.report.input_pipeline
+        un_wait = statistics.fmean(ip.unprofiled_wait_ms) if ip is not None else nan
+        un_share = ip.unprofiled_wait_share if ip is not None else nan
         for d in self.report.devices:
             step_ms = sum(d.step_ns) / max(d.steps, 1) / 1e6
             per = d.idle_ms_per_step
@@ -92,10 +99,18 @@ class Analysis:
                         "share": share,
                         "saved_ms_per_step": saved.get("profiled", {}).get(cause, nan),
                         "saved_unprofiled_ms_per_step": saved.get("unprofiled", {}).get(cause, nan),
+                        "unprofiled_ms_per_step": un_wait if cause == "dataloader" else nan,
+                        "unprofiled_share": un_share if cause == "dataloader" else nan,
                     }
                 )
         cols = ["rank", "device", "cause", "ms_per_step", "share"]
-        return pd.DataFrame(rows, columns=cols + ["saved_ms_per_step", "saved_unprofiled_ms_per_step"])
+        cols += [
+            "saved_ms_per_step",
+            "saved_unprofiled_ms_per_step",
+            "unprofiled_ms_per_step",
+            "unprofiled_share",
+        ]
+        return pd.DataFrame(rows, columns=cols)
 
     def ranks(self) -> pd.DataFrame:
         """One row per (rank, device): mean step, utilisation, idle, collective wait, straggler."""

@@ -273,6 +273,8 @@ class StepValues:
     host_runs: Optional[np.ndarray] = None
     ops_runs: Mapping[str, np.ndarray] = field(default_factory=dict)
     unprofiled_runs: Optional[np.ndarray] = None
+    # host time getting each unprofiled step's batch (same steps as unprofiled_step_ns; None: not timed)
+    unprofiled_loader_wait_ns: Optional[np.ndarray] = None
 
     @property
     def runs(self) -> int:
@@ -306,6 +308,14 @@ def _unprofiled_step_ns(manifest: Mapping[str, Any]) -> Optional[np.ndarray]:
         value = manifest.get(key)
         if isinstance(value, (list, tuple)) and value:
             return np.asarray(value, dtype=np.float64) * scale
+    return None
+
+
+def _unprofiled_loader_wait_ns(manifest: Mapping[str, Any]) -> Optional[np.ndarray]:
+    """The loader wait of each unprofiled step (capture manifest, where the capture timed its fetches)."""
+    value = manifest.get("unprofiled_loader_wait_ms")
+    if isinstance(value, (list, tuple)) and value:
+        return np.asarray(value, dtype=np.float64) * 1e6
     return None
 
 
@@ -409,6 +419,7 @@ def step_values(report: Report) -> StepValues:
         host_runs=_run_of(hsteps) if host else None,
         ops_runs=op_runs,
         unprofiled_runs=_unprofiled_runs(manifest),
+        unprofiled_loader_wait_ns=_unprofiled_loader_wait_ns(manifest),
     )
 
 
@@ -505,6 +516,14 @@ def _time_figures(a: StepValues, b: StepValues, confidence: float) -> list[Figur
         label, uruns = "step time without profiler", (a.unprofiled_runs, b.unprofiled_runs)
         out.append(
             _ranked("unprofiled_step_time", label, "ms", SECTION_TIME, "lower", xa, xb, MS, confidence, uruns)
+        )
+    if a.unprofiled_loader_wait_ns is not None or b.unprofiled_loader_wait_ns is not None:
+        xa, xb = a.unprofiled_loader_wait_ns, b.unprofiled_loader_wait_ns
+        label, uruns = "loader wait per step without profiler", (a.unprofiled_runs, b.unprofiled_runs)
+        out.append(
+            _ranked(
+                "unprofiled_loader_wait", label, "ms", SECTION_TIME, "lower", xa, xb, MS, confidence, uruns
+            )
         )
     return out
 

@@ -390,9 +390,44 @@ def compiled_lines(c: CompiledSummary) -> list[str]:
     return out
 
 
+def input_pipeline_section(report: Report) -> Section | None:
+    """The unprofiled steps' loader waits beside the profiled window's (tracekit.analysis.loader)."""
+    ip = report.input_pipeline
+    if ip is None:
+        return None
+    un, w = ip.unprofiled_step_ms, ip.unprofiled_wait_ms
+    rows = [
+        ["without profiler", f"{ip.unprofiled_step_median_ms:.3f}", f"{ip.unprofiled_wait_median_ms:.3f}"]
+        + [_pct(ip.unprofiled_wait_share)],
+        ["profiled (trace)", f"{ip.profiled_step_ms:.3f}", f"{ip.profiled_wait_ms:.3f}"]
+        + [_pct(ip.profiled_wait_share)],
+    ]
+    cfg = ip.loader or {}
+    notes = [
+        f"{len(un)} unprofiled steps timed by the capture (host clock around each fetch), medians: step "
+        f"{min(un):.3f}-{max(un):.3f} ms, loader wait {min(w):.3f}-{max(w):.3f} ms"
+    ]
+    if cfg.get("dataloader"):
+        notes.append(
+            f"DataLoader: num_workers {cfg.get('num_workers')}, prefetch_factor {cfg.get('prefetch_factor')} "
+            f"(prefetch depth {cfg.get('prefetch_depth')} batches), batch_size {cfg.get('batch_size')}, "
+            f"pin_memory {cfg.get('pin_memory')}, persistent_workers {cfg.get('persistent_workers')}"
+        )
+    elif cfg.get("type"):
+        notes.append(f"fetched from {cfg['type']}")
+    notes += [f"warning: {x}" for x in ip.warnings]
+    columns = ["", "step ms", "loader wait ms", "% of step"]
+    return Section(
+        "input pipeline: loader wait per step, without and with the profiler", columns, rows, notes
+    )
+
+
 def report_sections(report: Report) -> list[Section]:
     """Every table of the report, in reading order."""
     out = job_sections(report) if many_ranks(report) else device_sections(report)
+    loader = input_pipeline_section(report)
+    if loader is not None:
+        out.append(loader)
     out.extend(host_sections(report))
     for s in (
         sync_section(report),
@@ -407,7 +442,14 @@ def report_sections(report: Report) -> list[Section]:
 
 
 def advice_lines(report: Report) -> list[str]:
-    return [f"{a.message} (evidence: {a.evidence})" for a in report.advice]
+    """The advice, largest share first; the share's step named when it is the unprofiled one."""
+    out = []
+    for a in report.advice:
+        share = ""
+        if a.share is not None and a.basis == "unprofiled":
+            share = f" [{a.share:.0%} of the unprofiled step]"
+        out.append(f"{a.message}{share} (evidence: {a.evidence})")
+    return out
 
 
 __all__ = ["report_sections", "header", "other_notes", "advice_lines", "HOST_STATES"]
