@@ -77,6 +77,7 @@ def test_json_contract(tmp_path, capsys):
         "ops": {},
         "cuda_graphs": False,
         "graph_region": None,
+        "loader_workers": None,
     }
     (d,) = doc["devices"]
     for key in (

@@ -89,9 +89,9 @@ class WhatIfOptions:
     """The scenario of `tracekit.api.whatif`, as the flags of `tracekit whatif` write it: `sets`
     ("CAUSE=FACTOR", or "sync=0"), `kernels` and `ops` ("REGEX=FACTOR"), `rank_host` ("RANK=FACTOR"),
     `python_speedup` (S: interpreter=1/S); `cuda_graphs`: each step's device work launched as one CUDA
-    graph, or with `cuda_graphs_region` (a regex) each outermost matching host event's;
-    `unprofiled_step_ms`: the step time measured without the profiler, for traces without a tracekit
-    manifest."""
+    graph, or with `cuda_graphs_region` (a regex) each outermost matching host event's; `loader_workers`
+    (N DataLoader workers instead of the capture's: tracekit.whatif.loader); `unprofiled_step_ms`: the
+    step time measured without the profiler, for traces without a tracekit manifest."""
 
     sets: tuple[str, ...] = ()
     kernels: tuple[str, ...] = ()
@@ -101,6 +101,7 @@ class WhatIfOptions:
     unprofiled_step_ms: Optional[float] = None
     cuda_graphs: bool = False
     cuda_graphs_region: Optional[str] = None
+    loader_workers: Optional[int] = None
 
     def __post_init__(self) -> None:
         for name in ("sets", "kernels", "ops", "rank_host"):
@@ -123,6 +124,7 @@ class WhatIfOptions:
             self.ops,
             self.cuda_graphs,
             self.cuda_graphs_region,
+            self.loader_workers,
         )
 
 

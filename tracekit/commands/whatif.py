@@ -71,6 +71,13 @@ def whatif(
     ),
     cuda_graphs: bool = CUDA_GRAPHS,
     cuda_graphs_region: Optional[str] = CUDA_GRAPHS_REGION,
+    loader_workers: Optional[int] = typer.Option(
+        None,
+        "--loader-workers",
+        help="N: the DataLoader with N workers instead of the capture's (0 = load in the training "
+        "process). Needs a capture that timed its fetches (tracekit capture); its producer's throughput "
+        "is scaled by the worker count, up to the host's CPUs less one.",
+    ),
     unprofiled_step_ms: Optional[float] = typer.Option(
         None,
         "--unprofiled-step-ms",
@@ -95,6 +102,7 @@ def whatif(
         ops=tuple(ops),
         rank_host=tuple(rank_host),
         python_speedup=python_speedup,
+        loader_workers=loader_workers,
         unprofiled_step_ms=unprofiled_step_ms,
         cuda_graphs=cuda_graphs,
         cuda_graphs_region=cuda_graphs_region,

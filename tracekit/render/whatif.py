@@ -81,7 +81,7 @@ def sections(r: WhatIfResult) -> list[Section]:
                 "without the profiler (slowest device)",
                 ["", "ms"],
                 rows,
-                [f"unprofiled step time from: {src}", u.note],
+                [f"unprofiled step time from: {src}", u.note, *_loader_notes(u.loader)],
             )
         )
     devs = [d for d in r.devices if d.device >= 0 and d.predicted_idle_ns_per_step]
@@ -95,6 +95,33 @@ def sections(r: WhatIfResult) -> list[Section]:
                 ["within the predicted host step windows, as `tracekit analyze` counts them"],
             )
         )
+    return out
+
+
+def _loader_notes(loader) -> list[str]:
+    """One line per rank's input pipeline (tracekit.whatif.loader)."""
+    out = []
+    for lp in loader:
+        who = f"rank {lp['rank']} loader"
+        workers = "" if lp["workers"] is None else f", {lp['workers']} workers"
+        if lp["predicted_workers"] != lp["workers"] and lp["predicted_workers"] is not None:
+            workers += f" -> {lp['predicted_workers']}"
+        if lp["period_ms"] is None and lp["serial_ms"] == 0 and lp["predicted_period_ms"] is None:
+            text = (
+                f"{who}{workers}: kept up in all {lp['steps']} timed steps (throughput unknown); the "
+                f"consumer {lp['consumer_ms']:.3f} ms + fetch {lp['fetch_ms']:.3f} ms"
+            )
+        elif lp["serial_ms"] > 0:
+            text = f"{who}{workers}: loads in the training process, {lp['serial_ms']:.3f} ms per step"
+        else:
+            observed = "-" if lp["period_ms"] is None else f"{lp['period_ms']:.3f}"
+            paced = "paces the step" if lp["paces_step"] else "does not pace the step"
+            text = (
+                f"{who}{workers}: one batch per {observed} ms observed ({lp['waited_steps']} of "
+                f"{lp['steps']} timed steps waited), {lp['predicted_period_ms']:.3f} ms predicted: {paced} "
+                f"(consumer {lp['consumer_ms']:.3f} ms observed)"
+            )
+        out.append(text + (f"; {lp['note']}" if lp["note"] else ""))
     return out
 
 

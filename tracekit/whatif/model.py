@@ -109,6 +109,8 @@ class Unprofiled:
     profiler_cost_us_per_event: float
     cost_range_us: Optional[tuple[float, float]] = None
     note: str = ""
+    # per rank with a producer (tracekit.whatif.loader): its period observed and predicted, and more
+    loader: tuple = ()
 
     @property
     def change(self) -> float:
@@ -124,6 +126,7 @@ class Unprofiled:
             "profiler_cost_us_per_event": self.profiler_cost_us_per_event,
             "cost_range_us": list(self.cost_range_us) if self.cost_range_us else None,
             "note": self.note,
+            "loader": [dict(x) for x in self.loader],
         }
 
 

@@ -3,7 +3,7 @@ profiler's cost, and attribute the predicted timeline's idle time (pure: returns
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
 import numpy as np
@@ -14,12 +14,14 @@ from tracekit.analysis.events import FRAME_COLUMNS, load_frames
 from tracekit.analysis.host import Threads
 from tracekit.whatif.cudagraph import GRAPH_GAP_NS, GRAPH_GAP_RANGE_NS, GRAPH_LAUNCH_NS
 from tracekit.whatif.graph import EDGE_KINDS, Graph, build_graph, recorded_stream_waits
+from tracekit.whatif.loader import WAITED_MIN_SHARE, LoaderPrediction, Producer, predict, producers
 from tracekit.whatif.model import DevicePrediction, Unprofiled, WhatIfResult
 from tracekit.whatif.profiler import DEFAULT_COST_US, CostEstimate, estimate_cost
 from tracekit.whatif.replay import Factors, StepModel, StepTimes, factors, replay, weights
 from tracekit.whatif.scenario import Scenario, ScenarioError
 
 IDENTITY = Scenario()
+NO_FETCH = Scenario(set={"dataloader": 0.0})  # the consumer of the producer model: no fetch time
 # The capture's columns the replay reads (the analysis frames, the recorded stream waits, the peak memory)
 # and the Chrome trace of the predicted timeline writes: `tracekit whatif` loads no others (on the 3.5 M-row
 # benchmark capture, 0.34 of the table's 0.62 GiB).
@@ -42,6 +44,8 @@ class Replayer:
     observed: StepTimes
     replayed: StepTimes
     frames: Any = None  # the analysis frames the graph was built from (the predicted timeline's base)
+    # each rank's input pipeline, from the unprofiled steps' timed fetches (tracekit.whatif.loader)
+    producers: dict = field(default_factory=dict)
 
     @classmethod
     def of(cls, capture: Any, frames: Any = None, threads: Optional[Threads] = None) -> Replayer:
@@ -52,7 +56,8 @@ class Replayer:
         g = build_graph(fr, th, recorded_stream_waits(capture.table))
         sm = StepModel(g)
         rep = replay(g, weights(g, IDENTITY))
-        return cls(capture, g, sm, sm.times(g.obs), sm.times(rep), fr)
+        manifest = (getattr(capture, "manifest", None) or {}) if capture is not None else {}
+        return cls(capture, g, sm, sm.times(g.obs), sm.times(rep), fr, producers(manifest))
 
     def check(self, scenario: Scenario) -> Factors:
         """The scenario's factors on this capture's names; ScenarioError for a rank, kernel pattern or op
@@ -86,6 +91,10 @@ class Replayer:
         medians (`tracekit capture` times steps without the profiler after the profiled ones)."""
         if flag_ms is not None:
             return "flag", float(flag_ms), None
+        if self.producers:  # the consumer's time: the unprofiled step less its wait for the batch
+            ps = self.producers.values()
+            host = [p.consumer_host_ms for p in ps if p.consumer_host_ms is not None]
+            return "manifest", max(p.consumer_ms for p in ps), max(host, default=None)
         m = (self.capture.manifest or {}) if self.capture is not None else {}
         un, scale = m.get("unprofiled_step_ns"), 1e-6
         if not un:
@@ -109,12 +118,11 @@ class Replayer:
                 f"{default_us:g} µs/event (measured on H200 captures) is assumed"
             )
             return source, None, CostEstimate(default_us, None, None, note)
-        af = self.check(IDENTITY)
-        est = estimate_cost(lambda c: self.step_ms(IDENTITY, c, af), target, default_us=default_us)
+        base = NO_FETCH if self.producers and flag_ms is None else IDENTITY
+        af = self.check(base)
+        est = estimate_cost(lambda c: self.step_ms(base, c, af), target, default_us=default_us)
         if not est.fitted and host_target:
-            by_host = estimate_cost(
-                lambda c: self.host_ms(IDENTITY, c, af), host_target, default_us=default_us
-            )
+            by_host = estimate_cost(lambda c: self.host_ms(base, c, af), host_target, default_us=default_us)
             if by_host.fitted:
                 note = (
                     f"{est.note.split(';')[0]}; fitted instead to the host's unprofiled step time "
@@ -126,6 +134,53 @@ class Replayer:
                     CostEstimate(by_host.cost_us, by_host.low_us, by_host.high_us, note, True),
                 )
         return source, target, est
+
+    def unprofiled(
+        self, scenario: Scenario, cost_us: float, f: Factors | None = None
+    ) -> tuple[StepTimes, list[LoaderPrediction]]:
+        """The step times without the profiler under `scenario`: the replay with the cost removed, and on
+        ranks with a producer (tracekit.whatif.loader) each step max(consumer + fetch, producer period)."""
+        if f is None:
+            f = self.check(scenario)
+        times = self.steps.times(self.run(scenario, cost_us, f))
+        if not self.producers:
+            return times, []
+        consumer = self.steps.times(self.run(_no_fetch(scenario), cost_us))
+        fetch = self._trace_fetch_ms(cost_us)
+        dl = scenario.cause_factor("dataloader")
+        preds = {}
+        for rank, p in self.producers.items():
+            preds[rank] = predict(p, dl, scenario.loader_workers, fetch.get(rank))
+        dur = []
+        for key, c in zip(consumer.keys, consumer.dur):
+            lp = preds.get(key[0])
+            if lp is None:
+                dur.append(times.dur[consumer.keys.index(key)])
+                continue
+            ms = np.array([lp.step_ms(x / 1e6) for x in c], dtype=np.float64)
+            dur.append(np.round(ms * 1e6).astype(np.int64))
+        return replace(times, dur=dur), [preds[r] for r in sorted(preds)]
+
+    def _trace_fetch_ms(self, cost_us: float) -> dict[int, float]:
+        """Per rank, a ready batch's fetch cost as the replay sees it: of the profiled steps whose fetches
+        took less than WAITED_MIN_SHARE of the step (they did not wait), the cheapest difference between
+        the replay with and without its fetches (ms). Ranks whose every fetch waited are left out."""
+        with_fetch = self.steps.times(self.run(IDENTITY, cost_us))
+        without = self.steps.times(self.run(NO_FETCH, cost_us))
+        out: dict[int, float] = {}
+        for key, a, b in zip(with_fetch.keys, with_fetch.dur, without.dur):
+            if not a.size or a.size != b.size:
+                continue
+            diff = np.maximum(a - b, 0)
+            ready = diff[diff < WAITED_MIN_SHARE * np.maximum(a, 1)]
+            if ready.size:
+                ms = float(ready.min()) / 1e6
+                out[key[0]] = min(out.get(key[0], ms), ms)
+        return out
+
+
+def _no_fetch(scenario: Scenario) -> Scenario:
+    return replace(scenario, set={**scenario.set, "dataloader": 0.0})
 
 
 def whatif(
@@ -144,8 +199,13 @@ def whatif(
     pred_rep = rp.run(scenario, 0.0, af)
     pred = rp.steps.times(pred_rep)
     source, target, est = rp.cost(unprofiled_step_ms, default_cost_us)
-    un_pred = rp.steps.times(rp.run(scenario, est.cost_us, af))
-    un_base = rp.steps.times(rp.run(IDENTITY, est.cost_us))
+    if unprofiled_step_ms is None:
+        un_pred, loader = rp.unprofiled(scenario, est.cost_us, af)
+        un_base, _ = rp.unprofiled(IDENTITY, est.cost_us)
+        target = _manifest_step_ms(rp) if loader else target
+    else:  # the flag gives the whole step: no producer model
+        un_pred, loader = rp.steps.times(rp.run(scenario, est.cost_us, af)), []
+        un_base = rp.steps.times(rp.run(IDENTITY, est.cost_us))
     idle = _attribute(rp, pred_rep) if attribute else {}
     devices = []
     for i, key in enumerate(pred.keys):
@@ -174,6 +234,7 @@ def whatif(
         if est.low_us is not None and est.high_us is not None
         else None,
         note=est.note,
+        loader=tuple(_loader_json(lp, rp.producers[lp.rank], un_pred) for lp in loader),
     )
     result = WhatIfResult(
         capture=_capture_info(capture),
@@ -185,6 +246,36 @@ def whatif(
         notes=tuple(_notes(rp, devices) + _graph_notes(af)),
     )
     return result, pred_rep
+
+
+def _manifest_step_ms(rp: Replayer) -> Optional[float]:
+    """The unprofiled step time of the manifest (the whole step, loader wait included)."""
+    m = (rp.capture.manifest or {}) if rp.capture is not None else {}
+    un = m.get("unprofiled_step_ms")
+    return float(np.median(np.asarray(un, dtype=np.float64))) if un else None
+
+
+def _loader_json(lp: LoaderPrediction, p: Producer, un_pred: StepTimes) -> dict:
+    """The producer of one rank, observed and under the scenario, for the result's `unprofiled.loader`."""
+    consumer = [
+        float(d.mean()) / 1e6 for k, d in zip(un_pred.keys, un_pred.dur) if k[0] == lp.rank and d.size
+    ]
+    return {
+        "rank": lp.rank,
+        "workers": lp.workers,
+        "predicted_workers": lp.predicted_workers,
+        "period_ms": lp.period_ms,
+        "predicted_period_ms": lp.predicted_period_ms,
+        "serial_ms": lp.serial_ms,
+        "fetch_ms": lp.fetch_ms,
+        "consumer_ms": p.consumer_ms,
+        "waited_steps": p.waited_steps,
+        "steps": p.steps,
+        "paces_step": bool(consumer)
+        and lp.predicted_period_ms is not None
+        and lp.predicted_period_ms >= max(consumer) - 1e-9,
+        "note": lp.note,
+    }
 
 
 def _busy(rp: Replayer, key, rep: np.ndarray, t: StepTimes, i: int) -> int:

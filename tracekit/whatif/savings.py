@@ -50,6 +50,9 @@ def cause_savings(rp: Replayer, unprofiled_step_ms: Optional[float] = None) -> S
     ]
     means = {run: _means(rp.steps.times(rep)) for run, rep in zip(runs, replay_many(rp.graph, ws))}
     base = {label: means.get((None, label)) or _means(rp.replayed) for label in costs}
+    if rp.producers:  # without the profiler the input pipeline paces the steps (tracekit.whatif.loader)
+        means.update(_paced(rp, costs["unprofiled"]))
+        base["unprofiled"] = means[(None, "unprofiled")]
     saved: dict = {k: {label: {} for label in costs} for k in rp.steps.keys}
     for cause in SCALED_CAUSES:
         for label in costs:
@@ -63,6 +66,16 @@ def cause_savings(rp: Replayer, unprofiled_step_ms: Optional[float] = None) -> S
         if observed.get(key)
     }
     return Savings(per_device, est.cost_us, source, est.note)
+
+
+def _paced(rp: Replayer, cost_us: float) -> dict:
+    """The unprofiled means through the producer model: unchanged, and each cause removed (the loader's
+    removal is a saving even where the trace shows no fetch time: the producer goes)."""
+    out = {(None, "unprofiled"): _means(rp.unprofiled(IDENTITY, cost_us)[0])}
+    for cause in SCALED_CAUSES:
+        if _present(rp, cause) or cause == "dataloader":
+            out[(cause, "unprofiled")] = _means(rp.unprofiled(Scenario(set={cause: 0.0}), cost_us)[0])
+    return out
 
 
 def _present(rp: Replayer, cause: str) -> bool:

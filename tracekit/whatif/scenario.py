@@ -1,8 +1,8 @@
 """What a what-if changes: host time per cause, device activities by name, framework ops by name, one
-rank's host, the wait of blocking calls, kernels launched as CUDA graphs. Parsed from the command line's
-`--set CAUSE=FACTOR`, `--kernels REGEX=FACTOR`, `--ops REGEX=FACTOR`, `--rank-host RANK=FACTOR`,
-`--python-speedup S` and `--cuda-graphs` / `--cuda-graphs-region REGEX`; every mistake is a
-`ScenarioError` (one line, exit 2).
+rank's host, the wait of blocking calls, kernels launched as CUDA graphs, the DataLoader's worker count.
+Parsed from the command line's `--set CAUSE=FACTOR`, `--kernels REGEX=FACTOR`, `--ops REGEX=FACTOR`,
+`--rank-host RANK=FACTOR`, `--python-speedup S`, `--cuda-graphs` / `--cuda-graphs-region REGEX` and
+`--loader-workers N`; every mistake is a `ScenarioError` (one line, exit 2).
 """
 
 from __future__ import annotations
@@ -38,6 +38,9 @@ class Scenario:
     # the regions are the steps, or with `graph_region` the outermost host events whose name matches it
     cuda_graphs: bool = False
     graph_region: Optional[str] = None
+    # the DataLoader's worker count instead of the capture's (the unprofiled producer model only,
+    # tracekit.whatif.loader); None keeps it
+    loader_workers: Optional[int] = None
 
     @property
     def no_wait(self) -> bool:
@@ -58,6 +61,7 @@ class Scenario:
             and all(v == 1.0 for v in self.rank_host.values())
             and self.python_speedup in (None, 1.0)
             and not self.cuda_graphs
+            and self.loader_workers is None
         )
 
     def to_json(self) -> dict:
@@ -69,6 +73,7 @@ class Scenario:
             "ops": dict(self.ops),
             "cuda_graphs": self.cuda_graphs,
             "graph_region": self.graph_region,
+            "loader_workers": self.loader_workers,
         }
 
     def describe(self) -> str:
@@ -76,6 +81,8 @@ class Scenario:
         parts += [f"kernels '{k}'={v:g}" for k, v in self.kernels.items()]
         parts += [f"ops '{k}'={v:g}" for k, v in self.ops.items()]
         parts += [f"rank {k} host={v:g}" for k, v in self.rank_host.items()]
+        if self.loader_workers is not None:
+            parts.append(f"{self.loader_workers} DataLoader workers")
         if self.python_speedup:
             parts.append(
                 f"python {self.python_speedup:g}x faster (interpreter time / {self.python_speedup:g})"
@@ -115,6 +122,7 @@ def parse_scenario(
     ops: Iterable[str] = (),
     cuda_graphs: bool = False,
     graph_region: Optional[str] = None,
+    loader_workers: Optional[int] = None,
 ) -> Scenario:
     """The scenario of the command-line flags (values as typed); `graph_region` implies `cuda_graphs`."""
     s: dict[str, float] = {}
@@ -142,6 +150,8 @@ def parse_scenario(
         raise ScenarioError(
             f"--python-speedup {python_speedup:g}: give how many times faster the interpreter runs, > 0"
         )
+    if loader_workers is not None and loader_workers < 0:
+        raise ScenarioError(f"--loader-workers {loader_workers}: give a worker count ≥ 0 (0 = no workers)")
     if graph_region is not None:
         try:
             re.compile(graph_region)
@@ -158,6 +168,7 @@ def parse_scenario(
         ops=o,
         cuda_graphs=graphs,
         graph_region=graph_region,
+        loader_workers=loader_workers,
     )
 
 

@@ -1,0 +1,188 @@
+"""The input pipeline in the replay: a producer of batches with a throughput, feeding the replayed steps.
+
+The trace rarely shows a loader stall (tracekit.analysis.loader: the profiler's pauses refill the workers'
+queue), so the producer is taken from the unprofiled steps, whose fetches `tracekit capture` timed
+(manifest `ranks[r].unprofiled`: `step_ms`, `host_step_ms`, `loader_wait_ms`, `loader_fetch_end_ms`).
+
+Model (steady state of a producer and a consumer with a queue between them: the queue only delays the
+first stall, it does not change the throughput). Per rank:
+
+- the *consumer* is the replayed step without its fetches (`--set dataloader=0` on the trace), plus
+  `fetch_ms`, a fetch's own cost when its batch is ready: the cheapest fetch of a step that did not wait
+  (fetch < WAITED_MIN_SHARE of the step), unprofiled or in the replay; 0 when every fetch waited (then
+  a ready batch's cost is not seen: it is small beside the batch's production);
+- the *producer* makes one batch every `period_ms` (the worker pool's throughput): a step cannot start
+  before its batch is produced, so the step is max(consumer, period). `period_ms` is measured where the
+  consumer waited: a step whose fetch waited (loader wait ≥ WAITED_MIN_SHARE of the step) returned the
+  moment its batch was produced, and the pool was busy throughout (a waiting consumer leaves no batch in
+  the queue), so between the first and the last waited fetch of the timed steps the batches came at the
+  pool's rate: period = (end of the last waited fetch − end of the first) / (steps between). With one
+  waited step: that step's time; with none the loader kept up and its throughput is unknown (only
+  period ≤ the step): predictions then say so and leave it out.
+  Without workers (`num_workers=0`) the batch is made inside the fetch: the step is consumer + load,
+  load = the median unprofiled wait.
+- `--set dataloader=F` scales the producer (period and fetch cost, or the serial load) by F;
+  `--loader-workers N` scales the pool: period × W / N, with W and N capped at the host's CPUs less one
+  (the training process keeps one: a pool cannot run more batches at once than there are cores),
+  N = 0: loading in the training process, one worker's time per batch, serial.
+
+Unprofiled step = max(consumer, period) per rank (its device steps all take max(consumer_k, period):
+producer-paced when the period binds). The profiler cost is fitted to the consumer's unprofiled time,
+median(step − loader wait) (tracekit.whatif.predict).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional
+
+WAITED_MIN_SHARE = 0.10  # a step whose loader wait is ≥ 10 % of it waited for its batch
+
+
+@dataclass(frozen=True)
+class Producer:
+    """One rank's input pipeline, from its unprofiled timed steps (ms)."""
+
+    rank: int
+    workers: Optional[int]  # the DataLoader's num_workers (None: not a DataLoader / unknown)
+    period_ms: Optional[float]  # one batch per period_ms from the pool; None: it kept up (unknown)
+    load_ms: float  # the median loader wait (the serial load per step without workers)
+    fetch_ms: Optional[float]  # cheapest fetch of a step that did not wait: a ready batch's own cost
+    consumer_ms: float  # median(step − loader wait): the step without waiting for its batch
+    consumer_host_ms: Optional[float]  # the same on the host clock (median(host step − wait))
+    waited_steps: int
+    steps: int
+    cpus: Optional[int]  # the capture host's CPU count
+
+    @property
+    def serial(self) -> bool:
+        return self.workers == 0
+
+    def pool(self, n: Optional[int]) -> Optional[int]:
+        """A worker count as the host can run it (capped at its CPUs less one)."""
+        if n is None:
+            return None
+        return min(n, self.cpus - 1) if self.cpus and self.cpus > 1 else n
+
+
+def producers(manifest: Mapping[str, Any]) -> dict[int, Producer]:
+    """Each rank's producer, where its capture timed the fetches of its unprofiled steps."""
+    out = {}
+    top_loader = manifest.get("loader") or {}
+    host = manifest.get("host") or {}
+    cpus = host.get("cpu_count") if isinstance(host, Mapping) else None
+    for rec in manifest.get("ranks") or []:
+        if not isinstance(rec, Mapping):
+            continue
+        p = _producer(rec, rec.get("loader") or top_loader, cpus if isinstance(cpus, int) else None)
+        if p is not None:
+            out[p.rank] = p
+    return out
+
+
+def _producer(rec: Mapping[str, Any], loader: Mapping[str, Any], cpus: Optional[int]) -> Optional[Producer]:
+    un = rec.get("unprofiled") or {}
+    step, wait = un.get("step_ms") or [], un.get("loader_wait_ms") or []
+    if not step or len(step) != len(wait):
+        return None
+    step = [float(x) for x in step]
+    wait = [min(float(w), s) for w, s in zip(wait, step)]
+    host = [float(x) for x in un.get("host_step_ms") or []]
+    ends = un.get("loader_fetch_end_ms") or [None] * len(step)
+    waited = [i for i, (w, s) in enumerate(zip(wait, step)) if s > 0 and w >= WAITED_MIN_SHARE * s]
+    workers = loader.get("num_workers") if loader.get("dataloader") else None
+    return Producer(
+        rank=int(rec.get("rank", 0)),
+        workers=int(workers) if workers is not None else None,
+        period_ms=_period(waited, host if len(host) == len(step) else step, ends, step),
+        load_ms=statistics.median(wait),
+        fetch_ms=min((wait[i] for i in range(len(step)) if i not in waited), default=None),
+        consumer_ms=statistics.median(s - w for s, w in zip(step, wait)),
+        consumer_host_ms=statistics.median(h - w for h, w in zip(host, wait))
+        if len(host) == len(step)
+        else None,
+        waited_steps=len(waited),
+        steps=len(step),
+        cpus=cpus,
+    )
+
+
+def _period(waited: list[int], host: list[float], ends: list[Any], step: list[float]) -> Optional[float]:
+    """The pool's time per batch between the first and the last waited fetch (module docstring)."""
+    if not waited:
+        return None
+    first, last = waited[0], waited[-1]
+    if last == first or ends[first] is None or ends[last] is None:
+        return statistics.median(step[i] for i in waited)
+    start = [sum(host[:i]) for i in range(len(host))]  # each step's start on the host clock
+    span = (start[last] + float(ends[last])) - (start[first] + float(ends[first]))
+    return span / (last - first) if span > 0 else statistics.median(step[i] for i in waited)
+
+
+@dataclass(frozen=True)
+class LoaderPrediction:
+    """One rank's producer under a scenario: the step it paces, or the serial load it adds (ms)."""
+
+    rank: int
+    period_ms: Optional[float]  # observed pool period (None: unknown, the loader kept up)
+    predicted_period_ms: Optional[float]  # under the scenario (None: unknown)
+    serial_ms: float  # time added to every step by loading in the training process
+    fetch_ms: float  # the fetch's own cost added to the consumer
+    workers: Optional[int]
+    predicted_workers: Optional[int]
+    note: str = ""
+
+    def step_ms(self, consumer_ms: float) -> float:
+        """The unprofiled step for a consumer of `consumer_ms` (steady state)."""
+        c = consumer_ms + self.fetch_ms + self.serial_ms
+        return max(c, self.predicted_period_ms) if self.predicted_period_ms is not None else c
+
+    def bound(self, consumer_ms: float) -> bool:
+        """Whether the producer paces the step."""
+        p = self.predicted_period_ms
+        return p is not None and p > consumer_ms + self.fetch_ms + self.serial_ms
+
+
+def predict(
+    p: Producer,
+    dataloader: float = 1.0,
+    workers: Optional[int] = None,
+    trace_fetch_ms: Optional[float] = None,
+) -> LoaderPrediction:
+    """The producer scaled by `--set dataloader=F` and `--loader-workers N` (module docstring);
+    `trace_fetch_ms`: the cheapest fetch of a profiled step that did not wait, as the replay sees it."""
+    w_obs, w_new = p.pool(p.workers), p.pool(workers if workers is not None else p.workers)
+    seen = [x for x in (p.fetch_ms, trace_fetch_ms) if x is not None]
+    fetch = min(seen) if seen else 0.0
+    note = ""
+    if p.serial:
+        load = p.load_ms * dataloader
+        if not w_new:
+            return LoaderPrediction(p.rank, None, None, load, 0.0, p.workers, w_new)
+        # from loading in the training process to a pool: one batch per load / N, the fetch then costs
+        # what a ready batch costs (unknown here: 0)
+        return LoaderPrediction(
+            p.rank, None, load / w_new, 0.0, 0.0, p.workers, w_new,
+            "the pool's per-batch time is taken as the training process' own load time",
+        )  # fmt: skip
+    if p.period_ms is None:
+        if workers is not None and workers != p.workers:
+            note = (
+                f"rank {p.rank}: the loader kept up in every timed step (no wait ≥ "
+                f"{WAITED_MIN_SHARE:.0%} of a step): its throughput, and so the effect of "
+                f"{workers} workers, cannot be told"
+            )
+        return LoaderPrediction(p.rank, None, None, 0.0, fetch * dataloader, p.workers, w_new, note)
+    period = p.period_ms * dataloader
+    if w_new == 0:  # the pool's work moves into the training process: one worker's time per batch, serial
+        serial = period * (w_obs or 1)
+        return LoaderPrediction(p.rank, p.period_ms, None, serial, 0.0, p.workers, 0)
+    if w_obs and w_new and w_new != w_obs:
+        period = period * w_obs / w_new
+    if workers is not None and w_new != workers:
+        note = f"{workers} workers capped at {w_new} (the host's {p.cpus} CPUs, one for training)"
+    return LoaderPrediction(p.rank, p.period_ms, period, 0.0, fetch * dataloader, p.workers, w_new, note)
+
+
+__all__ = ["Producer", "LoaderPrediction", "producers", "predict", "WAITED_MIN_SHARE"]
