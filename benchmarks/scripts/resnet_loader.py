@@ -5,6 +5,8 @@ RandomResizedCrop / flip / ToTensor / Normalize in DataLoader workers). Loader-b
     ... -- --on-gpu          # the same model on one batch already on the GPU (no loader)
 
 Needs torchvision (on the GPU machine); plain `python resnet_loader.py` runs it without tracekit.
+`steps(batches)` times every fetch: the manifest's `unprofiled_loader_wait_ms` shows the loader stall the
+profiled window hides (benchmarks/loader_pairs.sh, docs/results/whatif.md).
 """
 
 import argparse
