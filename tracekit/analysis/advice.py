@@ -35,10 +35,10 @@ def advise(report: Report) -> list[Advice]:
     """The advice that fires, ranked by the share of the step its cause accounts for (module docstring)."""
     out = _advise(report)
     ip = report.input_pipeline
-    if ip is None or ip.unprofiled_step_median_ms <= 0:
+    if ip is None or ip.unprofiled_step_mean_ms <= 0:
         return out
     # everything on the unprofiled step's scale, then the largest share first (stable for ties)
-    scale = _profiled_step_ms(report) / ip.unprofiled_step_median_ms
+    scale = _profiled_step_ms(report) / ip.unprofiled_step_mean_ms
     ranked = [
         a
         if a.basis == "unprofiled" or a.share is None
@@ -71,8 +71,8 @@ def _loader_advice(report: Report, dl: float) -> Advice | None:
         else:
             msg = "The steps wait for their batch: raise num_workers, or make __getitem__ cheaper."
         evidence = (
-            f"without the profiler the steps wait {ip.unprofiled_wait_median_ms:.3g} ms of "
-            f"{ip.unprofiled_step_median_ms:.3g} ms for their batch ({ip.unprofiled_wait_share:.0%}){setting}"
+            f"without the profiler the steps wait {ip.unprofiled_wait_mean_ms:.3g} ms of "
+            f"{ip.unprofiled_step_mean_ms:.3g} ms for their batch ({ip.unprofiled_wait_share:.0%}){setting}"
         )
         if ip.hidden:
             evidence += f"; the profiled window shows {ip.profiled_wait_share:.0%}"

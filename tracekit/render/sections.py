@@ -397,15 +397,17 @@ def input_pipeline_section(report: Report) -> Section | None:
         return None
     un, w = ip.unprofiled_step_ms, ip.unprofiled_wait_ms
     rows = [
-        ["without profiler", f"{ip.unprofiled_step_median_ms:.3f}", f"{ip.unprofiled_wait_median_ms:.3f}"]
+        ["without profiler", f"{ip.unprofiled_step_mean_ms:.3f}", f"{ip.unprofiled_wait_mean_ms:.3f}"]
         + [_pct(ip.unprofiled_wait_share)],
         ["profiled (trace)", f"{ip.profiled_step_ms:.3f}", f"{ip.profiled_wait_ms:.3f}"]
         + [_pct(ip.profiled_wait_share)],
     ]
     cfg = ip.loader or {}
     notes = [
-        f"{len(un)} unprofiled steps timed by the capture (host clock around each fetch), medians: step "
-        f"{min(un):.3f}-{max(un):.3f} ms, loader wait {min(w):.3f}-{max(w):.3f} ms"
+        f"{len(un)} unprofiled steps timed by the capture (host clock around each fetch); means per step "
+        f"(medians: step {ip.unprofiled_step_median_ms:.3f} ms, loader wait "
+        f"{ip.unprofiled_wait_median_ms:.3f} ms; ranges {min(un):.3f}-{max(un):.3f} and "
+        f"{min(w):.3f}-{max(w):.3f} ms)"
     ]
     if cfg.get("dataloader"):
         notes.append(

@@ -249,10 +249,11 @@ def whatif(
 
 
 def _manifest_step_ms(rp: Replayer) -> Optional[float]:
-    """The unprofiled step time of the manifest (the whole step, loader wait included)."""
+    """The unprofiled step time of the manifest, loader waits included: the mean, the step a producer-paced
+    job runs at (a loader's stalls come in bursts: tracekit.analysis.loader)."""
     m = (rp.capture.manifest or {}) if rp.capture is not None else {}
     un = m.get("unprofiled_step_ms")
-    return float(np.median(np.asarray(un, dtype=np.float64))) if un else None
+    return float(np.mean(np.asarray(un, dtype=np.float64))) if un else None
 
 
 def _loader_json(lp: LoaderPrediction, p: Producer, un_pred: StepTimes) -> dict:
