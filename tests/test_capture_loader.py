@@ -79,6 +79,22 @@ def test_step_outside_the_session_is_a_clear_error():
         Session(cfg, stream=io.StringIO()).step()
 
 
+@pytest.mark.filterwarnings("ignore:This DataLoader will create")
+def test_the_unprofiled_warm_up_lasts_past_the_loaders_prefetched_batches():
+    from tracekit.capture.recorder import CaptureConfig, Session
+
+    # GIVEN a capture with 2 warm-up steps and a loop over a DataLoader whose 3 workers make 6 batches ahead
+    cfg = CaptureConfig("/nonexistent", "w", "cpu", dict(DEFAULT_SCHEDULE), dict(QUICK, timing_warmup=2))
+    out = io.StringIO()
+    sess = Session(cfg, stream=out)
+    planned = sess.n_total
+    sess.loader(_loader(num_workers=3, prefetch_factor=2))  # lazy: no worker starts here
+    # THEN the first 6 steps are warm-up, not timed, and the capture says why
+    assert sess.n_untimed == 6 and sess.n_total == planned + 4
+    assert "unprofiled warm-up extended to 6 steps" in out.getvalue()
+    assert sess.loader_record() is None  # nothing fetched yet: no loader waits to report
+
+
 def test_session_is_handed_out_once_per_capture_and_steps_enter_it(monkeypatch):
     # GIVEN a pending capture session, as `python -m tracekit.capture --script` leaves it
     from tracekit.capture import api
@@ -183,17 +199,19 @@ def test_a_script_reading_its_knobs_then_looping_is_one_capture(tmp_path):
         script_args=["-1"], name="ok",
     )  # fmt: skip
     m = json.loads((tmp_path / "out" / "train" / "ok" / "manifest.json").read_text())
-    assert m["status"] == "ok" and m["ranks"][0]["steps_completed"] == 1 + 3 + 4
+    # the unprofiled warm-up lasts past the 2 batches the worker makes ahead (timing_warmup=1 is shorter)
+    assert m["status"] == "ok" and m["ranks"][0]["steps_completed"] == 2 + 3 + 4
     assert m["loader"]["marked_by"] == "steps" and m["loader"]["prefetch_depth"] == 2
+    assert m["loader"]["unprofiled_warmup_steps"] == 2
     assert len(m["unprofiled_loader_wait_ms"]) == 3
 
 
 @pytest.mark.slow
 def test_a_loader_raising_in_its_worker_is_a_crashed_capture_with_the_workers_traceback(tmp_path, capfd):
-    # GIVEN a script whose dataset raises on sample 36 (batch 9: the first active profiled step)
+    # GIVEN a script whose dataset raises on sample 36 (batch 9: the second cycle's first step)
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
-    sched = "wait=1,warmup=1,active=2,repeat=2"  # timing steps 0-3; cycles over 4-7 and 8-11
+    sched = "wait=1,warmup=1,active=2,repeat=2"  # unprofiled steps 0-4; cycles over 5-8 and 9-12
     # WHEN it is captured
     with pytest.raises(CaptureError, match=r"ValueError.*traces written so far are kept"):
         run_capture(

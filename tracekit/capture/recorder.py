@@ -168,10 +168,30 @@ class Session:
             self.fetches.note(source, how)
         elif self.fetches.how is None:
             self.fetches.how = how
+        self._warm_past_queue()
         warning = window_warning(self.config.schedule, self.fetches.loader)
         if warning and not self._warned_window and self.config.rank == 0:
             self._warned_window = True
             self.stream.write(f"tracekit.capture: warning: {warning}\n")
+            self.stream.flush()
+
+    def _warm_past_queue(self) -> None:
+        """Time no step the DataLoader serves from the batches its workers made ahead at its start: the
+        first `prefetch_depth` steps after `iter(loader)` can take a ready batch whatever the workers'
+        throughput (H200, 8 workers × prefetch 2: 12 warm-up + timed steps all ~3 ms, a step of ~28 ms
+        once the queue was drained), so the unprofiled warm-up lasts at least that many steps. Only
+        before the timing starts; the manifest's loader record says so."""
+        depth = int((self.fetches.loader or {}).get("prefetch_depth") or 0)
+        started = self._prof is not None or bool(self._events) or self.index > self.n_untimed
+        if depth <= self.n_untimed or started or self.n_timed == 0:
+            return
+        self.n_total += depth - self.n_untimed
+        self.n_untimed = depth
+        if self.config.rank == 0:
+            self.stream.write(
+                f"tracekit.capture: unprofiled warm-up extended to {depth} steps, past the {depth} batches "
+                "the DataLoader's workers make ahead at its start (timed steps then show its steady state)\n"
+            )
             self.stream.flush()
 
     def close(self, exc: Optional[BaseException] = None) -> None:
@@ -333,6 +353,7 @@ class Session:
         doc: Dict[str, Any] = {"marked_by": f.how}
         doc.update(f.loader or {})
         doc["window_hides_stall"] = bool(window_warning(self.config.schedule, f.loader))
+        doc["unprofiled_warmup_steps"] = self.n_untimed  # timing_warmup, or the prefetch depth when longer
         return doc
 
     def manifest(self, status: str, error: Optional[str]) -> Dict[str, Any]:
