@@ -30,6 +30,14 @@ CUDA_GRAPHS_REGION = typer.Option(
     "matches, e.g. 'Optimizer.step' or 'nn.Module: Sequential'; the rest stays eager.",
 )
 
+LOADER_WORKERS = typer.Option(
+    None,
+    "--loader-workers",
+    help="N: the DataLoader with N workers instead of the capture's (0 = load in the training process). "
+    "Needs a capture that timed its fetches (tracekit capture); its producer's throughput is scaled by "
+    "the worker count, up to the host's CPUs less one.",
+)
+
 
 @app.command()
 @output_options("Overwrite --output and the --trace file if they exist.")
@@ -71,13 +79,7 @@ def whatif(
     ),
     cuda_graphs: bool = CUDA_GRAPHS,
     cuda_graphs_region: Optional[str] = CUDA_GRAPHS_REGION,
-    loader_workers: Optional[int] = typer.Option(
-        None,
-        "--loader-workers",
-        help="N: the DataLoader with N workers instead of the capture's (0 = load in the training "
-        "process). Needs a capture that timed its fetches (tracekit capture); its producer's throughput "
-        "is scaled by the worker count, up to the host's CPUs less one.",
-    ),
+    loader_workers: Optional[int] = LOADER_WORKERS,
     unprofiled_step_ms: Optional[float] = typer.Option(
         None,
         "--unprofiled-step-ms",
