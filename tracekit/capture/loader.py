@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Any, Dict, Iterable, Iterator, List, Optional
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional
 
 LOADER_ATTRS = ("num_workers", "prefetch_factor", "pin_memory", "persistent_workers", "batch_size")
 
@@ -51,7 +51,7 @@ def describe_loader(obj: Any) -> Dict[str, Any]:
     return doc
 
 
-def window_hides_loader(schedule: Dict[str, int], loader: Optional[Dict[str, Any]]) -> bool:
+def window_hides_loader(schedule: Mapping[str, int], loader: Optional[Mapping[str, Any]]) -> bool:
     """True when a profiled window cannot show a loader stall: it holds no more active steps than the
     batches the workers keep ready (`prefetch_depth`), which the profiler's pauses let them refill."""
     if not loader or not loader.get("prefetch_depth"):
@@ -59,7 +59,7 @@ def window_hides_loader(schedule: Dict[str, int], loader: Optional[Dict[str, Any
     return int(schedule.get("active", 0)) <= int(loader["prefetch_depth"])
 
 
-def window_warning(schedule: Dict[str, int], loader: Optional[Dict[str, Any]]) -> Optional[str]:
+def window_warning(schedule: Mapping[str, int], loader: Optional[Mapping[str, Any]]) -> Optional[str]:
     """The one-line warning `tracekit capture` prints when `window_hides_loader` holds, else None."""
     if not window_hides_loader(schedule, loader):
         return None

@@ -59,11 +59,12 @@ def _merge_manifests(manifests: Sequence[Mapping[str, Any]], label: str) -> dict
             merged[key] = [x for v in lists for x in v]
             merged["group_unprofiled_counts"] = [len(v) for v in lists]
     # the loader waits of the same unprofiled steps (tracekit.capture.loader), where every run timed them
-    waits = [m.get("unprofiled_loader_wait_ms") for m in manifests]
-    if all(isinstance(v, (list, tuple)) for v in waits):
-        merged["unprofiled_loader_wait_ms"] = [x for v in waits for x in v]
-    else:
-        merged["unprofiled_loader_wait_ms"] = None
+    waits = [
+        v for v in (m.get("unprofiled_loader_wait_ms") for m in manifests) if isinstance(v, (list, tuple))
+    ]
+    merged["unprofiled_loader_wait_ms"] = (
+        [x for v in waits for x in v] if len(waits) == len(manifests) else None
+    )
     # per-step peak memory: each rank's profiled steps, run after run
     rank_lists = [m.get("ranks") or [] for m in manifests]
     records = all(isinstance(rec, Mapping) for runs in rank_lists for rec in runs)
