@@ -71,7 +71,9 @@ def cause_savings(rp: Replayer, unprofiled_step_ms: Optional[float] = None) -> S
 def _paced(rp: Replayer, cost_us: float) -> dict:
     """The unprofiled means through the producer model: unchanged, and each cause removed (the loader's
     removal is a saving even where the trace shows no fetch time: the producer goes)."""
-    out = {(None, "unprofiled"): _means(rp.unprofiled(IDENTITY, cost_us)[0])}
+    out: dict[tuple[Optional[str], str], dict] = {
+        (None, "unprofiled"): _means(rp.unprofiled(IDENTITY, cost_us)[0])
+    }
     for cause in SCALED_CAUSES:
         if _present(rp, cause) or cause == "dataloader":
             out[(cause, "unprofiled")] = _means(rp.unprofiled(Scenario(set={cause: 0.0}), cost_us)[0])
