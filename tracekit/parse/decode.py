@@ -1067,14 +1067,15 @@ def _times_slow(values: tuple | list) -> tuple[pa.Array, np.ndarray]:
 
 _MILLI = decimal.Decimal("0.001")
 _TIME_CONTEXT = decimal.Context(prec=60, rounding=decimal.ROUND_HALF_EVEN)
-_TIME_LIMIT = decimal.Decimal(10) ** 34  # decimal128(38, 3) holds less than 10**35
+_TIME_LIMIT = decimal.Decimal(10) ** 35  # decimal128(38, 3) holds less than 10**35, as Arrow's cast takes
 
 
 def time_value(v: Any) -> tuple[Optional[decimal.Decimal], int]:
     """One ts/dur value as decoded (an int; a str: a float's text, or a JSON string) → (its value rounded
     half to even to three decimals, TIME_OK), or (None, why not). A string holding a number is read as
     that number (as Perfetto does); any other string, true/false, an array or an object is not a number;
-    NaN is not a number, Infinity and values of 10**34 or more are out of range."""
+    NaN is not a number, Infinity and values of 10**35 or more (beyond decimal128(38, 3), where Arrow's
+    cast on the msgspec path stops too) are out of range."""
     if v is None:
         return None, TIME_MISSING
     if isinstance(v, bool) or not isinstance(v, (int, str)):
