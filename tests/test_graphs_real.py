@@ -145,3 +145,21 @@ def test_compile_inside_the_trace_is_named_with_its_step():
     ((step, ms),) = c.compile_ms_by_step
     assert step == 0 and ms == pytest.approx(1378.2, abs=0.1)
     assert [r.name for r in c.regions] == ["Torch-Compiled Region: 0/0"] and c.recompiled_frames == ()
+
+
+@pytest.mark.slow
+def test_the_published_cuda_graph_tables_are_the_derived_ones():
+    """docs/results/whatif.md's CUDA-graph and torch.compile tables, re-derived from the committed captures
+    by docs/results/cuda_graphs.py."""
+    import importlib.util
+    import sys
+
+    results = ROOT.parent.parent / "docs" / "results"
+    spec = importlib.util.spec_from_file_location("cuda_graphs_results", results / "cuda_graphs.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    lines, _ = mod.tables(results / "cuda_graphs")
+    page = (results / "whatif.md").read_text()
+    for line in lines:
+        assert line in page, line

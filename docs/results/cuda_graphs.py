@@ -83,7 +83,9 @@ def compiled(a_dir: Path, c_dir: Path) -> dict:
     }
 
 
-def main(runs: Path) -> None:
+def tables(runs: Path) -> tuple[list[str], dict]:
+    """The page's two tables (Markdown lines) and the figures they are made of."""
+    out: list[str] = []
     rows = []
     for rnd in range(1, 10):
         sfx = "" if rnd == 1 else f"_r{rnd}"
@@ -95,34 +97,40 @@ def main(runs: Path) -> None:
     rows.append(pair("mlp_modes.py (user script)", 1, fx / "mlp_eager", fx / "mlp_graph"))
     comp = [compiled(runs / "hb_eager", runs / "hb_compile")] if (runs / "hb_compile").exists() else []
     comp.append(compiled(fx / "mlp_eager", fx / "mlp_compile"))
-    print(
+    out.append(
         "| pair | round | A eager, unprofiled ms | predicted graph: profiled | unprofiled | "
         "measured graph: profiled | unprofiled | error (unprofiled) | before: host causes = 0, unprofiled |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    out.append("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         p, m = r["predicted"], r["measured"]
         err = p["unprofiled"] / m["unprofiled"] - 1
-        print(
+        out.append(
             f"| {r['pair']} | {r['round']} | {r['A_unprofiled_ms']:.3f} | {p['profiled']:.3f} | "
             f"{p['unprofiled']:.3f} | {m['profiled']:.3f} | {m['unprofiled']:.3f} | {err:+.1%} | "
             f"{r['host_zero']['unprofiled']:.3f} |"
         )
-    print()
-    print(
+    out.append("")
+    out.append(
         "| eager A | compiled C | A unprofiled ms | C unprofiled ms | C/A | C idle ms/step: launch, "
         "framework, interpreter | kernels/step (Triton) | compile in profiled steps |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    out.append("|---|---|---|---|---|---|---|---|")
     for c in comp:
         i = c["C_idle_ms_per_step"]
-        print(
+        out.append(
             f"| {c['A']} | {c['C']} | {c['A_unprofiled_ms']:.3f} | {c['C_unprofiled_ms']:.3f} | "
             f"{c['C_unprofiled_ms'] / c['A_unprofiled_ms']:.3f} | {i['launch']:.3f}, {i['framework']:.3f}, "
             f"{i['interpreter']:.3f} | {c['C_kernels_per_step']:.0f} ({c['triton_kernels_per_step']:.0f}) | "
             f"{c['compile_ms_by_step'] or 'none'} |"
         )
-    (runs / "results.json").write_text(json.dumps({"graphs": rows, "compile": comp}, indent=1) + "\n")
+    return out, {"graphs": rows, "compile": comp}
+
+
+def main(runs: Path) -> None:
+    lines, doc = tables(runs)
+    print("\n".join(lines))
+    (runs / "results.json").write_text(json.dumps(doc, indent=1) + "\n")
 
 
 if __name__ == "__main__":
