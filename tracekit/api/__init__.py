@@ -370,19 +370,11 @@ def diff(
     loaded Capture, an Analysis, or a list of paths: repeats of one configuration pooled into one side.
     `executor` runs the per-rank analyses (tracekit.scale: processes here by default, or Ray)."""
     from tracekit.api.views import Comparison
-    from tracekit.compare.diff import default_labels
+    from tracekit.compare.diff import check_arguments, default_labels
     from tracekit.compare.diff import diff as diff_reports
-    from tracekit.errors import NotComparableError
 
     opts = options_of(DiffOptions, options, fields)
-    if len(captures) < 2:
-        raise NotComparableError(
-            f"diff needs at least two captures, got {len(captures)}: `tracekit diff A B`"
-        )
-    if opts.labels is not None and len(opts.labels) != len(captures):
-        raise TracekitError(
-            f"{len(opts.labels)} labels for {len(captures)} captures; give one per capture, in order"
-        )
+    check_arguments(len(captures), opts.labels, opts.confidence)  # before any capture is analysed
     reports = [_side(c, opts.analysis, executor) for c in captures]
     names = opts.labels or default_labels(reports, [_default_label(c) for c in captures])
     result = diff_reports(

@@ -67,9 +67,10 @@ class AnalyzeOptions:
 @dataclass(frozen=True)
 class DiffOptions:
     """How `tracekit.api.diff` compares captures. `labels`: a name per capture, in order. `confidence`:
-    of the intervals (checked by tracekit.compare.diff). `compare`: what the comparison varies on
-    purpose (a knob, a manifest field). `top_ops`: framework ops listed. `analysis`: how each side is
-    analysed when it is not an Analysis already (no savings; a stored analysis is reused)."""
+    of the intervals (both checked by tracekit.compare.diff.check_arguments). `compare`: what the
+    comparison varies on purpose (a knob, a manifest field). `top_ops`: framework ops listed.
+    `analysis`: how each side is analysed when it is not an Analysis already (no savings; a stored
+    analysis is reused)."""
 
     labels: Optional[tuple[str, ...]] = None
     confidence: float = 0.95

@@ -812,6 +812,19 @@ def diff_pair(
     )
 
 
+def check_arguments(captures: int, labels: Optional[Sequence[str]], confidence: float) -> None:
+    """What a diff refuses, before any capture is read (tracekit.api.diff calls it first): fewer than
+    two captures, a number of labels other than one per capture, a confidence outside [0.5, 1)."""
+    if captures < 2:
+        raise NotComparableError(f"diff needs at least two captures, got {captures}: `tracekit diff A B`")
+    if labels is not None and len(labels) != captures:
+        raise NotComparableError(
+            f"{len(labels)} labels for {captures} captures; give one per capture, in order"
+        )
+    if not 0.5 <= confidence < 1.0:
+        raise NotComparableError(f"confidence {confidence} is not in [0.5, 1); e.g. 0.95")
+
+
 def diff(
     reports: Sequence[Report],
     labels: Optional[Sequence[str]] = None,
@@ -820,16 +833,9 @@ def diff(
     top_ops: int = TOP_OPS,
     compared: Sequence[str] = (),
 ) -> DiffResult:
-    """Each later report against the first. Needs at least two reports."""
-    if len(reports) < 2:
-        raise NotComparableError(f"diff needs at least two captures, got {len(reports)}; name A and B")
-    if not 0.5 <= confidence < 1.0:
-        raise NotComparableError(f"confidence {confidence} is not in [0.5, 1); e.g. 0.95")
+    """Each later report against the first (the arguments as `check_arguments` accepts them)."""
+    check_arguments(len(reports), labels, confidence)
     names = list(labels) if labels is not None else default_labels(reports)
-    if len(names) != len(reports):
-        raise NotComparableError(
-            f"{len(names)} labels for {len(reports)} captures; give one label per capture"
-        )
     pairs = tuple(
         diff_pair(
             reports[0], r, (names[0], names[i]), confidence=confidence, top_ops=top_ops, compared=compared
