@@ -32,8 +32,9 @@ class AnalyzeOptions:
     without it (whole captures of at most `WHOLE_MAX_RANKS` ranks; tracekit.whatif.savings). `check`:
     verify the invariants. `store`: keep the result in the capture. `rank`: that rank's report in full.
     `top_gaps`: longest gaps kept as evidence (None: the analysis' default). `evidence`: keep the idle
-    and busy intervals in a report analysed in this process (`Report.idle_intervals`); workers never
-    ship them. `reuse_stored`: read the analysis a previous `analyze --store` kept in the capture when
+    and busy intervals in a report analysed in this process (`Report.idle_intervals`, what
+    `check_invariants(report, capture)` checks; `tracekit analyze` turns it off); workers never ship
+    them. `reuse_stored`: read the analysis a previous `analyze --store` kept in the capture when
     this tracekit wrote it (what diff does), instead of analysing again."""
 
     sync_tolerance_us: float = 2.0
@@ -42,7 +43,7 @@ class AnalyzeOptions:
     store: bool = False
     rank: Optional[int] = None
     top_gaps: Optional[int] = None
-    evidence: bool = False
+    evidence: bool = True
     reuse_stored: bool = False
 
     def __post_init__(self) -> None:
@@ -76,7 +77,7 @@ class DiffOptions:
     confidence: float = 0.95
     compare: tuple[str, ...] = ()
     top_ops: int = 10
-    analysis: AnalyzeOptions = AnalyzeOptions(savings=False, reuse_stored=True)
+    analysis: AnalyzeOptions = AnalyzeOptions(savings=False, evidence=False, reuse_stored=True)
 
     def __post_init__(self) -> None:
         # tuples, so that the options stay hashable and nobody changes them under a running diff

@@ -59,7 +59,12 @@ def analyze(
     from tracekit import api
 
     opts = api.AnalyzeOptions(
-        sync_tolerance_us=sync_tolerance_us, savings=savings, check=check, store=store, rank=rank
+        sync_tolerance_us=sync_tolerance_us,
+        savings=savings,
+        check=check,
+        store=store,
+        rank=rank,
+        evidence=False,
     )
     with executor(ray) as ex:
         analysis = api.analyze(inputs, opts, executor=ex)
