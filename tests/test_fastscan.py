@@ -541,3 +541,12 @@ def test_bare_range_is_the_wrapped_array(inner):
     assert (bare is None) == (wrapped is None)
     if bare is not None:
         assert_same(bare, wrapped)
+
+
+def test_a_time_written_with_more_digits_than_decimal128_holds():
+    """Found by hypothesis: Arrow's string cast read "0.001" + 39 zeros as 0 (the scanner: 1 ns)."""
+    ts = "0.001" + "0" * 39
+    text = f'[{{"ph": "X", "cat": "cpu_op", "ts": {ts}, "dur": {ts}}}, {{"ph": "i", "ts": 1}}]'.encode()
+    fast, slow = one(text, "us")
+    assert slow[0].column("dur_ns").to_pylist()[0] == 1
+    assert_same(fast, slow)

@@ -1025,6 +1025,10 @@ def _times(values: tuple | list) -> tuple[pa.Array, np.ndarray]:
     try:
         arr = pa.array(values, pa.int64()).cast(US)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        # Arrow's string -> decimal128 cast misreads a text of more than 38 digits without an error
+        # (pyarrow 26: "0.001" followed by 39 zeros becomes 0.000): such texts take the per-value rule.
+        if any(isinstance(v, str) and len(v) > 38 for v in values):
+            return _times_slow(values)
         try:
             arr = pa.array(values, pa.string()).cast(US)
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
