@@ -147,7 +147,12 @@ def test_a_loader_bound_cpu_capture_records_its_waits_and_loader(tmp_path, capfd
     assert sum(waits) / sum(steps) > 0.5, (waits, steps)
     prof = m["ranks"][0]["profiled"]
     assert len(prof["loader_wait_ms"]) == len(prof["host_step_ms"]) == 10
-    assert path.exists()
+    # AND the analysis names the loader as the main cause of the unprofiled step
+    from tracekit.api import analyze
+
+    report = analyze(path).report
+    assert report.input_pipeline.unprofiled_wait_share > 0.5
+    assert report.advice[0].kind == "dataloader_workers" and report.advice[0].basis == "unprofiled"
 
 
 @pytest.mark.slow

@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.tracebuilder import TraceBuilder
@@ -121,3 +123,25 @@ def test_loader_workers_must_not_be_negative():
 
     with pytest.raises(ScenarioError, match="--loader-workers -1: give a worker count"):
         parse_scenario(loader_workers=-1)
+
+
+LOADER_CAPTURES = Path(__file__).resolve().parent.parent / "docs" / "results" / "loader"
+
+
+def test_a_real_loader_bound_capture_is_named_and_its_loader_removed_as_measured():
+    # GIVEN the H200 ResNet-50 capture fed by 3 workers (default schedule: the trace shows part of the
+    # stall) and the same model on a batch kept on the GPU (docs/results/whatif.md, "The input pipeline")
+    from statistics import fmean
+
+    from tracekit.api import analyze, load
+
+    a = LOADER_CAPTURES / "resnet_w3.parquet"
+    report = analyze(a).report
+    # THEN the analysis names the loader as the main cause of the unprofiled step
+    assert report.advice[0].kind == "dataloader_workers" and report.advice[0].basis == "unprofiled"
+    assert report.input_pipeline.unprofiled_wait_share > 0.5
+    # AND the unprofiled prediction of --set dataloader=0 is within 30 % of the measured batch-on-GPU step
+    cap = load(a)
+    u = _unprofiled(Replayer.of(cap), sets=["dataloader=0"])
+    measured = fmean(load(LOADER_CAPTURES / "resnet_gpu.parquet").manifest["unprofiled_step_ms"])
+    assert abs(u.predicted_step_ms / measured - 1) < 0.30, (u.predicted_step_ms, measured)

@@ -26,9 +26,10 @@ first stall, it does not change the throughput). Per rank:
   (the training process keeps one: a pool cannot run more batches at once than there are cores),
   N = 0: loading in the training process, one worker's time per batch, serial.
 
-Unprofiled step = max(consumer, period) per rank (its device steps all take max(consumer_k, period):
-producer-paced when the period binds). The profiler cost is fitted to the consumer's unprofiled time,
-median(step − loader wait) (tracekit.whatif.predict).
+Unprofiled step = max(consumer, period) per rank, the consumer the median of the replayed steps without
+their fetches (a steady state: a step that spans the profiler's pause between two cycles, or a stall the
+trace did show, is no consumer's work). The profiler cost is fitted so that this median matches the
+consumer's unprofiled time, median(step − loader wait) (tracekit.whatif.predict).
 """
 
 from __future__ import annotations

@@ -81,6 +81,11 @@ class Replayer:
         t = self.steps.times(self.run(scenario, cost_us, f))
         return max((float(d.mean()) / 1e6 for d in t.dur if d.size), default=0.0)
 
+    def median_step_ms(self, scenario: Scenario, cost_us: float = 0.0, f: Factors | None = None) -> float:
+        """The slowest device's median step (ms) under a scenario."""
+        t = self.steps.times(self.run(scenario, cost_us, f))
+        return max((float(np.median(d)) / 1e6 for d in t.dur if d.size), default=0.0)
+
     def host_ms(self, scenario: Scenario, cost_us: float = 0.0, f: Factors | None = None) -> float:
         """The step threads' host windows alone (the longest rank's mean, ms)."""
         t = self.steps.times(self.run(scenario, cost_us, f))
@@ -118,9 +123,12 @@ class Replayer:
                 f"{default_us:g} µs/event (measured on H200 captures) is assumed"
             )
             return source, None, CostEstimate(default_us, None, None, note)
-        base = NO_FETCH if self.producers and flag_ms is None else IDENTITY
+        paced = bool(self.producers) and flag_ms is None
+        base = NO_FETCH if paced else IDENTITY
         af = self.check(base)
-        est = estimate_cost(lambda c: self.step_ms(base, c, af), target, default_us=default_us)
+        # the producer's consumer is a median (tracekit.whatif.loader): fitted to the replay's median step
+        step = self.median_step_ms if paced else self.step_ms
+        est = estimate_cost(lambda c: step(base, c, af), target, default_us=default_us)
         if not est.fitted and host_target:
             by_host = estimate_cost(lambda c: self.host_ms(base, c, af), host_target, default_us=default_us)
             if by_host.fitted:
@@ -157,7 +165,9 @@ class Replayer:
             if lp is None:
                 dur.append(times.dur[consumer.keys.index(key)])
                 continue
-            ms = np.array([lp.step_ms(x / 1e6) for x in c], dtype=np.float64)
+            # steady state: every step takes what the median consumer and the producer allow (a step
+            # that spans the profiler's pause between cycles is no consumer's work)
+            ms = np.full(c.size, lp.step_ms(float(np.median(c)) / 1e6), dtype=np.float64)
             dur.append(np.round(ms * 1e6).astype(np.int64))
         return replace(times, dur=dur), [preds[r] for r in sorted(preds)]
 
