@@ -110,14 +110,35 @@ def test_gap_at_step_start(tmp_path):
     assert idle(run(tmp_path, t)) == {"interpreter": 10 * US, "launch": 20 * US}
 
 
-def test_activity_outside_the_window_is_clipped(tmp_path):
-    # GIVEN a kernel [-10, 20) that started before the step [0,100)
+def test_work_queued_before_the_first_step_delays_its_start(tmp_path):
+    # GIVEN a kernel [-10, 20) queued before the step's window [0,100)
     t = TraceBuilder()
     t.step(1, 0, 100)
     t.kernel("k0", -10, 30)
     r = run(tmp_path, t)
-    assert r.devices[0].samples[0].busy_ns == 20 * US
+    # THEN the step starts when the device is free (a CUDA event at its start would record there)
+    (s,) = r.devices[0].samples
+    assert (s.start_ns, s.dur_ns, s.host_dur_ns, s.busy_ns) == (20 * US, 80 * US, 100 * US, 0)
     assert idle(r) == {"interpreter": 80 * US}
+
+
+def test_step_lasts_until_its_device_work_is_done_and_activity_is_clipped(tmp_path):
+    # GIVEN   host  |-- step 1 [0,50) --|-- step 2 [50,100) --|
+    #         s7    |===== a [0,60) launched at 1 =====|
+    #         s8                          |== b [56,80) launched at 55 ==|
+    t = TraceBuilder()
+    t.step(1, 0, 50)
+    t.step(2, 50, 100)
+    t.launch(1, 1, corr=1)
+    t.kernel("a", 0, 60, corr=1)
+    t.launch(55, 1, corr=2)
+    t.kernel("b", 56, 24, corr=2, stream=8)
+    r = run(tmp_path, t)
+    s1, s2 = r.devices[0].samples
+    # THEN step 1 ends when its kernel does (60), step 2 starts there; b's [56, 60) is busy in step 1
+    assert (s1.start_ns, s1.dur_ns, s1.host_dur_ns) == (0, 60 * US, 50 * US)
+    assert (s2.start_ns, s2.dur_ns, s2.host_dur_ns) == (60 * US, 40 * US, 50 * US)
+    assert (s1.busy_ns, s2.busy_ns) == (60 * US, 20 * US)
 
 
 def test_gap_across_step_boundary_is_split(tmp_path):

@@ -55,7 +55,7 @@ def test_pooled_sides_are_compared_run_against_run():
     a = _group([1.0, 1.2, 1.1, 0.9], "a")
     b = _group([0.95 * lv for lv in (1.2, 1.0, 0.9, 1.1)], "b", python="3.11.7")
     step = diff([a, b]).pairs[0].figure("step_time")
-    assert step.estimate.method == "hodges-lehmann over runs"
+    assert step.estimate.method == "median over runs"
     assert (step.estimate.n_a, step.estimate.n_b) == (4, 4)
     assert not step.significant and step.verdict == "no significant change"
 
@@ -65,7 +65,7 @@ def test_every_run_of_b_beyond_every_run_of_a_is_significant_with_four_runs_each
     b = _group([0.9, 0.91, 0.89, 0.92], "b", python="3.11.7")
     pair = diff([a, b]).pairs[0]
     for key in ("step_time", "total_time", "throughput", "gpu_util_mean", "op:aten::linear"):
-        assert pair.figure(key).estimate.method == "hodges-lehmann over runs", key
+        assert pair.figure(key).estimate.method == "median over runs", key
     assert pair.figure("step_time").significant and pair.figure("step_time").direction == "lower"
     assert pair.figure("unprofiled_step_time").significant
 
@@ -99,4 +99,4 @@ def test_pooled_json_matches_the_schema():
     jsonschema.validate(doc, schema)
     assert doc["captures"][0]["label"] == "a ×4" and doc["captures"][0]["steps"] == 24
     methods = {f["method"] for f in doc["pairs"][0]["figures"]}
-    assert "hodges-lehmann over runs" in methods
+    assert "median over runs" in methods

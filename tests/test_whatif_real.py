@@ -1,6 +1,6 @@
-"""The replay self-check on every real capture the repository holds: replaying a capture unchanged
-reproduces its mean step time within 2 % on every device (issue 11), and what the graph could not
-explain is counted, never hidden."""
+"""The replay self-check on every real capture the repository holds, single- and multi-cycle: replaying a
+capture unchanged reproduces its step times within 2 % on every device (issue 11), and what the graph
+could not explain is counted, never hidden."""
 
 from __future__ import annotations
 
@@ -13,6 +13,9 @@ from tracekit.whatif import Replayer
 
 ROOT = Path(__file__).parent.parent
 CAPTURES = sorted(p for p in (ROOT / "fixtures" / "h200").iterdir() if (p / "manifest.json").exists())
+# the default schedule: two profiler cycles per capture (issue 17)
+DEFAULT = ROOT / "fixtures" / "h200_default"
+CAPTURES += sorted(p for p in DEFAULT.iterdir() if (p / "manifest.json").exists())
 CAPTURES += sorted((ROOT / "fixtures" / "hta").glob("*.json.gz"))
 CAPTURES += sorted((ROOT / "docs" / "results").glob("*/*-1.parquet"))  # one run of each configuration
 

@@ -52,3 +52,15 @@ def test_the_published_table_is_the_derived_one(derived):
     page = (RESULTS / "whatif.md").read_text()
     for line in _script().summary_table(derived):
         assert line in page, line
+
+
+def test_the_default_schedule_table_is_the_derived_one():
+    """whatif.md's check on captures made the default way (two profiler cycles, fixtures/h200_default)."""
+    spec = importlib.util.spec_from_file_location("default_schedule", RESULTS / "default_schedule.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    page = (RESULTS / "whatif.md").read_text()
+    lines = mod.rows()
+    assert len(lines) > 8
+    for line in lines:
+        assert line in page, line

@@ -15,6 +15,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tracekit.analysis.steps import check_step_numbers, cycles
 from tracekit.data import schema as S
 from tracekit.parse.derive import DATALOADER_RE  # one pattern for the parser's derive and the analysis
 
@@ -59,7 +60,7 @@ class Frames:
 
     host: pd.DataFrame  # rank, pid, tid, ts, end, state, cat, name, correlation, external_id, py_*
     device: pd.DataFrame  # rank, device, stream, ts, end, cat, name, correlation, nccl
-    steps: pd.DataFrame  # rank, step, pid, tid, ts, end (disjoint per rank, sorted)
+    steps: pd.DataFrame  # rank, step, pid, tid, ts, end (disjoint per rank, sorted), cycle (steps.cycles)
     launches: pd.DataFrame  # rank, correlation, pid, tid, ts, end, row, graph (one per correlation)
     has_device: bool
     peak_memory: dict  # (rank, device) → max "Total Allocated" of [memory] instants, bytes
@@ -122,9 +123,10 @@ def _floats(t: pa.Table, name: str) -> np.ndarray:
     return np.asarray(t[name].to_numpy(zero_copy_only=False), dtype=np.float64)
 
 
-def load_frames(table: pa.Table) -> Frames:
+def load_frames(table: pa.Table, cycle_starts: dict | None = None) -> Frames:
     """Split the capture table into host/device/step/launch frames (vectorised; strings stay
-    categorical and are classified once per distinct value)."""
+    categorical and are classified once per distinct value). `cycle_starts`: rank -> the start times
+    of its trace files (`steps.cycle_starts_of(meta)`), where a rank has several."""
     names = [c for c in FRAME_COLUMNS if c in table.column_names]
     t = table.select(names).unify_dictionaries()
     cols = _Cols.of(t)
@@ -133,7 +135,7 @@ def load_frames(table: pa.Table) -> Frames:
     return Frames(
         host=host,
         device=dev,
-        steps=_steps(t, host, dev),
+        steps=_steps(t, host, dev, cycle_starts),
         launches=_launch_frame(cols, runtime, hi),
         has_device=bool(len(dev)),
         peak_memory=_peak_memory(table),
@@ -301,7 +303,7 @@ def runtime_mask(host: pd.DataFrame) -> pd.Series:
 _STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
 
 
-def _steps(t: pa.Table, host: pd.DataFrame, dev: pd.DataFrame) -> pd.DataFrame:
+def _steps(t: pa.Table, host: pd.DataFrame, dev: pd.DataFrame, cycle_starts: dict | None) -> pd.DataFrame:
     """Step windows per rank: the parser's step rows; else ProfilerStep#N annotations; else one step
     spanning the rank's events (DESIGN.md "Words"). Windows of one rank are made disjoint (a window is
     cut at the next one's start)."""
@@ -354,7 +356,11 @@ def _steps(t: pa.Table, host: pd.DataFrame, dev: pd.DataFrame) -> pd.DataFrame:
     steps["end"] = np.where(
         nxt.notna(), np.minimum(steps["end"], nxt.fillna(0).astype(np.int64)), steps["end"]
     )
-    return steps[steps["end"] > steps["ts"]].reset_index(drop=True)
+    steps = steps[steps["end"] > steps["ts"]].reset_index(drop=True)
+    check_step_numbers(steps)
+    rank, step, ts = (steps[c].to_numpy(np.int64) for c in ("rank", "step", "ts"))
+    steps["cycle"] = cycles(rank, step, ts, cycle_starts)
+    return steps
 
 
 def python_frames(host: pd.DataFrame) -> pd.DataFrame:

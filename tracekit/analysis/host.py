@@ -192,8 +192,10 @@ _EMPTY_HOST = pd.DataFrame(
 )
 
 
-def host_steps(threads: Threads, steps: pd.DataFrame) -> list[HostStep]:
-    """Per step, the breakdown of the step thread's time by state, and its dispatch gaps."""
+def host_steps(threads: Threads, steps: pd.DataFrame, windows: dict | None = None) -> list[HostStep]:
+    """Per step, the breakdown of the step thread's time by state, and its dispatch gaps. `windows`:
+    the steps' bounds per (rank, device) (tracekit.analysis.steps.step_windows), for `step_ns`."""
+    period = _step_periods(windows or {})
     out: list[HostStep] = []
     for (rank, pid, tid), grp in steps.groupby(["rank", "pid", "tid"], sort=True):
         th = threads[(int(rank), int(pid), int(tid))]
@@ -219,8 +221,19 @@ def host_steps(threads: Threads, steps: pd.DataFrame) -> list[HostStep]:
                     dispatch_gap_ns=int(g.sum()),
                     dispatch_gap_median_ns=_quantile_sorted(g, 0.5),
                     dispatch_gap_p95_ns=_quantile_sorted(g, 0.95),
+                    step_ns=period.get((int(rank), int(step)), int(b - a)),
                 )
             )
+    return out
+
+
+def _step_periods(windows: dict) -> dict:
+    """(rank, step number) -> the step's length, the longest over the rank's devices."""
+    out: dict = {}
+    for (rank, _device), w in windows.items():  # one loop per device
+        for step, dur in zip(w["step"].to_numpy(np.int64), (w["end"] - w["ts"]).to_numpy(np.int64)):
+            k = (int(rank), int(step))
+            out[k] = max(out.get(k, 0), int(dur))
     return out
 
 

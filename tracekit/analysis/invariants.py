@@ -3,6 +3,7 @@ broken rule; tests call it after every analysis, and `tracekit analyze --check` 
 
 from __future__ import annotations
 
+import statistics
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,7 @@ def check_invariants(report: Report, capture: Any = None) -> list[str]:
        piece overlaps a busy interval or another idle piece;
     4. with `capture`: no idle piece overlaps any raw device activity event of the capture (checked
        against the events themselves, independently of the busy-interval algebra).
+    5. no "saved if removed" exceeds the device's step (the median over steps, as the savings are).
     """
     checked = []
     for d in report.devices:
@@ -47,6 +49,16 @@ def check_invariants(report: Report, capture: Any = None) -> list[str]:
         if sum(h.breakdown_ns.get(k, 0) for k in HOST_STATES) != h.dur_ns:
             raise InvariantError(f"rank {h.rank} step {h.step}: host states do not sum to the step")
     checked.append("host states sum to the step")
+    for d in report.devices:
+        step_ms = statistics.median(d.step_ns) / 1e6 if d.samples else 0.0
+        for label, saved in (d.savings_ms_per_step or {}).items():
+            worst = max(saved.values(), default=0.0)
+            if worst > step_ms + 1e-9:
+                raise InvariantError(
+                    f"rank {d.rank} device {d.device}: a {label} saving of {worst:.3f} ms exceeds the step "
+                    f"({step_ms:.3f} ms)"
+                )
+    checked.append("no saving exceeds the step")
     idle, busy = report.idle_intervals, report.busy_intervals
     if idle is None or busy is None:
         return checked

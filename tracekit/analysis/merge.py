@@ -35,6 +35,7 @@ from tracekit.analysis.model import (
 )
 from tracekit.analysis.partial import Params, Partial
 from tracekit.analysis.ranks import job_summary
+from tracekit.analysis.steps import median_ns, spread_ns
 
 
 def merge(parts: Iterable[Partial], meta: dict, params: Params = Params(), path: Any = None) -> Report:
@@ -192,9 +193,15 @@ def _overhead(manifest: dict, step_ns: Optional[np.ndarray]) -> Optional[Profile
         scale = 1.0
     if not un or step_ns is None or step_ns.size == 0:
         return None
-    un_ms = float(np.median(np.asarray(un, dtype=np.float64))) * scale
-    prof_ms = float(np.median(step_ns.astype(np.float64))) / 1e6
-    return ProfilerOverhead(profiled_step_ms=prof_ms, unprofiled_step_ms=un_ms)
+    un = np.asarray(un, dtype=np.float64) * scale
+    return ProfilerOverhead(
+        profiled_step_ms=median_ns(step_ns) / 1e6,
+        unprofiled_step_ms=median_ns(un),
+        profiled_spread_ms=spread_ns(step_ns) / 1e6,
+        unprofiled_spread_ms=spread_ns(un),
+        profiled_steps=int(step_ns.size),
+        unprofiled_steps=int(un.size),
+    )
 
 
 def _concat(frames: list[Optional[pd.DataFrame]]) -> Optional[pd.DataFrame]:

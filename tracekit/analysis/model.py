@@ -55,7 +55,8 @@ def _summary_ms(values_ns: list[int] | tuple[int, ...]) -> dict[str, float]:
 
 @dataclass(frozen=True)
 class StepSample:
-    """One step on one device: the window, its busy time and its idle time split by cause.
+    """One step on one device (tracekit.analysis.steps: until both its host window and the device work
+    launched in it are done): its bounds, its busy time and its idle time split by cause.
 
     Invariant: ``busy_ns + sum(idle_ns.values()) == dur_ns`` and the causes are exactly CAUSES.
     `collective_wait_ns` is part of busy (a collective kernel runs while it waits for peers).
@@ -73,6 +74,7 @@ class StepSample:
     dispatch_gap_ns: int = 0
     dispatch_gaps: int = 0
     idle_gaps: int = 0  # number of idle gaps in the window
+    host_dur_ns: int = 0  # the host window (ProfilerStep#N) alone; the step (dur_ns) may be longer
 
     @property
     def idle_total_ns(self) -> int:
@@ -178,6 +180,14 @@ class HostStep:
     dispatch_gap_ns: int = 0
     dispatch_gap_median_ns: int = 0
     dispatch_gap_p95_ns: int = 0
+    # the step by the one definition (tracekit.analysis.steps), which the host window is part of: on a
+    # rank with devices its slowest device's, else from this window's start to the next one's
+    step_ns: int = 0
+
+    @property
+    def step_time_ns(self) -> int:
+        """The step (tracekit.analysis.steps); the host window where a report predates it."""
+        return self.step_ns or self.dur_ns
 
 
 @dataclass(frozen=True)
@@ -377,14 +387,42 @@ class Advice:
 
 @dataclass(frozen=True)
 class ProfilerOverhead:
-    """Step time with the profiler vs without it (manifest's unprofiled step times)."""
+    """Step time with the profiler vs without it (manifest's unprofiled step times): medians, with
+    1.4826 × MAD as spread, and whether the profiled window stands for the run (`not_representative`)."""
 
     profiled_step_ms: float
     unprofiled_step_ms: float
+    profiled_spread_ms: float = 0.0
+    unprofiled_spread_ms: float = 0.0
+    profiled_steps: int = 0
+    unprofiled_steps: int = 0
 
     @property
     def overhead_ratio(self) -> float:
         return self.profiled_step_ms / self.unprofiled_step_ms - 1.0 if self.unprofiled_step_ms else 0.0
+
+    @property
+    def not_representative(self) -> Optional[str]:
+        """Why the profiled steps do not stand for the run, or None. The profiler only adds time, so
+        profiled steps faster than the unprofiled ones (by more than FASTER_THAN_UNPROFILED), or spread
+        far wider (SPREAD_FACTOR × and SPREAD_MIN_FRACTION of the step), ran in another state of the
+        run (a loader that caught up, a warm-up, a noisy neighbour)."""
+        un = self.unprofiled_step_ms
+        if not un:
+            return None
+        if self.profiled_step_ms < un * (1 - FASTER_THAN_UNPROFILED):
+            return "the profiled steps ran faster than the steps timed without the profiler"
+        wide = max(SPREAD_FACTOR * self.unprofiled_spread_ms, SPREAD_MIN_FRACTION * un)
+        if self.profiled_spread_ms > wide:
+            return "the profiled steps vary far more than the steps timed without the profiler"
+        return None
+
+
+# The profiled window is not representative when its median step is this much below the unprofiled one...
+FASTER_THAN_UNPROFILED = 0.03
+# ... or its spread this many times the unprofiled spread and more than this fraction of the step.
+SPREAD_FACTOR = 3.0
+SPREAD_MIN_FRACTION = 0.05
 
 
 @dataclass(frozen=True)
@@ -603,7 +641,11 @@ class Report:
             "dataloader": _plain(self.dataloader) if self.dataloader else None,
             "advice": [_plain(a) for a in self.advice],
             "profiler_overhead": (
-                {**_plain(self.profiler_overhead), "overhead_ratio": self.profiler_overhead.overhead_ratio}
+                {
+                    **_plain(self.profiler_overhead),
+                    "overhead_ratio": self.profiler_overhead.overhead_ratio,
+                    "not_representative": self.profiler_overhead.not_representative,
+                }
                 if self.profiler_overhead
                 else None
             ),

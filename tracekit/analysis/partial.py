@@ -42,6 +42,7 @@ from tracekit.analysis.model import (
     SyncSource,
 )
 from tracekit.analysis.sketch import Sketch
+from tracekit.analysis.steps import cycle_starts_of, launch_times, step_windows
 from tracekit.analysis.sync import pointer_index, pointer_of, resolve_pointers, sync_sources
 
 # Idle-gap histogram bucket edges, µs (eager PyTorch loses its time in thousands of 5-50 µs gaps).
@@ -75,6 +76,7 @@ class CaptureContext:
 
     manifest: dict = field(default_factory=dict)
     device_names: dict = field(default_factory=dict)
+    cycle_starts: dict = field(default_factory=dict)  # rank -> its trace files' starts (steps.cycles)
 
     @classmethod
     def of(cls, meta: dict) -> CaptureContext:
@@ -83,11 +85,17 @@ class CaptureContext:
             for p in (t.get("metadata") or {}).get("deviceProperties") or []:
                 if "id" in p and "name" in p:
                     names[(int(t.get("rank", 0)), int(p["id"]))] = p["name"]
-        return cls(manifest=dict(meta.get("manifest") or {}), device_names=names)
+        return cls(
+            manifest=dict(meta.get("manifest") or {}), device_names=names, cycle_starts=cycle_starts_of(meta)
+        )
 
     def for_ranks(self, ranks: set[int]) -> CaptureContext:
         """The context a worker needs for these ranks only (the device names of other ranks stay)."""
-        return CaptureContext(self.manifest, {k: v for k, v in self.device_names.items() if k[0] in ranks})
+        return CaptureContext(
+            self.manifest,
+            {k: v for k, v in self.device_names.items() if k[0] in ranks},
+            {r: v for r, v in self.cycle_starts.items() if r in ranks},
+        )
 
 
 @dataclass
@@ -121,17 +129,18 @@ def analyze_partial(
 ) -> Partial:
     """Attribute every nanosecond of device idle time in every step of the ranks in `table`.
     `frames`, `threads`: the table's (tracekit.analysis.pipeline.prepare), when the caller has them."""
-    fr = frames if frames is not None else load_frames(table)
+    fr = frames if frames is not None else load_frames(table, context.cycle_starts)
     threads = threads if threads is not None else Threads(fr.host, fr.steps)
-    hsteps = host_steps(threads, fr.steps)
     dev, steps = fr.device, fr.steps
-    dev_step = _assign_steps(dev, steps)
+    wins = step_windows(steps, dev, launch_times(dev, fr.launches))  # the one step definition
+    hsteps = host_steps(threads, steps, wins)
+    dev_step = _assign_steps(dev, wins)
     nccl = dev["nccl"].to_numpy()
     # collective kernels, with their step (-1 outside every window: matched across ranks all the same)
     coll = dev.loc[nccl, ["rank", "device", "ts", "end"]].assign(
         name=dev.loc[nccl, "name"].astype(str).to_numpy(object), step=dev_step[nccl]
     )
-    shared = _Shared(fr, threads, {(h.rank, h.step): h for h in hsteps}, context, params)
+    shared = _Shared(fr, threads, {(h.rank, h.step): h for h in hsteps}, context, params, wins)
     found = (_device(shared, int(r), int(d), acts) for (r, d), acts in dev.groupby(["rank", "device"]))
     per_device = [x for x in found if x is not None]
     devices = tuple(d for d, _, _ in per_device)
@@ -142,7 +151,7 @@ def analyze_partial(
         ranks=tuple(sorted(set(steps["rank"].tolist()) | {d.rank for d in devices})),
         devices=devices,
         host_steps=tuple(hsteps),
-        step_ns=(steps["end"] - steps["ts"]).to_numpy(np.int64),
+        step_ns=np.asarray([h.step_ns for h in hsteps], np.int64),
         top_gaps=tuple(_top_gaps(all_gaps, steps, pointers, params.top_gaps)),
         sync_sources=tuple(sync_sources(all_gaps, pointers, n_steps=sum(d.steps for d in devices))),
         histogram=_histogram(all_gaps),
@@ -162,11 +171,12 @@ def idle_by_device(frames: Any, sync_tolerance_ns: int = DEFAULT_SYNC_TOLERANCE_
     step by cause, as the report gives it (`DeviceReport.idle_ns_per_step`), without the host breakdown,
     statistics and evidence (the what-if replay attributes its predicted timeline with it)."""
     threads = Threads(frames.host, frames.steps)
+    wins = step_windows(frames.steps, frames.device, launch_times(frames.device, frames.launches))
     out = {}
     for (r, d), acts in frames.device.groupby(["rank", "device"]):  # one loop per device
         rank, device = int(r), int(d)
-        rsteps = frames.steps[frames.steps["rank"] == rank].reset_index(drop=True)
-        if rsteps.empty:
+        rsteps = wins.get((rank, device))
+        if rsteps is None or rsteps.empty:
             continue
         launches = frames.launches[frames.launches["rank"] == rank].reset_index(drop=True)
         gaps, _, _ = attribute_device(
@@ -192,6 +202,7 @@ class _Shared:
     hstep_by: dict  # (rank, step) -> HostStep
     context: CaptureContext
     params: Params
+    windows: dict  # (rank, device) -> the rank's steps with their bounds (tracekit.analysis.steps)
 
 
 def _device(
@@ -199,9 +210,8 @@ def _device(
 ) -> tuple[DeviceReport, DeviceGaps, Optional[pd.DataFrame]] | None:
     """One device: its idle gaps attributed (rules 1-4), its report, its busy intervals per step (with
     Params.evidence). Collective waits and the straggler come later (the merge: they need all ranks)."""
-    steps = sh.fr.steps
-    rsteps = steps[steps["rank"] == rank].reset_index(drop=True)
-    if rsteps.empty:
+    rsteps = sh.windows.get((rank, device))
+    if rsteps is None or rsteps.empty:
         return None
     launches = sh.fr.launches[sh.fr.launches["rank"] == rank].reset_index(drop=True)
     acts = acts.reset_index(drop=True)
@@ -255,6 +265,7 @@ def _samples(
                 step=int(row.step),
                 start_ns=int(row.ts),
                 dur_ns=int(row.end - row.ts),
+                host_dur_ns=int(row.host_end - row.host_ts),
                 busy_ns=int(busy[i]),
                 idle_ns={c: int(idle[i, j]) for j, c in enumerate(CAUSES)},
                 dispatch_gap_ns=h.dispatch_gap_ns if h else 0,
@@ -268,11 +279,14 @@ def _samples(
 _EMPTY_BUSY = pd.DataFrame({c: np.zeros(0, np.int64) for c in ("rank", "device", "step", "ts_ns", "dur_ns")})
 
 
-def _assign_steps(df: pd.DataFrame, steps: pd.DataFrame) -> np.ndarray:
-    """Step number of the window (same rank) each row starts in; -1 outside every window."""
+def _assign_steps(df: pd.DataFrame, windows: dict) -> np.ndarray:
+    """Step number of the step (of its rank and device, tracekit.analysis.steps) each device activity
+    starts in; -1 outside every step."""
     out = np.full(len(df), -1, dtype=np.int64)
-    for rank, grp in steps.groupby("rank"):
-        m = (df["rank"] == rank).to_numpy()
+    for (rank, device), grp in windows.items():  # one loop per device
+        m = ((df["rank"] == rank) & (df["device"] == device)).to_numpy()
+        if not m.any():
+            continue
         wi = iv.window_of(grp["ts"], grp["end"], df["ts"].to_numpy(np.int64)[m])
         out[np.flatnonzero(m)] = np.where(wi >= 0, grp["step"].to_numpy(np.int64)[wi], -1)
     return out

@@ -30,6 +30,7 @@ from tracekit.analysis.partial import (
     analyze_partial,
     idle_by_device,
 )
+from tracekit.analysis.steps import cycle_starts_of
 
 __all__ = ["analyze", "prepare", "idle_by_device", "Context", "GAP_EDGES_US"]
 
@@ -77,7 +78,7 @@ class Context:
 
 def prepare(capture: Any, sync_tolerance_ns: int, frames: Any = None) -> Context:
     """The frames of the capture (`frames`: given, e.g. a replayed timeline's) and its host threads."""
-    fr = frames if frames is not None else load_frames(capture.table)
+    fr = frames if frames is not None else load_frames(capture.table, cycle_starts_of(capture.meta))
     return Context(fr=fr, threads=Threads(fr.host, fr.steps), sync_tolerance_ns=sync_tolerance_ns)
 
 

@@ -16,7 +16,9 @@ host figures the mean over ranks.
 
 **Several runs per side** (`group.merge_reports`, `tracekit diff A1,A2 B1,B2`): the steps of one run
 share the machine's state, so when a side pools runs the unit of comparison is the run — each run's
-median (or ratio of sums) — and the same rank test runs on those (`stats.METHOD_RUNS`).
+median (or ratio of sums) — and the same rank test runs on those (`stats.METHOD_RUNS`); the columns are
+then the median of the runs' values and the change is the change of those columns (`stats.median_shift`),
+so a column that rises never shows a fall.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import defaultdict
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
@@ -37,6 +39,7 @@ from tracekit.compare.stats import (
     METHOD_RUNS,
     Estimate,
     bootstrap_shift,
+    median_shift,
     rank_shift,
     single_values,
 )
@@ -360,7 +363,7 @@ def step_values(report: Report) -> StepValues:
         wait = _mean_by_step([(s.step, s.collective_wait_ns) for s in samples], steps)
     elif host:
         steps = tuple(sorted({h.step for h in host}))
-        dur = _max_by_step([(h.step, h.dur_ns) for h in host], steps)
+        dur = _max_by_step([(h.step, h.step_time_ns) for h in host], steps)
         busy = util = wait = None
         idle = {}
     else:
@@ -448,9 +451,8 @@ def _ranked(
     vb = None if xb is None else xb * scale
     if va is not None and vb is not None and _pooled(*runs):
         va, vb = _per_run(va, runs[0]), _per_run(vb, runs[1])
-        est = rank_shift(va, vb, confidence)
-        if est is not None:
-            est = replace(est, method=METHOD_RUNS)
+        # the columns are the medians of the runs' medians, and the change is theirs
+        est = median_shift(va, vb, confidence)
         return FigureDiff(key, label, unit, section, better, _median(va), _median(vb), est)
     est = rank_shift(va, vb, confidence) if va is not None and vb is not None else None
     return FigureDiff(key, label, unit, section, better, _median(va), _median(vb), est)
@@ -535,8 +537,8 @@ def _total_time(a: StepValues, b: StepValues, confidence: float) -> Optional[Fig
     label = "total time, profiled steps"
     if _pooled(a.step_runs, b.step_runs):
         xa, xb = _sum_per_run(total_a, a.step_runs), _sum_per_run(total_b, b.step_runs)
-        fig = _ranked("total_time", label, "s", SECTION_TIME, "lower", xa, xb, 1.0, confidence)
-        return replace(fig, estimate=replace(fig.estimate, method=METHOD_RUNS)) if fig.estimate else fig
+        est = median_shift(xa, xb, confidence)
+        return FigureDiff("total_time", label, "s", SECTION_TIME, "lower", _median(xa), _median(xb), est)
     if len(total_a) != len(total_b):  # totals over different numbers of steps say nothing
         return None
     est = bootstrap_shift(total_a, total_b, _sum, confidence)
@@ -585,8 +587,10 @@ def _utilization(a: StepValues, b: StepValues, confidence: float) -> list[Figure
     ub = None if cb is None else float(_sum_ratio(cb[None])[0]) * 100
     est = None
     if ca is not None and cb is not None and _pooled(a.step_runs, b.step_runs):
-        est = rank_shift(per_run(ca, a.step_runs), per_run(cb, b.step_runs), confidence)
-        est = replace(est, method=METHOD_RUNS) if est is not None else None
+        # run against run: the columns are the median of the runs' utilisations, the change theirs
+        ra, rb = per_run(ca, a.step_runs), per_run(cb, b.step_runs)
+        ua, ub = float(np.median(ra)), float(np.median(rb))
+        est = median_shift(ra, rb, confidence)
     elif ca is not None and cb is not None:
         est = bootstrap_shift(ca, cb, lambda x: _sum_ratio(x) * 100, confidence)
     mean = FigureDiff("gpu_util_mean", "GPU utilisation, mean", "%", SECTION_DEVICE, "higher", ua, ub, est)

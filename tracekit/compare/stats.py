@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Callable, Optional, Sequence
 
@@ -42,7 +42,9 @@ MAX_PAIRS = 4_000_000  # above this the pairwise differences are taken on evenly
 METHOD_RANK = "hodges-lehmann"
 METHOD_BOOTSTRAP = "bootstrap"
 METHOD_SINGLE = "single value"
-METHOD_RUNS = "hodges-lehmann over runs"  # the same test on each run's median (pooled repeats: compare.group)
+# pooled repeats (compare.group): the change of the median of the runs' values, with the rank test's
+# interval over the runs (`median_shift`)
+METHOD_RUNS = "median over runs"
 
 
 @dataclass(frozen=True)
@@ -188,6 +190,21 @@ def rank_shift(
     if (xa > 0).all() and (xb > 0).all():
         log_ratio, log_ci = _hl(np.log(xa), np.log(xb), k)
     return Estimate(METHOD_RANK, len(xa), len(xb), shift, shift_ci, log_ratio, log_ci, confidence)
+
+
+def median_shift(
+    a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, confidence: float = DEFAULT_CONFIDENCE
+) -> Optional[Estimate]:
+    """The change of the median, median(B) − median(A) (and log of their ratio), with the Mann–Whitney
+    interval of `rank_shift`: for pooled runs (a few run medians per side), where the figures shown are
+    the medians of the runs, so that the change shown is the change of the figures shown (the
+    Hodges–Lehmann shift of 3 against 3 values can have the other sign). Antisymmetric like rank_shift."""
+    est = rank_shift(a, b, confidence)
+    if est is None:
+        return None
+    ma, mb = float(np.median(_as_array(a))), float(np.median(_as_array(b)))
+    log_ratio = math.log(mb / ma) if est.log_ratio is not None and ma > 0 and mb > 0 else None
+    return replace(est, method=METHOD_RUNS, shift=mb - ma, log_ratio=log_ratio)
 
 
 # -- bootstrap over steps, for ratios of sums --------------------------------------------------------------

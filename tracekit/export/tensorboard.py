@@ -204,7 +204,7 @@ def _scalars(report: Report, sub: dict[int, str], one) -> dict[str, dict[int, di
     for h in report.host.steps:
         row = values[sub[h.rank]][h.step]
         if (sub[h.rank], h.step) not in device_time:  # CPU-only captures: the host step
-            row["step/time_ms"].append(h.dur_ns / 1e6)
+            row["step/time_ms"].append(h.step_time_ns / 1e6)
         row["step/dispatch_gap_ms"].append(h.dispatch_gap_ns / 1e6)
         row["host/dispatch_gaps"].append(float(h.dispatch_gaps))
         for state in HOST_STATES:

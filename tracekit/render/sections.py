@@ -6,6 +6,7 @@ import statistics
 from typing import Any, Mapping
 
 from tracekit.analysis.model import CAUSES, HOST_STATES, CompiledSummary, HostReport, Report
+from tracekit.analysis.steps import outliers
 from tracekit.render.base import Section
 
 TOP_ROWS = 10  # rows shown in the longer tables (the JSON has everything)
@@ -122,6 +123,12 @@ def job_sections(report: Report) -> list[Section]:
     return out
 
 
+# The host windows' median differs from the steps' by more than this: the report shows both.
+HOST_WINDOW_DIFFERS = 0.02
+# ... and by more than this, shorter: the host runs ahead (it queues steps faster than the device runs them).
+HOST_RUNS_AHEAD = 0.1
+
+
 def device_sections(report: Report) -> list[Section]:
     out = []
     for d in report.devices:
@@ -143,6 +150,26 @@ def device_sections(report: Report) -> list[Section]:
             f"GPU utilization {_pct(d.gpu_utilization)}; idle gaps per step "
             f"{sum(s.idle_gaps for s in d.samples) / max(d.steps, 1):.1f}",
         ]
+        slow = outliers([s.step for s in d.samples], step_ns)
+        if slow:
+            notes.append(
+                "outlier step(s), far from the median (in the mean, not the median): "
+                + ", ".join(f"#{k} {_ms(v)} ms" for k, v in slow[:5])
+            )
+        host = [s.host_dur_ns for s in d.samples if s.host_dur_ns]
+        ratio = statistics.median(host) / max(statistics.median(step_ns), 1) if host else 1.0
+        if abs(ratio - 1) > HOST_WINDOW_DIFFERS:
+            why = (
+                "the host runs ahead of the device"
+                if ratio < 1 - HOST_RUNS_AHEAD
+                else "the device finishes a step's work after its host window"
+                if ratio < 1
+                else "a step's device work reaches into the next host window"
+            )
+            notes.append(
+                "a step lasts until both its host window and the device work launched in it are done; "
+                f"host windows (ProfilerStep) median {_ms(statistics.median(host))} ms: {why}"
+            )
         if any(s.collective_wait_ns for s in d.samples) or d.straggler_rank is not None:
             straggler = "none" if d.straggler_rank is None else f"rank {d.straggler_rank}"
             notes.append(
@@ -218,9 +245,12 @@ def host_section(h: HostReport, rank: int | None = None, ranks: int | None = Non
         [k, f"{v:.3f}", _pct(v / step_ms if step_ms else 0.0)] for k, v in h.breakdown_ms_per_step.items()
     ]
     j = h.to_json()
+    period = [s.step_time_ns for s in h.steps]
     notes = [
         f"{len(h.steps)} step(s) over {len({(s.rank, s.pid, s.tid) for s in h.steps})} step thread(s); "
-        f"mean step {step_ms:.3f} ms",
+        f"step median {_ms(statistics.median(period)) if period else '0.000'} ms, mean "
+        f"{_ms(statistics.fmean(period)) if period else '0.000'} ms; host window (ProfilerStep, the table's "
+        f"100 %) mean {step_ms:.3f} ms",
         f"host dispatch gaps per step: {h.dispatch_gaps_per_step:.1f} gaps, "
         f"{h.dispatch_gap_ms_per_step:.3f} ms, "
         f"median {j['dispatch_gap_median_us']:.1f} µs, p95 {j['dispatch_gap_p95_us']:.1f} µs",
@@ -349,6 +379,14 @@ def other_notes(report: Report) -> list[str]:
             f"profiler overhead: step {p.profiled_step_ms:.3f} ms profiled vs {p.unprofiled_step_ms:.3f} ms "
             f"without ({p.overhead_ratio:+.1%})"
         )
+        if p.not_representative:
+            notes.append(
+                f"the profiled window is not representative of the run: {p.not_representative} "
+                f"(profiled: median {p.profiled_step_ms:.3f} ± {p.profiled_spread_ms:.3f} ms over "
+                f"{p.profiled_steps} steps; without the profiler: {p.unprofiled_step_ms:.3f} ± "
+                f"{p.unprofiled_spread_ms:.3f} ms over {p.unprofiled_steps}); read its figures with the "
+                "unprofiled ones"
+            )
     if report.compiled is not None:
         notes.extend(compiled_lines(report.compiled))
     graphed = sum(k.graph_launched for k in report.kernel_stats)

@@ -7,7 +7,7 @@ from typing import TextIO
 
 from tracekit.analysis.model import CAUSES
 from tracekit.render.base import Section
-from tracekit.render.sections import manifest_parts
+from tracekit.render.sections import HOST_WINDOW_DIFFERS, manifest_parts
 from tracekit.whatif.model import WhatIfResult
 
 
@@ -15,8 +15,8 @@ def _ms(x: float) -> str:
     return f"{x:.3f}"
 
 
-def _pm(mean: float, spread: float) -> str:
-    return f"{mean:.3f} ± {spread:.3f}"
+def _pm(median: float, spread: float) -> str:
+    return f"{median:.3f} ± {spread:.3f}"
 
 
 def _change(x: float) -> str:
@@ -52,9 +52,11 @@ def sections(r: WhatIfResult) -> list[Section]:
             ]
         )
     notes = [
-        "step: until both the host window and the device work launched in it are done (mean ± spread "
-        "over steps); replayed: the capture unchanged through the graph; change: predicted / replayed - 1",
+        "step: until both the host window and the device work launched in it are done (median ± "
+        "1.4826 MAD over steps); replayed: the capture unchanged through the graph; change: predicted / "
+        "replayed - 1",
         f"replay error (replayed vs observed, largest): {100 * r.replay_error:.2f}%",
+        *_step_notes(r),
     ]
     out.append(
         Section(
@@ -72,6 +74,9 @@ def sections(r: WhatIfResult) -> list[Section]:
             ["predicted without the profiler", _ms(u.predicted_step_ms)],
             ["change", _change(u.change)],
             ["profiler cost, µs per recorded event", f"{u.profiler_cost_us_per_event:.2f}"],
+        ]
+        rows += [
+            [f"predicted at {c:g} µs/event (sensitivity)", _ms(v)] for c, v in u.predicted_step_ms_by_cost
         ]
         src = {"manifest": "the capture's manifest", "flag": "--unprofiled-step-ms", "default": "none"}[
             u.source
@@ -92,7 +97,7 @@ def sections(r: WhatIfResult) -> list[Section]:
                 "predicted idle time by cause (ms/step, the attribution on the predicted timeline)",
                 ["cause"] + [f"{d.rank}:{d.device}" for d in devs],
                 rows,
-                ["within the predicted host step windows, as `tracekit analyze` counts them"],
+                ["within the predicted steps, as `tracekit analyze` counts them"],
             )
         )
     return out
@@ -123,6 +128,24 @@ def _loader_notes(loader) -> list[str]:
             )
         out.append(text + (f"; {lp['note']}" if lp["note"] else ""))
     return out
+
+
+def _step_notes(r: WhatIfResult) -> list[str]:
+    """Per device: its host windows where they differ from its steps, and its outlier steps."""
+    notes = []
+    for d in r.devices:
+        where = f"{d.rank}:{d.device}" if d.device >= 0 else f"{d.rank}:host"
+        host, step = d.to_json()["observed_host_window_ms"], d.observed_step_ms
+        if step and abs(host / step - 1) > HOST_WINDOW_DIFFERS:
+            notes.append(
+                f"{where}: host windows (ProfilerStep) median {host:.3f} ms, the steps {step:.3f} ms"
+            )
+        if d.outlier_steps:
+            notes.append(
+                f"{where}: outlier step(s), far from the median: "
+                + ", ".join(f"#{s} {v / 1e6:.3f} ms" for s, v in d.outlier_steps[:5])
+            )
+    return notes
 
 
 def footer(r: WhatIfResult) -> list[str]:

@@ -608,6 +608,17 @@ class _Builder:
         )
 
     # -- weights and order --------------------------------------------------------------------------
+    def _node_cycles(self, node_rank: np.ndarray) -> np.ndarray | None:
+        """Each node's profiler cycle on its rank, by its observed time; None for a single cycle."""
+        cuts = _cycle_cuts(self.fr.steps)
+        if not cuts:
+            return None
+        cyc = np.zeros(self.n_nodes, np.int64)
+        for r, c in cuts.items():  # one loop per rank
+            m = np.flatnonzero(node_rank == r)
+            cyc[m] = np.searchsorted(np.asarray(c, np.int64), self.obs[m], side="right")
+        return cyc
+
     def _columns(self) -> list[np.ndarray]:
         """The edges' columns (src, dst, floor, kind, state, act, cost), each concatenated from the
         pieces `add` collected, which are let go column by column (the graph's largest moment)."""
@@ -623,6 +634,20 @@ class _Builder:
     def finish(self) -> Graph:
         src, dst, floor, kind, state, act, cost = self._columns()
         obs = self.obs
+        node_rank = np.zeros(self.n_nodes, np.int64)
+        for tp in self.threads:
+            node_rank[tp.offset : tp.offset + tp.bounds.size] = tp.key[0]
+        node_rank[self.device_base :: 2] = self.dev["rank"].to_numpy(np.int64)
+        node_rank[self.device_base + 1 :: 2] = self.dev["rank"].to_numpy(np.int64)
+        # profiler cycles are separate timelines: no edge crosses the gap between two (trace export,
+        # profiler restart); a cycle's first nodes keep their observed times (tracekit.analysis.steps)
+        cyc = self._node_cycles(node_rank)
+        if cyc is not None:
+            keep = cyc[src] == cyc[dst]
+            self.diag["cross_cycle_edges_dropped"] = int(keep.size - keep.sum())
+            src, dst, floor, kind, state, act, cost = (
+                x[keep] for x in (src, dst, floor, kind, state, act, cost)
+            )
         own = kind == SYNC_OWN
         floor[own] = np.minimum(floor[own], getattr(self, "sync_overhead", DEFAULT_SYNC_OVERHEAD_NS))
         indptr, order_e = grouped(self.n_nodes, dst)  # incoming edges of each node
@@ -631,11 +656,6 @@ class _Builder:
         self.diag["unexplained_wait_ns"] = int(
             (obs[dst[unexplained]] - obs[src[unexplained]] - w[unexplained]).sum()
         )
-        node_rank = np.zeros(self.n_nodes, np.int64)
-        for tp in self.threads:
-            node_rank[tp.offset : tp.offset + tp.bounds.size] = tp.key[0]
-        node_rank[self.device_base :: 2] = self.dev["rank"].to_numpy(np.int64)
-        node_rank[self.device_base + 1 :: 2] = self.dev["rank"].to_numpy(np.int64)
         order, forced = topological_order(self.n_nodes, src, dst, obs)
         self.diag["cycles_broken"] = int(forced)
         # Nodes nothing in the trace explains keep their observed time as a lower bound: threads' and
@@ -673,6 +693,18 @@ class _Builder:
             diagnostics=self.diag,
             engine_threads=frozenset(tuple(int(x) for x in k) for k in self.th.engine),
         )
+
+
+def _cycle_cuts(steps: pd.DataFrame) -> dict:
+    """rank -> the start times of its profiler cycles after the first (their first windows' starts)."""
+    out: dict[int, list[int]] = {}
+    if "cycle" not in steps.columns or not len(steps):
+        return out
+    st = steps[["rank", "cycle", "ts"]]
+    firsts = st[st["cycle"] > 0].groupby(["rank", "cycle"], sort=True)["ts"].min()
+    for (r, _c), t in firsts.items():
+        out.setdefault(int(r), []).append(int(t))
+    return out
 
 
 def binding_weights(obs, src, dst, floor, kind, indptr, in_edges) -> tuple[np.ndarray, np.ndarray]:

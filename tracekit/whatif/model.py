@@ -3,21 +3,22 @@ contract of docs/DESIGN.md ("What if: the JSON contract"). Field names are stabl
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
 from tracekit.analysis.model import CAUSES
+from tracekit.analysis.steps import median_ns, outliers, spread_ns
 
 WHATIF_VERSION = 1
 
 
-def _mean_ms(ns: tuple[int, ...]) -> float:
-    return statistics.fmean(ns) / 1e6 if ns else 0.0
+def _median_ms(ns: tuple[int, ...]) -> float:
+    """The step of a sequence of steps: their median (tracekit.analysis.steps.median_ns), ms."""
+    return median_ns(ns) / 1e6
 
 
 def _spread_ms(ns: tuple[int, ...]) -> float:
-    return statistics.pstdev(ns) / 1e6 if len(ns) > 1 else 0.0
+    return spread_ns(ns) / 1e6
 
 
 @dataclass(frozen=True)
@@ -25,7 +26,8 @@ class DevicePrediction:
     """One device of one rank: step times per step (ns) observed, replayed unchanged, and predicted.
 
     A step ends when its host window has ended and the device work launched in it is done
-    (DESIGN.md, "What if"); `observed_host_window_ns` are the ProfilerStep windows alone."""
+    (tracekit.analysis.steps); `observed_host_window_ns` are the ProfilerStep windows alone. The
+    `*_step_ms` figures are medians over steps (a slow step is named in `outlier_steps`, not averaged in)."""
 
     rank: int
     device: int  # -1: a rank without device activity (the host windows alone)
@@ -40,15 +42,20 @@ class DevicePrediction:
 
     @property
     def observed_step_ms(self) -> float:
-        return _mean_ms(self.observed_step_ns)
+        return _median_ms(self.observed_step_ns)
 
     @property
     def replayed_step_ms(self) -> float:
-        return _mean_ms(self.replayed_step_ns)
+        return _median_ms(self.replayed_step_ns)
 
     @property
     def predicted_step_ms(self) -> float:
-        return _mean_ms(self.predicted_step_ns)
+        return _median_ms(self.predicted_step_ns)
+
+    @property
+    def outlier_steps(self) -> list[tuple[int, int]]:
+        """(step, observed ns) of the observed steps far from the median (analysis.steps.outliers)."""
+        return outliers(self.steps, self.observed_step_ns)
 
     @property
     def change(self) -> float:
@@ -84,10 +91,11 @@ class DevicePrediction:
                 "predicted": _spread_ms(self.predicted_step_ns),
             },
             "replay_error": self.replay_error,
-            "observed_host_window_ms": _mean_ms(self.observed_host_window_ns),
+            "observed_host_window_ms": _median_ms(self.observed_host_window_ns),
             "unprofiled_predicted_step_ms": None
             if self.unprofiled_predicted_step_ns is None
-            else _mean_ms(self.unprofiled_predicted_step_ns),
+            else _median_ms(self.unprofiled_predicted_step_ns),
+            "outlier_steps": [{"step": s, "observed_ms": v / 1e6} for s, v in self.outlier_steps],
             "samples": {
                 "step": list(self.steps),
                 "observed_ns": list(self.observed_step_ns),
@@ -111,6 +119,8 @@ class Unprofiled:
     note: str = ""
     # per rank with a producer (tracekit.whatif.loader): its period observed and predicted, and more
     loader: tuple = ()
+    # ((cost µs/event, predicted step ms), ...) at the ends of the range of costs fitted on real captures
+    predicted_step_ms_by_cost: tuple = ()
 
     @property
     def change(self) -> float:
@@ -127,6 +137,10 @@ class Unprofiled:
             "cost_range_us": list(self.cost_range_us) if self.cost_range_us else None,
             "note": self.note,
             "loader": [dict(x) for x in self.loader],
+            "predicted_step_ms_by_cost": [
+                {"profiler_cost_us_per_event": c, "predicted_step_ms": v}
+                for c, v in self.predicted_step_ms_by_cost
+            ],
         }
 
 

@@ -12,11 +12,12 @@ from tracekit.analysis import intervals as iv
 from tracekit.analysis.attribution import DEFAULT_SYNC_TOLERANCE_NS
 from tracekit.analysis.events import FRAME_COLUMNS, load_frames
 from tracekit.analysis.host import Threads
+from tracekit.analysis.steps import cycle_starts_of, median_ns
 from tracekit.whatif.cudagraph import GRAPH_GAP_NS, GRAPH_GAP_RANGE_NS, GRAPH_LAUNCH_NS
 from tracekit.whatif.graph import EDGE_KINDS, Graph, build_graph, recorded_stream_waits
 from tracekit.whatif.loader import WAITED_MIN_SHARE, LoaderPrediction, Producer, predict, producers
 from tracekit.whatif.model import DevicePrediction, Unprofiled, WhatIfResult
-from tracekit.whatif.profiler import DEFAULT_COST_US, CostEstimate, estimate_cost
+from tracekit.whatif.profiler import DEFAULT_COST_US, MEASURED_RANGE_US, CostEstimate, estimate_cost
 from tracekit.whatif.replay import Factors, StepModel, StepTimes, factors, replay, weights
 from tracekit.whatif.scenario import Scenario, ScenarioError
 
@@ -51,7 +52,7 @@ class Replayer:
     def of(cls, capture: Any, frames: Any = None, threads: Optional[Threads] = None) -> Replayer:
         """`frames` and `threads`: the capture's analysis frames and host threads when the caller has
         them already (`tracekit analyze` does), else they are loaded here."""
-        fr = frames if frames is not None else load_frames(capture.table)
+        fr = frames if frames is not None else load_frames(capture.table, cycle_starts_of(capture.meta))
         th = threads if threads is not None else Threads(fr.host, fr.steps)
         g = build_graph(fr, th, recorded_stream_waits(capture.table))
         sm = StepModel(g)
@@ -77,46 +78,30 @@ class Replayer:
         return replay(self.graph, weights(self.graph, scenario, cost_ns=cost_us * 1000.0, f=f))
 
     def step_ms(self, scenario: Scenario, cost_us: float = 0.0, f: Factors | None = None) -> float:
-        """The job's step time (the slowest device's mean step, ms) under a scenario."""
-        t = self.steps.times(self.run(scenario, cost_us, f))
-        return max((float(d.mean()) / 1e6 for d in t.dur if d.size), default=0.0)
+        """The job's step time (the slowest device's median step, ms) under a scenario."""
+        return slowest_ms(self.steps.times(self.run(scenario, cost_us, f)).dur)
 
-    def median_step_ms(self, scenario: Scenario, cost_us: float = 0.0, f: Factors | None = None) -> float:
-        """The slowest device's median step (ms) under a scenario."""
-        t = self.steps.times(self.run(scenario, cost_us, f))
-        return max((float(np.median(d)) / 1e6 for d in t.dur if d.size), default=0.0)
-
-    def host_ms(self, scenario: Scenario, cost_us: float = 0.0, f: Factors | None = None) -> float:
-        """The step threads' host windows alone (the longest rank's mean, ms)."""
-        t = self.steps.times(self.run(scenario, cost_us, f))
-        return max((float(d.mean()) / 1e6 for d in t.host_dur if d.size), default=0.0)
-
-    def unprofiled_target(self, flag_ms: Optional[float]) -> tuple[str, Optional[float], Optional[float]]:
-        """(source, unprofiled step ms, unprofiled host step ms): the flag, else the capture manifest's
-        medians (`tracekit capture` times steps without the profiler after the profiled ones)."""
+    def unprofiled_target(self, flag_ms: Optional[float]) -> tuple[str, Optional[float]]:
+        """(source, unprofiled step ms): the flag, else the capture manifest's median (`tracekit capture`
+        times steps without the profiler, with CUDA events at step boundaries, before the profiled ones)."""
         if flag_ms is not None:
-            return "flag", float(flag_ms), None
+            return "flag", float(flag_ms)
         if self.producers:  # the consumer's time: the unprofiled step less its wait for the batch
-            ps = self.producers.values()
-            host = [p.consumer_host_ms for p in ps if p.consumer_host_ms is not None]
-            return "manifest", max(p.consumer_ms for p in ps), max(host, default=None)
+            return "manifest", max(p.consumer_ms for p in self.producers.values())
         m = (self.capture.manifest or {}) if self.capture is not None else {}
         un, scale = m.get("unprofiled_step_ns"), 1e-6
         if not un:
             un, scale = m.get("unprofiled_step_ms"), 1.0
         if not un:
-            return "default", None, None
-        host = [
-            float(np.median(r["unprofiled"]["host_step_ms"]))
-            for r in m.get("ranks") or []
-            if isinstance(r, dict) and (r.get("unprofiled") or {}).get("host_step_ms")
-        ]
-        return "manifest", float(np.median(np.asarray(un, dtype=np.float64))) * scale, max(host, default=None)
+            return "default", None
+        return "manifest", float(np.median(np.asarray(un, dtype=np.float64))) * scale
 
     def cost(
         self, flag_ms: Optional[float], default_us: float = DEFAULT_COST_US
     ) -> tuple[str, Optional[float], CostEstimate]:
-        source, target, host_target = self.unprofiled_target(flag_ms)
+        """(source, unprofiled step ms, the profiler cost): fitted where the unprofiled step identifies it,
+        else the measured default (tracekit.whatif.profiler)."""
+        source, target = self.unprofiled_target(flag_ms)
         if target is None:
             note = (
                 f"no unprofiled step time (manifest or --unprofiled-step-ms): the default profiler cost "
@@ -126,22 +111,12 @@ class Replayer:
         paced = bool(self.producers) and flag_ms is None
         base = NO_FETCH if paced else IDENTITY
         af = self.check(base)
-        # the producer's consumer is a median (tracekit.whatif.loader): fitted to the replay's median step
-        step = self.median_step_ms if paced else self.step_ms
-        est = estimate_cost(lambda c: step(base, c, af), target, default_us=default_us)
-        if not est.fitted and host_target:
-            by_host = estimate_cost(lambda c: self.host_ms(base, c, af), host_target, default_us=default_us)
-            if by_host.fitted:
-                note = (
-                    f"{est.note.split(';')[0]}; fitted instead to the host's unprofiled step time "
-                    f"({host_target:.3f} ms)"
-                )
-                return (
-                    source,
-                    target,
-                    CostEstimate(by_host.cost_us, by_host.low_us, by_host.high_us, note, True),
-                )
-        return source, target, est
+        # the producer's consumer is a median (tracekit.whatif.loader), as every step is (step_ms)
+        return (
+            source,
+            target,
+            estimate_cost(lambda c: self.step_ms(base, c, af), target, default_us=default_us),
+        )
 
     def unprofiled(
         self, scenario: Scenario, cost_us: float, f: Factors | None = None
@@ -233,12 +208,15 @@ def whatif(
                 unprofiled_predicted_step_ns=tuple(int(x) for x in un_pred.dur[i]),
             )
         )
-    slow = lambda t: max((float(d.mean()) / 1e6 for d in t.dur if d.size), default=0.0)  # noqa: E731
+    # how much the prediction without the profiler depends on its cost: replayed at both ends of the
+    # range of costs fitted on real captures
+    sensitivity = tuple(slowest_ms(rp.steps.times(rp.run(scenario, c, af)).dur) for c in MEASURED_RANGE_US)
     unprofiled = Unprofiled(
         source=source,
         observed_step_ms=target,
-        replayed_step_ms=slow(un_base),
-        predicted_step_ms=slow(un_pred),
+        replayed_step_ms=slowest_ms(un_base.dur),
+        predicted_step_ms=slowest_ms(un_pred.dur),
+        predicted_step_ms_by_cost=tuple(zip(MEASURED_RANGE_US, sensitivity)),
         profiler_cost_us_per_event=est.cost_us,
         cost_range_us=(est.low_us, est.high_us)
         if est.low_us is not None and est.high_us is not None
@@ -289,17 +267,25 @@ def _loader_json(lp: LoaderPrediction, p: Producer, un_pred: StepTimes) -> dict:
     }
 
 
+def slowest_ms(durations: list) -> float:
+    """The slowest device's step (median over its steps, ms) of per-device step-time arrays."""
+    return max((median_ns(d) / 1e6 for d in durations if d.size), default=0.0)
+
+
 def _busy(rp: Replayer, key, rep: np.ndarray, t: StepTimes, i: int) -> int:
-    """Device busy time (union over streams) inside the predicted steps' span."""
+    """Device busy time (union over streams) inside the predicted steps."""
     g = rp.graph
     d = g.device
     if key[1] < 0 or not len(d) or not t.dur[i].size:
         return 0
     m = np.flatnonzero((d["rank"].to_numpy() == key[0]) & (d["device"].to_numpy() == key[1]))
     s, e = iv.union(rep[g.device_base + 2 * m], rep[g.device_base + 2 * m + 1])
-    end = rp.steps.end_point(rep, key)
-    start = end - int(t.dur[i].sum())
-    return int(iv.total_overlap(s, e, np.array([start]), np.array([end]))[0])
+    start, end = t.bounds[i]
+    cycle = rp.steps.win[key[0]][4]
+    # per profiler cycle: cycles are separate timelines, a changed one may overlap the next
+    return sum(
+        int(iv.total_overlap(s, e, start[cycle == c], end[cycle == c]).sum()) for c in np.unique(cycle)
+    )
 
 
 def _attribute(rp: Replayer, rep: np.ndarray) -> dict:
@@ -357,6 +343,9 @@ def _graph_notes(f: Factors) -> list[str]:
 def _notes(rp: Replayer, devices: list[DevicePrediction]) -> list[str]:
     d = rp.graph.diagnostics
     out = []
+    rep = _representative(rp, devices)
+    if rep:
+        out.append(rep)
     err = max((abs(x.replay_error) for x in devices), default=0.0)
     if err > 0.02:
         why = []
@@ -377,6 +366,35 @@ def _notes(rp: Replayer, devices: list[DevicePrediction]) -> list[str]:
             "collective dependency"
         )
     return out
+
+
+def _representative(rp: Replayer, devices: list[DevicePrediction]) -> Optional[str]:
+    """The analysis' representativeness check (model.ProfilerOverhead) on the slowest device's observed
+    steps against the manifest's unprofiled ones, as a note (None when they agree or are missing)."""
+    from tracekit.analysis.model import ProfilerOverhead
+    from tracekit.analysis.steps import spread_ns
+
+    m = (rp.capture.manifest or {}) if rp.capture is not None else {}
+    un = m.get("unprofiled_step_ms")
+    if not un or not devices:
+        return None
+    slow = max(devices, key=lambda x: x.observed_step_ms)
+    p = ProfilerOverhead(
+        profiled_step_ms=slow.observed_step_ms,
+        unprofiled_step_ms=median_ns(un),
+        profiled_spread_ms=spread_ns(slow.observed_step_ns) / 1e6,
+        unprofiled_spread_ms=spread_ns(un),
+        profiled_steps=len(slow.steps),
+        unprofiled_steps=len(un),
+    )
+    if not p.not_representative:
+        return None
+    return (
+        f"the profiled window is not representative of the run: {p.not_representative} (profiled "
+        f"{p.profiled_step_ms:.3f} ± {p.profiled_spread_ms:.3f} ms over {p.profiled_steps} steps, without "
+        f"the profiler {p.unprofiled_step_ms:.3f} ± {p.unprofiled_spread_ms:.3f} ms over "
+        f"{p.unprofiled_steps})"
+    )
 
 
 def _capture_info(capture: Any) -> dict:

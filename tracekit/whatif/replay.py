@@ -14,6 +14,8 @@ from typing import Any, Optional
 import numpy as np
 
 from tracekit.analysis.events import STATE_NAMES
+from tracekit.analysis.steps import Work, assign_work
+from tracekit.analysis.steps import bounds as step_bounds
 from tracekit.data import schema as S
 from tracekit.whatif.graph import DROPPED, Graph
 from tracekit.whatif.loops import HOST_CLASS, WAIT_CLASS, longest_path, longest_paths
@@ -224,88 +226,66 @@ class StepTimes:
     dur: list  # per key: int64 array of step times
     host_dur: list  # per key: the host windows alone
     busy: list  # per key: device busy time of the step's own work (sum of its activities' lengths)
+    bounds: list  # per key: (start, end) int64 arrays of each step
 
 
 class StepModel:
-    """What the step-time definition needs, computed once per graph."""
+    """The step definition (tracekit.analysis.steps) applied to a graph's node times: which window each
+    activity belongs to is fixed once on the observed times; `points` then reads any replay."""
 
     def __init__(self, g: Graph) -> None:
         self.g = g
         steps = g.steps
         self.keys = []
-        self.win = {}  # rank -> (step numbers, thread index, window start t, window end t)
+        self.win = {}  # rank -> (step numbers, thread index, window start t, window end t, cycle)
         for rank, st in steps.groupby("rank", sort=True):
             r = int(rank)
             key = (r, int(st["pid"].iloc[0]), int(st["tid"].iloc[0]))
-            ti = g.thread_index.get(key)
             self.win[r] = (
                 st["step"].to_numpy(np.int64),
-                ti,
+                g.thread_index.get(key),
                 st["ts"].to_numpy(np.int64),
                 st["end"].to_numpy(np.int64),
+                st["cycle"].to_numpy(np.int64),
             )
         dev = g.device
-        self.per_device = {}
-        self.pre = {}
+        # (rank, device) -> (steps.Work, the activities' end nodes); (None, None): the host windows alone
+        self.work: dict[tuple[int, int], tuple[Optional[Work], Optional[np.ndarray]]] = {}
         base = g.device_base
         for (rank, device), d in dev.groupby(["rank", "device"], sort=True):
             r = int(rank)
             if r not in self.win:
                 continue
-            _, _, ws, we = self.win[r]
-            # the step whose host window the launch (else the activity itself) started in
-            t = np.where(
-                np.isnan(d["launch_ts"].to_numpy()), d["ts"].to_numpy(np.float64), d["launch_ts"].to_numpy()
-            )
-            k = np.searchsorted(ws, t, side="right") - 1
-            ok = (k >= 0) & (t < we[np.maximum(k, 0)])
-            # the activities' end nodes grouped by step: (steps, end nodes, where each step's begin)
-            o = np.argsort(k[ok], kind="stable")
-            kk, ends = k[ok][o], (base + 2 * d.index.to_numpy()[ok] + 1)[o]
-            first = np.flatnonzero(np.r_[True, kk[1:] != kk[:-1]]) if kk.size else np.zeros(0, np.int64)
-            self.per_device[(r, int(device))] = (kk[first], ends, first)
-            # work queued before the first window (warm-up steps, launched before the trace began)
-            # that the device is still running: the first step starts when both sides are free
-            before = d.index.to_numpy()[(k < 0) & (d["ts"].to_numpy() < we[0])]
-            self.pre[(r, int(device))] = base + 2 * before + 1
+            _, _, ws, we, cy = self.win[r]
+            work = assign_work(ws, we, cy, d["launch_ts"].to_numpy(np.float64), d["ts"].to_numpy(np.int64))
+            self.work[(r, int(device))] = (work, base + 2 * d.index.to_numpy() + 1)
             self.keys.append((r, int(device)))
         for r in self.win:  # ranks without device activity: the host windows alone
             if not any(k[0] == r for k in self.keys):
-                self.per_device[(r, -1)] = (
-                    np.zeros(0, np.int64),
-                    np.zeros(0, np.int64),
-                    np.zeros(0, np.int64),
-                )
+                self.work[(r, -1)] = (None, None)
                 self.keys.append((r, -1))
 
-    def points(self, rep: np.ndarray, key) -> tuple[np.ndarray, np.int64, np.ndarray]:
-        """(the instant each step ends, the instant the first step starts, the host windows' lengths)
-        for one (rank, device), from the node times `rep`."""
+    def points(self, rep: np.ndarray, key) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(each step's start, each step's end, the host windows' lengths) for one (rank, device), from
+        the node times `rep`."""
         g = self.g
-        _, ti, ws, we = self.win[key[0]]
+        _, ti, ws, we, cy = self.win[key[0]]
         rws = map_times(g, ti, ws, rep)
         rwe = map_times(g, ti, we, rep)
-        k, end_nodes, first = self.per_device[key]
-        dev_end = np.full(ws.size, np.iinfo(np.int64).min, np.int64)
-        if k.size:
-            dev_end[k] = np.maximum.reduceat(rep[end_nodes], first)
-        point = np.maximum.accumulate(np.maximum(rwe, dev_end))
-        pre = self.pre.get(key)
-        start = max(int(rws[0]), int(rep[pre].max())) if pre is not None and pre.size else int(rws[0])
-        return point, np.int64(min(start, int(point[0]))), rwe - rws
-
-    def end_point(self, rep: np.ndarray, key) -> int:
-        return int(self.points(rep, key)[0][-1])
+        work, end_nodes = self.work[key]
+        start, end = step_bounds(rws, rwe, cy, work, None if end_nodes is None else rep[end_nodes])
+        return start, end, rwe - rws
 
     def times(self, rep: np.ndarray) -> StepTimes:
-        out = StepTimes([], [], [], [], [])
+        out = StepTimes([], [], [], [], [], [])
         for key in self.keys:
-            point, first, host = self.points(rep, key)
+            start, end, host = self.points(rep, key)
             out.keys.append(key)
             out.steps.append(self.win[key[0]][0])
-            out.dur.append(np.diff(np.r_[first, point]))
+            out.dur.append(end - start)
             out.host_dur.append(host)
-            out.busy.append(np.zeros(point.size, np.int64))
+            out.busy.append(np.zeros(end.size, np.int64))
+            out.bounds.append((start, end))
         return out
 
 
