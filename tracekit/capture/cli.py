@@ -26,6 +26,7 @@ import traceback
 from typing import Any, Dict, List, Optional
 
 from tracekit.capture import api
+from tracekit.capture.calibrate import calibrate_quietly
 from tracekit.capture.knobs import (
     COMMON_KNOBS,
     KnobError,
@@ -219,6 +220,7 @@ def _run(config: CaptureConfig, torch: Any) -> Dict[str, Any]:
         if config.device == "cuda":
             torch.cuda.set_device(config.local_rank)
         dist.init_process_group(backend="nccl" if config.device == "cuda" else "gloo")
+    config.calibration["before"] = calibrate_quietly(config.device)
     torch.manual_seed(int(config.knobs.get("seed", 0)) + config.rank)
     sess = Session(config)
     status, error = "ok", None
@@ -252,6 +254,8 @@ def _run(config: CaptureConfig, torch: Any) -> Dict[str, Any]:
             f"tracekit.capture: {config.workload} raised at step {sess.index + 1}; "
             f"traces written so far are kept in {config.out_dir}\n"
         )
+    if status != "interrupted":
+        config.calibration["after"] = calibrate_quietly(config.device)
     if status == "ok" and sess.index < sess.n_total:
         status = "incomplete"
         error = f"the loop ended after {sess.index} of {sess.n_total} steps"

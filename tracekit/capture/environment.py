@@ -8,7 +8,7 @@ import socket
 import sys
 import sysconfig
 from datetime import datetime, timezone
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 
 def utc_now() -> str:
@@ -23,6 +23,41 @@ def python_info() -> Dict[str, Any]:
         "compiler": platform.python_compiler(),
         # 1 on free-threaded (3.13t+) builds, where the GIL can be off.
         "gil_disabled": bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
+        "build": python_build(),
+    }
+
+
+def _flag(
+    config_args: str, flags: str, option: str, compiler_flag: str, distribution: bool
+) -> Optional[bool]:
+    """True when configure was given `option` or the compiler flags hold `compiler_flag`; False when
+    they hold neither; None (cannot tell) when nothing is recorded or for a distribution's build."""
+    if option in config_args or compiler_flag in flags:
+        return True
+    return None if distribution or not config_args else False
+
+
+def python_build() -> Dict[str, Any]:
+    """How this interpreter was built: PGO, LTO, a shared libpython, the compiler, free-threading.
+
+    Read from `sysconfig` (configure's arguments and the flags the interpreter was compiled with).
+    A distribution's build (prefix /usr: Debian and Ubuntu compile with PGO and LTO from their own packaging
+    rules, which configure's recorded arguments need not show) is marked `distribution`, and its PGO/LTO
+    entries are None (cannot tell) unless the recorded flags show them.
+    """
+    get = sysconfig.get_config_var
+    args = str(get("CONFIG_ARGS") or "")
+    flags = " ".join(str(get(k) or "") for k in ("PY_CFLAGS", "PY_CFLAGS_NODIST", "PY_LDFLAGS_NODIST", "OPT"))
+    distribution = sys.base_prefix == "/usr"
+    return {
+        "pgo": _flag(args, flags, "--enable-optimizations", "-fprofile-use", distribution),
+        "lto": _flag(args, flags, "--with-lto", "-flto", distribution),
+        "shared_libpython": bool(get("Py_ENABLE_SHARED")),
+        "compiler": platform.python_compiler(),
+        "free_threaded": bool(get("Py_GIL_DISABLED")),
+        "debug": bool(get("Py_DEBUG")),
+        "distribution": distribution,
+        "config_args": args[:2000],
     }
 
 

@@ -59,6 +59,9 @@ class CaptureConfig:
     # What the workload says about its own set-up once built (its `manifest_extra`: calibrations, the
     # precision torch actually uses); not knobs, since two repeats of one setting may calibrate differently.
     extra: Dict[str, Any] = field(default_factory=dict)
+    # The machine-speed calibration run before and after the capture (`calibrate.calibrate`):
+    # {"before": {...}, "after": {...}}.
+    calibration: Dict[str, Any] = field(default_factory=dict)
 
     @property
     def worker(self) -> str:
@@ -374,6 +377,7 @@ class Session:
             "knobs": cfg.knobs,
             "knobs_set": cfg.knobs_set,
             "extra": dict(cfg.extra),
+            "calibration": dict(cfg.calibration),
             "schedule": dict(cfg.schedule),
             "schedule_text": format_schedule(cfg.schedule),
             "device_kind": cfg.device,

@@ -47,6 +47,19 @@ def capture(
         "--script",
         help="Capture your own training script (it marks steps with tracekit.capture.session).",
     ),
+    repeat: int = typer.Option(
+        1,
+        "--repeat",
+        help="Runs per interpreter, interleaved (A B B A A B ...: a linear drift of the machine cancels "
+        "over an even number); runs are named py3.11-1, py3.11-2, ... and `tracekit diff OUT/<workload> "
+        "--by python` pools them. A bounded 95% interval needs at least 4 per interpreter.",
+    ),
+    no_parse: bool = typer.Option(
+        False,
+        "--no-parse",
+        help="Only capture (traces + manifest.json per run folder); parse later with `tracekit parse` or "
+        "let `tracekit diff` read the run folders (for a GPU machine without tracekit's analysis side).",
+    ),
     force: bool = typer.Option(False, "--force", help="Overwrite existing outputs."),
 ) -> None:
     """Capture a workload under torch.profiler in each interpreter and parse it into Parquet."""
@@ -78,6 +91,8 @@ def capture(
         script=script,
         script_args=script_args,
         force=force,
+        repeat=repeat,
+        parse=not no_parse,
     )
     for path in paths:
         typer.echo(str(path))

@@ -30,6 +30,13 @@ def diff(
         help="What the comparison varies on purpose: a knob (amp) or a manifest field (torch.version); "
         "its difference is then compared, not a reason to call the captures not comparable.",
     ),
+    by: Optional[str] = typer.Option(
+        None,
+        "--by",
+        help="Pool the runs of a folder `tracekit capture` wrote (OUT/<workload>: its Parquet files and "
+        "run folders) by a manifest field: python (python.version), torch, device, a knob name, or a "
+        "dotted field; one side per value, in natural order, the first the baseline.",
+    ),
     confidence: float = typer.Option(0.95, "--confidence", help="Confidence of the intervals, e.g. 0.95."),
     top_ops: int = typer.Option(
         10, "--top-ops", help="Framework ops listed (largest change per call first)."
@@ -45,6 +52,8 @@ def diff(
     from tracekit.errors import TracekitError
     from tracekit.render.diff import PlotRenderer
 
+    if by is not None:
+        captures = _grouped(captures, by)
     if plot is not None:
         if plot.suffix.lower() != ".png":
             raise TracekitError(f"--plot {plot}: the plot is a PNG; name it with .png")
@@ -59,3 +68,23 @@ def diff(
     if plot is not None:
         PlotRenderer().render_to(result, plot)
         typer.echo(f"wrote {plot}", err=True)
+
+
+def _grouped(folders: List[str], by: str) -> List[str]:
+    """The runs in `folders`, one comma-joined side per value of `by` (tracekit.compare.group)."""
+    from tracekit.compare.group import find_runs, group_runs
+    from tracekit.errors import NotComparableError
+
+    runs = [r for folder in folders for r in find_runs(folder)]
+    if not runs:
+        raise NotComparableError(
+            f"--by {by}: no captures in {', '.join(folders)} (a folder `tracekit capture -o OUT` wrote: "
+            "OUT/<workload>)"
+        )
+    groups = group_runs(runs, by)
+    if len(groups) < 2:
+        raise NotComparableError(
+            f"--by {by}: every capture in {', '.join(folders)} has {by} = {groups[0][0]}; nothing to compare"
+        )
+    typer.echo("; ".join(f"{by} {value}: {len(paths)} runs" for value, paths in groups), err=True)
+    return [",".join(paths) for _, paths in groups]

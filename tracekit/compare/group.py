@@ -123,3 +123,63 @@ def merge_reports(reports: Sequence[Report], names: Sequence[str] | None = None)
             for name, v in ops.items()
         ),
     )
+
+
+# -- runs grouped by what varies (`tracekit diff OUT/<workload> --by python`) -------------------------------
+
+BY_ALIASES = {"python": "python.version", "torch": "torch.version", "device": "device.name"}
+
+
+def _by_path(by: str) -> str:
+    """`python` → python.version; a dotted manifest field as it is; a bare knob name → knobs.<name>."""
+    if by in BY_ALIASES:
+        return BY_ALIASES[by]
+    return by if "." in by else f"knobs.{by}"
+
+
+def _natural(value: Any) -> tuple:
+    """'3.10.13' after '3.9.18': numbers compared as numbers."""
+    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"[.\-_ ]", str(value)))
+
+
+def find_runs(folder: Any) -> list[tuple[str, Mapping[str, Any]]]:
+    """The captures in a folder `tracekit capture` wrote (OUT/<workload>/): each `<run>.parquet`, and each
+    run folder (traces + manifest.json) that has no Parquet file beside it (`capture --no-parse`), with
+    its manifest. Sorted by name."""
+    from tracekit.data import files
+    from tracekit.data.store import is_capture, read_meta
+    from tracekit.parse.parser import find_manifest
+
+    found: dict[str, tuple[str, Mapping[str, Any]]] = {}
+    for name in sorted(files.list_dir(folder)):
+        loc = files.join(folder, name)
+        if name.endswith(".parquet") or (files.is_dir(loc) and is_capture(loc)):
+            manifest = (read_meta(loc) or {}).get("manifest")
+            stem = name[: -len(".parquet")] if name.endswith(".parquet") else name
+            if isinstance(manifest, Mapping):
+                found[stem] = (str(loc), manifest)
+    for name in sorted(files.list_dir(folder)):
+        loc = files.join(folder, name)
+        if name not in found and files.is_dir(loc):
+            manifest = find_manifest([loc])
+            if manifest is not None:
+                found[name] = (str(loc), manifest)
+    return [found[k] for k in sorted(found)]
+
+
+def group_runs(runs: Sequence[tuple[str, Mapping[str, Any]]], by: str) -> list[tuple[str, list[str]]]:
+    """(value, paths) per value of the manifest field `by` (see `_by_path`), in natural order of the
+    values (3.9 before 3.10): the sides of a diff, the first one the baseline. Runs without the field are
+    refused: they cannot be placed."""
+    path = _by_path(by)
+    groups: dict[str, list[str]] = {}
+    for loc, manifest in runs:
+        value: Any = manifest
+        for part in path.split("."):
+            value = value.get(part) if isinstance(value, Mapping) else None
+        if value is None:
+            raise NotComparableError(
+                f"--by {by}: {loc} has no {path} in its manifest; name the captures instead of a folder"
+            )
+        groups.setdefault(str(value), []).append(loc)
+    return [(k, groups[k]) for k in sorted(groups, key=_natural)]

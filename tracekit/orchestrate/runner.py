@@ -94,27 +94,51 @@ def capture_env() -> Iterator[dict[str, str]]:
         yield child_env(tmp)
 
 
+def interleaved(n_pythons: int, repeat: int) -> list[tuple[int, int]]:
+    """(interpreter index, repeat number from 1) in run order: rounds alternate forward and backward
+    (A B | B A | A B ...), so that a drift linear in time falls on every interpreter alike once the
+    number of rounds is even (each forward-backward pair puts interpreter i at positions i and 2k-1-i)."""
+    order = []
+    for r in range(repeat):
+        idx = range(n_pythons) if r % 2 == 0 else reversed(range(n_pythons))
+        order += [(i, r + 1) for i in idx]
+    return order
+
+
 def plan_runs(
-    workload: str, out: Path, pythons: Sequence[str | None], name: str | None, force: bool
+    workload: str,
+    out: Path,
+    pythons: Sequence[str | None],
+    name: str | None,
+    force: bool,
+    repeat: int = 1,
 ) -> list[Run]:
-    """Resolve interpreters and output paths, refusing (before anything runs) to overwrite without force."""
+    """Resolve interpreters and output paths, refusing (before anything runs) to overwrite without force.
+    With `repeat` > 1 each interpreter runs `repeat` times, interleaved (`interleaved`), and run names end
+    in the repeat number (py3.11-1, py3.11-2, ...), which `tracekit diff --by python` groups again."""
+    if repeat < 1:
+        raise CaptureError(f"--repeat {repeat}: give how many runs per interpreter, 1 or more")
     resolved = [interpreters.resolve(p) for p in (pythons or [None])]
-    runs: list[Run] = []
+    bases: list[str] = []
     for interp in resolved:
         if name and len(resolved) == 1:
-            run_name = name
+            base = name
         elif name:
-            run_name = f"{name}-{interp.run_name}"
+            base = f"{name}-{interp.run_name}"
         else:
-            run_name = interp.run_name
-        if any(r.name == run_name for r in runs):
+            base = interp.run_name
+        if base in bases:
+            other = resolved[bases.index(base)]
             raise CaptureError(
-                f"two interpreters give the same run name {run_name!r} "
-                f"({', '.join(str(r.interpreter.path) for r in runs if r.name == run_name)} and "
-                f"{interp.path}); capture them one at a time with --name"
+                f"two interpreters give the same run name {base!r} ({other.path} and {interp.path}); "
+                "capture them one at a time with --name"
             )
+        bases.append(base)
+    runs: list[Run] = []
+    for i, r in interleaved(len(resolved), repeat):
+        run_name = bases[i] if repeat == 1 else f"{bases[i]}-{r}"
         run_dir = out / workload / run_name
-        runs.append(Run(interp, run_name, run_dir, out / workload / f"{run_name}.parquet"))
+        runs.append(Run(resolved[i], run_name, run_dir, out / workload / f"{run_name}.parquet"))
     if not force:
         for run in runs:
             for path in (run.parquet, run.run_dir):
@@ -151,13 +175,17 @@ def run_capture(
     force: bool = False,
     echo: Echo = _stderr,
     summarize: Summarize | None = None,
+    repeat: int = 1,
+    parse: bool = True,
 ) -> list[Path]:
-    """Capture `workload` (or `script`) in each interpreter, one after another; return the Parquet paths.
+    """Capture `workload` (or `script`) in each interpreter, one after another; return the Parquet paths
+    (the run folders when `parse` is False).
 
     `pythons`: paths, commands or versions ("3.9"); empty = the current interpreter. `device`: "cuda",
     "cpu" or None (cuda when the target's torch sees one). `knobs`: `--set` values. `schedule`: text
-    ("wait=1,warmup=1,active=3,repeat=2") or a dict. Raises CaptureError when a workload fails (its traces
-    so far are kept), KeyboardInterrupt after the child stopped cleanly. `summarize(run_dir, capture)`:
+    ("wait=1,warmup=1,active=3,repeat=2") or a dict. `repeat`: runs per interpreter, interleaved
+    (`interleaved`). Raises CaptureError when a workload fails (its traces so far, and every finished
+    run, are kept), KeyboardInterrupt after the child stopped cleanly. `summarize(run_dir, capture)`:
     called with each run's parsed capture (`tracekit.api.capture` writes its TensorBoard event files).
     """
     if (workload is None) == (script is None):
@@ -180,18 +208,58 @@ def run_capture(
     check_knobs(workload, knobs, device)
     label = workload if workload is not None else script.stem  # type: ignore[union-attr]
     out = Path(out)
-    runs = plan_runs(label, out, list(pythons) or [None], name, force)
+    runs = plan_runs(label, out, list(pythons) or [None], name, force, repeat)
+    _check_interpreters(runs, repeat)
+    if repeat > 1:
+        _announce(runs, repeat, echo)
     written: list[Path] = []
     for i, run in enumerate(runs, 1):
-        interpreters.require_torch(run.interpreter)  # the child reports a torch that fails to import
         echo(
             f"tracekit: [{i}/{len(runs)}] {label} under {run.interpreter.describe()} "
             f"(torch {run.interpreter.torch_version or '?'}) "
             f"→ {run.run_dir}"
         )
-        manifest = _run_child(run, workload, script, script_args, device, knobs, sched, force, echo)
-        written.append(_parse_run(run, manifest, force, echo, summarize))
+        try:
+            manifest = _run_child(run, workload, script, script_args, device, knobs, sched, force, echo)
+        except CaptureError as exc:
+            if not written:
+                raise
+            kept = ", ".join(p.stem if parse else p.name for p in written)
+            raise CaptureError(f"{exc}; the {len(written)} finished runs are kept ({kept})") from None
+        written.append(_parse_run(run, manifest, force, echo, summarize) if parse else run.run_dir)
     return written
+
+
+def _check_interpreters(runs: Sequence[Run], repeat: int) -> None:
+    """torch installed in each interpreter; before several rounds, importable too (seconds each), so that
+    a broken interpreter stops the capture before its first run rather than half-way through."""
+    seen: set[Path] = set()
+    for run in runs:
+        if run.interpreter.path in seen:
+            continue
+        seen.add(run.interpreter.path)
+        interpreters.require_torch(run.interpreter)  # the child reports a torch that fails to import
+        if repeat > 1:
+            interpreters.check_torch(run.interpreter)
+
+
+def _announce(runs: Sequence[Run], repeat: int, echo: Echo) -> None:
+    """The run order, and whether `repeat` runs per interpreter can give a bounded interval in a diff."""
+    from tracekit.compare.stats import DEFAULT_CONFIDENCE, runs_for_interval
+
+    need = runs_for_interval(DEFAULT_CONFIDENCE)
+    echo(f"tracekit: {len(runs)} runs, interleaved: {' '.join(r.name for r in runs)}")
+    if repeat < need:
+        echo(
+            f"tracekit: note: {repeat} runs per interpreter are too few for a bounded "
+            f"{DEFAULT_CONFIDENCE:.0%} interval in `tracekit diff --by python` (it compares runs, and "
+            f"needs at least {need} of each); use --repeat {need} or more"
+        )
+    if repeat % 2:
+        echo(
+            f"tracekit: note: an odd --repeat ({repeat}) leaves a linear drift of the machine "
+            "uncancelled (the last round runs in one direction only); an even number cancels it"
+        )
 
 
 def _child_command(
