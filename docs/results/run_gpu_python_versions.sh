@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The GPU cross-version study of docs/results/gpu_python_versions.md: on the GPU machine (one H200, torch
+# 2.11, only Python 3.12 installed), CPython 3.10, 3.11, 3.12 and 3.13 built the same way (pyenv: no
+# PGO/LTO, shared libpython) run the machine's own torch (../shared/device-pythons/README.md says how), and
+# `tracekit capture --repeat` runs each workload under all of them, interleaved, with the calibration in
+# every manifest. Capture only (--no-parse): the run folders come back and are parsed and diffed here.
+#
+#   PYDIR=.dev/pythons TOOLS=.dev/tools OUT=/tmp/pyruns BUDGET_S=330 docs/results/run_gpu_python_versions.sh
+#
+# PYDIR holds py-<version>.tar.xz made by build.sh (here repacked without numpy, which no workload uses,
+# and with stripped libraries, so that four fit in one call). BUDGET_S bounds the captures' wall time: a
+# workload whose runs (estimated from the runs so far) would not fit is skipped whole and named in
+# OUT/plan.txt, so that no workload is left with unbalanced rounds.
+set -u
+PYDIR=${PYDIR:-.dev/pythons}
+TOOLS=${TOOLS:-.dev/tools}
+OUT=${OUT:-/tmp/pyruns}
+BUDGET_S=${BUDGET_S:-330}
+REPEAT=${REPEAT:-6}
+VERSIONS=${VERSIONS:-3.10.13 3.11.7 3.12.1 3.13.0}
+mkdir -p "$OUT"
+T0=$(date +%s)
+PER_RUN_S=${PER_RUN_S:-8}  # the first estimate, replaced by what the runs took
+
+bash "$TOOLS/setup_on_device.sh" "$PYDIR" $VERSIONS 2>&1 | tee -a "$OUT/plan.txt"
+ALL=()
+for v in $VERSIONS; do
+    xy=$(echo "$v" | cut -d. -f1,2 | tr -d .)
+    ALL+=(--python "/tmp/py$xy")
+done
+TWO=("${ALL[@]:0:4}")  # 3.10 and 3.11: the step in which CPython's interpreter got its speed-up
+# The machine's own python3 (Ubuntu's build): what its manifest would record about the build.
+python3 -c 'import json, sys; from tracekit.capture.environment import python_info; print(json.dumps(python_info()))' \
+    > "$OUT/system_python.json"
+echo "setup done after $(( $(date +%s) - T0 )) s" | tee -a "$OUT/plan.txt"
+
+study() {  # study NAME N_INTERPRETERS WORKLOAD [capture args...]
+    local name=$1 n=$2; shift 2
+    local runs=$((n * REPEAT)) now; now=$(date +%s)
+    local need=$((runs * PER_RUN_S + 10))
+    if [ $((now - T0 + need)) -gt "$BUDGET_S" ]; then
+        echo "SKIPPED $name: $runs runs need about $need s, $((BUDGET_S - now + T0)) s of the budget left" \
+            | tee -a "$OUT/plan.txt"
+        return
+    fi
+    echo "RUN $name: $* --repeat $REPEAT ($runs runs)" | tee -a "$OUT/plan.txt"
+    local t=$(date +%s)
+    python3 -m tracekit capture "$@" --repeat "$REPEAT" --no-parse -o "$OUT/$name" >> "$OUT/log.txt" 2>&1
+    echo "  exit $? after $(( $(date +%s) - t )) s" | tee -a "$OUT/plan.txt"
+    PER_RUN_S=$(( ($(date +%s) - t + runs - 1) / runs ))
+}
+
+HOSTBOUND=(--set hidden=512 --set layers=24 --set batch_size=64 --set in_features=512 --set out_features=512
+           --set optimizer=sgd)
+study tiny_ops 4 tiny_ops "${ALL[@]}"
+study hostbound 4 heavy_mlp "${HOSTBOUND[@]}" "${ALL[@]}"
+study heavy_mlp 2 heavy_mlp "${TWO[@]}"
+study dataloader_train 2 dataloader_train "${TWO[@]}"
+echo "total $(( $(date +%s) - T0 )) s" | tee -a "$OUT/plan.txt"
