@@ -460,7 +460,16 @@ def whatif(
     scenario = opts.scenario()  # a bad flag fails before anything is read
     capture = source if isinstance(source, Capture) else _whatif_capture(source, executor)
     rp = Replayer.of(capture)
+    other = None
+    if opts.python_from is not None or opts.python_speedup is not None:
+        from tracekit.whatif.check import python_scenario
+
+        scenario, other = python_scenario(scenario, capture.manifest, opts.python_from, opts.python_speedup)
     result, predicted = run_whatif(capture, scenario, unprofiled_step_ms=opts.unprofiled_step_ms, replayer=rp)
+    if scenario.python is not None:
+        from tracekit.whatif.check import with_python_check
+
+        result = with_python_check(result, capture, rp, scenario, other, opts.unprofiled_step_ms)
     return WhatIf(result, capture, rp, predicted)
 
 

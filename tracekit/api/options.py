@@ -90,10 +90,12 @@ class DiffOptions:
 class WhatIfOptions:
     """The scenario of `tracekit.api.whatif`, as the flags of `tracekit whatif` write it: `sets`
     ("CAUSE=FACTOR", or "sync=0"), `kernels` and `ops` ("REGEX=FACTOR"), `rank_host` ("RANK=FACTOR"),
-    `python_speedup` (S: interpreter=1/S); `cuda_graphs`: each step's device work launched as one CUDA
-    graph, or with `cuda_graphs_region` (a regex) each outermost matching host event's; `loader_workers`
-    (N DataLoader workers instead of the capture's: tracekit.whatif.loader); `unprofiled_step_ms`: the
-    step time measured without the profiler, for traces without a tracekit manifest."""
+    `python_speedup` (S: a bytecode speed-up, translated into host time through the manifest's
+    calibration; without one interpreter=1/S), `python_from` (B: see below); `cuda_graphs`: each step's
+    device work launched as one CUDA graph, or with `cuda_graphs_region` (a regex) each outermost matching
+    host event's; `loader_workers` (N DataLoader workers instead of the capture's: tracekit.whatif.loader);
+    `unprofiled_step_ms`: the step time measured without the profiler, for traces without a tracekit
+    manifest."""
 
     sets: tuple[str, ...] = ()
     kernels: tuple[str, ...] = ()
@@ -104,11 +106,16 @@ class WhatIfOptions:
     cuda_graphs: bool = False
     cuda_graphs_region: Optional[str] = None
     loader_workers: Optional[int] = None
+    # B (a capture or run folder, several joined with ','): the capture under B's interpreter, from the
+    # manifests' calibrations (tracekit.whatif.python); B's measured step is shown beside the prediction.
+    python_from: Optional[str] = None
 
     def __post_init__(self) -> None:
         for name in ("sets", "kernels", "ops", "rank_host"):
             value = getattr(self, name)
             object.__setattr__(self, name, (value,) if isinstance(value, str) else tuple(value))
+        if self.python_from is not None and self.python_speedup is not None:
+            raise TracekitError("--python-from and --python-speedup both given; choose one")
         if self.unprofiled_step_ms is not None and not self.unprofiled_step_ms > 0:
             raise TracekitError(
                 f"--unprofiled-step-ms {self.unprofiled_step_ms:g}: give the step time in ms, > 0"

@@ -74,8 +74,16 @@ def whatif(
     python_speedup: Optional[float] = typer.Option(
         None,
         "--python-speedup",
-        help="S: the interpreter runs S times faster (interpreter=1/S). An assumption about the "
-        "interpreter share only: framework and launch time stay.",
+        help="S: Python bytecode runs S times faster (a pyperformance-style figure). With a calibration in "
+        "the manifest, only the bytecode part of the host path between torch ops speeds up (tracekit."
+        "whatif.python); without one, interpreter time / S (an upper bound). Framework and launch stay.",
+    ),
+    python_from: Optional[str] = typer.Option(
+        None,
+        "--python-from",
+        help="B (a capture or run folder; several runs joined with ','): predict this capture under B's "
+        "interpreter, from the two manifests' calibrations (a torch op called from Python, the machine-"
+        "speed control divided out); B's measured step time is shown beside the prediction.",
     ),
     cuda_graphs: bool = CUDA_GRAPHS,
     cuda_graphs_region: Optional[str] = CUDA_GRAPHS_REGION,
@@ -105,6 +113,7 @@ def whatif(
         rank_host=tuple(rank_host),
         python_speedup=python_speedup,
         loader_workers=loader_workers,
+        python_from=python_from,
         unprofiled_step_ms=unprofiled_step_ms,
         cuda_graphs=cuda_graphs,
         cuda_graphs_region=cuda_graphs_region,

@@ -121,9 +121,51 @@ def _get(doc: Optional[Mapping[str, Any]], path: str) -> Any:
     return cur
 
 
+# How the interpreter was built (tracekit/capture/environment.py `python_build`): compared where both
+# manifests record it; a difference is a note beside the Python version, since the speed of a build is not
+# the speed of a version (pyenv builds without PGO/LTO against a distribution's PGO+LTO build).
+BUILD_FIELDS: tuple[tuple[str, str], ...] = (
+    ("pgo", "PGO"),
+    ("lto", "LTO"),
+    ("shared_libpython", "shared libpython"),
+    ("distribution", "a distribution's build"),
+    ("compiler", "compiler"),
+    ("debug", "debug build"),
+)
+
+
+def _yes_no(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return {True: "yes", False: "no", None: "cannot tell"}.get(value, str(value))
+
+
+def build_difference(a: Optional[Mapping[str, Any]], b: Optional[Mapping[str, Any]]) -> Optional[Difference]:
+    """One note naming every build fact that differs, or None (same build, or not recorded in both)."""
+    ba, bb = _get(a, "python.build"), _get(b, "python.build")
+    if not isinstance(ba, Mapping) or not isinstance(bb, Mapping):
+        return None
+    parts = [
+        f"{label} {_yes_no(ba.get(key))} vs {_yes_no(bb.get(key))}"
+        for key, label in BUILD_FIELDS
+        if ba.get(key) != bb.get(key)
+    ]
+    if not parts:
+        return None
+    text = (
+        f"the interpreters were built differently ({'; '.join(parts)}): part of a difference in speed may "
+        "be the build's, not the Python version's"
+    )
+    return Difference("python.build", "Python build", None, None, Role.NOTE, text=text)
+
+
 def compare_manifests(a: Optional[Mapping[str, Any]], b: Optional[Mapping[str, Any]]) -> list[Difference]:
-    """Every field of MANIFEST_FIELDS / MANIFEST_DICTS that differs between two manifests."""
+    """Every field of MANIFEST_FIELDS / MANIFEST_DICTS that differs between two manifests, and the
+    interpreters' build (`build_difference`)."""
     out: list[Difference] = []
+    build = build_difference(a, b)
+    if build is not None:
+        out.append(build)
     for path, label, role in MANIFEST_FIELDS:
         va, vb = _get(a, path), _get(b, path)
         if va != vb:

@@ -32,7 +32,7 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 
 from tracekit.analysis.model import CAUSES, HOST_STATES, Report
-from tracekit.compare import comparable
+from tracekit.compare import comparable, control
 from tracekit.compare.comparable import Comparability, Facts
 from tracekit.compare.stats import (
     DEFAULT_CONFIDENCE,
@@ -184,6 +184,7 @@ class PairDiff:
     figures: tuple[FigureDiff, ...]
     ops: tuple[FigureDiff, ...]
     ops_compared: int = 0  # ops that passed the listing threshold; the op intervals are Bonferroni over them
+    control_notes: tuple[str, ...] = ()  # what the machine-speed control says (compare.control)
 
     @property
     def ops_confidence(self) -> float:
@@ -235,6 +236,7 @@ class DiffResult:
                     "figures": [f.to_json() for f in p.figures],
                     "ops": [f.to_json() for f in p.ops],
                     "ops_compared": p.ops_compared,
+                    "control_notes": list(p.control_notes),
                 }
                 for p in self.pairs
             ],
@@ -284,7 +286,7 @@ class StepValues:
         return len(np.unique(self.step_runs)) if len(self.step_runs) else 1
 
 
-STEP_OFFSET = 1_000_000  # a pooled run i numbers its step n as i·STEP_OFFSET + n (compare.group)
+STEP_OFFSET = control.STEP_OFFSET  # a pooled run i numbers its step n as i·STEP_OFFSET + n (compare.group)
 
 
 def _run_of(steps: Sequence[int]) -> np.ndarray:
@@ -806,13 +808,19 @@ def diff_pair(
     """B against A. `compared`: manifest fields (or knob names) the comparison means to vary."""
     va, vb = step_values(a), step_values(b)
     comp = comparable.check(a.capture, b.capture, facts(a, va), facts(b, vb), compared)
+    controls, notes = control.control_figures(a, b, confidence)
+    shown = [
+        FigureDiff(c.key, c.label, c.unit, control.SECTION_CONTROL, None, c.a, c.b, c.estimate)
+        for c in controls
+    ]
     return PairDiff(
         a=capture_info(a, labels[0], va),
         b=capture_info(b, labels[1], vb),
         comparability=comp,
-        figures=tuple(_figures(va, vb, confidence)),
+        figures=tuple(_figures(va, vb, confidence)) + tuple(shown),
         ops=tuple(_op_figures(va, vb, confidence, top_ops)),
         ops_compared=len(op_candidates(va, vb)),
+        control_notes=tuple(notes),
     )
 
 

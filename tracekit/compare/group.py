@@ -53,6 +53,7 @@ def _merge_manifests(manifests: Sequence[Mapping[str, Any]], label: str) -> dict
     merged = dict(manifests[0])
     merged["run"] = label
     merged["group"] = [m.get("run") for m in manifests]
+    merged["group_calibration"] = [m.get("calibration") for m in manifests]  # compare.control reads each
     for key in ("unprofiled_step_ms", "unprofiled_step_ns"):
         lists = [v for v in (m.get(key) for m in manifests) if isinstance(v, (list, tuple))]
         if len(lists) == len(manifests):

@@ -196,6 +196,8 @@ class TerminalRenderer:
             for line in comp.unchecked:
                 console.print(f"  note: {line}")
             console.print("  " + _headline(pair))
+            for line in pair.control_notes:
+                console.print(f"  {line}")
             table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
             table.add_column("figure", no_wrap=True, min_width=30, max_width=36, overflow="ellipsis")
             for name in (pair.a.label, pair.b.label):
@@ -247,7 +249,10 @@ class MarkdownRenderer:
                 w(f"- note: {_md(note.describe())}\n")
             for line in comp.unchecked:
                 w(f"- note: {_md(line)}\n")
-            w(f"- {_md(_headline(pair))}\n\n")
+            w(f"- {_md(_headline(pair))}\n")
+            for line in pair.control_notes:
+                w(f"- {_md(line)}\n")
+            w("\n")
             w(f"| figure | {_md(pair.a.label)} | {_md(pair.b.label)} | change | interval | verdict |\n")
             w("|---|---:|---:|---:|---:|---|\n")
             for section, figures in _sections(pair):

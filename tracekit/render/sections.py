@@ -189,6 +189,9 @@ def device_sections(report: Report) -> list[Section]:
         name = f" ({d.name})" if d.name else ""
         if savings:
             notes.append(_savings_note(report, d.savings_ms_per_step is not None))
+            ceiling = _python_ceiling(d.savings_ms_per_step, mean_step / 1e6)
+            if ceiling:
+                notes.append(ceiling)
         out.append(
             Section(f"rank {d.rank} device {d.device}{name}: where the step time went", columns, rows, notes)
         )
@@ -204,6 +207,18 @@ def _saving_cells(rows: list[list[str]], saved) -> None:
             row += ["-", "-"]
         else:
             row += [_ms(saved["profiled"][c] * 1e6), _ms(saved["unprofiled"][c] * 1e6)]
+
+
+def _python_ceiling(saved, step_ms: float) -> str | None:
+    """The most any faster interpreter could save: the interpreter cause removed, replayed."""
+    if saved is None or "interpreter" not in saved.get("profiled", {}) or step_ms <= 0:
+        return None
+    prof, unprof = saved["profiled"]["interpreter"], saved["unprofiled"]["interpreter"]
+    return (
+        f"a faster Python could save at most {_ms(prof * 1e6)} ms/step ({_pct(prof / step_ms)} of the step; "
+        f"unprofiled {_ms(unprof * 1e6)} ms): the interpreter's host time removed, replayed; a real speed-up "
+        "removes part of it (`tracekit whatif --python-speedup S` or `--python-from B`)"
+    )
 
 
 def _savings_note(report: Report, trusted: bool) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Optional
+from typing import Any, Iterable, Mapping, Optional
 
 from tracekit.errors import TracekitError
 
@@ -41,6 +41,9 @@ class Scenario:
     # the DataLoader's worker count instead of the capture's (the unprofiled producer model only,
     # tracekit.whatif.loader); None keeps it
     loader_workers: Optional[int] = None
+    # The interpreter cause's factor from the calibrations (tracekit.whatif.python.PythonModel.to_json):
+    # `--python-from B`, or `--python-speedup S` translated into host time. It replaces the plain 1/S.
+    python: Optional[Mapping[str, Any]] = None
 
     @property
     def no_wait(self) -> bool:
@@ -48,7 +51,9 @@ class Scenario:
 
     def cause_factor(self, cause: str) -> float:
         f = float(self.set.get(cause, 1.0))
-        if cause == "interpreter" and self.python_speedup:
+        if cause == "interpreter" and self.python is not None:
+            f *= float(self.python["interpreter_factor"])
+        elif cause == "interpreter" and self.python_speedup:
             f /= self.python_speedup
         return f
 
@@ -62,10 +67,11 @@ class Scenario:
             and self.python_speedup in (None, 1.0)
             and not self.cuda_graphs
             and self.loader_workers is None
+            and (self.python is None or float(self.python["interpreter_factor"]) == 1.0)
         )
 
     def to_json(self) -> dict:
-        return {
+        doc = {
             "set": dict(self.set),
             "kernels": dict(self.kernels),
             "rank_host": {str(k): v for k, v in self.rank_host.items()},
@@ -75,6 +81,9 @@ class Scenario:
             "graph_region": self.graph_region,
             "loader_workers": self.loader_workers,
         }
+        if self.python is not None:
+            doc["python"] = dict(self.python)
+        return doc
 
     def describe(self) -> str:
         parts = [f"{k}={v:g}" for k, v in self.set.items()]
@@ -83,7 +92,9 @@ class Scenario:
         parts += [f"rank {k} host={v:g}" for k, v in self.rank_host.items()]
         if self.loader_workers is not None:
             parts.append(f"{self.loader_workers} DataLoader workers")
-        if self.python_speedup:
+        if self.python is not None:
+            parts.append(str(self.python["text"]))
+        elif self.python_speedup:
             parts.append(
                 f"python {self.python_speedup:g}x faster (interpreter time / {self.python_speedup:g})"
             )
