@@ -233,14 +233,15 @@ def run_capture(
 def _check_interpreters(runs: Sequence[Run], repeat: int) -> None:
     """torch installed in each interpreter; before several rounds, importable too (seconds each), so that
     a broken interpreter stops the capture before its first run rather than half-way through."""
-    seen: set[Path] = set()
-    for run in runs:
-        if run.interpreter.path in seen:
-            continue
-        seen.add(run.interpreter.path)
-        interpreters.require_torch(run.interpreter)  # the child reports a torch that fails to import
-        if repeat > 1:
-            interpreters.check_torch(run.interpreter)
+    unique = list({run.interpreter.path: run.interpreter for run in runs}.values())
+    for interp in unique:
+        interpreters.require_torch(interp)  # the child reports a torch that fails to import
+    if repeat > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=len(unique)) as pool:  # seconds each: import them side by side
+            for _ in pool.map(interpreters.check_torch, unique):
+                pass
 
 
 def _announce(runs: Sequence[Run], repeat: int, echo: Echo) -> None:
