@@ -46,16 +46,25 @@ def test_a_drift_larger_than_the_effect_is_said_plainly():
     # THEN normalised by the control, interpreter time fell by 1 - 0.9/1.3 = 31 %
     norm = pair.figure(KEY_INTERPRETER_NORMALISED)
     assert norm.change == pytest.approx(0.9 / 1.3 - 1, abs=0.01)
-    assert "moved +30.0% from A to B (significant)" in pair.control_notes[0]
-    assert "larger than the change in interpreter time (−10.0%)" in pair.control_notes[1]
-    assert "cannot be told from the machine's drift" in pair.control_notes[1]
+    assert "moved +30.0% [+28.9%, +31.2%] from A to B" in pair.control_notes[0]
+    assert "drift is larger than the change in interpreter time (−10.0%)" in pair.control_notes[1]
+    assert "normalised by the control, interpreter time changed −30.8%" in pair.control_notes[1]
 
 
 def test_a_steady_machine_leaves_the_effect_standing():
     a = _report("3.10.13", [4.0] * 6, [10.0, 10.1, 9.9, 10.0, 10.05, 9.95])
     b = _report("3.11.7", [3.0] * 6, [10.0, 10.05, 9.95, 10.1, 9.9, 10.0])
     notes = diff([a, b]).pairs[0].control_notes
-    assert "smaller than the change in interpreter time (−25.0%)" in notes[1]
+    assert "smaller than the change in interpreter time (−25.0%), and its interval stays below" in notes[1]
+
+
+def test_a_control_that_varies_as_much_as_the_effect_is_said_too():
+    # GIVEN aten ops that vary ±15 % from step to step on both sides, and interpreter time 10 % lower
+    noisy = [10.0, 11.5, 8.5, 10.0, 11.5, 8.5]
+    a = _report("3.10.13", [4.0] * 6, noisy)
+    b = _report("3.11.7", [3.6] * 6, noisy[::-1])
+    notes = diff([a, b]).pairs[0].control_notes
+    assert "the machine's speed varied as much as the change in interpreter time (−10.0%)" in notes[1]
 
 
 def test_no_control_between_runs_of_one_python_without_calibration():
@@ -151,3 +160,16 @@ def test_python_speedup_speeds_up_only_the_bytecode_part_of_the_host_path():
     plain = from_speedup({}, 2.0)
     assert plain.interpreter_factor == 0.5 and not plain.calibrated
     assert math.isclose(Scenario(python=plain.to_json()).cause_factor("interpreter"), 0.5)
+
+
+def test_interpreter_figures_are_divided_by_the_control_of_the_same_calibration():
+    # GIVEN a run whose host switched to a 1.65x slower state between its before and after calibrations
+    fast, slow = _cal()["before"], _cal(scale=1.65)["before"]
+    m = _m({"version": 1, "before": fast, "after": slow})
+    # THEN raw figures differ by 1.65x, and the loop in units of the aten control does not
+    assert list(calibration_values(m, "python_loop", stat="min_ns")) == pytest.approx([40.0, 66.0])
+    assert list(calibration_values(m, "python_loop", stat="min_ns", per="aten_cpu")) == pytest.approx(
+        [40 / 15000] * 2
+    )
+    # AND against a steady run of the same interpreter the calibrated factor is 1
+    assert from_manifests(_m(_cal()), [m], "B").interpreter_factor == pytest.approx(1.0)

@@ -40,6 +40,12 @@ CALIBRATION_FIGURES: tuple[tuple[str, str, str, float], ...] = (
     ("torch_call", "cal. torch op from Python", "µs", 1e-3),
     ("cuda_launch", "cal. CUDA launch from Python", "µs", 1e-3),
 )
+# Interpreter figures divided by the aten control within each calibration: the machine's speed cancels.
+NORMALISED_FIGURES: tuple[tuple[str, str], ...] = (
+    ("python_loop", "cal. Python loop ÷ control"),
+    ("torch_call", "cal. torch op ÷ control"),
+    ("cuda_launch", "cal. CUDA launch ÷ control"),
+)
 KEY_OP_CONTROL = "control.framework_op"
 KEY_INTERPRETER_NORMALISED = "control.interpreter_normalised"
 
@@ -52,16 +58,27 @@ def run_calibrations(manifest: Optional[Mapping[str, Any]]) -> list[Mapping[str,
     return [d for d in docs if isinstance(d, Mapping)]
 
 
-def calibration_values(manifest: Optional[Mapping[str, Any]], figure: str) -> Optional[np.ndarray]:
-    """ns of `figure` per run (mean of its before and after medians); a single run gives both."""
+def _figure_ns(doc: Mapping[str, Any], when: str, figure: str, stat: str) -> float:
+    fig = (((doc.get(when) or {}).get("figures") or {}).get(figure)) or {}
+    return float(fig.get(stat) or 0)
+
+
+def calibration_values(
+    manifest: Optional[Mapping[str, Any]], figure: str, *, stat: str = "ns", per: Optional[str] = None
+) -> Optional[np.ndarray]:
+    """`figure` per run: the mean of its before and after calibrations (a single run gives both). `stat`:
+    "ns" (the median trial) or "min_ns" (the fastest). `per`: a control figure to divide by within each
+    calibration — the host's speed can switch between two runs, or between a run's before and after (on the
+    H200 host: every CPU figure ~1.65× slower at once), so the ratio is taken where both were measured."""
     runs = run_calibrations(manifest)
     per_run = []
     for doc in runs:
-        vals = [
-            float(((doc.get(when) or {}).get("figures") or {}).get(figure, {}).get("ns") or 0)
-            for when in ("before", "after")
-        ]
-        vals = [v for v in vals if v > 0]
+        vals = []
+        for when in ("before", "after"):
+            v = _figure_ns(doc, when, figure, stat)
+            d = _figure_ns(doc, when, per, stat) if per else 1.0
+            if v > 0 and d > 0:
+                vals.append(v / d)
         if vals:
             per_run.append(vals)
     if not per_run:
@@ -152,6 +169,11 @@ def control_figures(a: Report, b: Report, confidence: float) -> tuple[list[Contr
         xa, xb = calibration_values(a.capture, name), calibration_values(b.capture, name)
         if xa is not None and xb is not None:
             out.append(_figure(f"control.{name}", label, unit, xa, xb, scale, confidence, pooled))
+    for name, label in NORMALISED_FIGURES:
+        xa = calibration_values(a.capture, name, per="aten_cpu")
+        xb = calibration_values(b.capture, name, per="aten_cpu")
+        if xa is not None and xb is not None:
+            out.append(_figure(f"control.{name}_per_aten", label, "ratio", xa, xb, 1.0, confidence, pooled))
     names = {op.name for op in a.op_stats} & {op.name for op in b.op_stats}
     ca, cb = op_time_per_call(a, names), op_time_per_call(b, names)
     ia, ib = interpreter_per_step(a), interpreter_per_step(b)
@@ -180,35 +202,50 @@ def _pct(log_ratio: float) -> str:
     return f"{(np.exp(log_ratio) - 1) * 100:+.1f}%".replace("-", "−")
 
 
+def _with_interval(est: Estimate) -> str:
+    ci = est.log_ratio_ci
+    if ci is None or not ci.bounded:
+        return f"{_pct(est.log_ratio)} (interval unbounded)"
+    return f"{_pct(est.log_ratio)} [{_pct(ci.low)}, {_pct(ci.high)}]"
+
+
+def _reach(est: Estimate) -> float:
+    """How far the control's interval reaches from no change (in log ratio); inf when unbounded."""
+    ci = est.log_ratio_ci
+    if ci is None or not ci.bounded:
+        return float("inf")
+    return max(abs(ci.low), abs(ci.high))
+
+
 def _sentences(figures: Sequence[Any], interp_log_ratio: Optional[float]) -> list[str]:
     by_key = {f.key: f for f in figures}
     control = by_key.get(KEY_OP_CONTROL) or by_key.get("control.aten_cpu")
     if control is None or control.estimate is None or control.estimate.log_ratio is None:
         return []
-    drift = control.estimate.log_ratio
+    est = control.estimate
+    drift = est.log_ratio
     what = "framework ops' CPU time per call" if control.key == KEY_OP_CONTROL else "the aten calibration"
     lines = [
-        f"machine-speed control: {what} (C++ that no Python version changes) moved {_pct(drift)} from A to B"
-        + (" (significant)" if control.significant else "")
+        f"machine-speed control: {what} (C++ that no Python version changes) moved {_with_interval(est)} "
+        "from A to B"
     ]
     if interp_log_ratio is None:
         return lines
     norm = by_key.get(KEY_INTERPRETER_NORMALISED)
     normalised = (
-        f"; normalised by the control, interpreter time changed {_pct(norm.estimate.log_ratio)}"
+        f"; normalised by the control, interpreter time changed {_with_interval(norm.estimate)}"
         + (" (significant)" if norm.significant else " (no significant change)")
         if norm is not None and norm.estimate is not None and norm.estimate.log_ratio is not None
         else ""
     )
+    effect = f"the change in interpreter time ({_pct(interp_log_ratio)})"
     if abs(drift) >= abs(interp_log_ratio):
-        lines.append(
-            f"the machine's drift ({_pct(drift)}) is larger than the change in interpreter time "
-            f"({_pct(interp_log_ratio)}): this difference cannot be told from the machine's drift, and says "
-            f"little about Python{normalised}"
+        verdict = f"the machine's drift is larger than {effect}: the raw figures say more about the machine"
+    elif _reach(est) >= abs(interp_log_ratio):
+        verdict = (
+            f"the machine's speed varied as much as {effect} (the control's interval reaches that far): the "
+            "raw figures cannot tell Python from the machine"
         )
     else:
-        lines.append(
-            f"the machine's drift ({_pct(drift)}) is smaller than the change in interpreter time "
-            f"({_pct(interp_log_ratio)}){normalised}"
-        )
-    return lines
+        verdict = f"the machine's drift is smaller than {effect}, and its interval stays below it"
+    return lines + [verdict + normalised]

@@ -9,13 +9,13 @@ So the calibration `tracekit capture` runs in every run (tracekit/capture/calibr
 of what actually differs: a torch op called from Python (`torch_call`: the whole host path) beside a bare
 bytecode loop (`python_loop`) and the bytecode side of calling any C function (`builtin_call`), with a
 machine-speed control (`aten_cpu`: C++ work no Python version changes). Each figure is the fastest trial
-(`min_ns`, the interpreter's speed rather than the neighbours'), the mean of the run's before and after
-calibrations, the median over runs.
+(`min_ns`, the interpreter's speed rather than the neighbours') divided by the aten control of the same
+calibration (the host's speed switches, and every CPU figure with it), the mean of the run's before and
+after calibrations, the median over runs.
 
 - `from_manifests(A, B)` (`tracekit whatif A --python-from B`): the interpreter cause of A scales by
-  ``(torch_call_B / torch_call_A) / m`` with ``m = aten_cpu_B / aten_cpu_A`` (the machine's speed between
-  the runs cancels). Bound: ``(python_loop_B / python_loop_A) / m`` — as if every interpreter ns were
-  bytecode.
+  ``torch_call_B / torch_call_A``, each in units of its own calibration's aten control (the machine's speed
+  cancels). Bound: ``python_loop_B / python_loop_A``, likewise — as if every interpreter ns were bytecode.
 - `from_speedup(A, S)` (`--python-speedup S`, a pyperformance-style bytecode speed-up): the same host path
   with only its bytecode part ``p = builtin_call_A / torch_call_A`` made S× faster:
   ``1 − p·(1 − 1/S)``. Bound: ``1/S``. Without a calibration in A's manifest only the bound is known, and
@@ -30,6 +30,9 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
+import numpy as np
+
+from tracekit.compare.control import calibration_values
 from tracekit.whatif.scenario import ScenarioError
 
 FIGURES = ("python_loop", "builtin_call", "torch_call", "aten_cpu")
@@ -55,30 +58,24 @@ class PythonModel:
         }
 
 
-def _runs(manifest: Optional[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    m = manifest or {}
-    group = m.get("group_calibration")
-    docs = group if isinstance(group, (list, tuple)) else [m.get("calibration")]
-    return [d for d in docs if isinstance(d, Mapping)]
-
-
 def calibration(manifests: Sequence[Optional[Mapping[str, Any]]]) -> Optional[dict[str, float]]:
-    """FIGURES in ns: per run the mean of the before/after fastest trials, then the median over runs;
-    None when any figure is missing."""
-    per_figure: dict[str, list[float]] = {f: [] for f in FIGURES}
-    for m in manifests:
-        for doc in _runs(m):
-            for name in FIGURES:
-                vals = [
-                    float((((doc.get(w) or {}).get("figures") or {}).get(name) or {}).get("min_ns") or 0)
-                    for w in ("before", "after")
-                ]
-                vals = [v for v in vals if v > 0]
-                if vals:
-                    per_figure[name].append(sum(vals) / len(vals))
-    if not all(per_figure.values()):
-        return None
-    return {name: statistics.median(v) for name, v in per_figure.items()}
+    """Per figure of FIGURES, the fastest trial divided by the aten control's fastest trial of the same
+    calibration (`tracekit.compare.control.calibration_values`), the mean of a run's before and after, the
+    median over the runs of all `manifests`; `aten_cpu` itself in ns. None when a figure is missing."""
+    out: dict[str, float] = {}
+    for name in FIGURES:
+        per = None if name == "aten_cpu" else "aten_cpu"
+        vals: list[float] = []
+        for m in manifests:
+            v = calibration_values(m, name, stat="min_ns", per=per)
+            if v is None:
+                continue
+            pooled = isinstance((m or {}).get("group_calibration"), (list, tuple))
+            vals += [float(x) for x in v] if pooled else [float(np.mean(v))]  # a run: its before and after
+        if not vals:
+            return None
+        out[name] = statistics.median(vals)
+    return out
 
 
 def from_manifests(
@@ -93,8 +90,8 @@ def from_manifests(
             "capture` since calibrations were added have one); use --python-speedup S instead"
         )
     m = cb["aten_cpu"] / ca["aten_cpu"]
-    call = cb["torch_call"] / ca["torch_call"] / m
-    loop = cb["python_loop"] / ca["python_loop"] / m
+    call = cb["torch_call"] / ca["torch_call"]  # each already divided by its own calibration's control
+    loop = cb["python_loop"] / ca["python_loop"]
     text = (
         f"python as in {b_label}: a torch op called from Python takes ×{call:.3f} (bytecode loop "
         f"×{loop:.3f}; machine-speed control ×{m:.3f} divided out) → interpreter ×{call:.3f}"
