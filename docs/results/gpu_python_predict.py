@@ -8,7 +8,8 @@ faster Python could save, and what the other Python measured.
 FOLDER: a capture folder `tracekit capture --repeat` wrote (OUT/<workload>, parsed runs or run folders).
 Writes FOLDER/predictions.json and prints a Markdown table per folder. Every figure is unprofiled (the
 manifests' steps timed without the profiler) and relative: a prediction is the replay's change applied to
-A's own measured step, so the replay's error on A does not enter the comparison with B.
+A's own measured step, so the replay's error on A does not enter the comparison with B. Each profiler
+cycle of A is replayed on its own and the changes averaged (`cycles`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,41 @@ from tracekit.whatif import whatif as run_whatif  # noqa: E402
 from tracekit.whatif.predict import COLUMNS  # noqa: E402
 from tracekit.whatif.python import calibration, from_manifests, from_speedup  # noqa: E402
 from tracekit.whatif.scenario import Scenario  # noqa: E402
+
+
+def cycles(cap) -> list:
+    """The capture split into its profiler cycles (one Capture each): a run of consecutive step numbers
+    is a cycle, and a cycle's rows are those from its first step's start to the next cycle's. Each is
+    replayed on its own (a replay of both at once treats the unrecorded steps between them as one step)."""
+    import pyarrow.compute as pc
+
+    from tracekit.data.store import Capture
+
+    t = cap.table
+    kind = t.column("kind").combine_chunks()
+    kind = kind.dictionary_decode() if hasattr(kind, "dictionary_decode") else kind
+    steps = t.filter(pc.equal(kind, "step")).select(["step", "ts_ns"]).sort_by("ts_ns").to_pylist()
+    starts, last = [], None
+    for row in steps:
+        if last is None or row["step"] != last + 1:
+            starts.append(row["ts_ns"])
+        last = row["step"]
+    out = []
+    for i, start in enumerate(starts):
+        mask = pc.greater_equal(t.column("ts_ns"), start)
+        if i + 1 < len(starts):
+            mask = pc.and_(mask, pc.less(t.column("ts_ns"), starts[i + 1]))
+        out.append(Capture(table=t.filter(mask), meta=cap.meta, path=cap.path))
+    return out
+
+
+def _cycle_changes(cap, scenarios: list[Scenario]) -> list[float]:
+    """Each scenario's unprofiled change, the mean over the capture's profiler cycles."""
+    per = []
+    for c in cycles(cap):
+        rp = Replayer.of(c)
+        per.append([_change(rp, c, sc) for sc in scenarios])
+    return [statistics.fmean(col) for col in zip(*per)]
 
 
 def _run_ms(manifest: dict) -> float:
@@ -73,25 +109,32 @@ def predict_folder(folder: Path) -> dict:
     preds: dict[str, list[dict]] = {v: [] for v, _ in groups[1:]}
     for a_path in base_paths:
         cap = load(a_path, columns=COLUMNS)
-        rp = Replayer.of(cap)
         a_ms = _run_ms(manifests[a_path])
-        ceilings.append(_change(rp, cap, Scenario(set={"interpreter": 0.0})))
+        scenarios, models = [Scenario(set={"interpreter": 0.0})], []
         for v, paths in groups[1:]:
             model = from_manifests(manifests[a_path], [manifests[p] for p in paths], f"py{v}")
-            calibrated = Scenario(python=model.to_json())
-            bound = Scenario(set={"interpreter": model.bound_factor})
             speedup = 1.0 / model.bound_factor  # B's bytecode-loop speed-up over A's, machine drift out
-            translated = Scenario(python=from_speedup(manifests[a_path], speedup).to_json())
+            translated = from_speedup(manifests[a_path], speedup)
+            scenarios += [
+                Scenario(python=model.to_json()),
+                Scenario(set={"interpreter": model.bound_factor}),
+                Scenario(python=translated.to_json()),
+            ]
+            models.append((v, model, speedup))
+        changes = _cycle_changes(cap, scenarios)
+        ceilings.append(changes[0])
+        for j, (v, model, speedup) in enumerate(models):
+            calibrated, bound, translated = changes[1 + 3 * j : 4 + 3 * j]
             preds[v].append(
                 {
                     "a": Path(a_path).name,
                     "a_ms": a_ms,
                     "factor": model.interpreter_factor,
                     "bound_factor": model.bound_factor,
-                    "calibrated": _change(rp, cap, calibrated),
-                    "bound": _change(rp, cap, bound),
+                    "calibrated": calibrated,
+                    "bound": bound,
                     "speedup": speedup,
-                    "speedup_translated": _change(rp, cap, translated),
+                    "speedup_translated": translated,
                 }
             )
     out["ceiling"] = ceilings

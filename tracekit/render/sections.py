@@ -214,6 +214,8 @@ def _python_ceiling(saved, step_ms: float) -> str | None:
     if saved is None or "interpreter" not in saved.get("profiled", {}) or step_ms <= 0:
         return None
     prof, unprof = saved["profiled"]["interpreter"], saved["unprofiled"]["interpreter"]
+    if not (0 <= prof <= step_ms and 0 <= unprof <= step_ms):
+        return None  # a saving outside the step is the replay's error, not a ceiling
     return (
         f"a faster Python could save at most {_ms(prof * 1e6)} ms/step ({_pct(prof / step_ms)} of the step; "
         f"unprofiled {_ms(unprof * 1e6)} ms): the interpreter's host time removed, replayed; a real speed-up "
