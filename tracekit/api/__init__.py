@@ -505,8 +505,8 @@ def capture(
 ) -> list[Path]:
     """Capture `workload` (or `script=...`) under torch.profiler in each interpreter and parse it
     (tracekit.orchestrate.runner.run_capture: `pythons`, `device`, `knobs`, `schedule`, `name`,
-    `script`, `script_args`, `force`); each run's TensorBoard event files (scalars and the report)
-    are written from `analyze(capture, analysis)`, the report `tracekit analyze` prints."""
+    `script`, `script_args`, `force`, `repeat`, `parse`); each run's TensorBoard event files (scalars and
+    the report) are written from `analyze(capture, analysis)`, the report `tracekit analyze` prints."""
     from tracekit.orchestrate.runner import run_capture
 
     opts = analysis or AnalyzeOptions()
