@@ -16,6 +16,20 @@ WHATIF_RAY_HELP = (
 )
 
 
+PYTHON_SPEEDUP = typer.Option(
+    None,
+    "--python-speedup",
+    help="S: Python bytecode runs S times faster (a pyperformance-style figure). With a calibration in the "
+    "manifest, only the bytecode part of the host path between torch ops speeds up (tracekit.whatif.python); "
+    "without one, interpreter time / S (an upper bound). Framework and launch stay.",
+)
+PYTHON_FROM = typer.Option(
+    None,
+    "--python-from",
+    help="B (a capture or run folder; several runs joined with ','): predict this capture under B's "
+    "interpreter, from the two manifests' calibrations (a torch op called from Python, the machine-speed "
+    "control divided out); B's measured step time is shown beside the prediction.",
+)
 CUDA_GRAPHS = typer.Option(
     False,
     "--cuda-graphs",
@@ -71,20 +85,8 @@ def whatif(
         "--rank-host",
         help="RANK=FACTOR: scale all host time of one rank (what if the straggler were fast).",
     ),
-    python_speedup: Optional[float] = typer.Option(
-        None,
-        "--python-speedup",
-        help="S: Python bytecode runs S times faster (a pyperformance-style figure). With a calibration in "
-        "the manifest, only the bytecode part of the host path between torch ops speeds up (tracekit."
-        "whatif.python); without one, interpreter time / S (an upper bound). Framework and launch stay.",
-    ),
-    python_from: Optional[str] = typer.Option(
-        None,
-        "--python-from",
-        help="B (a capture or run folder; several runs joined with ','): predict this capture under B's "
-        "interpreter, from the two manifests' calibrations (a torch op called from Python, the machine-"
-        "speed control divided out); B's measured step time is shown beside the prediction.",
-    ),
+    python_speedup: Optional[float] = PYTHON_SPEEDUP,
+    python_from: Optional[str] = PYTHON_FROM,
     cuda_graphs: bool = CUDA_GRAPHS,
     cuda_graphs_region: Optional[str] = CUDA_GRAPHS_REGION,
     loader_workers: Optional[int] = LOADER_WORKERS,
