@@ -203,10 +203,10 @@ def _pct(log_ratio: float) -> str:
 
 
 def _with_interval(est: Estimate) -> str:
-    ci = est.log_ratio_ci
+    ci, lr = est.log_ratio_ci, est.log_ratio if est.log_ratio is not None else 0.0
     if ci is None or not ci.bounded:
-        return f"{_pct(est.log_ratio)} (interval unbounded)"
-    return f"{_pct(est.log_ratio)} [{_pct(ci.low)}, {_pct(ci.high)}]"
+        return f"{_pct(lr)} (interval unbounded)"
+    return f"{_pct(lr)} [{_pct(ci.low)}, {_pct(ci.high)}]"
 
 
 def _reach(est: Estimate) -> float:

@@ -162,7 +162,7 @@ def find_runs(folder: Any) -> list[tuple[str, Mapping[str, Any]]]:
     for name in sorted(files.list_dir(folder)):
         loc = files.join(folder, name)
         if name not in found and files.is_dir(loc):
-            manifest = find_manifest([loc])
+            manifest = find_manifest([loc])  # type: ignore[list-item]  # a Location: local or a URI
             if manifest is not None:
                 found[name] = (str(loc), manifest)
     return [found[k] for k in sorted(found)]

@@ -23,7 +23,7 @@ def read_manifests(spec: str) -> tuple[str, list[Mapping[str, Any]]]:
         try:
             manifest = (read_meta(loc) or {}).get("manifest") if is_capture(loc) else None
             if manifest is None and files.is_dir(loc):
-                manifest = find_manifest([loc])
+                manifest = find_manifest([loc])  # type: ignore[list-item]  # a Location: local or a URI
         except TracekitError as exc:
             raise ScenarioError(f"--python-from {loc}: {exc}") from None
         if not isinstance(manifest, Mapping):
@@ -88,6 +88,8 @@ def with_python_check(
         replayer=rp,
         attribute=False,
     )
+    if result.unprofiled is None or bres.unprofiled is None:
+        return result
     pred, bpred = result.unprofiled.predicted_step_ms, bres.unprofiled.predicted_step_ms
     notes = [
         f"the bound, if every interpreter ns were bytecode (×{bound['interpreter_factor']:.3f}): "
