@@ -27,7 +27,8 @@ import statistics
 import time
 from typing import Any, Callable, Dict, List
 
-CALIBRATION_VERSION = 1
+CALIBRATION_VERSION = 2  # 2: the CUDA kernel sequence queued behind a spin kernel (see _cuda_kernel)
+SLEEP_CYCLES = 1_000_000  # GPU clock cycles, ~0.5 ms on an H200: longer than queuing 20 launches takes
 TRIAL_S = 0.002  # one trial lasts at least this long: the clock's resolution vanishes in it
 CALIBRATION_TRIALS = 7
 MAX_SIZING_S = 0.05  # the doubling that sizes a trial stops here whatever the rate (a very slow machine)
@@ -106,14 +107,21 @@ def _none() -> None:
 
 
 def _cuda_kernel(torch: Any) -> Dict[str, float]:
-    """Device ns per matmul: a queued sequence timed with CUDA events (the host waits once per trial)."""
+    """Device ns per matmul: a queued sequence timed with CUDA events (the host waits once per trial).
+
+    The sequence is queued behind `torch.cuda._sleep` (a spin kernel), so that all of it is on the device
+    before its start event runs: without it, a host in a slow state launched the matmuls no faster than
+    the GPU ran them and the figure followed the host (calibration version 1, on the H200 host)."""
     a = torch.ones(512, 512, device="cuda")
     b = torch.ones(512, 512, device="cuda")
     c = torch.empty(512, 512, device="cuda")
     reps = 20
+    sleep = getattr(torch.cuda, "_sleep", None)
     per: List[float] = []
     for trial in range(CALIBRATION_TRIALS + 1):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        if sleep is not None:
+            sleep(SLEEP_CYCLES)
         start.record()
         for _ in range(reps):
             torch.mm(a, b, out=c)
