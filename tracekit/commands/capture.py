@@ -10,6 +10,20 @@ import typer
 from tracekit.cli import app
 from tracekit.errors import CaptureError
 
+REPEAT = typer.Option(
+    1,
+    "--repeat",
+    help="Runs per interpreter, interleaved (A B B A A B ...: a linear drift of the machine cancels "
+    "over an even number); runs are named py3.11-1, py3.11-2, ... and `tracekit diff OUT/<workload> "
+    "--by python` pools them. A bounded 95% interval needs at least 4 per interpreter.",
+)
+NO_PARSE = typer.Option(
+    False,
+    "--no-parse",
+    help="Only capture (traces + manifest.json per run folder); parse later with `tracekit parse` or "
+    "let `tracekit diff` read the run folders (for a GPU machine without tracekit's analysis side).",
+)
+
 
 @app.command(context_settings={"allow_interspersed_args": True})
 def capture(
@@ -47,19 +61,8 @@ def capture(
         "--script",
         help="Capture your own training script (it marks steps with tracekit.capture.session).",
     ),
-    repeat: int = typer.Option(
-        1,
-        "--repeat",
-        help="Runs per interpreter, interleaved (A B B A A B ...: a linear drift of the machine cancels "
-        "over an even number); runs are named py3.11-1, py3.11-2, ... and `tracekit diff OUT/<workload> "
-        "--by python` pools them. A bounded 95% interval needs at least 4 per interpreter.",
-    ),
-    no_parse: bool = typer.Option(
-        False,
-        "--no-parse",
-        help="Only capture (traces + manifest.json per run folder); parse later with `tracekit parse` or "
-        "let `tracekit diff` read the run folders (for a GPU machine without tracekit's analysis side).",
-    ),
+    repeat: int = REPEAT,
+    no_parse: bool = NO_PARSE,
     force: bool = typer.Option(False, "--force", help="Overwrite existing outputs."),
 ) -> None:
     """Capture a workload under torch.profiler in each interpreter and parse it into Parquet."""
