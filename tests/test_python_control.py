@@ -89,7 +89,7 @@ def test_calibration_drift_between_sides_and_per_run_values_of_a_pooled_side():
     aten = pair.figure("control.aten_cpu")
     assert aten.a == pytest.approx((16.5 + 16.83) / 2) and aten.change == pytest.approx(0.2, abs=0.01)
     assert pair.figure("control.python_loop").change == pytest.approx(28 * 1.2 / 40 - 1, abs=0.01)
-    assert aten.estimate.method == "hodges-lehmann over runs"
+    assert aten.estimate.method == "median over runs"
 
 
 def test_a_build_difference_is_a_note():

@@ -23,13 +23,13 @@ the control moved, and whether that drift is larger than the effect on interpret
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
 from tracekit.analysis.model import Report
-from tracekit.compare.stats import METHOD_RUNS, Estimate, rank_shift
+from tracekit.compare.stats import Estimate, median_shift, rank_shift
 
 SECTION_CONTROL = "machine-speed control"
 # (calibration figure, label, unit, scale from ns); the controls first.
@@ -106,9 +106,8 @@ class ControlFigure:
 
 def _figure(key: str, label: str, unit: str, xa, xb, scale: float, confidence: float, pooled: bool) -> Any:
     va, vb = xa * scale, xb * scale
-    est = rank_shift(va, vb, confidence)
-    if est is not None and pooled:
-        est = replace(est, method=METHOD_RUNS)
+    # pooled runs: the change of the run medians shown (stats.median_shift), as the diff's own figures
+    est = median_shift(va, vb, confidence) if pooled else rank_shift(va, vb, confidence)
     return ControlFigure(key, label, unit, float(np.median(va)), float(np.median(vb)), est)
 
 
