@@ -550,3 +550,10 @@ def test_a_time_written_with_more_digits_than_decimal128_holds():
     fast, slow = one(text, "us")
     assert slow[0].column("dur_ns").to_pylist()[0] == 1
     assert_same(fast, slow)
+
+
+@pytest.mark.parametrize("ts", [3.401823669209385e38, 1.5e20, 2.5e-7, 1e34])
+def test_a_time_with_an_exponent_agrees(ts):
+    """Found by hypothesis: Arrow's string cast read 3.401823669209385e+38 as
+    99999999999963463374607431768211456 (out of range: the scanner counts nothing)."""
+    check(json.dumps([{"ph": "X", "name": "k", "cat": None, "ts": ts}]).encode())

@@ -1025,9 +1025,10 @@ def _times(values: tuple | list) -> tuple[pa.Array, np.ndarray]:
     try:
         arr = pa.array(values, pa.int64()).cast(US)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-        # Arrow's string -> decimal128 cast misreads a text of more than 38 digits without an error
-        # (pyarrow 26: "0.001" followed by 39 zeros becomes 0.000): such texts take the per-value rule.
-        if any(isinstance(v, str) and len(v) > 38 for v in values):
+        # Arrow's string -> decimal128 cast misreads some texts without an error (pyarrow 26: "0.001"
+        # followed by 39 zeros becomes 0.000, "3.401823669209385e+38" 99999999999963463374607431768211456):
+        # texts of more than 38 characters or with an exponent take the per-value rule.
+        if any(isinstance(v, str) and (len(v) > 38 or "e" in v or "E" in v) for v in values):
             return _times_slow(values)
         try:
             arr = pa.array(values, pa.string()).cast(US)
