@@ -10,14 +10,17 @@ import contextlib
 import functools
 import inspect
 import os
+import signal
 import sys
+import threading
 import typing
 import warnings
 from typing import Any, Callable, Iterator, Optional
 
 import typer
 
-from tracekit.errors import TracekitError, TraceWarning
+from tracekit.data import signals
+from tracekit.errors import Terminated, TracekitError, TraceWarning
 from tracekit.version import __version__
 
 app = typer.Typer(
@@ -115,13 +118,27 @@ def output_options(force_help: str = "Overwrite --output if it exists.") -> Call
         @functools.wraps(fn)
         def command(*args: Any, **kwargs: Any) -> Any:
             given = [kwargs.pop(name) for name, _, _ in flags]
-            return fn(*args, out=Output.of(*given), **kwargs)
+            return fn(*args, out=Output.of(*given, inputs=_inputs_of(kwargs)), **kwargs)
 
         command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
         command.__annotations__ = {p.name: p.annotation for p in params}
         return command
 
     return decorate
+
+
+# The parameters that name what a command reads: its output is never one of them (Output.inputs).
+_INPUT_PARAMETERS = ("inputs", "captures", "capture", "logdir")
+
+
+def _inputs_of(kwargs: dict) -> list:
+    """The input paths among a command's arguments ("A1,A2" sides of diff split)."""
+    found: list = []
+    for name in _INPUT_PARAMETERS:
+        value = kwargs.get(name)
+        for item in value if isinstance(value, (list, tuple)) else [value] if value is not None else []:
+            found += [p for p in str(item).split(",") if p]
+    return found
 
 
 def emit(out: Any, result: Any) -> None:
@@ -169,36 +186,123 @@ def _optional_values(argv: list[str]) -> list[str]:
     return out
 
 
+def _terminate(signum: int, frame) -> None:
+    if _FORKING:
+        _DEFERRED.append(signum)
+        return
+    signals.stop(signum)
+
+
+_STOP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n))
+
+
+def _default_signals() -> None:
+    """In a forked worker: the default action back. Its parent stops it; it must not outlive a parent
+    whose clean-up could not run, nor turn its own stop into an exception."""
+    for sig in _STOP_SIGNALS:
+        if signal.getsignal(sig) is _terminate:
+            signal.signal(sig, signal.SIG_DFL)
+
+
+def _forking() -> None:
+    _FORKING.append(True)
+
+
+def _forked() -> None:
+    # A stop signal that came while a worker was forked: raised inside the fork hooks (logging's,
+    # multiprocessing's) Terminated would be printed as "Exception ignored" and lost. It was recorded;
+    # it is raised from a timer 1 ms later, once the fork hooks have returned.
+    _FORKING.clear()
+    if _DEFERRED and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGALRM, lambda *_: signals.stop(_DEFERRED.pop()))
+        signal.setitimer(signal.ITIMER_REAL, 0.001)
+
+
+def _in_child() -> None:
+    _FORKING.clear()
+    _DEFERRED.clear()
+    _default_signals()
+
+
+_FORKING: list[bool] = []
+_DEFERRED: list[int] = []
+if hasattr(os, "register_at_fork") and hasattr(signal, "setitimer"):
+    os.register_at_fork(before=_forking, after_in_parent=_forked, after_in_child=_in_child)
+
+
+def _handle_stop_signals() -> dict:
+    """SIGTERM/SIGHUP end the command through Terminated (where nobody chose another handler).
+    Returns the handlers replaced, for main to put back (main may run inside another program)."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    replaced = {}
+    for sig in _STOP_SIGNALS:
+        if signal.getsignal(sig) is signal.SIG_DFL:
+            replaced[sig] = signal.signal(sig, _terminate)
+    return replaced
+
+
+def _encodable_streams() -> None:
+    """stdout/stderr in an encoding that cannot write 'µ' or '−' (PYTHONIOENCODING=ascii, a C locale):
+    such characters are replaced rather than ending the command with UnicodeEncodeError. In UTF-8, a
+    file name that is not UTF-8 (its bytes decoded as surrogates) is written back as its own bytes."""
+    for stream in (sys.stdout, sys.stderr):
+        encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "").replace("_", "")
+        if getattr(stream, "errors", None) == "strict" and hasattr(stream, "reconfigure"):
+            errors = "surrogateescape" if encoding == "utf8" else "backslashreplace"
+            with contextlib.suppress(ValueError, OSError, TypeError):
+                stream.reconfigure(errors=errors)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of `tracekit` and `python -m tracekit`: the one place TracekitError is caught, and
     where a TraceWarning (what a parse skipped) becomes one line on stderr."""
-    _register_commands()
-    with warnings.catch_warnings():
-        warnings.simplefilter("always", TraceWarning)
-        shown = warnings.showwarning
+    replaced = _handle_stop_signals()
+    _encodable_streams()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", TraceWarning)
+            shown = warnings.showwarning
 
-        def show(message, category, filename, lineno, file=None, line=None) -> None:
-            if issubclass(category, TraceWarning):
-                typer.secho(f"tracekit: warning: {message}", err=True, fg=typer.colors.YELLOW)
-            else:
-                shown(message, category, filename, lineno, file, line)
+            def show(message, category, filename, lineno, file=None, line=None) -> None:
+                if issubclass(category, TraceWarning):
+                    typer.secho(f"tracekit: warning: {message}", err=True, fg=typer.colors.YELLOW)
+                else:
+                    shown(message, category, filename, lineno, file, line)
 
-        warnings.showwarning = show
-        _run(_optional_values(sys.argv[1:] if argv is None else list(argv)))
+            warnings.showwarning = show
+            _run(_optional_values(sys.argv[1:] if argv is None else list(argv)))
+    finally:
+        for sig, handler in replaced.items():
+            signal.signal(sig, handler)
+        signals.STOPPED_BY.clear()
+        signals.PENDING.clear()
 
 
 def _run(argv: list[str]) -> None:
     try:
+        _register_commands()
         rc = app(args=argv, standalone_mode=False)
         # Typer (0.29 here) turns Ctrl-C and typer.Exit(code) into a *returned* exit code when not standalone.
+        if signals.STOPPED_BY:
+            raise Terminated(signals.STOPPED_BY[0])
+        if rc == 130:
+            raise KeyboardInterrupt
         if isinstance(rc, int) and not isinstance(rc, bool) and rc != 0:
             sys.exit(rc)
     except TracekitError as exc:
         typer.secho(f"tracekit: error: {exc}", err=True, fg=typer.colors.RED)
         sys.exit(exc.exit_code)
+    except Terminated as exc:
+        typer.secho(f"tracekit: stopped by {signal.Signals(exc.signum).name}", err=True)
+        sys.exit(128 + exc.signum)
     except KeyboardInterrupt:
         typer.secho("tracekit: interrupted", err=True)
         sys.exit(130)
+    except BrokenPipeError:  # `tracekit analyze ... | head`: the reader left; no traceback
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(141)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except typer.Abort:

@@ -62,6 +62,15 @@ class ClusterError(TracekitError):
     """Ray is missing, a Ray cluster cannot be reached, or one of its tasks died (`--ray`)."""
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP (tracekit.cli): raised like Ctrl-C's KeyboardInterrupt, so that the same
+    clean-up runs (temporary files removed, worker pools shut down); the exit status is 128 + signal."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
 class TraceWarning(UserWarning):
     """A trace parsed, but some of it was skipped (events without a usable time, values nested too
     deep, ...): the CLI shows it as one line on stderr; the counts are in the capture's trace entries."""

@@ -26,10 +26,10 @@ TRAIN_KNOBS = (
         "autocast dtype; auto = float16 on CUDA, bfloat16 on CPU",
         choices=("auto", "float16", "bfloat16"),
     ),
-    Knob("grad_accum", 1, "micro-batches accumulated per step (one optimizer step per step)"),
+    Knob("grad_accum", 1, "micro-batches accumulated per step (one optimizer step per step)", minimum=1),
     Knob("checkpoint", 0, "activation checkpointing: checkpoint_sequential segments (0 = off)"),
-    Knob("nproc", 1, "DDP processes, one per device (gloo on CPU, nccl on CUDA); 1 = no DDP"),
-    Knob("slow_rank", -1, "DDP: this rank sleeps slow_ms at the start of every step (-1 = none)"),
+    Knob("nproc", 1, "DDP processes, one per device (gloo on CPU, nccl on CUDA); 1 = no DDP", minimum=1),
+    Knob("slow_rank", -1, "DDP: this rank sleeps slow_ms at the start of every step (-1 = none)", minimum=-1),
     Knob("slow_ms", 0.0, "DDP: how long the slow rank sleeps per step, ms"),
     Knob(
         "tf32",

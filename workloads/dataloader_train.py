@@ -24,16 +24,16 @@ from workloads._train import TRAIN_KNOBS, Trainer, calibrate_spin, layered
 NAME = "dataloader_train"
 SUMMARY = "10k×512 random dataset (x*2-1), DataLoader batch 128, 4 workers, pin_memory; MLP, Adam"
 KNOBS = (
-    Knob("dataset_size", 10000, "samples in the dataset", cpu=1024),
-    Knob("features", 512, "sample width", cpu=128),
-    Knob("classes", 10, "label classes"),
-    Knob("hidden", 1024, "hidden width", cpu=256),
-    Knob("batch_size", 128, "samples per batch", cpu=32),
+    Knob("dataset_size", 10000, "samples in the dataset", cpu=1024, minimum=1),
+    Knob("features", 512, "sample width", cpu=128, minimum=1),
+    Knob("classes", 10, "label classes", minimum=1),
+    Knob("hidden", 1024, "hidden width", cpu=256, minimum=1),
+    Knob("batch_size", 128, "samples per batch", cpu=32, minimum=1),
     Knob("lr", 1e-4, "Adam learning rate"),
     Knob("shuffle", True, "shuffle every epoch"),
     Knob("num_workers", 4, "DataLoader worker processes (0 = load in the training process)", cpu=2),
     Knob("pin_memory", True, "page-locked host batches, copied with non_blocking=True", cpu=False),
-    Knob("prefetch_factor", 2, "batches each worker loads ahead (only with num_workers > 0)"),
+    Knob("prefetch_factor", 2, "batches each worker loads ahead (only with num_workers > 0)", minimum=1),
     Knob("persistent_workers", False, "keep workers alive between epochs (only with num_workers > 0)"),
     Knob("sample_sleep_ms", 0.0, "sleep in every __getitem__, ms (a slow input pipeline on purpose)"),
     Knob(

@@ -21,11 +21,11 @@ from workloads._train import TRAIN_KNOBS, Trainer, calibrate_spin, layered
 NAME = "heavy_mlp"
 SUMMARY = "MLP 1024→4096 (8×4096²)→512, ReLU, batch 256: forward, output.sum().backward(), zero_grad"
 KNOBS = (
-    Knob("batch_size", 256, "samples per micro-batch", cpu=32),
-    Knob("in_features", 1024, "input width", cpu=256),
-    Knob("hidden", 4096, "hidden width", cpu=512),
-    Knob("layers", 8, "hidden×hidden layers", cpu=2),
-    Knob("out_features", 512, "output width", cpu=128),
+    Knob("batch_size", 256, "samples per micro-batch", cpu=32, minimum=1),
+    Knob("in_features", 1024, "input width", cpu=256, minimum=1),
+    Knob("hidden", 4096, "hidden width", cpu=512, minimum=1),
+    Knob("layers", 8, "hidden×hidden layers", cpu=2, minimum=1),
+    Knob("out_features", 512, "output width", cpu=128, minimum=1),
     Knob("sync_every_layer", False, "read each layer's output on the host (.item()): one sync per layer"),
     Knob(
         "optimizer",

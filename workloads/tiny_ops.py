@@ -12,8 +12,8 @@ from tracekit.capture.workload import Context
 NAME = "tiny_ops"
 SUMMARY = "n_ops tiny elementwise ops in a Python loop per step (launch/interpreter bound)"
 KNOBS = (
-    Knob("n_ops", 300, "loop iterations per step (two ops each)", cpu=100),
-    Knob("size", 16, "tensor elements"),
+    Knob("n_ops", 300, "loop iterations per step (two ops each)", cpu=100, minimum=1),
+    Knob("size", 16, "tensor elements", minimum=1),
 )
 
 

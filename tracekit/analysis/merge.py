@@ -227,6 +227,9 @@ def capture_info(meta: dict, path: Any = None) -> dict:
         info.setdefault("sources", [s.get("path") for s in sources])
     if meta.get("failed"):
         info.setdefault("failed", meta["failed"])
+    odd = [f"{t.get('source')}: {w}" for t in traces for w in t.get("warnings") or []]
+    if odd:  # parse.sanity's warnings, repeated by every report of the capture
+        info.setdefault("warnings", odd)
     if path is not None:
         info.setdefault("path", str(path))
     return info

@@ -101,13 +101,14 @@ def describe(path: PathLike) -> Any:
     A capture is described from its metadata and row-group statistics, reading only the few columns
     the counts need, a row group at a time (constant memory); trace files are parsed first."""
     from tracekit.data.describe import describe as describe_capture
-    from tracekit.data.store import is_capture, read_meta
+    from tracekit.data.store import check_schema, is_capture, read_meta
     from tracekit.data.summary import summarize
     from tracekit.parse.parser import load_capture
 
     where = _location(path)
     if is_capture(where):
         meta = read_meta(where)
+        check_schema(where, meta)
         return describe_capture(meta, summarize(where, meta), path)
     capture = load_capture(where)  # type: ignore[arg-type]
     return describe_capture(capture.meta, capture.summary(), path)
@@ -553,10 +554,10 @@ def annotate(capture_path: PathLike, output: PathLike, *, force: bool = False) -
     from tracekit.parse.parser import parse_paths
 
     output = Path(output)
-    check_output(output, force)
+    check_output(output, force, [capture_path])
     trace = trace_of(Path(capture_path))
     if trace.resolve() == output.resolve():
         raise TracekitError(f"{output}: is the input trace; write the annotated trace to another file")
     cap = parse_paths([trace])
     report = analyze(cap, AnalyzeOptions(savings=False, top_gaps=sys.maxsize, evidence=True)).report
-    return write_annotated(trace, cap, report, output)
+    return write_annotated(trace, cap, report, output, replace=force)

@@ -317,12 +317,14 @@ class WhatIf:
     def markdown(self) -> str:
         return _render(_renderer("markdown", self.result), self.result)
 
-    def write_trace(self, path: PathLike) -> Path:
-        """The predicted timeline as a Chrome trace (`tracekit whatif --trace`; an atomic write)."""
+    def write_trace(self, path: PathLike, *, replace: bool = True) -> Path:
+        """The predicted timeline as a Chrome trace (`tracekit whatif --trace`; an atomic write, over an
+        existing file only with `replace`)."""
         from tracekit.whatif.timeline import chrome_trace, replayed_table, write_chrome_trace
 
         table = replayed_table(self.capture.table, self.replayer.graph, self.predicted)
-        write_chrome_trace(chrome_trace(table, f"whatif: {self.result.scenario_text}"), Path(path))
+        doc = chrome_trace(table, f"whatif: {self.result.scenario_text}")
+        write_chrome_trace(doc, Path(path), replace=replace)
         return Path(path)
 
     def _repr_html_(self) -> str:

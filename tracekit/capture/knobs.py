@@ -6,6 +6,7 @@ resolves them inside it (Python 3.9).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -27,6 +28,8 @@ class Knob:
     help: str
     cpu: Any = _UNSET
     choices: Optional[Tuple[str, ...]] = None
+    # The smallest value of a number knob: 0 unless given (a count of -5 ran and captured nothing).
+    minimum: Optional[float] = 0
 
     @property
     def kind(self) -> type:
@@ -49,6 +52,11 @@ class Knob:
             value = kind(text)
         except ValueError:
             raise KnobError(f"--set {self.name}={text}: expected {kind.__name__}") from None
+        if kind in (int, float):
+            if not math.isfinite(value):
+                raise KnobError(f"--set {self.name}={text}: expected a finite number")
+            if self.minimum is not None and value < self.minimum:
+                raise KnobError(f"--set {self.name}={text}: must be at least {self.minimum:g}")
         if self.choices is not None and value not in self.choices:
             raise KnobError(f"--set {self.name}={text}: choose one of {', '.join(self.choices)}")
         return value
@@ -58,6 +66,8 @@ class Knob:
         doc["cpu_default"] = self.default if self.cpu is _UNSET else self.cpu
         if self.choices is not None:
             doc["choices"] = list(self.choices)
+        if self.kind in (int, float) and self.minimum is not None:
+            doc["minimum"] = self.minimum
         return doc
 
 

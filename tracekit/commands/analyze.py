@@ -37,6 +37,7 @@ def analyze(
         2.0,
         "--sync-tolerance-us",
         min=0.0,
+        max=1e6,
         help="How close (µs) a sync call must be to the start of an idle gap to have drained it.",
     ),
     savings: bool = typer.Option(

@@ -39,7 +39,7 @@ def diff(
     ),
     confidence: float = typer.Option(0.95, "--confidence", help="Confidence of the intervals, e.g. 0.95."),
     top_ops: int = typer.Option(
-        10, "--top-ops", help="Framework ops listed (largest change per call first)."
+        10, "--top-ops", min=0, help="Framework ops listed (largest change per call first)."
     ),
     ray: Optional[str] = ray_option(),
     *,
@@ -57,7 +57,7 @@ def diff(
     if plot is not None:
         if plot.suffix.lower() != ".png":
             raise TracekitError(f"--plot {plot}: the plot is a PNG; name it with .png")
-        check_output(plot, out.force)
+        check_output(plot, out.force, [p for c in captures for p in str(c).split(",") if p])
     sides = [[p for p in str(c).split(",") if p] for c in captures]  # A1,A2: runs pooled into one side
     opts = api.DiffOptions(
         labels=tuple(label) or None, confidence=confidence, compare=tuple(compare), top_ops=top_ops

@@ -107,6 +107,7 @@ def whatif(
     without the profiler's own cost."""
     from tracekit import api
     from tracekit.data.store import check_output
+    from tracekit.errors import TracekitError
 
     opts = api.WhatIfOptions(
         sets=tuple(sets),
@@ -122,10 +123,12 @@ def whatif(
     )
     opts.scenario()  # a bad flag fails before the --trace check and before anything is read
     if trace is not None:
-        check_output(trace, out.force)
+        check_output(trace, out.force, inputs)
+        if out.path is not None and out.path.resolve() == trace.resolve():
+            raise TracekitError(f"--trace {trace} and -o {out.path} name one file; name two")
     with executor(ray) as ex:  # without --ray, this machine's: the capture is loaded here
         prediction = api.whatif(inputs, opts, executor=ex)
     if trace is not None:
-        prediction.write_trace(trace)
+        prediction.write_trace(trace, replace=out.force)
         typer.echo(f"wrote {trace}", err=True)
     emit(out, prediction.result)

@@ -19,6 +19,8 @@ from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any, Mapping, Optional, Sequence
 
+from tracekit.errors import TracekitError
+
 MIN_OP_CALL_OVERLAP = 0.8  # Σ min / Σ max of median calls per step per op; below: different code ran
 
 
@@ -248,6 +250,7 @@ def check(
     unchecked: list[str] = []
     has_a = bool(manifest_a) and _get(manifest_a, "workload") is not None
     has_b = bool(manifest_b) and _get(manifest_b, "workload") is not None
+    check_compared(compared, [m for m in (manifest_a, manifest_b) if m])
     if has_a and has_b:
         differences += compare_manifests(manifest_a, manifest_b)
     else:
@@ -281,6 +284,26 @@ def check(
     ]
     comparable = not any(d.role is Role.BLOCKING for d in differences)
     return Comparability(comparable, tuple(differences), tuple(unchecked))
+
+
+# What the traces themselves tell, whatever the manifests (compare_facts, op_call_overlap).
+FACT_FIELDS = ("cpu_only", "devices", "ranks", "op_calls")
+
+
+def check_compared(compared: Sequence[str], manifests: Sequence[Mapping[str, Any]]) -> None:
+    """`--compare NAME` must name a knob or a manifest field of one of the captures (or a fact of the
+    traces): a misspelt name would otherwise be accepted and change nothing."""
+    for name in compared:
+        known = name in FACT_FIELDS or any(
+            _get(m, name) is not None or _get(m, f"knobs.{name}") is not None for m in manifests
+        )
+        if not known:
+            knobs = sorted({k for m in manifests for k in (_get(m, "knobs") or {})})
+            raise TracekitError(
+                f"--compare {name}: no knob or manifest field of that name in these captures "
+                f"(knobs: {', '.join(knobs) or 'none'}; fields such as torch.version, python.version, "
+                f"or {', '.join(FACT_FIELDS)})"
+            )
 
 
 def is_compared(field: str, compared: Sequence[str]) -> bool:

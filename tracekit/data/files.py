@@ -30,9 +30,11 @@ metadata file exists, which is written last.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import shutil
+import stat
 import tempfile
 import uuid
 from pathlib import Path
@@ -41,7 +43,7 @@ from typing import Iterator, Union
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from tracekit.errors import InputNotFound, TracekitError
+from tracekit.errors import InputNotFound, OutputExistsError, OutputWriteError, TracekitError
 
 Location = Union[str, os.PathLike]
 
@@ -78,7 +80,7 @@ def filesystem(loc: Location) -> tuple[pafs.FileSystem, str]:
     try:
         fs, path = fsspec.core.url_to_fs(uri)
     except (ImportError, ValueError) as exc:
-        raise TracekitError(f"{uri}: no filesystem for '{scheme}://' ({_first_line(exc)})") from None
+        raise TracekitError(f"{uri}: no filesystem for '{scheme}://' ({first_line(exc)})") from None
     return pafs.PyFileSystem(pafs.FSSpecHandler(fs)), path
 
 
@@ -160,7 +162,7 @@ def list_files(loc: Location) -> list[str]:
 def open_read(loc: Location) -> pa.NativeFile:
     """`loc` opened for reading, with random access (Parquet footers are at the end)."""
     if not is_uri(loc):
-        return pa.OSFile(os.fspath(loc), "rb")
+        return pa.OSFile(os.fsencode(loc), "rb")  # bytes: a name that is not UTF-8 opens too
     fs, path = filesystem(loc)
     try:
         return fs.open_input_file(path)
@@ -174,26 +176,125 @@ def read_bytes(loc: Location) -> bytes:
 
 
 @contextlib.contextmanager
-def atomic_write(loc: Location) -> Iterator[pa.NativeFile]:
+def atomic_write(loc: Location, *, replace: bool = True) -> Iterator[pa.NativeFile]:
     """A binary file to write `loc` through; `loc` appears only if the block succeeds (see the module
-    docstring for what that means on an object store)."""
-    if is_uri(loc):
-        fd, tmp = tempfile.mkstemp(prefix="tracekit-", suffix=".tmp")
-    else:
-        path = Path(loc)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
+    docstring for what that means on an object store). Without `replace`, a local `loc` that appeared
+    while the block ran (another process writing the same new output) is not overwritten."""
+    tmp = temp_file(loc)
     try:
-        with pa.OSFile(tmp, "wb") as out:
+        with pa.OSFile(os.fsencode(tmp), "wb") as out:
             yield out
         if is_uri(loc):
             upload(tmp, loc)
         else:
-            os.replace(tmp, loc)
+            publish(tmp, Path(loc), replace=replace)
     finally:
-        if os.path.exists(tmp):
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+
+
+# A temporary name keeps this much of the output's name: NAME_MAX (255 bytes) must hold the output's
+# own name, not its name plus the temporary's prefix and suffix (a legal 248-byte name was refused).
+_TEMP_NAME_CHARS = 32
+
+
+def temp_file(loc: Location, *, folder: bool = False) -> Path:
+    """A new empty temporary file (or folder) for writing `loc`: a hidden `.NAME.XXXX.tmp` beside a local
+    `loc` (the same file system, so the final rename is atomic), in the temporary folder for a URI."""
+    try:
+        if is_uri(loc):
+            parent, prefix = None, "tracekit-"
+        else:
+            path = Path(loc)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            parent, prefix = path.parent, f".{path.name[:_TEMP_NAME_CHARS]}."
+        if folder:
+            return Path(tempfile.mkdtemp(prefix=prefix, suffix=".tmp", dir=parent))
+        fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=parent)
+        os.close(fd)
+        return Path(tmp)
+    except OSError as exc:
+        raise write_error(loc, exc) from None
+
+
+def publish(tmp: Path, path: Path, *, replace: bool) -> None:
+    """Move the finished temporary `tmp` to `path`, with the mode a new file gets (the umask's) or that
+    of the file it replaces. Without `replace` an existing `path` is never overwritten, even one that
+    appeared since the caller checked (a file: linked into place, which fails if the name is taken; a
+    folder: renamed, which fails over a non-empty folder)."""
+    os.chmod(tmp, output_mode(path, folder=tmp.is_dir()))
+    if replace:
+        os.replace(tmp, path)
+        return
+    try:
+        if tmp.is_dir():
+            os.rename(tmp, path)
+            return
+        os.link(tmp, path)
+    except (FileExistsError, IsADirectoryError, NotADirectoryError) as exc:
+        raise _appeared(path) from exc
+    except OSError as exc:
+        if exc.errno == errno.ENOTEMPTY:
+            raise _appeared(path) from None
+        if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
+            raise
+        if os.path.lexists(path):  # a file system without hard links: check, then rename
+            raise _appeared(path) from None
+        os.replace(tmp, path)
+        return
+    os.unlink(tmp)
+
+
+def _appeared(path: Path) -> OutputExistsError:
+    return OutputExistsError(
+        f"{path} appeared while tracekit was writing it (another process writing the same output?); "
+        "it was left as it is: pass --force to overwrite it"
+    )
+
+
+def output_mode(path: Location, *, folder: bool = False) -> int:
+    """The permissions of an output: those of the file it replaces, else what open()/mkdir give a new
+    one (0o666 / 0o777 less the umask). A temporary file is created 0600, which would leave every output
+    unreadable by a colleague or a TensorBoard server."""
+    with contextlib.suppress(OSError):
+        st = os.stat(path)
+        if stat.S_ISDIR(st.st_mode) == folder:
+            return stat.S_IMODE(st.st_mode)
+    return (0o777 if folder else 0o666) & ~_umask()
+
+
+def _umask() -> int:
+    # /proc/self/status first: setting the umask to read it races with another thread creating a file.
+    with contextlib.suppress(OSError, ValueError), open("/proc/self/status", encoding="ascii") as fh:
+        for line in fh:
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+# What the user can do about an output that could not be written, by errno.
+_WRITE_ADVICE = {
+    errno.ENOSPC: "free some space or write it elsewhere",
+    errno.EDQUOT: "free some space or write it elsewhere",
+    errno.EFBIG: "a file-size limit (ulimit -f) or the file system's largest file: write it elsewhere",
+    errno.EROFS: "a read-only file system: write it elsewhere",
+    errno.EACCES: "write it in a folder you may write to",
+    errno.EPERM: "write it in a folder you may write to",
+    errno.ENAMETOOLONG: "choose a shorter name",
+    errno.EISDIR: "that is a folder: name a file",
+    errno.ENOTDIR: "a part of the path is a file, not a folder",
+    errno.ELOOP: "the path holds a symbolic link loop",
+}
+WRITE_ERRNOS = frozenset(_WRITE_ADVICE)
+
+
+def write_error(loc: Location, exc: OSError) -> OutputWriteError:
+    """The one-line error for an output that could not be written."""
+    reason = os.strerror(exc.errno) if exc.errno else str(exc)
+    advice = _WRITE_ADVICE.get(exc.errno, "write it elsewhere")
+    return OutputWriteError(f"cannot write {loc} ({reason}); nothing was written: {advice}")
 
 
 def upload(local: Location, loc: Location) -> None:
@@ -245,27 +346,27 @@ def write_bytes(loc: Location, data: bytes) -> None:
 
 
 @contextlib.contextmanager
-def staged_folder(loc: Location) -> Iterator[Location]:
-    """A folder to build `loc` in. Local: a temporary folder beside `loc`, renamed over it (an existing
-    `loc` is replaced: the caller has checked it may be) only if the block succeeds. URI: `loc` itself,
-    cleared first (see the module docstring)."""
+def staged_folder(loc: Location, *, replace: bool = True) -> Iterator[Location]:
+    """A folder to build `loc` in. Local: a temporary folder beside `loc`, renamed over it only if the
+    block succeeds (an existing `loc` is replaced when `replace`: the caller has checked it may be;
+    without, an empty one only). URI: `loc` itself, cleared first (see the module docstring)."""
     if is_uri(loc):
         if exists(loc):
             remove_tree(loc)
         yield loc
         return
     path = Path(loc)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    tmp = temp_file(path, folder=True)
     try:
         yield tmp
-        if path.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
+        if replace and path.exists():
+            old = temp_file(path, folder=True)
+            os.chmod(tmp, output_mode(path, folder=True))
             os.replace(path, old / path.name)
             os.replace(tmp, path)
             shutil.rmtree(old, ignore_errors=True)
         else:
-            os.replace(tmp, path)
+            publish(tmp, path, replace=False)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
@@ -300,15 +401,28 @@ def remove(loc: Location) -> None:
         fs.delete_file(path)
 
 
+def not_found(loc: Location) -> InputNotFound:
+    """The error for an input that is not there: a symbolic link loop or a dangling link says so (it
+    used to be "no such file" for a name `ls` shows)."""
+    if not is_uri(loc) and os.path.lexists(loc):
+        try:
+            os.stat(loc)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                return InputNotFound(f"{loc}: a symbolic link loop (it never reaches a file)")
+            return InputNotFound(f"{loc}: a symbolic link to {os.readlink(loc)}, which does not exist")
+    return InputNotFound(f"{loc}: no such file or folder")
+
+
 def _store_error(loc: Location, doing: str, exc: BaseException) -> TracekitError:
     """One line for a store's failure: pyarrow's messages for S3 run over several lines."""
     if isinstance(exc, FileNotFoundError):
         return InputNotFound(f"{loc}: no such file or folder")
     if isinstance(exc, IsADirectoryError):
         return InputNotFound(f"{loc}: is a folder, expected a file")
-    return TracekitError(f"{loc}: {doing} ({_first_line(exc)})")
+    return TracekitError(f"{loc}: {doing} ({first_line(exc)})")
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
     return text.splitlines()[0]

@@ -20,15 +20,13 @@ Every access to a file goes through tracekit.data.files, so a capture may live i
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
 import os
-import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator, Optional, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -37,7 +35,7 @@ import pyarrow.parquet as pq
 from tracekit.data import arrow, files
 from tracekit.data.files import Location
 from tracekit.data.schema import METADATA_KEY, SCHEMA, SCHEMA_VERSION, file_metadata, metadata_doc
-from tracekit.errors import CaptureFileError, InputNotFound, OutputExistsError, OutputWriteError
+from tracekit.errors import CaptureFileError, OutputExistsError, OutputWriteError
 
 
 # How capture files are encoded (benchmarks/RESULTS.md, "Parquet encoding", has the measurements):
@@ -104,15 +102,53 @@ def _decoded(table: pa.Table, column: str) -> pa.Array:
     return col.dictionary_decode() if pa.types.is_dictionary(col.type) else col
 
 
-def check_output(path: Location, force: bool) -> None:
-    """Refuse to overwrite an existing output unless --force."""
+def check_output(path: Location, force: bool, inputs: Sequence[Location] = ()) -> None:
+    """Refuse an output that is a folder, that is one of the command's `inputs` (or inside an input
+    folder: the command would destroy what it reads), or that exists unless --force."""
+    if not files.is_uri(path) and os.path.isdir(path):
+        raise OutputExistsError(f"{path} is a folder; name a file to write (e.g. {Path(path) / 'out'})")
+    _check_parents(path)
+    check_not_input(path, inputs)
     if files.exists(path) and not force:
         raise OutputExistsError(f"{path} exists; pass --force to overwrite")
 
 
-def check_folder_output(path: Location, force: bool) -> None:
+def _check_parents(path: Location) -> None:
+    """Before any work: the output's nearest existing ancestor is a folder (`-o FILE/x.txt` used to fail
+    only when written, after a command had written its other outputs)."""
+    if files.is_uri(path):
+        return
+    parent = Path(os.path.abspath(path)).parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise OutputWriteError(
+            f"cannot write {path} ({parent} is a file, not a folder); nothing was written: name a folder"
+        )
+
+
+def check_not_input(path: Location, inputs: Sequence[Location]) -> None:
+    """Refuse an output that is one of `inputs` (the same file, by any name), or inside an input that is
+    a capture folder (writing there changes the capture). A run folder of traces may hold outputs."""
+    if files.is_uri(path):
+        return
+    out = Path(os.path.realpath(path))
+    for loc in inputs:
+        if files.is_uri(loc):
+            continue
+        src = Path(os.path.realpath(loc))
+        same = out == src or (out.exists() and src.exists() and os.path.samefile(out, src))
+        if same or (src in out.parents and is_capture_folder(src)):
+            raise OutputExistsError(
+                f"{path} is {'also an input' if same else 'inside the input capture'} ({loc}); writing "
+                "it would destroy what tracekit reads: choose another output path"
+            )
+
+
+def check_folder_output(path: Location, force: bool, inputs: Sequence[Location] = ()) -> None:
     """Refuse to write a capture folder over an existing one unless --force, and over any other
     non-empty folder or a file even with it (--force replaces a capture, never other data)."""
+    check_not_input(path, inputs)
     if not files.exists(path):
         return
     if files.is_dir(path) and not files.list_dir(path):
@@ -124,28 +160,20 @@ def check_folder_output(path: Location, force: bool) -> None:
         raise OutputExistsError(f"{path} exists; pass --force to overwrite")
 
 
-# Errors of writing, not of reading: a write that fails with one of these is the output's problem.
-_WRITE_ERRNOS = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EROFS}
-
-
 @contextmanager
-def atomic_path(path: Path) -> Iterator[Path]:
-    """Yield a temporary path beside `path`; rename it over `path` only if the block succeeds. The
-    temporary file is removed whatever happens (short of the process being killed), and a write that
-    fails for want of space or permission (ENOSPC, EFBIG, EDQUOT, EROFS) becomes one OutputWriteError."""
+def atomic_path(path: Path, *, replace: bool = True) -> Iterator[Path]:
+    """Yield a temporary path beside `path`; move it to `path` only if the block succeeds (over an
+    existing `path` only with `replace`: files.publish). The temporary file is removed whatever happens
+    (short of the process being killed), and a write that fails for a reason of the output's (no space,
+    a file-size limit, no permission, a read-only file system, a name too long: files.WRITE_ERRNOS)
+    becomes one OutputWriteError."""
     path = Path(path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        os.close(fd)
-    except OSError as exc:
-        raise write_error(path, exc) from None
-    tmp_path = Path(tmp)
+    tmp_path = files.temp_file(path)
     try:
         yield tmp_path
-        os.replace(tmp_path, path)
+        files.publish(tmp_path, path, replace=replace)
     except OSError as exc:
-        if exc.errno in _WRITE_ERRNOS:
+        if exc.errno in files.WRITE_ERRNOS:
             raise write_error(path, exc) from None
         raise
     finally:
@@ -153,12 +181,7 @@ def atomic_path(path: Path) -> Iterator[Path]:
             tmp_path.unlink()
 
 
-def write_error(path: Location, exc: OSError) -> OutputWriteError:
-    """The one-line error for an output that could not be written."""
-    reason = os.strerror(exc.errno) if exc.errno else str(exc)
-    return OutputWriteError(
-        f"cannot write {path} ({reason}); nothing was written: free some space or write it elsewhere"
-    )
+write_error = files.write_error
 
 
 def write_capture(capture: Capture, path: Path, *, force: bool = False) -> Path:
@@ -174,7 +197,7 @@ def write_capture(capture: Capture, path: Path, *, force: bool = False) -> Path:
         failed=meta.get("failed"),
     )
     table = capture.table.cast(SCHEMA).replace_schema_metadata(md)
-    with atomic_path(path) as tmp:
+    with atomic_path(path, replace=force) as tmp:
         try:
             pq.write_table(table, tmp, **PARQUET_OPTIONS)
         except OSError as exc:
@@ -198,7 +221,7 @@ class CaptureWriter:
         self.rows = 0
         # A part file of the folder form: RANK_SCHEMA, the rank column dropped from every table.
         self._schema = RANK_SCHEMA if part else SCHEMA
-        self._atomic = files.atomic_write(self.path)
+        self._atomic = files.atomic_write(self.path, replace=force)
         self._writer: pq.ParquetWriter | None = None
 
     def __enter__(self) -> CaptureWriter:
@@ -297,7 +320,7 @@ def write_folder_meta(root: Location, meta: dict, parts: list[dict]) -> None:
 def read_meta(path: Location) -> dict:
     """The tracekit metadata document of a capture (file or folder), with its schema version checked."""
     if not files.exists(path):
-        raise InputNotFound(f"{path}: no such file")
+        raise files.not_found(path)
     if files.is_dir(path):
         meta_path = files.join(path, FOLDER_META)
         if not files.exists(meta_path):
@@ -315,7 +338,7 @@ def read_meta(path: Location) -> dict:
         with files.open_read(path) as fh:
             kv = pq.read_metadata(fh).metadata
     except (pa.ArrowException, OSError) as exc:
-        raise CaptureFileError(f"{path}: not a Parquet file ({exc})") from None
+        raise CaptureFileError(f"{path}: not a Parquet file ({files.first_line(exc)})") from None
     stored = (kv or {}).get(METADATA_KEY)
     if stored is None:
         raise CaptureFileError(
@@ -345,7 +368,95 @@ def _checked(raw: bytes, path: Location) -> dict:
             f"{path}: capture schema version {version} is older than this tracekit's {SCHEMA_VERSION}; "
             "re-parse the original trace with `tracekit parse`"
         )
+    _check_meta_shape(meta, path)
     return meta
+
+
+_DAMAGED = "a damaged or hand-edited capture; parse the traces again"
+
+
+def _check_meta_shape(meta: dict, path: Location) -> None:
+    """The parts of the metadata document tracekit reads have the shapes it wrote: lists of objects,
+    ranks that are ints, part paths inside the capture folder (a document naming ../../etc/x, or an
+    absolute path, would make tracekit read files outside the capture)."""
+    for key in ("traces", "sources", "failed", "parts"):
+        value = meta.get(key)
+        if value is not None and not (isinstance(value, list) and all(isinstance(x, dict) for x in value)):
+            raise CaptureFileError(f"{path}: its metadata's '{key}' is not a list of objects ({_DAMAGED})")
+    for key in ("manifest", "analysis"):
+        if meta.get(key) is not None and not isinstance(meta[key], dict):
+            raise CaptureFileError(f"{path}: its metadata's '{key}' is not an object ({_DAMAGED})")
+    for trace in meta.get("traces") or []:
+        if "rank" in trace and not _is_rank(trace["rank"]):
+            raise CaptureFileError(
+                f"{path}: a trace's rank is {trace['rank']!r}, not a rank number ({_DAMAGED})"
+            )
+    if meta.get("form") != "folder":
+        return
+    for part in meta.get("parts") or []:
+        if not _is_rank(part.get("rank")):
+            raise CaptureFileError(
+                f"{path}: a part's rank is {part.get('rank')!r}, not a rank number ({_DAMAGED})"
+            )
+        for key in ("path", "idle"):
+            rel = part.get(key)
+            if (key == "path" or rel is not None) and not _inside(rel):
+                raise CaptureFileError(
+                    f"{path}: a part's {key} {rel!r} is not a file inside the capture folder ({_DAMAGED})"
+                )
+
+
+def _is_rank(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**31
+
+
+def _inside(rel) -> bool:
+    """A relative path below the folder: no '..', no absolute path, no drive, no backslash."""
+    if not isinstance(rel, str) or not rel or "\\" in rel or ":" in rel.split("/")[0]:
+        return False
+    parts = rel.split("/")
+    return not rel.startswith("/") and all(p not in ("", ".", "..") for p in parts)
+
+
+def check_schema(path: Location, meta: dict) -> None:
+    """The columns and types of a capture's files (footers only: nothing read), as _check_schema."""
+    try:
+        if meta.get("form") != "folder":
+            with files.open_read(path) as fh:
+                _check_schema(pq.read_schema(fh), path)
+            return
+        for part in meta.get("parts") or []:
+            loc = files.join(path, *part["path"].split("/"))
+            with files.open_read(loc) as fh:
+                _check_schema(pq.read_schema(fh), loc, [c for c in SCHEMA.names if c != "rank"])
+    except (pa.ArrowException, OSError) as exc:
+        raise CaptureFileError(f"{path}: cannot read capture ({files.first_line(exc)})") from None
+
+
+def _checked_table(table: pa.Table, path: Location, columns: Optional[list[str]] = None) -> pa.Table:
+    _check_schema(table.schema, path, columns)
+    return table
+
+
+def _check_schema(schema: pa.Schema, path: Location, columns: Optional[list[str]] = None) -> None:
+    """A capture's table has the schema's columns and types (a file whose column was dropped or retyped
+    by another tool used to end in a KeyError or a 33-line schema dump, or be analysed as it was)."""
+    for want in SCHEMA if columns is None else [SCHEMA.field(c) for c in columns if c in SCHEMA.names]:
+        if want.name not in schema.names:
+            raise CaptureFileError(f"{path}: the capture has no column '{want.name}' ({_DAMAGED})")
+        got = schema.field(want.name).type
+        if not _same_type(got, want.type):
+            raise CaptureFileError(
+                f"{path}: the capture's column '{want.name}' is {got}, not {want.type} ({_DAMAGED})"
+            )
+
+
+def _same_type(got: pa.DataType, want: pa.DataType) -> bool:
+    def base(t: pa.DataType) -> pa.DataType:
+        t = t.value_type if pa.types.is_dictionary(t) else t
+        return pa.string() if pa.types.is_large_string(t) else t
+
+    return base(got) == base(want)
 
 
 def capture_ranks(meta: dict) -> list[int]:
@@ -373,11 +484,12 @@ def read_rank(path: Location, rank: int, meta: dict, columns: Optional[list[str]
                         # ParquetFile.read, not read_table: that one imports pandas (~0.5 s)
                         tables.append(pq.ParquetFile(fh).read(columns=want))
             table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
-            return _with_rank_column(table, rank, columns)
+            return _checked_table(_with_rank_column(table, rank, columns), path, columns)
         with files.open_read(path) as fh:
-            return pq.read_table(fh, columns=columns, filters=[("rank", "=", rank)])
-    except (pa.ArrowException, OSError) as exc:
-        raise CaptureFileError(f"{path}: cannot read rank {rank} ({exc})") from None
+            table = pq.read_table(fh, columns=columns, filters=[("rank", "=", rank)])
+        return _checked_table(table, path, columns)
+    except (pa.ArrowException, OSError, KeyError) as exc:
+        raise CaptureFileError(f"{path}: cannot read rank {rank} ({files.first_line(exc)})") from None
 
 
 def read_ranks(path: Location, ranks: list[int], meta: dict, columns: Optional[list[str]] = None) -> pa.Table:
@@ -391,9 +503,10 @@ def read_ranks(path: Location, ranks: list[int], meta: dict, columns: Optional[l
         return pa.concat_tables([t.cast(schema) for t in tables])
     try:
         with files.open_read(path) as fh:
-            return pq.read_table(fh, columns=columns, filters=[("rank", "in", list(ranks))])
-    except (pa.ArrowException, OSError) as exc:
-        raise CaptureFileError(f"{path}: cannot read ranks {ranks} ({exc})") from None
+            table = pq.read_table(fh, columns=columns, filters=[("rank", "in", list(ranks))])
+    except (pa.ArrowException, OSError, KeyError) as exc:
+        raise CaptureFileError(f"{path}: cannot read ranks {ranks} ({files.first_line(exc)})") from None
+    return _checked_table(table, path, columns)
 
 
 def _with_rank_column(table: pa.Table, rank: int, columns: Optional[list[str]]) -> pa.Table:
@@ -416,10 +529,12 @@ def read_capture(path: Location, columns: list[str] | None = None) -> Capture:
         return Capture(table=table, meta=meta, path=path)
     try:
         with files.open_read(path) as fh:
+            _check_schema(pq.read_schema(fh), path, columns)
+        with files.open_read(path) as fh:
             table = pq.read_table(fh, columns=columns)
-    except (pa.ArrowException, OSError) as exc:
-        raise CaptureFileError(f"{path}: cannot read capture ({exc})") from None
-    return Capture(table=table, meta=meta, path=path)
+    except (pa.ArrowException, OSError, KeyError) as exc:
+        raise CaptureFileError(f"{path}: cannot read capture ({files.first_line(exc)})") from None
+    return Capture(table=_checked_table(table, path, columns), meta=meta, path=path)
 
 
 # A source file's fingerprint, `sources[].xxh3_128`: the 128-bit xxHash3 of all its bytes. It says which

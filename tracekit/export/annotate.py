@@ -91,7 +91,9 @@ def trace_of(capture_path: Path) -> Path:
     return Path(files[0][0])  # a local folder's file
 
 
-def write_annotated(trace: Path, capture: Capture, report: Report, output: Path) -> Annotated:
+def write_annotated(
+    trace: Path, capture: Capture, report: Report, output: Path, *, replace: bool = True
+) -> Annotated:
     """Write `output`: `trace` (parsed as `capture`, analysed as `report` with all its gaps kept) plus
     the idle-gap track (gzip when it ends .gz). `tracekit.api.annotate` composes it."""
     if report.cpu_only:
@@ -102,7 +104,7 @@ def write_annotated(trace: Path, capture: Capture, report: Report, output: Path)
     unit = capture.traces[0].get("time_unit", "us")
     events = list(idle_events(report, capture, unit))
     data = splice(trace, events)
-    with atomic_path(output) as tmp:
+    with atomic_path(output, replace=replace) as tmp:
         if output.name.endswith(".gz"):
             with gzip.open(tmp, "wb", compresslevel=6) as fh:
                 fh.write(data)

@@ -31,7 +31,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -90,13 +89,18 @@ def write_events(
     event_pb2, summary_pb2, scalar_metadata, text_metadata, EventFileWriter, tensor_util = _tb()
     import numpy as np
 
+    from tracekit.data import files
+
     run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise files.write_error(run_dir, exc) from None
     wall = time.time() if wall_time is None else wall_time
     scalar_meta = scalar_metadata.create_summary_metadata(display_name="", description="")
     text_meta = text_metadata.create_summary_metadata(display_name="", description="")
     old = event_files(run_dir)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{run_dir.name}.", suffix=".tmp", dir=run_dir.parent))
+    tmp = files.temp_file(run_dir, folder=True)
     try:
         writer = EventFileWriter(str(tmp), filename_suffix=EVENT_SUFFIX)
         for step in sorted(scalars):
@@ -125,6 +129,8 @@ def write_events(
         (written,) = list(tmp.iterdir())
         target = run_dir / written.name
         os.replace(written, target)
+    except OSError as exc:
+        raise files.write_error(run_dir, exc) from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     for path in old:

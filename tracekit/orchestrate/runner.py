@@ -208,6 +208,7 @@ def run_capture(
     check_knobs(workload, knobs, device)
     label = workload if workload is not None else script.stem  # type: ignore[union-attr]
     out = Path(out)
+    _check_out_folder(out)
     runs = plan_runs(label, out, list(pythons) or [None], name, force, repeat)
     _check_interpreters(runs, repeat)
     if repeat > 1:
@@ -261,6 +262,19 @@ def _announce(runs: Sequence[Run], repeat: int, echo: Echo) -> None:
             f"tracekit: note: an odd --repeat ({repeat}) leaves a linear drift of the machine "
             "uncancelled (the last round runs in one direction only); an even number cancels it"
         )
+
+
+def _check_out_folder(out: Path) -> None:
+    """-o names the folder the runs go into: refuse a file there, and a folder that cannot be made,
+    before a workload runs for minutes."""
+    if out.exists() and not out.is_dir():
+        raise OutputExistsError(f"-o {out}: is a file; name a folder for the captures (it holds one per run)")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        from tracekit.data.files import write_error
+
+        raise write_error(out, exc) from None
 
 
 def _child_command(

@@ -44,7 +44,9 @@ from tracekit.data.schema import (
     SCHEMA,
 )
 
-STEP_NAME = re.compile(r"ProfilerStep#(\d+)$")
+# At most 18 digits: a step number fits the int64 step column (a longer one is not a profiler's step
+# span; 20 digits used to end in OverflowError).
+STEP_NAME = re.compile(r"ProfilerStep#(\d{1,18})$")
 TRACE_STEP_NAME = "trace"  # the name of the one step of a trace without ProfilerStep spans
 
 

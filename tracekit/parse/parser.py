@@ -40,8 +40,9 @@ import pyarrow as pa
 
 from tracekit.data import arrow as _arrow
 from tracekit.data import files as _files
+from tracekit.data import signals as _signals
 from tracekit.data.files import Location
-from tracekit.data.schema import CAT_CPU_OP, CAT_USER_ANNOTATION, KIND_EVENT, SCHEMA
+from tracekit.data.schema import CAT_CPU_OP, CAT_USER_ANNOTATION, KIND_EVENT, KIND_STEP, SCHEMA
 from tracekit.data.store import (
     DIGEST,
     Capture,
@@ -49,7 +50,6 @@ from tracekit.data.store import (
     check_output,
     file_digest,
     is_capture,
-    is_capture_folder,
     read_capture,
 )
 from tracekit.errors import (
@@ -62,6 +62,7 @@ from tracekit.errors import (
 )
 from tracekit.parse import decode as _decode
 from tracekit.parse import fast as _fast
+from tracekit.parse import sanity as _sanity
 from tracekit.parse.derive import Frame, derive_rows, needed_for_derive, write_derived_rows
 
 TRACE_SUFFIXES = (".json", ".json.gz")
@@ -101,7 +102,9 @@ def parse_paths(paths: list[Path], *, salvage: bool = False, progress: Optional[
     check_rank_files(traces)
     events = pa.concat_tables(tables) if tables else SCHEMA.empty_table()
     _require_events(files, traces)
-    table = pa.concat_tables([events, derive_rows(events)])
+    derived = derive_rows(events)
+    _sanity.check(events, steps_of(derived), traces)
+    table = pa.concat_tables([events, derived])
     meta = {"sources": sources, "traces": traces, "manifest": find_manifest(paths)}
     if failed:
         meta["failed"] = failed
@@ -216,11 +219,18 @@ def _stream_once(
         )
         check_rank_files(traces)
         _require_events(files, traces)
-        derived = write_derived_rows(pa.concat_tables(kept), writer.write, helper=parallel)
+        needed = pa.concat_tables(kept)
+        derived = write_derived_rows(needed, writer.write, helper=parallel)
+        _sanity.check(needed, steps_of(derived), traces)
         writer.meta = {"sources": sources, "traces": traces, "manifest": manifest}
         if failed:
             writer.meta["failed"] = failed
     return Capture(table=derived, meta=dict(writer.meta, event_rows=rows), path=output)
+
+
+def steps_of(derived: pa.Table) -> pa.Table:
+    """The step rows of a table of derived rows."""
+    return derived.filter(_arrow.bools(Frame(derived).mask("kind", lambda v: v == KIND_STEP)))
 
 
 def load_capture(path: Path, columns: Sequence[str] | None = None) -> Capture:
@@ -229,17 +239,11 @@ def load_capture(path: Path, columns: Sequence[str] | None = None) -> Capture:
     (those the file has), for a caller that reads no others."""
     path = path if _files.is_uri(path) else Path(path)
     if not _files.exists(path):
-        raise InputNotFound(f"{path}: no such file or folder")
+        raise _files.not_found(path)
     if is_capture(path):
         if columns is None:
             return read_capture(path)
-        if is_capture_folder(path):
-            return read_capture(path, columns=[c for c in columns if c in SCHEMA.names])
-        import pyarrow.parquet as pq
-
-        with _files.open_read(path) as fh:
-            names = set(pq.read_schema(fh).names)
-        return read_capture(path, columns=[c for c in columns if c in names])
+        return read_capture(path, columns=[c for c in columns if c in SCHEMA.names])
     cap = parse_paths([path])
     if columns is not None:
         cap.table = cap.table.select([c for c in columns if c in cap.table.column_names])
@@ -260,7 +264,7 @@ def find_trace_files(paths: Sequence[Location]) -> list[tuple[Location, str]]:
             continue
         p = Path(p)
         if not p.exists():
-            raise InputNotFound(f"{p}: no such file or folder")
+            raise _files.not_found(p)
         if p.is_dir():
             inside = sorted(
                 q
@@ -309,17 +313,29 @@ def find_manifest(paths: list[Path]) -> Optional[dict]:
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 
 
+MAX_RANK = 2**31 - 1  # the capture's rank column is int32
+
+
 def rank_of(metadata: dict, name: str) -> int:
-    """distributedInfo.rank, else a rank in the file name (rank-3, rank_3, rank3), else 0."""
+    """distributedInfo.rank, else a rank in the file name (rank-3, rank_3, rank3), else 0. A rank
+    beyond int32 is refused (it used to end in an Arrow overflow traceback)."""
     info = metadata.get("distributedInfo")
+    rank, where = None, "distributedInfo.rank"
     if isinstance(info, dict):
         r = info.get("rank")
         if isinstance(r, int) and not isinstance(r, bool) and r >= 0:
-            return r
-        if isinstance(r, str) and r.strip().isdigit():
-            return int(r)
-    m = _RANK_IN_NAME.search(Path(name).name)
-    return int(m.group(1)) if m else 0
+            rank = r
+        elif isinstance(r, str) and r.strip().isdigit():
+            rank = int(r)
+    if rank is None:
+        m = _RANK_IN_NAME.search(Path(name).name)
+        rank, where = (int(m.group(1)), "the rank in its name") if m else (0, "")
+    if rank > MAX_RANK:
+        raise TraceFormatError(
+            f"{name}: {where} is {rank}, beyond the largest rank a capture holds ({MAX_RANK}); "
+            "fix the trace's distributedInfo.rank (or its name)"
+        )
+    return rank
 
 
 def time_unit(metadata: dict, stats: dict) -> str:
@@ -379,6 +395,8 @@ def warn_losses(traces: list[dict]) -> None:
         loss = losses_line(t)
         if loss:
             warnings.warn(f"{t['source']}: {loss}", TraceWarning, stacklevel=3)
+        for odd in t.get("warnings") or []:  # what parse.sanity found odd
+            warnings.warn(f"{t['source']}: {odd}", TraceWarning, stacklevel=3)
 
 
 def _parse_files(
@@ -872,10 +890,11 @@ def _decode_in_pool(
                         (slot, pool.submit(_decode_range_for_parent, job, slot if shared else None))
                     )
 
-            if digest is not None:
-                digest.start_in(pool)
-            for free in range(window):
-                submit(free)
+            with _signals.held():  # the pool forks its workers at the first submit
+                if digest is not None:
+                    digest.start_in(pool)
+                for free in range(window):
+                    submit(free)
             while pending:
                 slot, result = pending.popleft()
                 where, needed, stats = result.result()
@@ -890,7 +909,7 @@ def _decode_in_pool(
                 "Run again; if it recurs, lower TRACEKIT_WORKERS"
             ) from None
         finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+            shut_down(pool)
     finally:
         for slot in _SLOTS:
             slot.close()
@@ -899,6 +918,25 @@ def _decode_in_pool(
 
 # Arrow's memory pool: jemalloc (tracekit.data.arrow.prefer_jemalloc; the forked workers inherit it).
 _prefer_jemalloc = _arrow.prefer_jemalloc
+
+
+def stop_workers(pool: ProcessPoolExecutor) -> None:
+    """Terminate a pool's worker processes (the command is being stopped: their chunks are not wanted)."""
+    for proc in list((getattr(pool, "_processes", None) or {}).values()):
+        with contextlib.suppress(OSError, ValueError):
+            proc.terminate()
+
+
+def shut_down(pool: ProcessPoolExecutor) -> None:
+    """pool.shutdown, for a pool stopped at any moment (Ctrl-C, SIGTERM, SIGHUP: cli.Terminated): the
+    workers finish the chunk they hold and exit. Terminating them instead can hang the pool's manager
+    thread (its queue's feeder waits on a pipe no one reads). A signal between the pool's first fork and
+    the start of its manager thread leaves no thread to join (RuntimeError): then, and only then, the
+    workers are terminated."""
+    try:
+        pool.shutdown(wait=True, cancel_futures=True)
+    except RuntimeError:
+        stop_workers(pool)
 
 
 def _import_before_fork() -> None:

@@ -351,7 +351,12 @@ class PlotRenderer:
         )
         ax.spines[["top", "right"]].set_visible(False)
         fig.tight_layout()
+        from tracekit.data.store import atomic_path
+
         path = Path(path)
-        fig.savefig(path)
-        plt.close(fig)
+        try:
+            with atomic_path(path) as tmp:
+                fig.savefig(tmp, format="png")
+        finally:
+            plt.close(fig)
         return path

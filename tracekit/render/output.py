@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, TextIO
+from typing import Any, Optional, Sequence, TextIO
 
 from tracekit.errors import TracekitError
 
@@ -29,6 +29,7 @@ class Output:
     path: Optional[Path] = None
     force: bool = False
     width: Optional[int] = None
+    inputs: tuple = ()  # what the command reads: never its own output (data.store.check_output)
 
     @classmethod
     def of(
@@ -38,15 +39,17 @@ class Output:
         path: Optional[Path] = None,
         force: bool = False,
         width: Optional[int] = None,
+        inputs: Sequence[Any] = (),
     ) -> Output:
         """The flags as one Output; both formats at once, or an existing -o without --force, is an error."""
         from tracekit.data.store import check_output
 
         if as_json and as_markdown:
             raise TracekitError("--json and --markdown both given; pick one")
-        out = cls("json" if as_json else "markdown" if as_markdown else None, path, force, width)
+        fmt = "json" if as_json else "markdown" if as_markdown else None
+        out = cls(fmt, path, force, width, tuple(inputs))
         if path is not None:
-            check_output(path, force)
+            check_output(path, force, out.inputs)
         return out
 
     def format_for(self, kind: type) -> str:
@@ -72,7 +75,8 @@ class Output:
         if fmt == "text":
             width = self.width or getattr(renderers(type(result))["text"], "file_width", FILE_WIDTH)
             options = {"width": width, "color": False}
-        check_output(self.path, self.force)  # again: the work took time, the file may have appeared
-        with atomic_path(self.path) as tmp, open(tmp, "w", encoding="utf-8") as fh:
+        check_output(self.path, self.force, self.inputs)  # again: the work took time
+        # Without --force, a file that appears meanwhile is not overwritten (files.publish).
+        with atomic_path(self.path, replace=self.force) as tmp, open(tmp, "w", encoding="utf-8") as fh:
             get_renderer(fmt, type(result), **options).render(result, fh)
         return self.path

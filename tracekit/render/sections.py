@@ -413,7 +413,9 @@ def other_notes(report: Report) -> list[str]:
             "their own, so no API or queue time per kernel (`graph` in the kernel table)"
         )
     if report.cpu_only:
-        notes.append("CPU-only capture: no device activity; the host breakdown is the whole story.")
+        notes.append(_cpu_only_note(report))
+    for odd in report.capture.get("warnings") or []:
+        notes.append(f"warning: {odd}")
     if report.savings is not None and report.savings.skipped:
         notes.append(f"step time saved per cause: {report.savings.skipped}.")
     for f in report.capture.get("failed") or []:
@@ -510,3 +512,17 @@ def advice_lines(report: Report) -> list[str]:
 
 
 __all__ = ["report_sections", "header", "other_notes", "advice_lines", "HOST_STATES"]
+
+
+def _cpu_only_note(report) -> str:
+    """A capture without device activity: CPU-only, unless its host launched device work (then the
+    trace lost its GPU events, and calling it CPU-only would be a wrong verdict)."""
+    steps = report.host.steps
+    launch_ns = sum(s.breakdown_ns.get("launch", 0) for s in steps)
+    if not launch_ns:
+        return "CPU-only capture: no device activity; the host breakdown is the whole story."
+    return (
+        f"no device activity, yet the host spent {launch_ns / 1e6 / max(len(steps), 1):.3f} ms/step in "
+        "CUDA launch calls: the trace lost its GPU events (CUPTI's device activity missing, or the trace "
+        "trimmed); only the host breakdown can be told, the GPU's idle time cannot."
+    )

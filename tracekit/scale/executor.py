@@ -19,6 +19,7 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Callable, Iterable, Iterator, Optional, Protocol
 
+from tracekit.data import signals
 from tracekit.errors import TracekitError, WorkerError
 
 
@@ -44,6 +45,8 @@ class LocalExecutor:
         self.workers = max(1, workers if workers is not None else default_workers())
 
     def map(self, fn: Callable, items: Iterable) -> Iterator:
+        from tracekit.parse.parser import shut_down
+
         items = list(items)
         n = min(self.workers, len(items))
         if n <= 1 or "fork" not in multiprocessing.get_all_start_methods():
@@ -55,9 +58,10 @@ class LocalExecutor:
         pool = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork"))
         try:
             todo = iter(items)
-            pending: collections.deque = collections.deque(
-                pool.submit(fn, item) for item in itertools.islice(todo, 4 * n)
-            )
+            with signals.held():  # the pool forks its workers at the first submit
+                pending: collections.deque = collections.deque(
+                    pool.submit(fn, item) for item in itertools.islice(todo, 4 * n)
+                )
             while pending:
                 result = pending.popleft().result()
                 item = next(todo, _DONE)
@@ -70,7 +74,7 @@ class LocalExecutor:
                 "Run again; if it recurs, lower TRACEKIT_WORKERS"
             ) from None
         finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+            shut_down(pool)
 
 
 _DONE = object()

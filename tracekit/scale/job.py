@@ -106,7 +106,7 @@ def parse_job(
     `executor` runs the per-file work (default: a LocalExecutor). `progress` is called as a large
     file is decoded, `files_done(k, n)` as each file of a job decoded across files is."""
     started = time.perf_counter()
-    (check_folder_output if folder else check_output)(output, force)
+    (check_folder_output if folder else check_output)(output, force, paths)
     files = find_trace_files(paths)
     if not fs.is_uri(output):
         for p, _ in files:
@@ -133,7 +133,7 @@ def parse_job(
         ranks = sorted({int(t["rank"]) for t in meta["traces"]})
         return ParseResult(output, False, meta, rows, steps, ranks, time.perf_counter() - started)
     if folder:
-        with fs.staged_folder(output) as stage:
+        with fs.staged_folder(output, replace=force) as stage:
             result = _parse_into(stage, files, manifest, salvage, executor, spread, progress, files_done)
             fs.remove_tree(fs.join(stage, _STAGE))
             write_folder_meta(stage, result.meta, result.meta.pop("parts"))
@@ -141,7 +141,7 @@ def parse_job(
         stage = fs.sibling(output, f".{fs.name_of(output)}.parts")
         try:
             result = _parse_into(stage, files, manifest, salvage, executor, spread, progress, files_done)
-            _concatenate(stage, output, result.meta)
+            _concatenate(stage, output, result.meta, force)
         finally:
             if fs.exists(stage):
                 fs.remove_tree(stage)
@@ -239,9 +239,9 @@ def _move(src: Location, dst: Location) -> None:
         os.replace(src, dst)
 
 
-def _concatenate(root: Location, output: Location, meta: dict) -> None:
+def _concatenate(root: Location, output: Location, meta: dict, force: bool) -> None:
     """The file form of a job parsed across files: its part files, rank after rank, in one file."""
-    with CaptureWriter(output, force=True) as writer:
+    with CaptureWriter(output, force=force) as writer:
         for part in meta["parts"]:
             writer.write(read_rank(root, part["rank"], {"form": "folder", "parts": meta["parts"]}))
         writer.meta = {k: v for k, v in meta.items() if k != "parts"}

@@ -191,6 +191,7 @@ def whatif(
     else:  # the flag gives the whole step: no producer model
         un_pred, loader = rp.steps.times(rp.run(scenario, est.cost_us, af)), []
         un_base = rp.steps.times(rp.run(IDENTITY, est.cost_us))
+    _check_finite(scenario, pred, un_pred)
     idle = _attribute(rp, pred_rep) if attribute else {}
     devices = []
     for i, key in enumerate(pred.keys):
@@ -270,6 +271,15 @@ def _loader_json(lp: LoaderPrediction, p: Producer, un_pred: StepTimes) -> dict:
 def slowest_ms(durations: list) -> float:
     """The slowest device's step (median over its steps, ms) of per-device step-time arrays."""
     return max((median_ns(d) / 1e6 for d in durations if d.size), default=0.0)
+
+
+def _check_finite(scenario: Scenario, *times: StepTimes) -> None:
+    """A predicted step that is negative, or within a factor 2 of int64's end, has overflowed (or may
+    have) the replay's int64 ns (factors multiply: --kernels and --ops on one kernel): never print it."""
+    if any(d.size and (int(d.min()) < 0 or int(d.max()) > 2**62) for t in times for d in t.dur):
+        raise ScenarioError(
+            f"{scenario.describe()}: the predicted times overflow (beyond 2^63 ns); use smaller factors"
+        )
 
 
 def _busy(rp: Replayer, key, rep: np.ndarray, t: StepTimes, i: int) -> int:

@@ -18,6 +18,11 @@ from tracekit.errors import TracekitError
 # host to make faster). `sync` takes 0 (the host no longer waits; the work stays) or 1.
 SCALED_CAUSES = ("dataloader", "sync", "launch", "framework", "interpreter")
 
+# The largest factor a scenario takes (and --python-speedup's range, 1/MAX_FACTOR to MAX_FACTOR). The
+# replay adds int64 ns: a factor of 1e12 on a 10 s trace's launches overflowed into a negative step
+# ("launch -489778201503.753 ms/step"). A million times slower is past any question a what-if answers.
+MAX_FACTOR = 1e6
+
 
 class ScenarioError(TracekitError):
     """A --set / --kernels / --rank-host / --python-speedup value that cannot be used."""
@@ -113,8 +118,10 @@ def _factor(text: str, what: str) -> float:
         raise ScenarioError(
             f"{what}: {text!r} is not a number; write e.g. {what.split('=')[0]}=0.5"
         ) from None
-    if not math.isfinite(f) or f < 0:
-        raise ScenarioError(f"{what}: the factor must be a finite number ≥ 0 (0 removes, 1 keeps)")
+    if not math.isfinite(f) or f < 0 or f > MAX_FACTOR:
+        raise ScenarioError(
+            f"{what}: the factor must be a number from 0 to {MAX_FACTOR:g} (0 removes, 1 keeps)"
+        )
     return f
 
 
@@ -157,9 +164,10 @@ def parse_scenario(
         except ValueError:
             raise ScenarioError(f"--rank-host {spec}: {key!r} is not a rank number") from None
         rh[rank] = _factor(value, f"--rank-host {spec}")
-    if python_speedup is not None and (not math.isfinite(python_speedup) or python_speedup <= 0):
+    if python_speedup is not None and not 1 / MAX_FACTOR <= python_speedup <= MAX_FACTOR:
         raise ScenarioError(
-            f"--python-speedup {python_speedup:g}: give how many times faster the interpreter runs, > 0"
+            f"--python-speedup {python_speedup:g}: give how many times faster the interpreter runs, "
+            f"from {1 / MAX_FACTOR:g} to {MAX_FACTOR:g}"
         )
     if loader_workers is not None and loader_workers < 0:
         raise ScenarioError(f"--loader-workers {loader_workers}: give a worker count ≥ 0 (0 = no workers)")
@@ -196,4 +204,4 @@ def _patterns(specs: Iterable[str], flag: str) -> dict[str, float]:
     return out
 
 
-__all__ = ["Scenario", "ScenarioError", "parse_scenario", "SCALED_CAUSES"]
+__all__ = ["Scenario", "ScenarioError", "parse_scenario", "SCALED_CAUSES", "MAX_FACTOR"]

@@ -157,15 +157,15 @@ def chrome_trace(table: pa.Table, title: str) -> dict:
     return {"schemaVersion": 1, "displayTimeUnit": "ms", "traceName": title, "traceEvents": events}
 
 
-def write_chrome_trace(doc: dict, path: Path) -> Path:
-    """Write the trace (gzip when the name ends in .gz), atomically. Times are written as µs with three
-    decimals from the integer ns, never through a float."""
+def write_chrome_trace(doc: dict, path: Path, *, replace: bool = True) -> Path:
+    """Write the trace (gzip when the name ends in .gz), atomically (over an existing file only with
+    `replace`). Times are written as µs with three decimals from the integer ns, never through a float."""
     import msgspec
 
     from tracekit.data.store import atomic_path
 
     raw = msgspec.json.encode(_with_us_text(doc))
-    with atomic_path(Path(path)) as tmp:
+    with atomic_path(Path(path), replace=replace) as tmp:
         data = gzip.compress(raw, compresslevel=6) if str(path).endswith(".gz") else raw
         tmp.write_bytes(data)
     return Path(path)

@@ -1,0 +1,540 @@
+"""The fault table of docs/QUIRKS.md, second part: bad input and faults tried as a sceptical user would
+(issue #21). Each row ends in one line and exit 2, or in a result with a warning and right numbers, and
+never destroys an input or leaves a partial output or temporary file behind."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.clirun import run_main
+from tests.tracebuilder import TraceBuilder
+from tracekit.data import files
+from tracekit.errors import OutputExistsError
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = ROOT / "fixtures/h200_probe/tiny.pt.trace.json.gz"
+
+
+def one_line_error(code: int, err: str, *needles: str) -> None:
+    assert code == 2, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("tracekit: error: "), err
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+@pytest.fixture(scope="module")
+def capture(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("cap") / "cap.parquet"
+    cmd = [sys.executable, "-m", "tracekit", "parse", str(TINY), "-o", str(out)]
+    subprocess.run(cmd, check=True, capture_output=True)
+    return out
+
+
+def small_trace() -> TraceBuilder:
+    t = TraceBuilder(device_properties=[{"id": 0, "name": "GPU"}])
+    t.step(1, 0, 100)
+    t.op("aten::mm", 10, 20)
+    t.launch(12, 5, corr=1)
+    t.kernel("gemm", 30, 40, corr=1)
+    t.step(2, 100, 100)
+    t.op("aten::mm", 110, 20)
+    t.launch(112, 5, corr=2)
+    t.kernel("gemm", 130, 40, corr=2)
+    return t
+
+
+# --- the output path ---------------------------------------------------------------------------------
+
+
+def test_an_output_that_is_its_own_input_is_refused(tmp_path, capture, capsys):
+    """analyze -o CAP --force and whatif --trace CAP --force used to replace the capture itself."""
+    cap = tmp_path / "c.parquet"
+    cap.write_bytes(capture.read_bytes())
+    before = cap.read_bytes()
+    for argv in (
+        ["analyze", str(cap), "-o", str(cap), "--force"],
+        ["whatif", str(cap), "--trace", str(cap), "--force"],
+        ["analyze", str(cap), "-o", str(tmp_path / "." / "c.parquet"), "--force"],  # another spelling
+    ):
+        one_line_error(*run_main(argv, capsys)[::2], "is also an input")
+        assert cap.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.parquet"]
+
+
+def test_an_output_that_is_a_folder_is_one_line(tmp_path, capture, capsys):
+    """-o DIR used to end in IsADirectoryError from the final rename."""
+    folder = tmp_path / "d.png"
+    folder.mkdir()
+    for argv in (
+        ["analyze", str(capture), "-o", str(folder), "--force"],
+        ["whatif", str(capture), "--trace", str(folder), "--force"],
+        ["annotate", str(capture), "-o", str(folder), "--force"],
+        ["diff", str(capture), str(capture), "--plot", str(folder), "--force"],
+    ):
+        one_line_error(*run_main(argv, capsys)[::2], "is a folder")
+    assert list(folder.iterdir()) == []
+
+
+def test_outputs_get_the_umask_mode_and_keep_a_replaced_files_mode(tmp_path, capsys):
+    """mkstemp's 0600 used to stay on every output; analyze --store made a 0644 capture 0600."""
+    trace = small_trace().write(tmp_path / "t.pt.trace.json")
+    old = os.umask(0o027)
+    try:
+        assert run_main(["parse", str(trace), "-o", str(tmp_path / "a.parquet")], capsys)[0] == 0
+        assert run_main(["parse", str(trace), "-o", str(tmp_path / "f") + "/"], capsys)[0] == 0
+        report = ["analyze", str(tmp_path / "a.parquet"), "-o", str(tmp_path / "r.txt")]
+        assert run_main(report, capsys)[0] == 0
+    finally:
+        os.umask(old)
+    assert (tmp_path / "a.parquet").stat().st_mode & 0o777 == 0o640
+    assert (tmp_path / "r.txt").stat().st_mode & 0o777 == 0o640
+    assert (tmp_path / "f").stat().st_mode & 0o777 == 0o750
+    assert (tmp_path / "f/_tracekit.json").stat().st_mode & 0o777 == 0o640
+    os.chmod(tmp_path / "a.parquet", 0o644)
+    assert run_main(["analyze", str(tmp_path / "a.parquet"), "--store"], capsys)[0] == 0
+    assert (tmp_path / "a.parquet").stat().st_mode & 0o777 == 0o644
+
+
+def test_a_new_output_that_appears_meanwhile_is_not_overwritten(tmp_path):
+    """Two writers of one new path without --force: the second one to finish refuses, the first one's
+    file stays whole (both used to 'succeed', one result silently lost)."""
+    out = tmp_path / "c.parquet"
+    with pytest.raises(OutputExistsError, match="appeared"), files.atomic_write(out, replace=False) as fh:
+        fh.write(b"mine")
+        out.write_bytes(b"the other process's")
+    assert out.read_bytes() == b"the other process's"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.parquet"]
+    folder = tmp_path / "f"
+    with pytest.raises(OutputExistsError, match="appeared"), files.staged_folder(folder, replace=False) as st:
+        (Path(st) / "x").write_bytes(b"mine")
+        folder.mkdir()
+        (folder / "y").write_bytes(b"theirs")
+    assert sorted(p.name for p in folder.iterdir()) == ["y"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.parquet", "f"]
+
+
+def test_two_parses_to_one_new_path_one_wins_one_refuses(tmp_path):
+    trace = small_trace().write(tmp_path / "t.pt.trace.json")
+    out = tmp_path / "c.parquet"
+    cmd = [sys.executable, "-m", "tracekit", "parse", str(trace), "-o", str(out)]
+    pipe = subprocess.PIPE
+    procs = [subprocess.Popen(cmd, stdout=pipe, stderr=pipe, text=True) for _ in range(2)]
+    results = sorted((p.wait(), p.stderr.read()) for p in procs)
+    for p in procs:
+        p.stdout.close()
+        p.stderr.close()
+    assert [rc for rc, _ in results] == [0, 2], results
+    assert "tracekit: error:" in results[1][1] and results[1][1].count("\n") == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.parquet", "t.pt.trace.json"]
+
+
+def test_a_long_legal_output_name_is_written(tmp_path, capsys):
+    """A 248-byte name used to be refused: the temporary name beside it was longer than NAME_MAX."""
+    trace = small_trace().write(tmp_path / "t.pt.trace.json")
+    out = tmp_path / ("c" * 240 + ".parquet")
+    code, _, err = run_main(["parse", str(trace), "-o", str(out)], capsys)
+    assert code == 0, err
+    assert out.exists()
+
+
+def test_permission_denied_is_not_called_a_full_disk(tmp_path, monkeypatch, capsys):
+    trace = small_trace().write(tmp_path / "t.pt.trace.json")
+
+    def refused(*args, **kwargs):
+        raise PermissionError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr(tempfile, "mkstemp", refused)
+    code, _, err = run_main(["parse", str(trace), "-o", str(tmp_path / "c.parquet")], capsys)
+    one_line_error(code, err, "(Permission denied)", "a folder you may write to")
+    assert "free some space" not in err
+
+
+def test_an_output_under_a_file_is_one_line(tmp_path, capture, capsys):
+    """parse -o FILE/cap/, tb FILE/run, diff --plot FILE/p.png, capture -o FILE: a path that cannot be a
+    folder (the same error as a folder that cannot be written: no traceback)."""
+    blocker = tmp_path / "file"
+    blocker.write_bytes(b"")
+    trace = small_trace().write(tmp_path / "t.pt.trace.json")
+    one_line_error(*run_main(["parse", str(trace), "-o", f"{blocker}/cap/"], capsys)[::2], "cannot write")
+    code, _, err = run_main(["parse", str(trace), "-o", f"{blocker}/c.parquet"], capsys)
+    one_line_error(code, err, "cannot write")
+    code, out, err = run_main(["diff", str(capture), str(capture), "--plot", f"{blocker}/p.png"], capsys)
+    one_line_error(code, err, "cannot write")
+    code, _, err = run_main(["capture", "tiny_ops", "-o", str(blocker), "--device", "cpu"], capsys)
+    one_line_error(code, err, "is a file")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "t.pt.trace.json"]
+
+
+def test_tb_into_a_folder_it_cannot_write(tmp_path, capsys):
+    pytest.importorskip("tensorboard")
+    from tracekit.export.tensorboard import write_events
+
+    blocker = tmp_path / "file"
+    blocker.write_bytes(b"")
+    with pytest.raises(Exception) as info:
+        write_events(blocker / "run", {0: {"x": 1.0}})
+    assert info.type.__name__ == "OutputWriteError" and "cannot write" in str(info.value)
+
+
+# --- signals -----------------------------------------------------------------------------------------
+
+
+def _children(pid: int) -> set[int]:
+    out: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError):
+            out |= {int(x) for x in (task / "children").read_text().split()}
+    return out
+
+
+@pytest.fixture(scope="module")
+def big_trace(tmp_path_factory) -> Path:
+    big = tmp_path_factory.mktemp("big") / "big.pt.trace.json"
+    cmd = [sys.executable, str(ROOT / "benchmarks/gen_large_trace.py"), "--size-mb", "24", "-o", str(big)]
+    subprocess.run(cmd, check=True, capture_output=True)
+    return big
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs /proc")
+@pytest.mark.parametrize("sig, form", [(signal.SIGTERM, "file"), (signal.SIGHUP, "folder")])
+def test_a_parse_stopped_by_a_signal_leaves_nothing(tmp_path, big_trace, sig, form):
+    """SIGTERM/SIGHUP mid-parse used to leave .x.parquet.XXXX.tmp (or a staged folder) and two decode
+    workers blocked on a pipe forever. Now: the clean-up of Ctrl-C, exit 128+N, one line."""
+    big = big_trace
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    out = out_dir / ("c.parquet" if form == "file" else "c/")
+    env = {**os.environ, "TRACEKIT_WORKERS": "2", "PYTHONFAULTHANDLER": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tracekit", "parse", str(big), "-o", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    deadline = time.monotonic() + 60
+    workers: set[int] = set()
+    while time.monotonic() < deadline and proc.poll() is None:  # until the temporary output and workers exist
+        workers |= _children(proc.pid)
+        if workers and any(p.name.startswith(".") for p in out_dir.iterdir()):
+            break
+        time.sleep(0.02)
+    if proc.poll() is not None:
+        pytest.skip("the parse finished before it could be stopped (a fast machine)")
+    proc.send_signal(sig)
+    try:
+        _, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:  # a hang: where each thread is (faulthandler, on SIGABRT)
+        proc.send_signal(signal.SIGABRT)
+        for w in workers | _children(proc.pid):
+            with contextlib.suppress(OSError):
+                os.kill(w, signal.SIGKILL)
+        dump = proc.communicate(timeout=30)[1][-5000:]
+        raise AssertionError(f"no exit after {signal.Signals(sig).name}:\n{dump}") from None
+    assert proc.returncode == 128 + sig, err
+    assert err.strip() == f"tracekit: stopped by {signal.Signals(sig).name}"
+    assert list(out_dir.iterdir()) == []
+    time.sleep(0.2)
+    alive = [w for w in workers if Path(f"/proc/{w}").exists()]
+    assert not alive, f"decode workers left running: {alive}"
+
+
+def test_ctrl_c_while_starting_is_one_line(tmp_path):
+    """A KeyboardInterrupt while typer and the commands are still importing: no traceback."""
+    code = (
+        "import sys\n"
+        "class Stop:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'typer':\n"
+        "            raise KeyboardInterrupt\n"
+        "sys.meta_path.insert(0, Stop())\n"
+        "sys.argv = ['tracekit', '--version']\n"
+        "from tracekit.__main__ import main\n"
+        "main()\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert run.returncode == 130
+    assert run.stderr.strip() == "tracekit: interrupted"
+
+
+def test_stdout_that_is_not_utf8(capture):
+    """PYTHONIOENCODING=ascii: 'µ' and '−' used to end the report with UnicodeEncodeError."""
+    env = {**os.environ, "PYTHONIOENCODING": "ascii"}
+    run = subprocess.run(
+        [sys.executable, "-m", "tracekit", "analyze", str(capture)], capture_output=True, text=True, env=env
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "rank 0" in run.stdout
+
+
+def test_a_file_name_that_is_not_utf8(tmp_path):
+    """A non-UTF-8 byte in an input or output name (pyarrow's paths are UTF-8) used to be a traceback;
+    the name is printed back as its own bytes."""
+    src = bytes(tmp_path) + b"/bad\xff.pt.trace.json"
+    small_trace().write(Path(os.fsdecode(src)))
+    out = bytes(tmp_path) + b"/out\xfe.parquet"
+    tk = [sys.executable, "-m", "tracekit"]
+    run = subprocess.run([*tk, "parse", src, "-o", out], capture_output=True)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith(b"wrote " + out + b": ")
+    run = subprocess.run([*tk, "analyze", out], capture_output=True)
+    assert run.returncode == 0, run.stderr
+    assert b"bad\xff.pt.trace.json" in run.stdout
+
+
+# --- option values ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["--set", "launch=1e12"], "from 0 to 1e+06"),
+        (["--set", "launch=1e308"], "from 0 to 1e+06"),
+        (["--kernels", "gemm=1e300"], "from 0 to 1e+06"),
+        (["--python-speedup", "1e-300"], "from 1e-06 to 1e+06"),
+        (["--python-speedup", "1e300"], "from 1e-06 to 1e+06"),
+    ],
+)
+def test_whatif_factors_beyond_the_replays_range(capture, capsys, argv, needle):
+    """launch=1e12 used to print a negative step; 1e308 a -35 % 'speed-up'; speedup 1e-300 a negative step."""
+    one_line_error(*run_main(["whatif", str(capture), *argv], capsys)[::2], needle)
+
+
+def test_whatif_largest_factors_give_a_positive_prediction(capture, capsys):
+    from tracekit.data.store import read_capture
+    from tracekit.whatif import parse_scenario, whatif
+
+    cap = read_capture(capture)
+    result, _ = whatif(cap, parse_scenario(["launch=1e6", "framework=1e6"], python_speedup=1e-6))
+    for d in result.devices:
+        assert all(p > r > 0 for p, r in zip(d.predicted_step_ns, d.replayed_step_ns))
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["analyze", "{cap}", "--sync-tolerance-us", "inf"], "--sync-tolerance-us"),
+        (["diff", "{cap}", "{cap}", "--top-ops", "-1"], "--top-ops"),
+        (["diff", "{cap}", "{cap}", "--compare", "unknown_knob"], "--compare unknown_knob"),
+        (["capture", "tiny_ops", "--set", "n_ops=-5", "-o", "{tmp}"], "n_ops=-5: must be at least 1"),
+        (["capture", "tiny_ops", "--set", "size=nan", "-o", "{tmp}"], "size=nan"),
+    ],
+)
+def test_option_values_that_were_silently_accepted(tmp_path, capture, capsys, argv, needle):
+    argv = [a.format(cap=capture, tmp=tmp_path / "o") for a in argv]
+    code, _, err = run_main(argv, capsys)
+    assert code == 2 and needle in err, err
+    assert "Traceback" not in err
+    assert not (tmp_path / "o").exists() or not any((tmp_path / "o").iterdir())
+
+
+# --- damaged captures, odd inputs ---------------------------------------------------------------------
+
+
+def _rewrite(capture: Path, out: Path, change) -> Path:
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(capture)
+    table = change(table) or table
+    pq.write_table(table, out)
+    return out
+
+
+def test_a_damaged_capture_file_is_one_line(tmp_path, capture, capsys):
+    """A column dropped or retyped by another tool, metadata of the wrong shape: one line naming the
+    damage (a KeyError traceback, a 33-line schema dump, or an analysis of the retyped column)."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    meta = json.loads(pq.read_metadata(capture).metadata[b"tracekit"])
+
+    def with_md(t, doc=None):
+        return t.replace_schema_metadata({b"tracekit": json.dumps(doc or meta).encode()})
+
+    dropped = _rewrite(capture, tmp_path / "dropped.parquet", lambda t: with_md(t.drop(["dur_ns"])))
+
+    def retype(t):
+        j = t.schema.get_field_index("ts_ns")
+        return with_md(t.set_column(j, pa.field("ts_ns", pa.string()), t.column("ts_ns").cast(pa.string())))
+
+    retyped = _rewrite(capture, tmp_path / "retyped.parquet", retype)
+    traces = _rewrite(
+        capture, tmp_path / "traces.parquet", lambda t: with_md(t, {**meta, "traces": {"x": 1}})
+    )
+    cases = [
+        (dropped, "has no column 'dur_ns'"),
+        (retyped, "column 'ts_ns' is string, not int64"),
+        (traces, "'traces' is not a list of objects"),
+    ]
+    for path, needle in cases:
+        for command in ("analyze", "whatif", "info"):
+            one_line_error(*run_main([command, str(path)], capsys)[::2], needle)
+
+
+def test_a_damaged_capture_folder_is_one_line(tmp_path, capsys):
+    """A folder part's rank that is not an int; a part path pointing outside the folder (tracekit would
+    read any file the metadata names)."""
+    import json
+
+    trace = small_trace().write(tmp_path / "t.pt.trace.json")
+    folder = tmp_path / "c"
+    assert run_main(["parse", str(trace), "-o", f"{folder}/"], capsys)[0] == 0
+    meta_path = folder / "_tracekit.json"
+    meta = json.loads(meta_path.read_text())
+    for change, needle in (
+        ({"rank": "zero"}, "a part's rank is 'zero'"),
+        ({"path": "../t.pt.trace.json"}, "not a file inside the capture folder"),
+        ({"path": "/etc/passwd"}, "not a file inside the capture folder"),
+    ):
+        doc = {**meta, "parts": [{**meta["parts"][0], **change}]}
+        meta_path.write_text(json.dumps(doc))
+        one_line_error(*run_main(["analyze", str(folder)], capsys)[::2], needle)
+
+
+def test_symbolic_link_loops_and_dangling_links_say_so(tmp_path, capsys):
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    (tmp_path / "d").symlink_to(tmp_path / "nothing")
+    for command in (["parse", "-o", str(tmp_path / "o.parquet")], ["analyze"], ["info"]):
+        one_line_error(*run_main([command[0], str(tmp_path / "a"), *command[1:]], capsys)[::2], "link loop")
+        one_line_error(
+            *run_main([command[0], str(tmp_path / "d"), *command[1:]], capsys)[::2], "does not exist"
+        )
+
+
+def test_a_rank_beyond_int32_is_one_line(tmp_path, capsys):
+    t = small_trace()
+    t.meta["distributedInfo"] = {"rank": 2**31, "world_size": 1}
+    trace = t.write(tmp_path / "t.pt.trace.json")
+    code, _, err = run_main(["parse", str(trace), "-o", str(tmp_path / "c.parquet")], capsys)
+    one_line_error(code, err, "distributedInfo.rank is 2147483648")
+    assert not (tmp_path / "c.parquet").exists()
+
+
+# --- what no profiler writes (tracekit/parse/sanity.py) ------------------------------------------------
+
+
+def _trace_with(tmp_path: Path, change) -> Path:
+    t = small_trace()
+    doc = t.build()
+    doc = change(doc) or doc
+    path = tmp_path / "t.pt.trace.json"
+    path.write_text(__import__("json").dumps(doc))
+    return path
+
+
+def _events(doc, cat=None, name=None):
+    return [
+        e
+        for e in doc["traceEvents"]
+        if (cat is None or e.get("cat") == cat) and (name is None or e.get("name") == name)
+    ]
+
+
+def test_an_event_list_repeated_is_refused(tmp_path, capsys):
+    """traceEvents repeated twice: parse said 16 steps, analyze 8, kernel and op totals doubled, the
+    profiler-cost estimate halved. Two overlapping files of one rank are refused for this reason."""
+    trace = _trace_with(tmp_path, lambda d: d.update(traceEvents=d["traceEvents"] * 2))
+    for argv in (["parse", str(trace), "-o", str(tmp_path / "c.parquet")], ["analyze", str(trace)]):
+        one_line_error(
+            *run_main(argv, capsys)[::2], "exact copies of another", "every figure would count twice"
+        )
+    assert not (tmp_path / "c.parquet").exists()
+
+
+def test_a_few_copied_events_are_a_warning(tmp_path, capsys):
+    def copy_one(doc):
+        doc["traceEvents"].append(dict(_events(doc, cat="cpu_op")[0]))
+
+    trace = _trace_with(tmp_path, copy_one)
+    code, out, err = run_main(["analyze", str(trace)], capsys)
+    assert code == 0, err
+    assert "1 of 7 events are exact copies of another" in err
+    assert "warning: " in out and "exact copies" in out  # the report repeats it
+
+
+def test_a_repeated_step_number_is_refused(tmp_path, capsys):
+    """Every step named ProfilerStep#5: a normal-looking report while --check failed and diff saw 1 step."""
+
+    def rename(doc):
+        for e in _events(doc, cat="user_annotation"):
+            e["name"] = "ProfilerStep#5"
+
+    trace = _trace_with(tmp_path, rename)
+    code, _, err = run_main(["analyze", str(trace)], capsys)
+    one_line_error(code, err, "ProfilerStep#5 appears 2 times")
+
+
+def test_a_negative_step_duration_is_refused(tmp_path, capsys):
+    """ProfilerStep spans with negative durations turned a GPU trace into '0 steps … CPU-only capture'."""
+
+    def negative(doc):
+        _events(doc, cat="user_annotation")[0]["dur"] = -100
+
+    code, _, err = run_main(["analyze", str(_trace_with(tmp_path, negative))], capsys)
+    one_line_error(code, err, "ProfilerStep#1 has a negative duration")
+
+
+def test_overlapping_steps_and_negative_host_durations_are_warnings(tmp_path, capsys):
+    def odd(doc):
+        _events(doc, cat="user_annotation")[0]["dur"] = 150  # step 1 runs 50 µs into step 2
+        _events(doc, cat="cpu_op")[0]["dur"] = -5
+
+    code, out, err = run_main(["analyze", str(_trace_with(tmp_path, odd))], capsys)
+    assert code == 0, err
+    assert "1 step(s) overlap the next one (most: ProfilerStep#1 and ProfilerStep#2, by 0.050 ms)" in err
+    assert "1 host op(s) with a negative duration" in err
+
+
+def test_a_device_id_beyond_int32_is_a_warning(tmp_path, capsys):
+    """args.device 2^33 became null silently (the kernel left out of the busy time)."""
+
+    def far(doc):
+        _events(doc, cat="kernel")[0]["args"]["device"] = 2**33
+
+    code, out, err = run_main(["analyze", str(_trace_with(tmp_path, far))], capsys)
+    assert code == 0, err
+    assert "1 device activity without a usable device id" in err
+
+
+def test_device_activity_days_after_the_host_is_refused(tmp_path, capsys):
+    """A kernel 11.5 days late: dropped silently by analyze, whatif's observed step 125,000,000 ms."""
+
+    def late(doc):
+        _events(doc, cat="kernel")[-1]["ts"] += 11.5 * 86400e6
+
+    trace = _trace_with(tmp_path, late)
+    for command in ("analyze", "whatif"):
+        one_line_error(
+            *run_main([command, str(trace)], capsys)[::2], "276.0 hours after the host's last event"
+        )
+
+
+def test_a_gpu_trace_without_its_kernels_is_not_called_cpu_only(tmp_path, capsys):
+    """Launch calls kept, device activity missing: the report said 'CPU-only capture'."""
+
+    def drop_kernels(doc):
+        doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("cat") != "kernel"]
+
+    code, out, err = run_main(["analyze", str(_trace_with(tmp_path, drop_kernels))], capsys)
+    assert code == 0, err
+    assert "CPU-only capture" not in out
+    assert "the trace lost its GPU events" in " ".join(out.split())
+    t = TraceBuilder()  # a real CPU-only trace (no launch calls) keeps its note
+    t.step(1, 0, 100)
+    t.op("aten::mm", 10, 20)
+    code, out, err = run_main(["analyze", str(t.write(tmp_path / "cpu.pt.trace.json"))], capsys)
+    assert code == 0 and "CPU-only capture" in out, err

@@ -1,0 +1,162 @@
+"""What a parsed trace says that no profiler writes: checked once per parse, on the rows the derived
+rows are made from (`derive.needed_for_derive`: complete events of the step, `cpu_op` and device
+categories, DERIVE_COLUMNS) and the derived steps. A trace whose figures would be wrong whatever
+tracekit did is refused (TraceFormatError, one line naming what was seen); one whose figures stay right
+but that holds something odd gets a warning, kept in its trace entry (`warnings`) so that every report
+of the capture repeats it (docs/QUIRKS.md, the fault table).
+
+    refused  the event list repeated (half the events or more are exact copies of another): every
+             figure would count twice (two files of one rank that overlap are refused for this reason)
+    refused  a step number repeated on the step thread (ProfilerStep#5 eight times): the profiler
+             numbers each step once, and diff and whatif match steps by number
+    refused  a step span with a negative duration: its step cannot be placed
+    refused  device activity more than MAX_DEVICE_DRIFT_NS after the host's last event (or before its
+             first): the device clock is not the host's (one such kernel made whatif's observed step
+             125,000,000 ms)
+    warned   steps that overlap by more than STEP_OVERLAP_TOLERANCE_NS: time in both is counted in both
+    warned   host ops (cpu_op) with a negative duration: read as empty
+    warned   device activity without a device id (args.device beyond int32, or not a number): left out
+             of the busy time
+    warned   some events (DUPLICATE_WARN_FRACTION or more) exact copies of another
+
+All of it is vectorised: it runs on every parse, beside derive_rows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from tracekit.data import arrow as _arrow
+from tracekit.data.schema import CAT_CPU_OP, CAT_USER_ANNOTATION, DEVICE_ACTIVITY_CATS
+from tracekit.errors import TraceFormatError
+from tracekit.parse.derive import Frame
+
+DUPLICATE_REFUSE_FRACTION = 0.5  # a repeated event list: every event twice
+# Real traces hold a few identical events (HTA's control trace, integer µs: 6 of 50,245 nested
+# `aten::zeros` with equal bounds): a warning only from 1 % up.
+DUPLICATE_WARN_FRACTION = 0.01
+STEP_OVERLAP_TOLERANCE_NS = 1_000  # Kineto's µs rounding lets consecutive steps touch within a µs
+MAX_DEVICE_DRIFT_NS = 3_600 * 10**9  # an hour: far beyond any queue of device work
+
+_DUP_KEYS = ("cat", "name", "pid", "tid", "ts_ns", "dur_ns", "device")
+
+
+def check(needed: pa.Table, steps: pa.Table, traces: list[dict]) -> None:
+    """The checks above for each rank of a parse (`steps`: the derived step rows). Raises
+    TraceFormatError for a refusal; each rank's warnings go into its first trace entry."""
+    if needed.num_rows == 0:
+        return
+    first: dict[int, dict] = {}
+    for t in traces:
+        first.setdefault(int(t.get("rank", 0)), t)
+    rank = _arrow.values(needed.column("rank"))
+    step_rank = _arrow.values(steps.column("rank")) if steps.num_rows else np.zeros(0, np.int64)
+    for r in np.unique(rank):
+        entry = first.get(int(r))
+        where = entry["source"] if entry else f"rank {int(r)}"
+        mine = needed if len(first) <= 1 else needed.filter(_arrow.bools(rank == r))
+        warnings = check_rank(mine, steps.filter(_arrow.bools(step_rank == r)), where)
+        if warnings and entry is not None:
+            entry["warnings"] = entry.get("warnings", []) + warnings
+
+
+def check_rank(needed: pa.Table, steps: pa.Table, where: str) -> list[str]:
+    """The checks for one rank's rows (`where` names its trace in messages); returns the warnings."""
+    frame = Frame(needed)
+    host = frame.mask("cat", lambda v: v in (CAT_CPU_OP, CAT_USER_ANNOTATION))
+    device = frame.mask("cat", lambda v: v in DEVICE_ACTIVITY_CATS)
+    warnings = _duplicates(frame, host | device, where)
+    warnings += _steps(steps, where)
+    dur = frame.ints("dur_ns")
+    negative = int((frame.mask("cat", lambda v: v == CAT_CPU_OP) & (dur < 0)).sum())
+    if negative:
+        warnings.append(f"{negative:,} host op(s) with a negative duration, read as empty")
+    no_id = int((device & ~frame.present("device")).sum())
+    if no_id:
+        warnings.append(
+            f"{no_id:,} device activit{'y' if no_id == 1 else 'ies'} without a usable device id "
+            "(args.device beyond int32, or not a number): left out of the busy time"
+        )
+    _device_drift(frame, host, device, where)
+    return warnings
+
+
+def _duplicates(frame: Frame, rows: np.ndarray, where: str) -> list[str]:
+    """Exact copies among the step, op and device rows: first by a key of their numbers, then, when the
+    key says there may be enough to matter, exactly."""
+    n = int(rows.sum())
+    if n < 2:
+        return []
+    key = np.zeros(n, dtype=np.uint64)
+    for i, col in enumerate(("pid", "tid", "ts_ns", "dur_ns", "device")):
+        key = key * np.uint64(1_000_003 + 2 * i) + frame.ints(col)[rows].astype(np.uint64)
+    key.sort()  # a sort, not a hash table: these keys hashed 30x slower (numpy's unique, pyarrow's)
+    copies = int((key[1:] == key[:-1]).sum())
+    if copies < DUPLICATE_WARN_FRACTION * n:
+        return []
+    table = frame.table.filter(_arrow.bools(rows)).select(list(_DUP_KEYS))
+    for i, f in enumerate(table.schema):  # chunks of one column may hold different dictionaries
+        if pa.types.is_dictionary(f.type):
+            table = table.set_column(i, f.name, table.column(i).cast(pa.string()))
+    copies = n - table.group_by(list(_DUP_KEYS), use_threads=False).aggregate([]).num_rows
+    if copies >= DUPLICATE_REFUSE_FRACTION * n:
+        raise TraceFormatError(
+            f"{where}: {copies:,} of its {n:,} events are exact copies of another (every field equal): "
+            "the event list is repeated (a file merged with itself?) and every figure would count "
+            "twice; remove the copies"
+        )
+    if copies >= DUPLICATE_WARN_FRACTION * n:
+        return [f"{copies:,} of {n:,} events are exact copies of another (counted as they are)"]
+    return []
+
+
+def _steps(steps: pa.Table, where: str) -> list[str]:
+    """A rank's ProfilerStep rows: numbers once each, durations not negative, no overlap."""
+    if steps.num_rows == 0:
+        return []
+    names = steps.column("name").to_pylist()
+    ts, dur = _arrow.values(steps.column("ts_ns")), _arrow.values(steps.column("dur_ns"))
+    counts: dict[str, int] = {}
+    for name in names:
+        counts[name] = counts.get(name, 0) + 1
+    name, k = max(counts.items(), key=lambda x: x[1])
+    if k > 1:
+        raise TraceFormatError(
+            f"{where}: the step span {name} appears {k} times on the step thread (the profiler numbers "
+            "each step once): its steps cannot be told apart, and diff and whatif match steps by "
+            "number; fix the step names"
+        )
+    if (dur < 0).any():
+        i = int(np.flatnonzero(dur < 0)[0])
+        raise TraceFormatError(
+            f"{where}: the step span {names[i]} has a negative duration ({dur[i] / 1e6:.3f} ms): a "
+            "damaged trace, whose steps cannot be placed"
+        )
+    order = np.argsort(ts, kind="stable")
+    overlap = (ts + dur)[order][:-1] - ts[order][1:]
+    bad = np.flatnonzero(overlap > STEP_OVERLAP_TOLERANCE_NS)
+    if not bad.size:
+        return []
+    i = int(bad[np.argmax(overlap[bad])])
+    return [
+        f"{bad.size} step(s) overlap the next one (most: {names[order[i]]} and {names[order[i + 1]]}, "
+        f"by {overlap[i] / 1e6:.3f} ms); time in both is counted in both"
+    ]
+
+
+def _device_drift(frame: Frame, host: np.ndarray, device: np.ndarray, where: str) -> None:
+    """Device activity hours away from every host event: not the host's clock."""
+    if not host.any() or not device.any():
+        return
+    ts, end = frame.ints("ts_ns"), frame.ints("ts_ns") + np.maximum(frame.ints("dur_ns"), 0)
+    first, last = int(ts[host].min()), int(end[host].max())
+    late = int(ts[device].max()) - last
+    early = first - int(end[device].min())
+    if max(late, early) <= MAX_DEVICE_DRIFT_NS:
+        return
+    where_ = "after the host's last event" if late >= early else "before the host's first event"
+    raise TraceFormatError(
+        f"{where}: device activity {max(late, early) / 3.6e12:.1f} hours {where_}: the device clock is "
+        "not the host's (a damaged or hand-edited trace)"
+    )
