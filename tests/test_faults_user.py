@@ -299,9 +299,9 @@ def test_a_file_name_that_is_not_utf8(tmp_path):
 @pytest.mark.parametrize(
     "argv, needle",
     [
-        (["--set", "launch=1e12"], "from 0 to 1e+06"),
-        (["--set", "launch=1e308"], "from 0 to 1e+06"),
-        (["--kernels", "gemm=1e300"], "from 0 to 1e+06"),
+        (["--set", "launch=1e12"], "≤ 1e+06"),
+        (["--set", "launch=1e308"], "≤ 1e+06"),
+        (["--kernels", "gemm=1e300"], "≤ 1e+06"),
         (["--python-speedup", "1e-300"], "from 1e-06 to 1e+06"),
         (["--python-speedup", "1e300"], "from 1e-06 to 1e+06"),
     ],

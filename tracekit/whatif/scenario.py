@@ -120,7 +120,7 @@ def _factor(text: str, what: str) -> float:
         ) from None
     if not math.isfinite(f) or f < 0 or f > MAX_FACTOR:
         raise ScenarioError(
-            f"{what}: the factor must be a number from 0 to {MAX_FACTOR:g} (0 removes, 1 keeps)"
+            f"{what}: the factor must be a number ≥ 0 and ≤ {MAX_FACTOR:g} (0 removes, 1 keeps)"
         )
     return f
 

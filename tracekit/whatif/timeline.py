@@ -119,11 +119,20 @@ def chrome_trace(table: pa.Table, title: str) -> dict:
     args_cols = {c: table[c].to_pylist() for c in _ARG_COLUMNS if c in table.column_names}
     events = []
     labelled = set()
+    # A step whose ProfilerStep span is among the events is written once, as that span (twice, the
+    # trace read back would repeat each step number: parse/sanity.py refuses it).
+    spans = {
+        (r, n)
+        for k, r, n, c in zip(cols["kind"], cols["rank"], cols["name"], cols["cat"])
+        if k != S.KIND_STEP and c == S.CAT_USER_ANNOTATION
+    }
     for i in range(table.num_rows):  # one loop per event (the output is one JSON object per event)
         kind = cols["kind"][i]
         name = cols["name"][i]
         cat = cols["cat"][i]
         if kind == S.KIND_STEP:
+            if (cols["rank"][i], name) in spans:
+                continue
             cat, name = S.CAT_USER_ANNOTATION, name or f"ProfilerStep#{i}"
         pid, tid = cols["pid"][i], cols["tid"][i]
         args = {_ARG_NAMES[c]: v[i] for c, v in args_cols.items() if v[i] is not None}
