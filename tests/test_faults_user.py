@@ -475,7 +475,7 @@ def test_a_repeated_step_number_is_refused(tmp_path, capsys):
 
     trace = _trace_with(tmp_path, rename)
     code, _, err = run_main(["analyze", str(trace)], capsys)
-    one_line_error(code, err, "ProfilerStep#5 appears 2 times")
+    one_line_error(code, err, "ProfilerStep#5 2 times")  # analysis.steps.check_step_numbers (#17)
 
 
 def test_a_negative_step_duration_is_refused(tmp_path, capsys):

@@ -123,9 +123,9 @@ def _steps(steps: pa.Table, where: str) -> list[str]:
     name, k = max(counts.items(), key=lambda x: x[1])
     if k > 1:
         raise TraceFormatError(
-            f"{where}: the step span {name} appears {k} times on the step thread (the profiler numbers "
-            "each step once): its steps cannot be told apart, and diff and whatif match steps by "
-            "number; fix the step names"
+            f"{where}: step {name} {k} times on the step thread (the profiler numbers each step once; "
+            "analysis.steps says the same of a rank's files): its steps cannot be told apart, and diff "
+            "and whatif match steps by number; fix the step names"
         )
     if (dur < 0).any():
         i = int(np.flatnonzero(dur < 0)[0])
