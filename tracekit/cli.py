@@ -118,7 +118,8 @@ def output_options(force_help: str = "Overwrite --output if it exists.") -> Call
         @functools.wraps(fn)
         def command(*args: Any, **kwargs: Any) -> Any:
             given = [kwargs.pop(name) for name, _, _ in flags]
-            return fn(*args, out=Output.of(*given, inputs=_inputs_of(kwargs)), **kwargs)
+            out = Output.of(*given, inputs=_inputs_of(kwargs))  # type: ignore[misc]  # given: the flags, in order
+            return fn(*args, out=out, **kwargs)
 
         command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
         command.__annotations__ = {p.name: p.annotation for p in params}

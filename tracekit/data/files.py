@@ -293,7 +293,7 @@ WRITE_ERRNOS = frozenset(_WRITE_ADVICE)
 def write_error(loc: Location, exc: OSError) -> OutputWriteError:
     """The one-line error for an output that could not be written."""
     reason = os.strerror(exc.errno) if exc.errno else str(exc)
-    advice = _WRITE_ADVICE.get(exc.errno, "write it elsewhere")
+    advice = _WRITE_ADVICE.get(exc.errno or 0, "write it elsewhere")
     return OutputWriteError(f"cannot write {loc} ({reason}); nothing was written: {advice}")
 
 
@@ -410,7 +410,7 @@ def not_found(loc: Location) -> InputNotFound:
         except OSError as exc:
             if exc.errno == errno.ELOOP:
                 return InputNotFound(f"{loc}: a symbolic link loop (it never reaches a file)")
-            return InputNotFound(f"{loc}: a symbolic link to {os.readlink(loc)}, which does not exist")
+            return InputNotFound(f"{loc}: a symbolic link to {os.readlink(str(loc))}, which does not exist")
     return InputNotFound(f"{loc}: no such file or folder")
 
 
