@@ -71,8 +71,51 @@ def test_an_interpreter_without_torch_gets_a_clear_message(tmp_path):
 
 
 def test_two_interpreters_with_one_run_name_are_refused(tmp_path):
-    with pytest.raises(CaptureError, match=r"two interpreters give the same run name 'py3\.\d+'"):
+    with pytest.raises(CaptureError, match=r"two interpreters give the same run name 'py3\.\d+\.\d+'"):
         run_capture("heavy_mlp", tmp_path, pythons=[None, sys.executable], device="cpu")
+
+
+def test_two_builds_of_one_minor_version_are_named_by_full_version(tmp_path, monkeypatch):
+    """The system's 3.12.3 beside pyenv's 3.12.1 (the GPU study's build note): py3.12.3 and py3.12.1, and a
+    third interpreter of another version keeps its short name."""
+    from tracekit.orchestrate import runner
+
+    found = {
+        "sys": interpreters.Interpreter(
+            path=Path("/usr/bin/python3"),
+            version="3.12.3",
+            implementation="CPython",
+            prefix="",
+            free_threaded=False,
+            has_torch=True,
+        ),
+        "pyenv": interpreters.Interpreter(
+            path=Path("/tmp/py312"),
+            version="3.12.1",
+            implementation="CPython",
+            prefix="",
+            free_threaded=False,
+            has_torch=True,
+        ),
+        "old": interpreters.Interpreter(
+            path=Path("/tmp/py310"),
+            version="3.10.13",
+            implementation="CPython",
+            prefix="",
+            free_threaded=False,
+            has_torch=True,
+        ),
+    }
+    monkeypatch.setattr(runner.interpreters, "resolve", lambda p: found[p])
+    runs = runner.plan_runs("tiny_ops", tmp_path, ["sys", "pyenv", "old"], None, force=False, repeat=2)
+    assert [r.name for r in runs] == [
+        "py3.12.3-1",
+        "py3.12.1-1",
+        "py3.10-1",
+        "py3.10-2",
+        "py3.12.1-2",
+        "py3.12.3-2",
+    ]
 
 
 def test_several_interpreters_get_one_run_each_named_by_version(tmp_path):

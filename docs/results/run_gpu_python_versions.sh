@@ -5,10 +5,11 @@
 # `tracekit capture --repeat` runs each workload under all of them, interleaved, with the calibration in
 # every manifest. Capture only (--no-parse): the run folders come back and are parsed and diffed here.
 #
-#   PYDIR=.dev/pythons TOOLS=.dev/tools OUT=/tmp/pyruns BUDGET_S=330 docs/results/run_gpu_python_versions.sh
+#   PYDIR=.dev/slim TOOLS=.dev/tools OUT=/tmp/pyruns BUDGET_S=330 STUDIES="heavy_mlp system" \
+#       docs/results/run_gpu_python_versions.sh
 #
-# PYDIR holds py-<version>.tar.xz made by build.sh (here repacked without numpy, which no workload uses,
-# and with stripped libraries, so that four fit in one call). BUDGET_S bounds the captures' wall time: a
+# PYDIR holds py-<version>.tar.xz made by build.sh and repacked by slim_device_python.sh (without numpy,
+# which no workload uses, and with stripped libraries, so that four fit in one call). BUDGET_S bounds the captures' wall time: a
 # workload whose runs (estimated from the runs so far) would not fit is skipped whole and named in
 # OUT/plan.txt, so that no workload is left with unbalanced rounds.
 set -u
@@ -23,6 +24,7 @@ T0=$(date +%s)
 PER_RUN_S=${PER_RUN_S:-8}  # the first estimate, replaced by what the runs took
 
 bash "$TOOLS/setup_on_device.sh" "$PYDIR" $VERSIONS 2>&1 | tee -a "$OUT/plan.txt"
+VERSIONS_A=($VERSIONS)
 ALL=()
 for v in $VERSIONS; do
     xy=$(echo "$v" | cut -d. -f1,2 | tr -d .)
@@ -56,16 +58,22 @@ study() {  # study NAME N_INTERPRETERS WORKLOAD [capture args...]
 
 HOSTBOUND=(--set hidden=512 --set layers=24 --set batch_size=64 --set in_features=512 --set out_features=512
            --set optimizer=sgd)
-# In order of what the study needs most; a workload that does not fit under four interpreters is tried under
-# 3.10 and 3.11 alone.
-study tiny_ops 4 tiny_ops "${ALL[@]}" || study tiny_ops 2 tiny_ops "${TWO[@]}"
-study heavy_mlp 2 heavy_mlp "${TWO[@]}"
-study dataloader_train 2 dataloader_train "${TWO[@]}"
-study hostbound 4 heavy_mlp "${HOSTBOUND[@]}" "${ALL[@]}" || study hostbound 2 heavy_mlp "${HOSTBOUND[@]}" "${TWO[@]}"
-# The machine's own python3 (Ubuntu's PGO+LTO build of 3.12) once, for the build note beside pyenv's 3.12.
-if fits 2; then
-    echo "RUN system: tiny_ops --python python3 (1 run)" | tee -a "$OUT/plan.txt"
-    python3 -m tracekit capture tiny_ops --python "$(command -v python3)" --name system --no-parse -o "$OUT/system" \
-        >> "$OUT/log.txt" 2>&1
-fi
+# STUDIES picks what this call runs (a device call is at most 10 minutes: the whole study takes three), in
+# order of what the study needs most; a workload that does not fit under all the interpreters is tried
+# under 3.10 and 3.11 alone.
+STUDIES=${STUDIES:-tiny_ops heavy_mlp dataloader_train hostbound system}
+for s in $STUDIES; do
+    case $s in
+        tiny_ops|heavy_mlp|dataloader_train)
+            study "$s" "${#VERSIONS_A[@]}" "$s" "${ALL[@]}" || study "$s" 2 "$s" "${TWO[@]}" ;;
+        hostbound)
+            study hostbound "${#VERSIONS_A[@]}" heavy_mlp "${HOSTBOUND[@]}" "${ALL[@]}" \
+                || study hostbound 2 heavy_mlp "${HOSTBOUND[@]}" "${TWO[@]}" ;;
+        system)
+            # The machine's own python3 (Ubuntu's PGO+LTO build of 3.12) beside pyenv's 3.12.1, interleaved,
+            # for the build note: the same version built two ways.
+            REPEAT=${SYSTEM_REPEAT:-3} study system 2 tiny_ops --python "$(command -v python3)" --python /tmp/py312 ;;
+        *) echo "unknown study $s" | tee -a "$OUT/plan.txt" ;;
+    esac
+done
 echo "total $(( $(date +%s) - T0 )) s" | tee -a "$OUT/plan.txt"

@@ -119,14 +119,21 @@ def plan_runs(
     if repeat < 1:
         raise CaptureError(f"--repeat {repeat}: give how many runs per interpreter, 1 or more")
     resolved = [interpreters.resolve(p) for p in (pythons or [None])]
+    short = [interp.run_name for interp in resolved]
+    # Two builds of one minor version (the system's 3.12.3 beside pyenv's 3.12.1) are named by their full
+    # versions; two of the very same version cannot be told apart by name and are refused below.
+    stems = [
+        s.replace(".".join(i.version.split(".")[:2]), i.version, 1) if short.count(s) > 1 else s
+        for s, i in zip(short, resolved)
+    ]
     bases: list[str] = []
-    for interp in resolved:
+    for interp, stem in zip(resolved, stems):
         if name and len(resolved) == 1:
             base = name
         elif name:
-            base = f"{name}-{interp.run_name}"
+            base = f"{name}-{stem}"
         else:
-            base = interp.run_name
+            base = stem
         if base in bases:
             other = resolved[bases.index(base)]
             raise CaptureError(
