@@ -29,6 +29,23 @@ def test_unchanged_replay_within_two_percent(path):
     assert rp.graph.diagnostics["cycles_broken"] == 0
 
 
+@pytest.mark.parametrize("name", ["tiny_ops", "heavy_mlp"])
+def test_replay_order_is_one_cycle_after_the_other(name):
+    """GIVEN a two-cycle capture WHEN its graph is built THEN the replay order is topological and takes
+    the cycles one after the other (the order the replay reads memory in, benchmarks/RESULTS.md)."""
+    import numpy as np
+
+    from tracekit.whatif.graph import _cycle_cuts
+
+    g = Replayer.of(load_inputs(DEFAULT / name)).graph
+    pos = np.empty(g.order.size, np.int64)
+    pos[g.order] = np.arange(g.order.size)
+    assert (pos[g.src] < pos[g.dst]).all()
+    (cuts,) = _cycle_cuts(g.steps).values()
+    cycle = np.searchsorted(np.asarray(cuts), g.obs[g.order], side="right")
+    assert cycle.max() == 1 and (np.diff(cycle) >= 0).all()
+
+
 def test_ddp_capture_matches_collectives_across_ranks():
     rp = Replayer.of(load_inputs(*[ROOT / "fixtures" / "h200" / "ddp_slow_rank1"]))
     d = rp.graph.diagnostics

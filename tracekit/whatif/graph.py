@@ -656,7 +656,7 @@ class _Builder:
         self.diag["unexplained_wait_ns"] = int(
             (obs[dst[unexplained]] - obs[src[unexplained]] - w[unexplained]).sum()
         )
-        order, forced = topological_order(self.n_nodes, src, dst, obs)
+        order, forced = topological_order(self.n_nodes, src, dst, obs, cyc)
         self.diag["cycles_broken"] = int(forced)
         # Nodes nothing in the trace explains keep their observed time as a lower bound: threads' and
         # streams' first nodes, and device work launched before the trace began (no launch record).
