@@ -63,26 +63,35 @@ def _launch_of(acts: pd.DataFrame, launches: pd.DataFrame) -> tuple[np.ndarray, 
     of the same rank and correlation (launches hold one per (rank, correlation))."""
     n = len(acts)
     l_ts, l_end = np.zeros(n, np.int64), np.zeros(n, np.int64)
-    corr = acts["correlation"].to_numpy(np.float64)
+    if not len(launches) or not n:
+        return l_ts, l_end, np.zeros(n, bool), np.zeros(n, bool)
+    pos = launch_rows(launches, acts["rank"].to_numpy(np.int64), acts["correlation"].to_numpy(np.float64))
+    rows = np.flatnonzero(pos >= 0)
+    src = pos[rows]
+    l_ts[rows] = launches["ts"].to_numpy(np.int64)[src]
+    l_end[rows] = launches["end"].to_numpy(np.int64)[src]
+    launched = pos >= 0
+    graph = np.zeros(n, bool)
+    if "graph" in launches:
+        graph[rows] = launches["graph"].to_numpy(bool)[src]
+    return l_ts, l_end, launched, graph
+
+
+def launch_rows(launches: pd.DataFrame, rank: np.ndarray, corr: np.ndarray) -> np.ndarray:
+    """For each (rank, correlation) query (NaN: none), the row of `launches` with the same pair, else -1
+    (launches hold one per (rank, correlation); of repeated ones the first)."""
+    out = np.full(corr.size, -1, np.int64)
     ok = ~np.isnan(corr)
     if not len(launches) or not ok.any():
-        return l_ts, l_end, np.zeros(n, bool), np.zeros(n, bool)
-    key_a = _key(acts["rank"].to_numpy(np.int64)[ok], corr[ok].astype(np.int64))
+        return out
+    key_a = _key(rank[ok], corr[ok].astype(np.int64))
     key_l = _key(launches["rank"].to_numpy(np.int64), launches["correlation"].to_numpy(np.int64))
     order = np.argsort(key_l, kind="stable")
     key_l = key_l[order]
     pos = np.minimum(np.searchsorted(key_l, key_a), key_l.size - 1)
     hit = key_l[pos] == key_a
-    rows = np.flatnonzero(ok)[hit]
-    src = order[pos[hit]]
-    l_ts[rows] = launches["ts"].to_numpy(np.int64)[src]
-    l_end[rows] = launches["end"].to_numpy(np.int64)[src]
-    launched = np.zeros(n, bool)
-    launched[rows] = True
-    graph = np.zeros(n, bool)
-    if "graph" in launches:
-        graph[rows] = launches["graph"].to_numpy(bool)[src]
-    return l_ts, l_end, launched, graph
+    out[np.flatnonzero(ok)[hit]] = order[pos[hit]]
+    return out
 
 
 def _key(rank: np.ndarray, corr: np.ndarray) -> np.ndarray:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from tracekit.analysis.launch import launch_rows
 from tracekit.errors import TraceFormatError
 
 _MIN = np.iinfo(np.int64).min
@@ -174,19 +175,10 @@ def step_windows(steps: pd.DataFrame, device: pd.DataFrame, launch_ts: np.ndarra
 
 def launch_times(device: pd.DataFrame, launches: pd.DataFrame) -> np.ndarray:
     """The launch record's start of each device activity (by rank and correlation), NaN without one."""
-    out = np.full(len(device), np.nan)
     if not len(device) or not len(launches):
-        return out
-    corr = device["correlation"].to_numpy(np.float64)
-    ok = ~np.isnan(corr)
-    key = pd.MultiIndex.from_arrays(
-        [launches["rank"].to_numpy(np.int64), launches["correlation"].to_numpy(np.int64)]
-    )
-    q = pd.MultiIndex.from_arrays([device["rank"].to_numpy(np.int64)[ok], corr[ok].astype(np.int64)])
-    pos = key.get_indexer(q)
-    vals = np.where(pos >= 0, launches["ts"].to_numpy(np.float64)[np.maximum(pos, 0)], np.nan)
-    out[np.flatnonzero(ok)] = vals
-    return out
+        return np.full(len(device), np.nan)
+    pos = launch_rows(launches, device["rank"].to_numpy(np.int64), device["correlation"].to_numpy(np.float64))
+    return np.where(pos >= 0, launches["ts"].to_numpy(np.float64)[np.maximum(pos, 0)], np.nan)
 
 
 # A step is an outlier when it lies further from the median than OUTLIER_MADS robust standard deviations
