@@ -94,22 +94,29 @@ print("pandas" in sys.modules)
     assert out.stdout.strip() == "False"
 
 
-def test_the_parse_command_never_imports_pandas(tmp_path):
-    """`tracekit parse` as a user runs it (`python -m tracekit parse`, the CLI and its job driver): no
-    pandas in the process or its decode workers (-X importtime names every module each one imports)."""
-    trace = ROOT / "fixtures" / "hta" / "nccl_data.json.gz"
+def test_the_parse_command_imports_only_what_it_parses_with(tmp_path):
+    """`tracekit parse` as a user runs it (`python -m tracekit parse`, the CLI and its job driver), on a
+    trace large enough for the decode workers: no pandas, no pydantic (Typer's coercion, tracekit.cli
+    `_coerce_lazily`), no pyarrow.compute and no other command's module, in the process or its
+    workers (-X importtime names every module each one imports): each was start-up time."""
+    import gzip
+
+    from tracekit.parse import parser
+
+    trace = ROOT / "fixtures" / "hta" / "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
+    with gzip.open(trace) as fh:
+        assert len(fh.read()) >= parser.CHUNK_BYTES // 2  # decoded by the pool, not in the process
+    # `python -m tracekit parse ...`, then the modules the process holds (importlib.import_module, which
+    # registers the commands, is not in -X importtime's log).
+    code = f"""
+import sys
+sys.argv = ["tracekit", "parse", {str(trace)!r}, "-o", {str(tmp_path / "c.parquet")!r}]
+from tracekit.__main__ import main
+main()
+print(*sorted(sys.modules), sep=chr(10))
+"""
     out = subprocess.run(
-        [
-            sys.executable,
-            "-X",
-            "importtime",
-            "-m",
-            "tracekit",
-            "parse",
-            str(trace),
-            "-o",
-            str(tmp_path / "c.parquet"),
-        ],
+        [sys.executable, "-X", "importtime", "-c", code],
         capture_output=True,
         text=True,
         env={"TRACEKIT_WORKERS": "2", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
@@ -121,5 +128,55 @@ def test_the_parse_command_never_imports_pandas(tmp_path):
     imported = [
         line.rsplit("|", 1)[-1].strip() for line in out.stderr.splitlines() if line.startswith("import time:")
     ]
+    imported += out.stdout.splitlines()[1:]
     assert "tracekit.parse.parser" in imported  # the check sees the parse's imports
-    assert not [m for m in imported if m.split(".")[0] == "pandas"]
+    assert not [m for m in imported if m.split(".")[0] in ("pandas", "pydantic", "pydantic_core")]
+    assert "pyarrow.compute" not in imported
+    assert {m for m in imported if m.startswith("tracekit.commands.")} == {"tracekit.commands.parse"}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(["event", "step", "busy", "", None]), max_size=12), max_size=4))
+def test_filter_rows_and_rows_by_kind_equal_pyarrow_compute(chunks):
+    """filter_rows and Capture.rows_by_kind (which avoid importing pyarrow.compute) equal Table.filter and
+    value_counts: chunks with their own dictionaries, repeated dictionary entries, nulls, empty strings."""
+    import pyarrow.compute as pc
+
+    from tracekit.data.store import Capture
+
+    arrays = []
+    for i, chunk in enumerate(chunks):
+        uniques = sorted({v for v in chunk if v is not None}, reverse=i % 2 == 1)
+        uniques = uniques + uniques[:1]  # a repeated entry: the second copy is never used
+        codes = np.array([-1 if v is None else uniques.index(v) for v in chunk], np.int32)
+        arrays.append(_arrow.dictionary(codes, uniques))
+    if not arrays:
+        arrays = [_arrow.dictionary(np.zeros(0, np.int32), [])]
+    table = pa.Table.from_arrays([pa.chunked_array(arrays, type=arrays[0].type)], names=["kind"])
+    mask = np.arange(table.num_rows) % 3 != 1
+    assert _arrow.filter_rows(table, mask).equals(table.filter(_arrow.bools(mask)))
+    decoded = table.column("kind").combine_chunks().dictionary_decode()
+    expected = {r["values"]: r["counts"] for r in pc.value_counts(decoded).to_pylist() if r["values"]}
+    got = Capture(table=table).rows_by_kind()
+    assert got == expected and list(got) == list(expected)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.sampled_from(["a", "ProfilerStep#1", "", None]), max_size=10), min_size=1, max_size=4
+    )
+)
+def test_frame_strings_equal_take(chunks):
+    """derive.Frame.strings (codes per chunk, no pyarrow.compute) equals Arrow's take, on any rows."""
+    from tracekit.parse.derive import Frame
+
+    arrays = []
+    for chunk in chunks:
+        uniques = sorted({v for v in chunk if v is not None})
+        arrays.append(
+            _arrow.dictionary(np.array([-1 if v is None else uniques.index(v) for v in chunk]), uniques)
+        )
+    table = pa.Table.from_arrays([pa.chunked_array(arrays, type=arrays[0].type)], names=["name"])
+    rows = np.arange(table.num_rows)[::-1][::2]
+    assert Frame(table).strings("name", rows) == table.column("name").take(pa.array(rows)).to_pylist()

@@ -23,6 +23,69 @@ from tracekit.data import signals
 from tracekit.errors import Terminated, TracekitError, TraceWarning
 from tracekit.version import __version__
 
+
+def _coerce_lazily() -> None:
+    """Typer >= 0.29 coerces each parameter's value through a pydantic TypeAdapter, built on its first
+    value: importing pydantic and building the adapters was ~0.1 CPU-s of every command's start-up (a
+    fifth of a tiny `tracekit parse`, benchmarks/RESULTS.md). A value that already is what a plain `str`
+    or `bool` parameter (or a list of `str`) takes, as the command line gives it, comes out of that
+    adapter unchanged (`_parse_cli_str` and `_parse_cli_bool` return it, pydantic's lax str/bool accept
+    it), so it is passed on as it is, and the adapter is built (pydantic imported) for the first value
+    that is anything else: numbers, paths, choices, a parameter with a parser, or a bytes value go
+    through Typer's own coercion, with its error messages. Typer before 0.29 (click's types, no
+    pydantic) has no `typer.core.build_runtime_param` and is left alone."""
+    try:
+        from typer import core
+    except ImportError:  # pragma: no cover - a Typer without the module
+        return
+    build = getattr(core, "build_runtime_param", None)
+    if build is None or getattr(build, "_tracekit_lazy", False):
+        return
+
+    def lazy(descriptor: Any) -> Any:
+        plain = _plain_kind(descriptor)
+        return build(descriptor) if plain is None else _PassThrough(descriptor, plain, build)
+
+    lazy._tracekit_lazy = True  # type: ignore[attr-defined]
+    lazy.typer_build = build  # type: ignore[attr-defined]  # Typer's own (tests compare the two)
+    core.build_runtime_param = lazy
+
+
+def _plain_kind(descriptor: Any) -> Optional[type]:
+    """str or bool for a parameter of that type (or list of str) that Typer's adapter passes unchanged."""
+    info = getattr(descriptor, "parameter_info", None)
+    if getattr(descriptor, "file_annotation", None) is not None or getattr(info, "parser", None) is not None:
+        return None
+    annotation = getattr(descriptor, "annotation", None)
+    if annotation in (str, bool):
+        return annotation
+    if typing.get_origin(annotation) is list and typing.get_args(annotation) == (str,):
+        return list
+    return None
+
+
+class _PassThrough:
+    """A parameter's coercion that passes a plain value on and builds Typer's own for any other."""
+
+    def __init__(self, descriptor: Any, kind: type, build: Callable[[Any], Any]) -> None:
+        self._descriptor, self._kind, self._build = descriptor, kind, build
+        self._typer: Any = None
+
+    def coerce(self, value: Any, param: Any, ctx: Any) -> Any:
+        if value is None:  # as Typer's RuntimeParam.coerce answers it, before any adapter
+            return () if param.multiple or param.nargs == -1 else None
+        if self._kind is list:
+            if isinstance(value, (list, tuple)) and all(type(v) is str for v in value):
+                return list(value)
+        elif type(value) is self._kind:
+            return value
+        if self._typer is None:
+            self._typer = self._build(self._descriptor)
+        return self._typer.coerce(value, param=param, ctx=ctx)
+
+
+_coerce_lazily()
+
 app = typer.Typer(
     name="tracekit",
     help="Why was the GPU idle, and what changed between two runs? "
@@ -48,15 +111,27 @@ def _root(
     """tracekit: PyTorch profiler trace analysis."""
 
 
-# Commands live in tracekit/commands/*.py, one module each, and register themselves on `app`.
-def _register_commands() -> None:
+# Commands live in tracekit/commands/*.py, one module each named as its command, and register
+# themselves on `app`.
+def _register_commands(argv: Optional[list[str]] = None) -> None:
+    """Import the command modules. Given the command line, only the module of the command it names
+    first (`tracekit parse ...`), when there is one: the other ten cost a command's start-up ~25 ms
+    (their imports, and Typer reading every command's signature), and a command's own parsing, errors
+    and --help never look at its siblings. Anything else (`--help`, `--version`, a misspelt command,
+    no argument) registers them all."""
     import importlib
     import pkgutil
 
     from tracekit import commands
 
-    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
-        importlib.import_module(f"tracekit.commands.{info.name}")
+    names = sorted(info.name for info in pkgutil.iter_modules(commands.__path__))
+    if argv and argv[0] in names:
+        names = [argv[0]]
+    for name in names:
+        importlib.import_module(f"tracekit.commands.{name}")
+    # Help lists the commands in registration order: the modules' order, whichever was imported first.
+    order = {f"tracekit.commands.{name}": i for i, name in enumerate(names)}
+    app.registered_commands.sort(key=lambda c: order.get(getattr(c.callback, "__module__", ""), len(order)))
 
 
 def get_app() -> typer.Typer:
@@ -167,6 +242,8 @@ def _optional_values(argv: list[str]) -> list[str]:
     """`--ray` takes an optional value, which Typer's options cannot: a bare `--ray` becomes
     `--ray=local`, and `--ray X` becomes `--ray=X` only when X is a Ray address (local, auto,
     HOST:PORT, ray://...) and no file of that name exists, so `--ray run/` still reads run/ as input."""
+    if "--ray" not in argv:
+        return list(argv)  # the Ray module (logging, socket: ~10 ms) is for the commands that name it
     from tracekit.scale.ray_backend import looks_like_address
 
     out: list[str] = []
@@ -282,7 +359,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def _run(argv: list[str]) -> None:
     try:
-        _register_commands()
+        _register_commands(argv)
         rc = app(args=argv, standalone_mode=False)
         # Typer (0.29 here) turns Ctrl-C and typer.Exit(code) into a *returned* exit code when not standalone.
         if signals.STOPPED_BY:

@@ -10,6 +10,7 @@ and dictionary<int32, string>.
     strings(["a", "b"])         Python strings → StringArray (no nulls)
     dictionary(codes, uniques)  int32 codes (-1 = null) into a list of strings → DictionaryArray
     bools(mask)                 bool numpy → BooleanArray
+    filter_rows(table, mask)    the rows of a table where a bool numpy mask is True
     values(arr, fill)           integer Array / ChunkedArray → numpy, nulls as `fill`
     valid(arr)                  Array / ChunkedArray → bool numpy, True where not null
     codes(arr)                  DictionaryArray → (int32 codes with -1 for null, list of strings)
@@ -53,6 +54,15 @@ def bools(mask: np.ndarray) -> pa.BooleanArray:
     return pa.Array.from_buffers(
         pa.bool_(), len(mask), [None, pa.py_buffer(np.packbits(mask, bitorder="little"))]
     )
+
+
+def filter_rows(table: pa.Table, mask: np.ndarray) -> pa.Table:
+    """`table.filter(bools(mask))`, without importing pyarrow.compute: Table.filter reaches Arrow's
+    filter kernel through that module's Python wrappers, generated at its import (~35 ms of a parse's
+    start-up, in the parent and in each decode worker); `call_function` is the kernel's own entry point."""
+    from pyarrow._compute import call_function
+
+    return call_function("filter", [table, bools(mask)])
 
 
 def strings(items: list[str]) -> pa.StringArray:

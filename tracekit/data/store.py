@@ -81,13 +81,23 @@ class Capture:
         return self.meta.get("traces") or []
 
     def rows_by_kind(self) -> dict[str, int]:
-        """Row counts by kind (event, step, busy, ...); cheap, and never imports pandas."""
-        import pyarrow.compute as pc
-
-        if self.table.num_rows == 0:
-            return {}
-        kind = _decoded(self.table, "kind")
-        return {row["values"]: row["counts"] for row in pc.value_counts(kind).to_pylist() if row["values"]}
+        """Row counts by kind (event, step, busy, ...), in the order each kind first appears; cheap, and
+        never imports pandas, nor pyarrow.compute (`tracekit parse` counts its steps with it)."""
+        counts: dict[str, int] = {}
+        for chunk in self.table.column("kind").chunks if self.table.num_rows else []:
+            if not pa.types.is_dictionary(chunk.type):
+                chunk = chunk.dictionary_encode()
+            codes, dictionary = arrow.codes(chunk)
+            codes = codes[codes >= 0]
+            if not len(codes):
+                continue
+            n = np.bincount(codes, minlength=len(dictionary))
+            first = np.full(len(dictionary), len(codes))
+            np.minimum.at(first, codes, np.arange(len(codes)))
+            for c in np.argsort(first, kind="stable").tolist():
+                if n[c] and dictionary[c]:
+                    counts[dictionary[c]] = counts.get(dictionary[c], 0) + int(n[c])
+        return counts
 
     def summary(self) -> dict:
         """What the capture holds: ranks, devices, steps, and row counts by kind and by category (the
@@ -95,11 +105,6 @@ class Capture:
         from tracekit.data.summary import summarize_table
 
         return summarize_table(self.table)
-
-
-def _decoded(table: pa.Table, column: str) -> pa.Array:
-    col = table.column(column).combine_chunks() if table.num_rows else pa.array([], pa.string())
-    return col.dictionary_decode() if pa.types.is_dictionary(col.type) else col
 
 
 def check_output(path: Location, force: bool, inputs: Sequence[Location] = ()) -> None:
@@ -239,7 +244,8 @@ class CaptureWriter:
     def write(self, table: pa.Table) -> None:
         assert self._writer is not None
         if table.num_rows:
-            table = table.cast(SCHEMA)
+            if not table.schema.equals(SCHEMA):  # a cast imports pyarrow.compute (start-up of a parse)
+                table = table.cast(SCHEMA)
             if self._schema is RANK_SCHEMA:
                 table = table.remove_column(_RANK_POSITION)
             try:

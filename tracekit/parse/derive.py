@@ -69,7 +69,7 @@ def needed_for_derive(events: pa.Table) -> pa.Table:
         idx = np.flatnonzero(timed & (rank == r))
         mask[idx[np.argmin(ts[idx])]] = True
         mask[idx[np.argmax(end[idx])]] = True
-    return events.select(list(DERIVE_COLUMNS)).filter(_arrow.bools(mask))
+    return _arrow.filter_rows(events.select(list(DERIVE_COLUMNS)), mask)
 
 
 def derive_rows(events: pa.Table) -> pa.Table:
@@ -484,7 +484,25 @@ class Frame:
         """The values of a dictionary-encoded string column at `rows`."""
         if len(rows) == 0:
             return []
-        return self.table.column(column).take(_arrow.from_numpy(rows.astype(np.int64))).to_pylist()
+        # Chunk by chunk through the dictionary codes: Array.take would import pyarrow.compute (~35 ms
+        # of start-up) for the few step names a parse reads.
+        rows = np.asarray(rows, dtype=np.int64)
+        out: list = [None] * len(rows)
+        lo = 0
+        for chunk in self.table.column(column).chunks:
+            hi = lo + len(chunk)
+            at = np.flatnonzero((rows >= lo) & (rows < hi))
+            if len(at):
+                if pa.types.is_dictionary(chunk.type):
+                    codes, dictionary = _arrow.codes(chunk)
+                    picked = [dictionary[c] if c >= 0 else None for c in codes[rows[at] - lo].tolist()]
+                else:
+                    items = chunk.to_pylist()
+                    picked = [items[i] for i in (rows[at] - lo).tolist()]
+                for i, v in zip(at.tolist(), picked):
+                    out[i] = v
+            lo = hi
+        return out
 
 
 def _frame(events: pa.Table | Frame) -> Frame:

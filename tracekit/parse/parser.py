@@ -230,7 +230,7 @@ def _stream_once(
 
 def steps_of(derived: pa.Table) -> pa.Table:
     """The step rows of a table of derived rows."""
-    return derived.filter(_arrow.bools(Frame(derived).mask("kind", lambda v: v == KIND_STEP)))
+    return _arrow.filter_rows(derived, Frame(derived).mask("kind", lambda v: v == KIND_STEP))
 
 
 def load_capture(path: Path, columns: Sequence[str] | None = None) -> Capture:
@@ -844,10 +844,13 @@ def _decode_ranges(
     the pipe) only until the parent has written it, so memory stays bounded by the chunk size. With
     `borrow`, each event table is only valid until the next one is asked for (it lives in a shared
     memory slot that is then reused); without, every table is the caller's to keep. A `digest` is
-    computed by the pool, when there is one, beside the chunks. Without `parallel`, every range is
-    decoded in this process."""
+    computed by the pool, when there is one, beside the chunks. Without `parallel`, or when the ranges
+    hold less than half of CHUNK_BYTES, every range is decoded in this process."""
     jobs = [(a, b, unit, where, rank) for a, b in ranges]
-    n = min(workers(), len(jobs)) if parallel else 1
+    # Events that fit in half a chunk are decoded here: forking and feeding a pool costs more (~40 ms of
+    # CPU: a third of a tiny `tracekit parse`, benchmarks/RESULTS.md) than the second core gains.
+    small = sum(b - a for a, b in ranges) < CHUNK_BYTES // 2
+    n = min(workers(), len(jobs)) if parallel and not small else 1
     _SHARED["buf"] = buf
     try:
         if n <= 1 or "fork" not in multiprocessing.get_all_start_methods():
@@ -941,10 +944,9 @@ def shut_down(pool: ProcessPoolExecutor) -> None:
 
 def _import_before_fork() -> None:
     """Import, once in the parent, what the workers would each import on their first chunk (the parent
-    needs both later anyway): `Table.filter` imports pyarrow.compute, `np.unique` imports numpy.ma.
-    Together ~0.25 s of CPU per worker before its first chunk comes back."""
+    needs it later anyway): `np.unique` imports numpy.ma. (pyarrow.compute, which `Table.filter` would
+    import, is not needed at all: `tracekit.data.arrow.filter_rows`.)"""
     import numpy.ma  # noqa: F401
-    import pyarrow.compute  # noqa: F401
 
 
 def _keep_heap_pages() -> None:

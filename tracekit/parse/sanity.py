@@ -55,8 +55,8 @@ def check(needed: pa.Table, steps: pa.Table, traces: list[dict]) -> None:
     for r in np.unique(rank):
         entry = first.get(int(r))
         where = entry["source"] if entry else f"rank {int(r)}"
-        mine = needed if len(first) <= 1 else needed.filter(_arrow.bools(rank == r))
-        warnings = check_rank(mine, steps.filter(_arrow.bools(step_rank == r)), where)
+        mine = needed if len(first) <= 1 else _arrow.filter_rows(needed, rank == r)
+        warnings = check_rank(mine, _arrow.filter_rows(steps, step_rank == r), where)
         if warnings and entry is not None:
             entry["warnings"] = entry.get("warnings", []) + warnings
 
