@@ -8,8 +8,8 @@ faster Python could save, and what the other Python measured.
 FOLDER: a capture folder `tracekit capture --repeat` wrote (OUT/<workload>, parsed runs or run folders).
 Writes FOLDER/predictions.json and prints a Markdown table per folder. Every figure is unprofiled (the
 manifests' steps timed without the profiler) and relative: a prediction is the replay's change applied to
-A's own measured step, so the replay's error on A does not enter the comparison with B. Each profiler
-cycle of A is replayed on its own and the changes averaged (`cycles`).
+A's own measured step, so the replay's error on A does not enter the comparison with B. A's profiler
+cycles are replayed together, each its own timeline (issue 17's step definition).
 """
 
 from __future__ import annotations
@@ -32,39 +32,11 @@ from tracekit.whatif.python import calibration, from_manifests, from_speedup  # 
 from tracekit.whatif.scenario import Scenario  # noqa: E402
 
 
-def cycles(cap) -> list:
-    """The capture split into its profiler cycles (one Capture each): a run of consecutive step numbers
-    is a cycle, and a cycle's rows are those from its first step's start to the next cycle's. Each is
-    replayed on its own (a replay of both at once treats the unrecorded steps between them as one step)."""
-    import pyarrow.compute as pc
-
-    from tracekit.data.store import Capture
-
-    t = cap.table
-    kind = t.column("kind").combine_chunks()
-    kind = kind.dictionary_decode() if hasattr(kind, "dictionary_decode") else kind
-    steps = t.filter(pc.equal(kind, "step")).select(["step", "ts_ns"]).sort_by("ts_ns").to_pylist()
-    starts, last = [], None
-    for row in steps:
-        if last is None or row["step"] != last + 1:
-            starts.append(row["ts_ns"])
-        last = row["step"]
-    out = []
-    for i, start in enumerate(starts):
-        mask = pc.greater_equal(t.column("ts_ns"), start)
-        if i + 1 < len(starts):
-            mask = pc.and_(mask, pc.less(t.column("ts_ns"), starts[i + 1]))
-        out.append(Capture(table=t.filter(mask), meta=cap.meta, path=cap.path))
-    return out
-
-
-def _cycle_changes(cap, scenarios: list[Scenario]) -> list[float]:
-    """Each scenario's unprofiled change, the mean over the capture's profiler cycles."""
-    per = []
-    for c in cycles(cap):
-        rp = Replayer.of(c)
-        per.append([_change(rp, c, sc) for sc in scenarios])
-    return [statistics.fmean(col) for col in zip(*per)]
+def _changes(cap, scenarios: list[Scenario]) -> list[float]:
+    """Each scenario's unprofiled change, the whole capture replayed once per scenario (its profiler
+    cycles are separate timelines in the replay: tracekit.analysis.steps)."""
+    rp = Replayer.of(cap)
+    return [_change(rp, cap, sc) for sc in scenarios]
 
 
 def _run_ms(manifest: dict) -> float:
@@ -121,7 +93,7 @@ def predict_folder(folder: Path) -> dict:
                 Scenario(python=translated.to_json()),
             ]
             models.append((v, model, speedup))
-        changes = _cycle_changes(cap, scenarios)
+        changes = _changes(cap, scenarios)
         ceilings.append(changes[0])
         for j, (v, model, speedup) in enumerate(models):
             calibrated, bound, translated = changes[1 + 3 * j : 4 + 3 * j]

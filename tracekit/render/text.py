@@ -33,7 +33,13 @@ def print_sections(console: Console, sections: list[Section]) -> None:
         console.print(sec.title, style="bold", markup=False)
         table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
         for col, al in zip(sec.columns, sec.alignment()):
-            table.add_column(col, justify="right" if al == "r" else "left", overflow="fold")
+            # a narrow terminal wraps a column between words, never inside the header's words
+            table.add_column(
+                col,
+                justify="right" if al == "r" else "left",
+                overflow="fold",
+                min_width=max((len(w) for w in col.split()), default=1),
+            )
         for row in sec.rows:
             table.add_row(*row)
         console.print(table)

@@ -24,6 +24,10 @@ def _change(x: float) -> str:
     return "+0.0%" if text == "-0.0%" else text
 
 
+def _where(d) -> str:
+    return f"{d.rank}:{d.device}" if d.device >= 0 else f"{d.rank}:host"
+
+
 def header(r: WhatIfResult) -> list[str]:
     parts = manifest_parts(dict(r.capture))
     lines = ["tracekit whatif" + (": " + ", ".join(parts) if parts else "")]
@@ -39,8 +43,7 @@ def sections(r: WhatIfResult) -> list[Section]:
         sp = js["step_ms_spread"]
         rows.append(
             [
-                f"{d.rank}:{d.device}" if d.device >= 0 else f"{d.rank}:host",
-                str(len(d.steps)),
+                _where(d),
                 _pm(d.observed_step_ms, sp["observed"]),
                 _pm(d.replayed_step_ms, sp["replayed"]),
                 _pm(d.predicted_step_ms, sp["predicted"]),
@@ -51,7 +54,11 @@ def sections(r: WhatIfResult) -> list[Section]:
                 else "-",
             ]
         )
+    counts = {len(d.steps) for d in r.devices}
     notes = [
+        f"{counts.pop()} steps per device"
+        if len(counts) == 1
+        else "steps: " + ", ".join(f"{_where(d)} {len(d.steps)}" for d in r.devices),
         "step: until both the host window and the device work launched in it are done (median ± "
         "1.4826 MAD over steps); replayed: the capture unchanged through the graph; change: predicted / "
         "replayed - 1",
@@ -61,7 +68,7 @@ def sections(r: WhatIfResult) -> list[Section]:
     out.append(
         Section(
             "step time (ms): observed, replayed, predicted",
-            ["rank:dev", "steps", "observed", "replayed", "predicted", "change", "GPU util", "unprofiled"],
+            ["rank:dev", "observed", "replayed", "predicted", "change", "GPU util", "unprofiled"],
             rows,
             notes,
         )
