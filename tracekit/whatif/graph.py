@@ -729,7 +729,7 @@ def binding_weights(obs, src, dst, floor, kind, indptr, in_edges) -> tuple[np.nd
 
 
 def _edge_classes(kind: np.ndarray) -> np.ndarray:
-    """How a scenario changes each edge (the replay's `loops.longest_path`)."""
+    """How a scenario changes each edge (the replay's `loops.longest_paths`)."""
     ecls = np.full(kind.size, PLAIN, np.int8)
     ecls[(kind == HOST) | (kind == SYNC_OWN)] = HOST_CLASS
     ecls[(kind == DUR) | (kind == COLL)] = DEVICE_CLASS

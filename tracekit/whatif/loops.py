@@ -4,16 +4,18 @@ one longest-path pass each took ~5 s on the 3.5 M-row benchmark capture (benchma
     grouped(n, key)            edges grouped by node (a stable counting sort): CSR pointers + order
     topological_order(...)     Kahn's algorithm, seeded in observed-time order
     binding(...)               per node, the incoming edge whose source + floor is latest
-    longest_path(...)          rep[v] = max over incoming edges of rep[u] + w(scenario)
-    longest_paths(...)         the same for several scenarios at once (the savings' replays)
+    longest_paths(g, ...)      rep[v] = max over incoming edges of rep[u] + w(scenario), for k scenarios
+                               in one pass (one replay: k = 1)
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 DROPPED = np.iinfo(np.int64).min  # an edge a scenario removes (a sync's wait under sync=0); no bound
-# Edge classes of the replay (`longest_path`): how a scenario changes an edge's weight.
+# Edge classes of the replay (`longest_paths`): how a scenario changes an edge's weight.
 PLAIN, HOST_CLASS, DEVICE_CLASS, WAIT_CLASS = 0, 1, 2, 3
 
 
@@ -137,95 +139,46 @@ def binding(indptr, in_edges, cand) -> np.ndarray:
     return out
 
 
-def longest_path(
-    order,
-    indptr,
-    in_edges,
-    src,
-    w,
-    lb,
-    ecls,
-    state,
-    rank,
-    act,
-    cost,
-    host_f,
-    rank_f,
-    cost_half,
-    act_f,
-    drop_wait,
-    edge_f,
-    edge_add,
-):
-    """rep[v] = max(lb[v], rep[u] + w'(e) over the incoming edges e = (u, v)), w' the scenario's weight
-    (DESIGN.md, "Scenarios"): a host segment (ecls HOST_CLASS) takes w * host_f[state] * rank_f[rank]
-    less `cost_half` per recorded event boundary (never below zero, nor below itself when negative); a
-    device activity (DEVICE_CLASS) w * act_f[act]; a sync's wait (WAIT_CLASS) is skipped when
-    `drop_wait`; weights are rounded to whole ns. `edge_f` (empty: none): one more factor per edge
-    (`--ops`): a host segment's weight times it, a wait with 0 skipped. `edge_add` (empty: none): ns
-    added to a host segment after all that (`--cuda-graphs`: one graph launch where a region begins)."""
-    per_edge = edge_f.size > 0
-    adds = edge_add.size > 0
-    rep = lb.copy()
-    for v in order:
-        best = lb[v]
-        for k in range(indptr[v], indptr[v + 1]):
-            e = in_edges[k]
-            c = ecls[e]
-            if c == PLAIN:
-                we = w[e]
-            elif c == HOST_CLASS:
-                x = w[e] * (host_f[state[e]] * rank_f[rank[e]])
-                if per_edge:
-                    x = x * edge_f[e]
-                if cost_half > 0.0:
-                    x = max(x - cost[e] * cost_half, min(x, 0.0))
-                if adds:
-                    x = x + edge_add[e]
-                we = np.int64(np.rint(x))
-            elif c == DEVICE_CLASS:
-                we = np.int64(np.rint(w[e] * act_f[act[e]]))
-            else:
-                if drop_wait or (per_edge and edge_f[e] == 0.0):
-                    continue
-                we = w[e]
-            t = rep[src[e]] + we
-            if t > best:
-                best = t
-        rep[v] = best
-    return rep
+class ReplayGraph(NamedTuple):
+    """The graph's arrays a replay reads (tracekit.whatif.graph.Graph's fields of the same names; `w`
+    the edge weights, the graph's own or a scenario's)."""
+
+    order: np.ndarray
+    indptr: np.ndarray
+    in_edges: np.ndarray
+    src: np.ndarray
+    w: np.ndarray
+    lb: np.ndarray
+    ecls: np.ndarray
+    state: np.ndarray
+    rank: np.ndarray
+    act: np.ndarray
+    cost: np.ndarray
 
 
-def longest_paths(
-    order,
-    indptr,
-    in_edges,
-    src,
-    w,
-    lb,
-    ecls,
-    state,
-    rank,
-    act,
-    cost,
-    host_f,
-    rank_f,
-    cost_half,
-    act_f,
-    drop_wait,
-    edge_f,
-    edge_add,
-):
-    """`longest_path` of k scenarios in one pass: host_f is (k, states), cost_half and drop_wait have
-    k entries, the rest is shared; returns rep as (nodes, k). Each edge is read once for all k (the
-    pass is bound by those scattered reads), and every weight is computed as `longest_path` computes
-    it, so each column equals that scenario's own replay."""
+def longest_paths(g, host_f, rank_f, cost_half, act_f, drop_wait, edge_f, edge_add):
+    """The replay of k scenarios in one pass over the graph `g` (a ReplayGraph); returns rep as
+    (nodes, k), column j scenario j's:
+
+        rep[v] = max(lb[v], rep[u] + w'(e) over the incoming edges e = (u, v))
+
+    w' the scenario's weight (DESIGN.md, "Scenarios"): a host segment (ecls HOST_CLASS) takes
+    w * host_f[j, state] * rank_f[rank] less `cost_half[j]` per recorded event boundary (never below
+    zero, nor below itself when negative); a device activity (DEVICE_CLASS) w * act_f[act]; a sync's
+    wait (WAIT_CLASS) is skipped when `drop_wait[j]`; weights are rounded to whole ns. `edge_f` (empty:
+    none): one more factor per edge (`--ops`): a host segment's weight times it, a wait with 0 skipped.
+    `edge_add` (empty: none): ns added to a host segment after all that (`--cuda-graphs`: one graph
+    launch where a region begins). Each edge is read once for all k (the pass is bound by those
+    scattered reads); one replay is the case k = 1 (a loop of its own was faster by a fraction of the
+    pass: benchmarks/RESULTS.md, "Issue 17")."""
     k = host_f.shape[0]
     per_edge = edge_f.size > 0
     adds = edge_add.size > 0
+    w, src, ecls, state, rank = g.w, g.src, g.ecls, g.state, g.rank
+    indptr, in_edges, lb = g.indptr, g.in_edges, g.lb
     rep = np.empty((lb.size, k), np.int64)
     best = np.empty(k, np.int64)
-    for v in order:
+    for v in g.order:
         for j in range(k):
             best[j] = lb[v]
         for i in range(indptr[v], indptr[v + 1]):
@@ -238,7 +191,7 @@ def longest_paths(
                     if per_edge:
                         x = x * edge_f[e]
                     if cost_half[j] > 0.0:
-                        x = max(x - cost[e] * cost_half[j], min(x, 0.0))
+                        x = max(x - g.cost[e] * cost_half[j], min(x, 0.0))
                     if adds:
                         x = x + edge_add[e]
                     t = rep[u, j] + np.int64(np.rint(x))
@@ -248,7 +201,7 @@ def longest_paths(
             if c == PLAIN:
                 we = w[e]
             elif c == DEVICE_CLASS:
-                we = np.int64(np.rint(w[e] * act_f[act[e]]))
+                we = np.int64(np.rint(w[e] * act_f[g.act[e]]))
             else:
                 if per_edge and edge_f[e] == 0.0:
                     continue
@@ -266,18 +219,17 @@ def longest_paths(
 
 def _compiled():
     """The numba versions of the loops, when numba is installed (see benchmarks/RESULTS.md)."""
-    global _fill, _kahn, _kahn_by_time, binding, longest_path, longest_paths  # noqa: PLW0603
+    global _fill, _kahn, _kahn_by_time, binding, longest_paths  # noqa: PLW0603
     try:
         import numba
     except ImportError:  # pragma: no cover - numba is a dependency; the loops still work without it
         return
     jit = numba.njit(cache=True)
-    _fill, _kahn, _kahn_by_time, binding, longest_path, longest_paths = (
+    _fill, _kahn, _kahn_by_time, binding, longest_paths = (
         jit(_fill),
         jit(_kahn),
         jit(_kahn_by_time),
         jit(binding),
-        jit(longest_path),
         jit(longest_paths),
     )
 

@@ -2,14 +2,14 @@
 
     rep[v] = max over incoming edges (u, v) of rep[u] + w      (nodes without one keep obs[v])
 
-computed in one pass over the nodes in topological order (`longest_path`).
+computed in one pass over the nodes in topological order (`loops.longest_paths`).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import numpy as np
 
@@ -18,7 +18,7 @@ from tracekit.analysis.steps import Work, assign_work
 from tracekit.analysis.steps import bounds as step_bounds
 from tracekit.data import schema as S
 from tracekit.whatif.graph import DROPPED, Graph
-from tracekit.whatif.loops import HOST_CLASS, WAIT_CLASS, longest_path, longest_paths
+from tracekit.whatif.loops import HOST_CLASS, WAIT_CLASS, ReplayGraph, longest_paths
 from tracekit.whatif.scenario import Scenario, ScenarioError
 
 
@@ -110,7 +110,7 @@ def factors(g: Graph, host, scenario: Scenario) -> Factors:
 @dataclass(frozen=True)
 class Weights:
     """What a scenario does to the edge weights, as small tables the compiled replay applies per edge
-    (`loops.longest_path`): a host segment's weight times host_f[state] * rank_f[rank] (* edge_f), less
+    (`loops.longest_paths`): a host segment's weight times host_f[state] * rank_f[rank] (* edge_f), less
     `cost_half_ns` per recorded event boundary at its start (the profiler's cost, DESIGN.md
     "Unprofiled"); a device activity's times act_f[activity]; the syncs' waits dropped (`sync=0`)."""
 
@@ -142,26 +142,8 @@ def weights(g: Graph, scenario: Scenario, cost_ns: float = 0.0, f: Factors | Non
 
 
 def replay(g: Graph, w: Weights) -> np.ndarray:
-    return longest_path(
-        g.order,
-        g.indptr,
-        g.in_edges,
-        g.src,
-        g.w if w.w is None else w.w,
-        g.lb,
-        g.ecls,
-        g.state,
-        g.rank,
-        g.act,
-        g.cost,
-        w.host_f,
-        w.rank_f,
-        w.cost_half_ns,
-        w.act_f,
-        w.drop_wait,
-        w.edge_f,
-        np.asarray(w.edge_add, np.float64),
-    )
+    """The node times of the graph replayed under `w` (one pass, `loops.longest_paths` with k = 1)."""
+    return _pass(g, [w])[:, 0]
 
 
 # How many scenarios one pass of `replay_many` replays: each costs 8 bytes per node, and the pass is
@@ -169,44 +151,49 @@ def replay(g: Graph, w: Weights) -> np.ndarray:
 REPLAY_BATCH = 4
 
 
-def replay_many(g: Graph, ws: list[Weights]) -> list[np.ndarray]:
-    """`replay(g, w)` of each of `ws`, a few scenarios per pass over the graph (`loops.longest_paths`).
-    The scenarios may differ only in host factors, profiler cost and dropped waits (what the savings
-    vary); edge weights, rank, activity and per-edge factors and additions are the first one's."""
-    out: list[np.ndarray] = []
+def replay_many(g: Graph, ws: list[Weights]) -> Iterator[np.ndarray]:
+    """`replay(g, w)` of each of `ws`, in order, a few scenarios per pass over the graph; only one pass's
+    node times are held at a time. The scenarios may differ only in host factors, profiler cost and
+    dropped waits (what the savings vary); edge weights, rank, activity and per-edge factors and
+    additions are the first one's."""
     for at in range(0, len(ws), REPLAY_BATCH):
-        batch = ws[at : at + REPLAY_BATCH]
-        first = batch[0]
-        for w in batch[1:]:
-            shared = zip(_shared(w), _shared(first))
-            if not all(
-                a is b or (a is not None and b is not None and np.array_equal(a, b)) for a, b in shared
-            ):
-                raise ValueError(
-                    "replay_many: the scenarios differ in edge weights or rank/activity/edge factors"
-                )
-        rep = longest_paths(
-            g.order,
-            g.indptr,
-            g.in_edges,
-            g.src,
-            g.w if first.w is None else first.w,
-            g.lb,
-            g.ecls,
-            g.state,
-            g.rank,
-            g.act,
-            g.cost,
-            np.stack([w.host_f for w in batch]),
-            first.rank_f,
-            np.array([w.cost_half_ns for w in batch], np.float64),
-            first.act_f,
-            np.array([w.drop_wait for w in batch], np.bool_),
-            first.edge_f,
-            np.asarray(first.edge_add, np.float64),
-        )
-        out.extend(np.ascontiguousarray(rep[:, j]) for j in range(len(batch)))
-    return out
+        rep = _pass(g, ws[at : at + REPLAY_BATCH])
+        for j in range(rep.shape[1]):
+            yield rep[:, j]
+
+
+def _pass(g: Graph, batch: list[Weights]) -> np.ndarray:
+    """One pass over the graph for the scenarios of `batch`: (nodes, len(batch)) node times."""
+    first = batch[0]
+    for w in batch[1:]:
+        shared = zip(_shared(w), _shared(first))
+        if not all(a is b or (a is not None and b is not None and np.array_equal(a, b)) for a, b in shared):
+            raise ValueError(
+                "replay_many: the scenarios differ in edge weights or rank/activity/edge factors"
+            )
+    arrays = ReplayGraph(
+        g.order,
+        g.indptr,
+        g.in_edges,
+        g.src,
+        g.w if first.w is None else first.w,
+        g.lb,
+        g.ecls,
+        g.state,
+        g.rank,
+        g.act,
+        g.cost,
+    )
+    return longest_paths(
+        arrays,
+        np.stack([w.host_f for w in batch]),
+        first.rank_f,
+        np.array([w.cost_half_ns for w in batch], np.float64),
+        first.act_f,
+        np.array([w.drop_wait for w in batch], np.bool_),
+        first.edge_f,
+        np.asarray(first.edge_add, np.float64),
+    )
 
 
 def _shared(w: Weights) -> tuple:
