@@ -69,6 +69,21 @@ def test_the_producer_period_is_measured_between_waited_fetches():
     assert kept.period_ms is None and kept.fetch_ms == pytest.approx(0.001)
 
 
+def test_a_ready_batchs_fetch_on_a_short_step_is_not_a_wait():
+    # GIVEN the H200 dataloader_train steps (py3.10-1): ~4 ms steps whose fetches take 0.21-0.45 ms,
+    # a ready batch's own cost (unpickled from the worker's queue), 11 % of the 4 ms step at most
+    (p,) = producers(_manifest([4.2, 4.0, 4.3, 4.1, 4.4], [0.32, 0.45, 0.29, 0.29, 0.21])).values()
+    # THEN no fetch waited beyond the cheapest fetch's 0.21 ms by 10 % of its step: the loader kept up
+    assert p.waited_steps == 0 and p.period_ms is None
+    # a real stall (2.0 ms beyond the 0.21) waits, but one stall among steps that kept up is no rate
+    (one,) = producers(_manifest([4.2, 6.0, 4.3, 4.1, 4.4], [0.32, 2.21, 0.29, 0.29, 0.21])).values()
+    assert one.waited_steps == 1 and one.period_ms is None
+    # a pool that paces every step: each fetch waits ~60 of 100 µs, so the cheapest (58) is no ready batch's
+    # cost (it is ≥ 10 % of a step) and every step waited
+    (bound,) = producers(_manifest([0.100, 0.102, 0.098], [0.060, 0.061, 0.058])).values()
+    assert bound.waited_steps == 3 and bound.period_ms == pytest.approx(0.100, rel=0.03)
+
+
 def test_worker_counts_scale_the_pool_up_to_the_hosts_cpus():
     p = Producer(0, 2, 80.0, 80.0, None, 10.0, 10.0, 4, 4, cpus=6)
     assert predict(p, workers=4).predicted_period_ms == pytest.approx(40.0)

@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 from tracekit.api import load  # noqa: E402
 from tracekit.compare.group import find_runs, group_runs  # noqa: E402
-from tracekit.compare.stats import rank_shift  # noqa: E402
+from tracekit.compare.stats import median_shift  # noqa: E402
 from tracekit.whatif import Replayer  # noqa: E402
 from tracekit.whatif import whatif as run_whatif  # noqa: E402
 from tracekit.whatif.predict import COLUMNS  # noqa: E402
@@ -55,7 +55,7 @@ def _pct(x: float) -> str:
 
 
 def _measured(ms_a: list[float], ms_b: list[float]) -> dict:
-    est = rank_shift(ms_a, ms_b, 0.95)
+    est = median_shift(ms_a, ms_b, 0.95)  # as `tracekit diff` pools runs: the change of the run medians
     ci = est.log_ratio_ci
     bounded = ci is not None and ci.bounded
     import math

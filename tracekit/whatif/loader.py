@@ -16,9 +16,11 @@ first stall, it does not change the throughput). Per rank:
   consumer waited: a step whose fetch waited (loader wait ≥ WAITED_MIN_SHARE of the step) returned the
   moment its batch was produced, and the pool was busy throughout (a waiting consumer leaves no batch in
   the queue), so between the first and the last waited fetch of the timed steps the batches came at the
-  pool's rate: period = (end of the last waited fetch − end of the first) / (steps between). With one
-  waited step: that step's time; with none the loader kept up and its throughput is unknown (only
-  period ≤ the step): predictions then say so and leave it out.
+  pool's rate: period = (end of the last waited fetch − end of the first) / (steps between). A fetch
+  waited when it took longer than a ready batch's fetch (the cheapest of the timed steps) by at least
+  WAITED_MIN_SHARE of its step. With one timed step, which waited: that step's time; with none waited,
+  or a single stall among steps that did not wait, the loader kept up and its throughput is unknown
+  (only period ≤ the step): predictions then say so and leave it out.
   Without workers (`num_workers=0`) the batch is made inside the fetch: the step is consumer + load,
   load = the median unprofiled wait.
 - `--set dataloader=F` scales the producer (period and fetch cost, or the serial load) by F;
@@ -91,7 +93,7 @@ def _producer(rec: Mapping[str, Any], loader: Mapping[str, Any], cpus: Optional[
     wait = [min(float(w), s) for w, s in zip(wait, step)]
     host = [float(x) for x in un.get("host_step_ms") or []]
     ends = un.get("loader_fetch_end_ms") or [None] * len(step)
-    waited = [i for i, (w, s) in enumerate(zip(wait, step)) if s > 0 and w >= WAITED_MIN_SHARE * s]
+    waited = _waited(step, wait)
     workers = loader.get("num_workers") if loader.get("dataloader") else None
     return Producer(
         rank=int(rec.get("rank", 0)),
@@ -109,9 +111,24 @@ def _producer(rec: Mapping[str, Any], loader: Mapping[str, Any], cpus: Optional[
     )
 
 
+def _waited(step: list[float], wait: list[float]) -> list[int]:
+    """The timed steps whose fetch waited for its batch: a wait beyond a ready batch's own cost (the
+    cheapest fetch of the timed steps, where that one is small beside a step; else every fetch waited and
+    the cost is not seen: 0) of at least WAITED_MIN_SHARE of the step. A ready batch's fetch is not
+    free (unpickling it from the worker's queue, pinning, the transfer: ~0.2-0.5 ms on the H200 host), so
+    on a step of a few ms the bare share alone called a ready fetch a wait."""
+    typical = statistics.median(step) if step else 0.0
+    floor = min(wait, default=0.0)
+    if floor >= WAITED_MIN_SHARE * typical:
+        floor = 0.0
+    return [i for i, (w, s) in enumerate(zip(wait, step)) if s > 0 and w - floor >= WAITED_MIN_SHARE * s]
+
+
 def _period(waited: list[int], host: list[float], ends: list[Any], step: list[float]) -> Optional[float]:
     """The pool's time per batch between the first and the last waited fetch (module docstring)."""
-    if not waited:
+    if not waited or (len(waited) == 1 < len(step)):
+        # none waited, or one stall among steps that did not wait: a moment the queue ran dry, not the
+        # pool's rate (a pool slower than the consumer would have made every later step wait)
         return None
     first, last = waited[0], waited[-1]
     if last == first or ends[first] is None or ends[last] is None:
