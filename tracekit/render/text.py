@@ -56,15 +56,7 @@ class TextRenderer:
         self.color = color
 
     def render(self, result: Any, out: TextIO) -> None:
-        console = Console(
-            file=out,
-            width=self.width,
-            force_terminal=self.color,
-            no_color=self.color is False,
-            color_system="auto" if self.color else None,
-            highlight=False,
-            emoji=False,
-        )
+        console = make_console(out, self.width, self.color)
         for line in header(result):
             console.print(line, style="bold", markup=False)
         print_sections(console, report_sections(result))
