@@ -19,7 +19,7 @@ import resource  # noqa: E402
 import tempfile  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from tracekit.data.store import CaptureWriter  # noqa: E402
+from tracekit.data.store import CaptureWriter, encode_rows  # noqa: E402
 from tracekit.parse import _fastscan  # noqa: E402
 from tracekit.parse import decode as _decode  # noqa: E402
 from tracekit.parse import fast as _fast  # noqa: E402
@@ -48,11 +48,10 @@ def timeline(trace: Path) -> list[tuple[str, float]]:
         (parse, "_decode_ranges"),
         (CaptureWriter, "__exit__"),
         (CaptureWriter, "write"),
-        (parse._Slot, "get"),
     ]
     saved = [getattr(owner, name) for owner, name in patched]
     ranges = parse._decode_ranges
-    cpu = {"writing event tables": 0.0, "reading tables from shared memory": 0.0}
+    cpu = {"writing event tables": 0.0}
 
     def timed(name, f):
         def inner(*a, **k):
@@ -76,7 +75,6 @@ def timeline(trace: Path) -> list[tuple[str, float]]:
     parse._decode_ranges = decode_ranges
     CaptureWriter.__exit__ = wrap("close", CaptureWriter.__exit__)
     CaptureWriter.write = timed("writing event tables", CaptureWriter.write)
-    parse._Slot.get = timed("reading tables from shared memory", parse._Slot.get)
     try:
         mark("parse start")
         self_cpu, child_cpu = _cpu()
@@ -91,7 +89,7 @@ def timeline(trace: Path) -> list[tuple[str, float]]:
     for name, t in cpu.items():
         events.append(
             (
-                f"  of which {name} (+ derived rows): {t:.2f} s"
+                f"  of which {name} (appending the workers' row groups, + derived rows): {t:.2f} s"
                 if "writing" in name
                 else f"  of which {name}: {t:.2f} s",
                 None,
@@ -112,7 +110,6 @@ def per_chunk(trace: Path, chunks: int = 6) -> dict[str, float]:
     start = buf.find(b"[", buf.find(b'"traceEvents"'))
     ranges = _decode.split_points(buf, start, len(buf), parse.CHUNK_BYTES)[:chunks]
     cpu: dict[str, float] = {}
-    slot = parse._Slot(0)
 
     def step(name, f, *a):
         t = time.process_time()
@@ -125,9 +122,9 @@ def per_chunk(trace: Path, chunks: int = 6) -> dict[str, float]:
         batch, _ = step("scan + Arrow batch", _fast.decode, buf, "us", a, b, True)
         table = step("rank column", parse._with_rank, batch, 0)
         needed = step("derive subset", needed_for_derive, table)
-        step("event table into a shared-memory slot", slot.put, table)
+        step("host span", parse._host_span, needed)
+        step("event table encoded as row groups", encode_rows, table)
         step("derive part as LZ4 IPC", parse._pack, needed)
-    slot.close()
     return {k: 1000 * v / len(ranges) for k, v in cpu.items()}
 
 

@@ -221,31 +221,21 @@ def test_fast_path_locates_the_events_of_every_real_trace(path):
     assert bytes(doc.events) == buf[start:end]
 
 
-@pytest.mark.parametrize("failure", ["memfd refused", "slot write fails"])
-def test_streamed_parse_without_shared_memory_writes_the_same(tmp_path, monkeypatch, failure):
-    """When shared memory is refused (a sandbox without memfd) or a worker cannot write its slot (no
-    memory for it), the tables travel packed through the pipe instead, with the same result."""
-    import os
-
+def test_rows_encoded_by_the_workers_make_the_file_parquetwriter_writes(tmp_path, monkeypatch):
+    """The streamed parse's workers encode their chunks' row groups and the parent stitches them into the
+    file (tracekit.data.stitch): byte for byte the file that one ParquetWriter writes from the same
+    tables, decoded in this process (more chunks than workers, so row groups come from both)."""
     import tracekit.parse.parser as parse_mod
-    from tracekit.data.store import read_capture
 
-    files = [HTA / "sampled_rank-0.json.gz"]
+    files = [(HTA / "sampled_rank-0.json.gz", "sampled_rank-0.json.gz")]
     monkeypatch.setattr(parse_mod, "CHUNK_BYTES", 64 << 10)
     monkeypatch.setenv("TRACEKIT_WORKERS", "2")
-    buf = gzip.decompress(files[0].read_bytes())
-    assert len(parse_mod._decode.split_points(buf, 0, len(buf), 64 << 10)) > 6  # more chunks than slots
-    expected = read_capture(parse_mod.parse_to_file(files, tmp_path / "a.parquet").path).table
-
-    def refuse(*_args, **_kwargs):
-        raise OSError(38, "Function not implemented")
-
-    if failure == "memfd refused":
-        monkeypatch.setattr(os, "memfd_create", refuse)
-    else:
-        monkeypatch.setattr(parse_mod._Slot, "put", refuse)  # the workers fork after this
-    got = read_capture(parse_mod.parse_to_file(files, tmp_path / "b.parquet").path).table
-    assert got.to_pylist() == expected.to_pylist()
+    buf = gzip.decompress(files[0][0].read_bytes())
+    assert len(parse_mod._decode.split_points(buf, 0, len(buf), 64 << 10)) > 6
+    stitched = parse_mod.parse_files_to(files, tmp_path / "a.parquet")
+    written = parse_mod.parse_files_to(files, tmp_path / "b.parquet", parallel=False)
+    assert stitched.meta == written.meta
+    assert (tmp_path / "a.parquet").read_bytes() == (tmp_path / "b.parquet").read_bytes()
 
 
 def test_a_decode_worker_that_dies_is_one_error_not_a_hang(tmp_path, monkeypatch):

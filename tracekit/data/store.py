@@ -32,7 +32,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tracekit.data import arrow, files
+from tracekit.data import arrow, files, stitch
 from tracekit.data.files import Location
 from tracekit.data.schema import METADATA_KEY, SCHEMA, SCHEMA_VERSION, file_metadata, metadata_doc
 from tracekit.errors import CaptureFileError, OutputExistsError, OutputWriteError
@@ -211,23 +211,53 @@ def write_capture(capture: Capture, path: Path, *, force: bool = False) -> Path:
     return path
 
 
+@dataclass(frozen=True)
+class EncodedRows:
+    """Rows already encoded as the row groups of a capture file (`encode_rows`, in a parse's decode
+    worker): a stitched CaptureWriter appends them as they are."""
+
+    data: bytes
+    num_rows: int
+
+
+def encode_rows(table: pa.Table, *, part: bool = False) -> EncodedRows:
+    """`table` (schema.SCHEMA) encoded as CaptureWriter(part=part) writes it: one Parquet file of its
+    row groups (tracekit.data.stitch)."""
+    schema, table = _conformed(table, part)
+    return EncodedRows(stitch.encode(table, schema, _parquet_options(schema)), table.num_rows)
+
+
+def _conformed(table: pa.Table, part: bool) -> tuple[pa.Schema, pa.Table]:
+    if not table.schema.equals(SCHEMA):  # a cast imports pyarrow.compute (start-up of a parse)
+        table = table.cast(SCHEMA)
+    if part:
+        return RANK_SCHEMA, table.remove_column(_RANK_POSITION)
+    return SCHEMA, table
+
+
 class CaptureWriter:
     """Write a capture in pieces (bounded memory): event tables as they are parsed, the metadata last.
 
         with CaptureWriter(path, force=force) as w:
             w.write(table)                     # any number of times, schema.SCHEMA tables
             w.meta = {"sources": [...], "traces": [...]}
-    The file appears (atomically) only if the block succeeds."""
+    The file appears (atomically) only if the block succeeds. `stitched`: the row groups are encoded
+    one table at a time and appended (tracekit.data.stitch), so that `write` also takes EncodedRows
+    that a decode worker encoded; the file is byte for byte the same."""
 
-    def __init__(self, path: Location, *, force: bool = False, part: bool = False) -> None:
+    def __init__(
+        self, path: Location, *, force: bool = False, part: bool = False, stitched: bool = False
+    ) -> None:
         self.path = path if files.is_uri(path) else Path(path)
         check_output(self.path, force)
         self.meta: dict = {}
         self.rows = 0
+        self._part = part
         # A part file of the folder form: RANK_SCHEMA, the rank column dropped from every table.
         self._schema = RANK_SCHEMA if part else SCHEMA
         self._atomic = files.atomic_write(self.path, replace=force)
-        self._writer: pq.ParquetWriter | None = None
+        self._stitched = stitched
+        self._writer: pq.ParquetWriter | stitch.Stitcher | None = None
 
     def __enter__(self) -> CaptureWriter:
         try:
@@ -235,39 +265,48 @@ class CaptureWriter:
         except OSError as exc:
             raise write_error(self.path, exc) from None
         try:
-            self._writer = pq.ParquetWriter(sink, self._schema, **_parquet_options(self._schema))
+            options = _parquet_options(self._schema)
+            if self._stitched:
+                self._writer = stitch.Stitcher(sink, self._schema, options)
+            else:
+                self._writer = pq.ParquetWriter(sink, self._schema, **options)
         except OSError as exc:
             self._atomic.__exit__(type(exc), exc, None)
             raise write_error(self.path, exc) from None
         return self
 
-    def write(self, table: pa.Table) -> None:
+    def write(self, table: pa.Table | EncodedRows) -> None:
         assert self._writer is not None
-        if table.num_rows:
-            if not table.schema.equals(SCHEMA):  # a cast imports pyarrow.compute (start-up of a parse)
-                table = table.cast(SCHEMA)
-            if self._schema is RANK_SCHEMA:
-                table = table.remove_column(_RANK_POSITION)
-            try:
-                self._writer.write_table(table)
-            except OSError as exc:  # the disk is full, a file-size limit: whatever the errno
-                raise write_error(self.path, exc) from None
-            self.rows += table.num_rows
+        if not table.num_rows:
+            return
+        try:
+            if isinstance(self._writer, stitch.Stitcher):
+                encoded = table if isinstance(table, EncodedRows) else encode_rows(table, part=self._part)
+                self._writer.append(encoded.data)
+            else:
+                assert isinstance(table, pa.Table), "EncodedRows need a stitched CaptureWriter"
+                self._writer.write_table(_conformed(table, self._part)[1])
+        except OSError as exc:  # the disk is full, a file-size limit: whatever the errno
+            raise write_error(self.path, exc) from None
+        self.rows += table.num_rows
 
     def __exit__(self, exc_type, exc, tb) -> bool | None:
         assert self._writer is not None
         try:
             if exc_type is None:
-                self._writer.add_key_value_metadata(
-                    file_metadata(
-                        sources=self.meta.get("sources", []),
-                        traces=self.meta.get("traces", []),
-                        manifest=self.meta.get("manifest"),
-                        analysis=self.meta.get("analysis"),
-                        failed=self.meta.get("failed"),
-                    )
+                metadata = file_metadata(
+                    sources=self.meta.get("sources", []),
+                    traces=self.meta.get("traces", []),
+                    manifest=self.meta.get("manifest"),
+                    analysis=self.meta.get("analysis"),
+                    failed=self.meta.get("failed"),
                 )
-            self._writer.close()  # writes the footer
+                if isinstance(self._writer, stitch.Stitcher):
+                    self._writer.close(metadata)  # writes the footer
+                else:
+                    self._writer.add_key_value_metadata(metadata)
+            if isinstance(self._writer, pq.ParquetWriter):
+                self._writer.close()  # writes the footer
         except OSError as err:
             if exc_type is None:
                 failure = write_error(self.path, err)

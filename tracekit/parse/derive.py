@@ -65,8 +65,13 @@ def needed_for_derive(events: pa.Table) -> pa.Table:
     timed = ~frame.mask("ph", lambda v: v == "M")
     rank, ts = frame.ints("rank"), frame.ints("ts_ns")
     end = ts + np.maximum(frame.ints("dur_ns"), 0)
-    for r in np.unique(rank[timed]) if timed.any() else []:
-        idx = np.flatnonzero(timed & (rank == r))
+    if not timed.any():
+        groups: list[np.ndarray] = []
+    elif rank.min() == rank.max():  # one rank (a chunk of one file: the parse's case), no grouping
+        groups = [np.flatnonzero(timed)]
+    else:
+        groups = [np.flatnonzero(timed & (rank == r)) for r in np.unique(rank[timed])]
+    for idx in groups:
         mask[idx[np.argmin(ts[idx])]] = True
         mask[idx[np.argmax(end[idx])]] = True
     return _arrow.filter_rows(events.select(list(DERIVE_COLUMNS)), mask)

@@ -8,10 +8,11 @@
 How a file is read (see decode.py): the traceEvents array is located from the text around it, cut into
 chunks of whole events, and the chunks are decoded in parallel worker processes (forked, sharing the
 file's pages; the C scanner when it is built, else msgspec; each worker also adds the rank and picks the
-rows derive_rows needs). When the tables are written out as they come (`parse_to_file`), a worker puts
-its event table into a shared-memory slot that the parent maps without copying (`_Slot`; else, or
-without memfd, tables come through the pipe as LZ4 Arrow IPC), and one worker computes the file's
-digest beside the chunks; the parent only writes Parquet and derives rows. Any surprise (a cut
+rows derive_rows needs). When the tables are written out as they come (`parse_to_file`), a worker also
+encodes its event table as the capture file's row groups (tracekit.data.store.encode_rows), which the
+parent appends to the file as they are (tracekit.data.stitch; else tables come through the pipe as LZ4
+Arrow IPC), and one worker computes the file's digest beside the chunks; the parent only appends,
+derives rows and writes them. Any surprise (a cut
 inside a string, a truncated or malformed file) falls back to one validating decode of the whole file,
 which also produces the precise error message. Nothing on this path imports pandas (tracekit/data/arrow.py).
 Format quirks are handled once, here and in `decode.py`, and listed in docs/QUIRKS.md.
@@ -47,7 +48,9 @@ from tracekit.data.store import (
     DIGEST,
     Capture,
     CaptureWriter,
+    EncodedRows,
     check_output,
+    encode_rows,
     file_digest,
     is_capture,
     read_capture,
@@ -71,8 +74,9 @@ PARQUET_MAGIC = b"PAR1"
 CHUNK_BYTES = 24 << 20  # bytes of event JSON per decode task (memory per worker is a few × this)
 MIN_CHUNK_BYTES = 1 << 20  # smaller chunks cost more in per-task overhead than they gain
 
-# Receives each decoded event table and the part of it that derive_rows needs.
-Sink = Callable[[pa.Table, pa.Table], None]
+# Receives each decoded event table (or its encoded row groups: _Job.encode) and the part of it that
+# derive_rows needs.
+Sink = Callable[["pa.Table | EncodedRows", pa.Table], None]
 # Progress callback: (source name, bytes done, bytes total).
 Progress = Callable[[str, int, int], None]
 
@@ -199,9 +203,10 @@ def _stream_once(
 ) -> Capture:
     kept: list[pa.Table] = []
     rows = 0
-    with CaptureWriter(output, force=force, part=part) as writer:
+    # In parallel, the workers encode the event tables: the file is stitched from their row groups.
+    with CaptureWriter(output, force=force, part=part, stitched=parallel) as writer:
 
-        def sink(table: pa.Table, needed: pa.Table) -> None:
+        def sink(table: pa.Table | EncodedRows, needed: pa.Table) -> None:
             nonlocal rows
             writer.write(table)
             rows += table.num_rows
@@ -216,6 +221,7 @@ def _stream_once(
             streaming=True,
             keep_going=keep_going,
             parallel=parallel,
+            encode=part if parallel else None,
         )
         check_rank_files(traces)
         _require_events(files, traces)
@@ -409,6 +415,7 @@ def _parse_files(
     streaming: bool = False,
     keep_going: bool = False,
     parallel: bool = True,
+    encode: Optional[bool] = None,
 ) -> tuple[list[dict], list[dict], list[dict]]:
     """Decode every file, passing schema.SCHEMA event tables (and their `needed_for_derive` part) to
     `sink`; return (sources, traces, failed).
@@ -418,8 +425,8 @@ def _parse_files(
     With `keep_going`, a file that fails (a TracekitError) is left out and described in `failed`
     ({"path", "rank" (None when unknown), "error"}); a file fails before any of its tables reach the
     sink (its errors come from the validating decode, which runs before its events are emitted). When
-    every file fails, the first error is raised."""
-    job = _Job({} if plans is None else plans, salvage, progress, sink, streaming, parallel)
+    every file fails, the first error is raised. `encode` (with `streaming`): see _Job."""
+    job = _Job({} if plans is None else plans, salvage, progress, sink, streaming, parallel, encode)
     sources, traces, failed = [], [], []
     first_error: Optional[TracekitError] = None
     for path, display in files:
@@ -451,7 +458,9 @@ def _parse_files(
 class _Job:
     """How every file of one parse is decoded: `plans` (each file's decode plan, kept across restarts),
     `salvage`, `progress`, the `sink` its tables go to, `streaming` (the sink writes as they come: a
-    file whose plan changes restarts the whole parse), `parallel` (a file over all cores)."""
+    file whose plan changes restarts the whole parse), `parallel` (a file over all cores), `encode`
+    (None: the sink takes tables; else the pool's workers encode them as a capture file's row groups,
+    of the part form when True, and the sink takes those EncodedRows)."""
 
     plans: dict
     salvage: bool
@@ -459,6 +468,7 @@ class _Job:
     sink: Sink
     streaming: bool
     parallel: bool
+    encode: Optional[bool] = None
 
 
 def _parse_file(path: Path, display: str, key: str, digest: _Digest, job: _Job) -> dict:
@@ -476,7 +486,7 @@ def _parse_file(path: Path, display: str, key: str, digest: _Digest, job: _Job) 
                 salvage=job.salvage,
                 progress=job.progress,
                 sink=emit,
-                borrow=job.streaming,
+                encode=job.encode if job.streaming else None,
                 digest=digest,
                 parallel=job.parallel,
             )
@@ -575,14 +585,13 @@ def _parse_one(
     salvage: bool,
     progress: Optional[Progress],
     sink: Sink,
-    borrow: bool = False,
+    encode: Optional[bool] = None,
     digest: Optional[_Digest] = None,
     parallel: bool = True,
 ) -> dict:
     """Decode one file into `sink`; return its trace entry. Raises _Redo to change the plan.
 
-    With `borrow`, the event tables passed to `sink` may live in shared memory that is reused once the
-    sink returns: the sink must be done with them by then (a streaming writer is)."""
+    With `encode` (see _Job), the sink may be given EncodedRows in place of an event table."""
     buf, gz_damage = _decode.read_trace_bytes(path)
     size = len(buf)
     if progress:
@@ -614,13 +623,13 @@ def _parse_one(
             unit=plan["unit"],
             where=str(path),
             rank=rank,
-            borrow=borrow,
+            encode=encode,
             digest=digest,
             parallel=parallel,
         ):
             rows += table.num_rows
             _merge_stats(stats_all, stats)
-            span.add(needed)
+            span.add(stats["host_span_ns"])
             sink(table, needed)
             done += stats.get("bytes", 0)
             if progress:
@@ -672,25 +681,33 @@ def _trace_entry(metadata: dict, stats: dict, *, rank: int, source: str, unit: s
 class _HostSpan:
     """[first start, last end] of a file's host events (complete cpu_op and annotation events): what
     `check_rank_files` compares. Device activity is left out: a GPU may finish a cycle's work after
-    its host has stopped, and clocks of host and device differ slightly."""
+    its host has stopped, and clocks of host and device differ slightly. Each chunk's is computed
+    where it is decoded (`_host_span`, in the worker); the file's is their hull."""
 
     def __init__(self) -> None:
         self.lo: Optional[int] = None
         self.hi: Optional[int] = None
 
-    def add(self, needed: pa.Table) -> None:
-        frame = Frame(needed)
-        host = frame.mask("ph", lambda v: v == "X") & frame.mask("cat", lambda v: v in _HOST_SPAN_CATS)
-        if not host.any():
+    def add(self, chunk: Optional[tuple[int, int]]) -> None:
+        if chunk is None:
             return
-        ts = frame.ints("ts_ns")[host]
-        end = ts + np.maximum(frame.ints("dur_ns")[host], 0)
-        lo, hi = int(ts.min()), int(end.max())
+        lo, hi = chunk
         self.lo = lo if self.lo is None else min(self.lo, lo)
         self.hi = hi if self.hi is None else max(self.hi, hi)
 
     def value(self) -> Optional[list[int]]:
         return None if self.lo is None or self.hi is None else [self.lo, self.hi]
+
+
+def _host_span(needed: pa.Table) -> Optional[tuple[int, int]]:
+    """[first start, last end] of the host events of one chunk's derive rows (see _HostSpan), or None."""
+    frame = Frame(needed)
+    host = frame.mask("ph", lambda v: v == "X") & frame.mask("cat", lambda v: v in _HOST_SPAN_CATS)
+    if not host.any():
+        return None
+    ts = frame.ints("ts_ns")[host]
+    end = ts + np.maximum(frame.ints("dur_ns")[host], 0)
+    return int(ts.min()), int(end.max())
 
 
 def _merge_stats(into: dict, stats: dict) -> None:
@@ -740,24 +757,21 @@ def _decode_range(job: tuple[int, int, str, str, int]) -> tuple[pa.Table, pa.Tab
     batch, stats = decoded if decoded is not None else _decode.decode_events(data, where=where, unit=unit)
     stats["bytes"] = b - a
     table = _with_rank(batch, rank)
-    return table, needed_for_derive(table), stats
+    needed = needed_for_derive(table)
+    stats["host_span_ns"] = _host_span(needed)
+    return table, needed, stats
 
 
 def _decode_range_for_parent(
-    job: tuple[int, int, str, str, int], slot: Optional[int]
-) -> tuple[int | bytes, bytes, dict]:
+    job: tuple[int, int, str, str, int], encode: Optional[bool]
+) -> tuple[EncodedRows | bytes, bytes, dict]:
     """_decode_range in a worker process, its tables made ready to cross to the parent: the event table
-    written as an Arrow IPC stream into shared-memory slot `slot` (the parent maps it without a copy;
-    returned: its size), or, without a slot or when the shared memory fails (no memory for it), packed
-    as LZ4 Arrow IPC (~15× smaller than a pickled table: most columns are mostly null). The part
-    derive_rows needs always travels packed (the parent keeps it)."""
+    encoded as the capture file's row groups (`encode`: see _Job; ~0.35 MB per 24 MiB chunk, what the
+    parent appends to the file), else packed as LZ4 Arrow IPC (~15x smaller than a pickled table: most
+    columns are mostly null). The part derive_rows needs always travels packed (the parent keeps it)."""
     table, needed, stats = _decode_range(job)
-    where: int | bytes
-    try:
-        where = _SLOTS[slot].put(table) if slot is not None else _pack(table)
-    except OSError:
-        where = _pack(table)
-    return where, _pack(needed), stats
+    first = encode_rows(table, part=encode) if encode is not None else _pack(table)
+    return first, _pack(needed), stats
 
 
 _IPC_OPTIONS = pa.ipc.IpcWriteOptions(compression="lz4")
@@ -774,59 +788,6 @@ def _unpack(packed: bytes) -> pa.Table:
     return pa.ipc.open_stream(packed).read_all()
 
 
-class _Slot:
-    """A shared-memory file (memfd, Linux) that a worker writes one event table into and the parent
-    maps: the table crosses processes without being compressed, piped and rebuilt (which cost the
-    parent ~20 ms per 24 MiB chunk, a fifth of its work). Created before the workers fork, so they
-    inherit the descriptor; it holds one table at a time: the parent hands a slot to the next job only
-    after it has written the previous table out. Each process keeps its mapping from one table to the
-    next, so the pages are faulted in once, not once per chunk."""
-
-    def __init__(self, index: int) -> None:
-        self.fd = os.memfd_create(f"tracekit-chunk-{index}", os.MFD_CLOEXEC)
-        self._map: Optional[mmap.mmap] = None  # this process's mapping (each worker has its own)
-        self._writable = False
-
-    def _mapping(self, size: int, write: bool) -> mmap.mmap:
-        # A worker forked after the parent mapped the slot (a replacement) inherits a read-only map.
-        if self._map is None or len(self._map) < size or (write and not self._writable):
-            if write and os.fstat(self.fd).st_size < size:
-                os.ftruncate(self.fd, size + size // 4)  # room for a somewhat larger next table
-            length = os.fstat(self.fd).st_size
-            prot = mmap.PROT_READ | (mmap.PROT_WRITE if write else 0)
-            # The old mapping (if any) goes when the last buffer pointing into it does.
-            self._map = mmap.mmap(self.fd, length, prot=prot)
-            self._writable = write
-        return self._map
-
-    def put(self, table: pa.Table) -> int:
-        """Write `table` as an uncompressed IPC stream at offset 0; return its size in bytes."""
-        mock = pa.MockOutputStream()
-        _write_ipc(mock, table)
-        size = mock.size()
-        _write_ipc(pa.FixedSizeBufferWriter(pa.py_buffer(self._mapping(size, write=True))), table)
-        return size
-
-    def get(self, size: int) -> pa.Table:
-        """The table a worker put here (zero-copy: its buffers point into the mapping, valid until the
-        slot's next table is written)."""
-        data = pa.py_buffer(self._mapping(size, write=False)).slice(0, size)
-        return pa.ipc.open_stream(data).read_all()
-
-    def close(self) -> None:
-        os.close(self.fd)
-
-
-def _write_ipc(sink: pa.NativeFile, table: pa.Table) -> None:
-    # A function of its own, so that no reference to the sink outlives it (the mapping can close).
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-
-
-# The shared-memory slots the forked workers inherit (set before the pool forks).
-_SLOTS: list[_Slot] = []
-
-
 def _decode_ranges(
     buf,
     ranges: list[tuple[int, int]],
@@ -834,18 +795,17 @@ def _decode_ranges(
     unit: str,
     where: str,
     rank: int,
-    borrow: bool = False,
+    encode: Optional[bool] = None,
     digest: Optional[_Digest] = None,
     parallel: bool = True,
-) -> Iterator[tuple[pa.Table, pa.Table, dict]]:
+) -> Iterator[tuple[pa.Table | EncodedRows, pa.Table, dict]]:
     """Decode each range of whole events, in order; in worker processes when there are several.
 
-    At most `2 × workers + 2` chunks are in flight: a decoded table waits (in shared memory, or in
-    the pipe) only until the parent has written it, so memory stays bounded by the chunk size. With
-    `borrow`, each event table is only valid until the next one is asked for (it lives in a shared
-    memory slot that is then reused); without, every table is the caller's to keep. A `digest` is
+    At most `2 × workers + 2` chunks are in flight: a decoded table waits (in the pipe, encoded or
+    packed) only until the parent has taken it, so memory stays bounded by the chunk size. With
+    `encode` (see _Job), the pool's workers yield each event table as EncodedRows. A `digest` is
     computed by the pool, when there is one, beside the chunks. Without `parallel`, or when the ranges
-    hold less than half of CHUNK_BYTES, every range is decoded in this process."""
+    hold less than half of CHUNK_BYTES, every range is decoded in this process (tables, not encoded)."""
     jobs = [(a, b, unit, where, rank) for a, b in ranges]
     # Events that fit in half a chunk are decoded here: forking and feeding a pool costs more (~40 ms of
     # CPU: a third of a tiny `tracekit parse`, benchmarks/RESULTS.md) than the second core gains.
@@ -859,64 +819,46 @@ def _decode_ranges(
             return
         _keep_heap_pages()
         _import_before_fork()
-        yield from _decode_in_pool(jobs, n, shared=borrow and hasattr(os, "memfd_create"), digest=digest)
+        yield from _decode_in_pool(jobs, n, encode=encode, digest=digest)
     finally:
         _SHARED.clear()
 
 
 def _decode_in_pool(
-    jobs: list[tuple], n: int, shared: bool, digest: Optional[_Digest]
-) -> Iterator[tuple[pa.Table, pa.Table, dict]]:
+    jobs: list[tuple], n: int, encode: Optional[bool], digest: Optional[_Digest]
+) -> Iterator[tuple[pa.Table | EncodedRows, pa.Table, dict]]:
     window = min(len(jobs), 2 * n + 2)
+    # A ProcessPoolExecutor, not a multiprocessing.Pool: when a worker dies (killed, out of memory) its
+    # futures fail with BrokenProcessPool, where a Pool's results would wait forever. With "fork" it
+    # starts all its workers at the first submit, before it starts any thread.
+    pool = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork"))
     try:
-        if shared:
-            try:
-                for i in range(window):
-                    _SLOTS.append(_Slot(i))
-            except OSError:  # memfd refused (a sandbox, a limit): tables travel through the pipe
-                for slot in _SLOTS:
-                    slot.close()
-                _SLOTS.clear()
-                shared = False
-        # A ProcessPoolExecutor, not a multiprocessing.Pool: when a worker dies (killed, out of memory)
-        # its futures fail with BrokenProcessPool, where a Pool's results would wait forever. With
-        # "fork" it starts all its workers at the first submit, before it starts any thread.
-        pool = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork"))
-        try:
-            pending: collections.deque = collections.deque()
-            todo = iter(jobs)
+        pending: collections.deque = collections.deque()
+        todo = iter(jobs)
 
-            def submit(slot: int) -> None:
-                job = next(todo, None)
-                if job is not None:
-                    pending.append(
-                        (slot, pool.submit(_decode_range_for_parent, job, slot if shared else None))
-                    )
+        def submit() -> None:
+            job = next(todo, None)
+            if job is not None:
+                pending.append(pool.submit(_decode_range_for_parent, job, encode))
 
-            with _signals.held():  # the pool forks its workers at the first submit
-                if digest is not None:
-                    digest.start_in(pool)
-                for free in range(window):
-                    submit(free)
-            while pending:
-                slot, result = pending.popleft()
-                where, needed, stats = result.result()
-                table = _SLOTS[slot].get(where) if isinstance(where, int) else _unpack(where)
-                yield table, _unpack(needed), stats
-                submit(slot)  # the consumer is done with the table (see `borrow`): the slot is free again
+        with _signals.held():  # the pool forks its workers at the first submit
             if digest is not None:
-                digest.collect()
-        except BrokenProcessPool:  # raised by whichever call notices first: a result, or a submit
-            raise ParseAbortedError(
-                "a decode worker process died (killed, or out of memory?); nothing was written. "
-                "Run again; if it recurs, lower TRACEKIT_WORKERS"
-            ) from None
-        finally:
-            shut_down(pool)
+                digest.start_in(pool)
+            for _ in range(window):
+                submit()
+        while pending:
+            first, needed, stats = pending.popleft().result()
+            submit()
+            yield first if isinstance(first, EncodedRows) else _unpack(first), _unpack(needed), stats
+        if digest is not None:
+            digest.collect()
+    except BrokenProcessPool:  # raised by whichever call notices first: a result, or a submit
+        raise ParseAbortedError(
+            "a decode worker process died (killed, or out of memory?); nothing was written. "
+            "Run again; if it recurs, lower TRACEKIT_WORKERS"
+        ) from None
     finally:
-        for slot in _SLOTS:
-            slot.close()
-        _SLOTS.clear()
+        shut_down(pool)
 
 
 # Arrow's memory pool: jemalloc (tracekit.data.arrow.prefer_jemalloc; the forked workers inherit it).
