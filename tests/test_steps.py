@@ -221,6 +221,8 @@ REAL = sorted(
     if p.is_dir()
 )
 REAL += sorted((ROOT / "fixtures" / "hta").glob("*.json.gz"))
+# the H200 cross-version study (docs/results/gpu_python): each workload's first run under each Python
+REAL += sorted((ROOT / "docs" / "results" / "gpu_python").glob("*/py3.*-1.parquet"))
 
 
 @pytest.mark.parametrize("path", REAL, ids=lambda p: f"{p.parent.name}/{p.name}")
