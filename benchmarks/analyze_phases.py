@@ -4,8 +4,9 @@
 
 Runs what `tracekit.api.analyze` runs for a capture on disk, a phase at a time, and prints after each
 its CPU seconds, the process's resident memory and the peak since the previous phase (VmHWM, reset
-through /proc/self/clear_refs): read the columns, the frames and host threads, the attribution, the
-merge, the table let go but for its sync records, the graph, the savings' replays.
+through /proc/self/clear_refs): read the columns, the frames and host threads (the table let go but for
+its sync records while they are built, as `tracekit.api` does), the attribution, the merge, the graph,
+the savings' replays.
 """
 
 from __future__ import annotations
@@ -48,7 +49,10 @@ def main(path: str) -> int:
     mark("imports")
     cap = read_capture(path, columns=loaded_columns(True))
     mark("read the columns")
-    whole = prepare(cap, Params().sync_tolerance_ns)
+    # the table let go but for its sync records once the frames' rows are cut out, as tracekit.api does
+    whole = prepare(
+        cap, Params().sync_tolerance_ns, release=lambda: setattr(cap, "table", sync_records(cap.table))
+    )
     mark("frames, host threads")
     parts = [
         analyze_partial(
@@ -58,8 +62,6 @@ def main(path: str) -> int:
     mark("attribution")
     merge(parts, cap.meta, Params(), path=cap.path)
     mark("merge")
-    cap.table = sync_records(cap.table)
-    mark("table let go")
     rp = Replayer.of(cap, whole.fr, whole.threads)
     mark("graph")
     cause_savings(rp)

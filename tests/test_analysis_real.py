@@ -242,3 +242,28 @@ def test_cpu_capture_splits_the_step_thread_into_interpreter_and_framework(cpu_c
     assert engine and all(c > 0 for c in engine[0].calls_per_step)
     for i, h in enumerate(r.host.steps):
         assert h.breakdown_ns["framework"] >= sum(o.ns_per_step[i] for o in engine)
+
+
+@pytest.mark.parametrize("name", ["tiny", "mlp"])
+def test_frames_let_the_table_go_and_stay_the_same(name):
+    """GIVEN a real capture WHEN its frames are built with a `release` that lets the table go (as
+    tracekit.api does, before the rows are converted) THEN it is called once, and the frames equal
+    those built with the table held throughout."""
+    import pandas as pd
+
+    from tracekit.analysis.events import load_frames
+
+    capture = parse_paths([FIXTURES / f"{name}.pt.trace.json.gz"])
+    held = load_frames(capture.table)
+    calls = []
+
+    def release() -> None:
+        calls.append(capture.table.num_rows)
+        capture.table = capture.table.slice(0, 0)  # the caller's last reference goes
+
+    freed = load_frames(capture.table, release=release)
+    assert calls and len(calls) == 1 and calls[0] > 0
+    for a, b in ((held.host, freed.host), (held.device, freed.device), (held.steps, freed.steps)):
+        pd.testing.assert_frame_equal(a, b, check_exact=True)
+    pd.testing.assert_frame_equal(held.launches, freed.launches, check_exact=True)
+    assert (held.peak_memory, held.has_device) == (freed.peak_memory, freed.has_device)

@@ -76,9 +76,10 @@ class Context:
     sync_tolerance_ns: int
 
 
-def prepare(capture: Any, sync_tolerance_ns: int, frames: Any = None) -> Context:
-    """The frames of the capture (`frames`: given, e.g. a replayed timeline's) and its host threads."""
-    fr = frames if frames is not None else load_frames(capture.table, cycle_starts_of(capture.meta))
+def prepare(capture: Any, sync_tolerance_ns: int, frames: Any = None, release: Any = None) -> Context:
+    """The frames of the capture (`frames`: given, e.g. a replayed timeline's) and its host threads.
+    `release`: `load_frames`'s, called once the table is no longer needed for the frames."""
+    fr = frames if frames is not None else load_frames(capture.table, cycle_starts_of(capture.meta), release)
     return Context(fr=fr, threads=Threads(fr.host, fr.steps), sync_tolerance_ns=sync_tolerance_ns)
 
 

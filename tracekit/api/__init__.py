@@ -281,14 +281,22 @@ def _analyze_here(capture: Capture, opts: AnalyzeOptions, own: bool = False) -> 
     params = opts.params()
     work = replace(params, evidence=params.evidence or opts.check or opts.store)
     meta = capture.meta or {}
-    whole = prepare(capture, params.sync_tolerance_ns) if opts.savings or opts.rank is None else None
-    if own and whole is not None and opts.rank is None and not (opts.check or opts.store):
+    release = None
+    if own and opts.rank is None and not (opts.check or opts.store):
         from tracekit.whatif.graph import sync_records
 
-        # The frames hold all the analysis and the replay read but the sync records the graph takes
-        # from the table: the rest goes (peak RSS of analyze --json on the 1 GB benchmark trace's
-        # capture: 1.95 -> 1.52 GB). Never a capture the caller loaded: that one is the caller's.
-        capture.table = sync_records(capture.table)
+        def release() -> None:
+            # The frames hold all the analysis and the replay read but the sync records the graph
+            # takes from the table: the rest goes once the frames' rows are cut out of it, before they
+            # are converted (the frames' peak on the 1 GB benchmark trace's capture 1.47 -> 0.83 GiB,
+            # benchmarks/RESULTS.md "Issue 17"). Never a capture the caller loaded: the caller's.
+            capture.table = sync_records(capture.table)
+
+    whole = (
+        prepare(capture, params.sync_tolerance_ns, release=release)
+        if opts.savings or opts.rank is None
+        else None
+    )
     parts = _parts(capture, CaptureContext.of(meta), work, opts.rank, whole)
     report = merge(parts, meta, work, path=capture.path)
     if opts.check:
