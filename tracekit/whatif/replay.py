@@ -160,6 +160,7 @@ def replay_many(g: Graph, ws: list[Weights]) -> Iterator[np.ndarray]:
         rep = _pass(g, ws[at : at + REPLAY_BATCH])
         for j in range(rep.shape[1]):
             yield rep[:, j]
+        del rep
 
 
 def _pass(g: Graph, batch: list[Weights]) -> np.ndarray:

@@ -49,7 +49,12 @@ def cause_savings(rp: Replayer, unprofiled_step_ms: Optional[float] = None) -> S
     ws = [
         weights(rp.graph, Scenario(set={c: 0.0} if c else {}), costs[label] * 1000.0, af) for c, label in runs
     ]
-    means = {run: _means(rp.steps.times(rep)) for run, rep in zip(runs, replay_many(rp.graph, ws))}
+    means = {}
+    reps = replay_many(rp.graph, ws)
+    for run in runs:  # not zip: it keeps its last tuple, and with it a view of the last pass
+        rep = next(reps)
+        means[run] = _means(rp.steps.times(rep))
+        del rep  # a view of its pass: the pass goes before the next one is made
     base = {label: means.get((None, label)) or _means(rp.replayed) for label in costs}
     if rp.producers:  # without the profiler the input pipeline paces the steps (tracekit.whatif.loader)
         means.update(_paced(rp, costs["unprofiled"]))
