@@ -42,9 +42,11 @@ from tracekit.whatif.loops import (
     HOST_CLASS,
     PLAIN,
     WAIT_CLASS,
-    binding,
     grouped,
     topological_order,
+)
+from tracekit.whatif.loops import (
+    binding_weights as _binding_weights,
 )
 
 # Edge kinds.
@@ -613,6 +615,8 @@ class _Builder:
         cuts = _cycle_cuts(self.fr.steps)
         if not cuts:
             return None
+        if len(cuts) == 1 and (node_rank == next(iter(cuts))).all():  # one rank: no selection
+            return np.searchsorted(np.asarray(next(iter(cuts.values())), np.int64), self.obs, side="right")
         cyc = np.zeros(self.n_nodes, np.int64)
         for r, c in cuts.items():  # one loop per rank
             m = np.flatnonzero(node_rank == r)
@@ -728,12 +732,8 @@ def binding_weights(obs, src, dst, floor, kind, indptr, in_edges) -> tuple[np.nd
     wait with no cause in the trace: it is cut to its floor and flagged (the second array)."""
     if src.size == 0:
         return floor.copy(), np.zeros(0, bool)
-    slack = obs[dst] - obs[src]
-    bound = binding(indptr, in_edges, obs[src] + floor)
-    waits = np.isin(kind, (LAUNCH_EDGE, STREAM, WAIT, XSTREAM))
-    unexplained = bound & waits & (slack - floor > UNEXPLAINED_NS)
-    w = np.where(bound & ~unexplained, slack, np.minimum(floor, slack))
-    return w.astype(np.int64), unexplained
+    waits = np.isin(np.arange(len(EDGE_KINDS)), (LAUNCH_EDGE, STREAM, WAIT, XSTREAM))
+    return _binding_weights(indptr, in_edges, src, obs, floor, kind, waits, UNEXPLAINED_NS)
 
 
 def _edge_classes(kind: np.ndarray) -> np.ndarray:

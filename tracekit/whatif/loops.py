@@ -3,7 +3,7 @@ one longest-path pass each took ~5 s on the 3.5 M-row benchmark capture (benchma
 
     grouped(n, key)            edges grouped by node (a stable counting sort): CSR pointers + order
     topological_order(...)     Kahn's algorithm, seeded in observed-time order
-    binding(...)               per node, the incoming edge whose source + floor is latest
+    binding_weights(...)       per edge, the weight that replays the observed times (graph.py's rule)
     longest_paths(g, ...)      rep[v] = max over incoming edges of rep[u] + w(scenario), for k scenarios
                                in one pass (one replay: k = 1)
 """
@@ -126,21 +126,32 @@ def _kahn_by_time(n, out_ptr, out_dst, indeg, by_time):
     return order, forced
 
 
-def binding(indptr, in_edges, cand) -> np.ndarray:
-    """Per edge, whether it binds its destination: of a node's incoming edges the one with the latest
-    `cand` (source time + floor); of equal ones the last (the highest edge index)."""
-    out = np.zeros(in_edges.size, np.bool_)
+def binding_weights(indptr, in_edges, src, obs, floor, kind, waits, unexplained_ns):
+    """`graph.binding_weights` (its rule and docstring) in one pass over each node's incoming edges:
+    per edge (w, unexplained). `waits[kind]`: whether an edge of that kind is a wait the trace does not
+    measure; a binding edge's candidate is obs[u] + floor, of equal ones the last (highest index)."""
+    w = np.empty(in_edges.size, np.int64)
+    unexplained = np.zeros(in_edges.size, np.bool_)
     for v in range(indptr.size - 1):
         lo, hi = indptr[v], indptr[v + 1]
         if lo == hi:
             continue
         best = in_edges[lo]
+        top = obs[src[best]] + floor[best]
         for k in range(lo + 1, hi):
             e = in_edges[k]
-            if cand[e] >= cand[best]:
-                best = e
-        out[best] = True
-    return out
+            c = obs[src[e]] + floor[e]
+            if c >= top:
+                best, top = e, c
+        for k in range(lo, hi):
+            e = in_edges[k]
+            slack = obs[v] - obs[src[e]]
+            if e == best and not (waits[kind[e]] and slack - floor[e] > unexplained_ns):
+                w[e] = slack
+            else:
+                unexplained[e] = e == best
+                w[e] = min(floor[e], slack)
+    return w, unexplained
 
 
 class ReplayGraph(NamedTuple):
@@ -223,17 +234,17 @@ def longest_paths(g, host_f, rank_f, cost_half, act_f, drop_wait, edge_f, edge_a
 
 def _compiled():
     """The numba versions of the loops, when numba is installed (see benchmarks/RESULTS.md)."""
-    global _fill, _kahn, _kahn_by_time, binding, longest_paths  # noqa: PLW0603
+    global _fill, _kahn, _kahn_by_time, binding_weights, longest_paths  # noqa: PLW0603
     try:
         import numba
     except ImportError:  # pragma: no cover - numba is a dependency; the loops still work without it
         return
     jit = numba.njit(cache=True)
-    _fill, _kahn, _kahn_by_time, binding, longest_paths = (
+    _fill, _kahn, _kahn_by_time, binding_weights, longest_paths = (
         jit(_fill),
         jit(_kahn),
         jit(_kahn_by_time),
-        jit(binding),
+        jit(binding_weights),
         jit(longest_paths),
     )
 
