@@ -1,7 +1,7 @@
 """Benchmark: `tracekit whatif` on the ~3.5 M-row tiled capture of bench_analyze.py (target ≤ 10 s and
 ≤ 2 GB on the 2-core dev machine). Runs the command end to end in a fresh process per repeat (the
 numba-compiled loops come from their on-disk cache after the first run, which is reported apart) and
-reports each run's wall time and peak RSS (the child's own, from wait4).
+reports each run's CPU seconds, wall time and peak RSS (the child's own, from wait4).
 
     .venv/bin/python benchmarks/bench_whatif.py [--rows 3500000] [--repeat 3] [--against OLD_TREE]
 
@@ -25,8 +25,8 @@ from bench_analyze import tiled_capture  # noqa: E402
 ARGS = ["--set", "interpreter=0.5", "--kernels", "Mul=0.5", "--unprofiled-step-ms", "2.0", "--json"]
 
 
-def run_once(capture: Path, tree: Path | None) -> tuple[float, float]:
-    """(wall s, peak RSS GiB) of one `tracekit whatif` process."""
+def run_once(capture: Path, tree: Path | None) -> tuple[float, float, float]:
+    """(wall s, peak RSS GiB, CPU s: user + system) of one `tracekit whatif` process."""
     env = dict(os.environ)
     if tree is not None:
         env["PYTHONPATH"] = str(tree)
@@ -41,15 +41,17 @@ def run_once(capture: Path, tree: Path | None) -> tuple[float, float]:
     wall = time.perf_counter() - t0
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"tracekit whatif failed ({tree or 'this tree'})")
-    return wall, usage.ru_maxrss / 2**20  # KiB → GiB
+    return wall, usage.ru_maxrss / 2**20, usage.ru_utime + usage.ru_stime  # KiB → GiB
 
 
-def report(label: str, runs: list[tuple[float, float]]) -> str:
-    walls = [w for w, _ in runs]
+def report(label: str, runs: list[tuple[float, float, float]]) -> str:
+    walls = [w for w, _, _ in runs]
+    cpus = [c for _, _, c in runs]
     return (
-        f"{label}: wall median {statistics.median(walls):.1f} s, min {min(walls):.1f} s over {len(runs)} "
-        f"runs ({', '.join(f'{w:.1f}' for w in walls)}); peak RSS max {max(p for _, p in runs):.2f} GiB "
-        f"({', '.join(f'{p:.2f}' for _, p in runs)})"
+        f"{label}: CPU median {statistics.median(cpus):.2f} s ({', '.join(f'{c:.2f}' for c in cpus)}); "
+        f"wall median {statistics.median(walls):.1f} s, min {min(walls):.1f} s over {len(runs)} "
+        f"runs ({', '.join(f'{w:.1f}' for w in walls)}); peak RSS max {max(p for _, p, _ in runs):.2f} GiB "
+        f"({', '.join(f'{p:.2f}' for _, p, _ in runs)})"
     )
 
 
@@ -65,7 +67,7 @@ def main() -> None:
         trees = {f"old ({a.against})": a.against.resolve(), "this tree": None}
     print(f"capture: {capture.name}; tracekit whatif {' '.join(ARGS)}; load {os.getloadavg()[0]:.1f}")
     for label, tree in trees.items():
-        first, _ = run_once(capture, tree)
+        first = run_once(capture, tree)[0]
         print(f"{label}: first run (may compile the numba loops): {first:.1f} s")
     runs: dict[str, list] = {label: [] for label in trees}
     for _ in range(a.repeat):  # alternately
