@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import gzip
 import io
 import json
@@ -422,33 +423,19 @@ def fuzz(
     with tempfile.TemporaryDirectory(prefix="tkfuzz-") as tmp:
         root = Path(root or tmp)
         base = prepare(root)
+        runs = [functools.partial(run_case, case, seed, base, root) for case in range(cases)]
+        if signals:
+            big = root / "big.pt.trace.json"
+            generate = [sys.executable, str(ROOT / "benchmarks/gen_large_trace.py"), "--size-mb", "24"]
+            subprocess.run([*generate, "-o", str(big)], check=True, capture_output=True)
+            runs += [functools.partial(signal_case, case, seed, big, root) for case in range(signals)]
         findings: list[Finding] = []
-        for case in range(cases):
-            found = run_case(case, seed, base, root)
+        for run in runs:
+            found = run()
             findings += found
             if verbose:
                 for f in found:
                     print(f, flush=True)
-        if signals:
-            big = root / "big.pt.trace.json"
-            subprocess.run(
-                [
-                    sys.executable,
-                    str(ROOT / "benchmarks/gen_large_trace.py"),
-                    "--size-mb",
-                    "24",
-                    "-o",
-                    str(big),
-                ],
-                check=True,
-                capture_output=True,
-            )
-            for case in range(signals):
-                found = signal_case(case, seed, big, root)
-                findings += found
-                if verbose:
-                    for f in found:
-                        print(f, flush=True)
         return findings
 
 
