@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import signal
 import subprocess
@@ -354,7 +355,6 @@ def _rewrite(capture: Path, out: Path, change) -> Path:
 def test_a_damaged_capture_file_is_one_line(tmp_path, capture, capsys):
     """A column dropped or retyped by another tool, metadata of the wrong shape: one line naming the
     damage (a KeyError traceback, a 33-line schema dump, or an analysis of the retyped column)."""
-    import json
 
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -387,7 +387,6 @@ def test_a_damaged_capture_file_is_one_line(tmp_path, capture, capsys):
 def test_a_damaged_capture_folder_is_one_line(tmp_path, capsys):
     """A folder part's rank that is not an int; a part path pointing outside the folder (tracekit would
     read any file the metadata names)."""
-    import json
 
     trace = small_trace().write(tmp_path / "t.pt.trace.json")
     folder = tmp_path / "c"
@@ -508,6 +507,58 @@ def test_a_device_id_beyond_int32_is_a_warning(tmp_path, capsys):
     code, out, err = run_main(["analyze", str(_trace_with(tmp_path, far))], capsys)
     assert code == 0, err
     assert "1 device activity without a usable device id" in err
+
+
+def test_a_kernel_without_a_duration_is_a_warning_and_check_holds(tmp_path, capsys):
+    """A kernel whose `dur` is missing (or not a number) is read as [t, t): no busy time. `--check`
+    counted such an empty kernel inside an idle gap as overlapping it (exit 3 on 2 fuzzed traces).
+    GIVEN step 1 = [0, 100) µs, gemm [30, 70), kernel `lost` at 80 µs without dur
+    THEN busy 40 µs, idle 60 µs, the invariants hold, and a warning says the dur was read as 0."""
+
+    t = small_trace()
+    t.launch(75, 2, corr=3)
+    t.kernel("lost", 80, 5, corr=3)
+    trace = t.write(tmp_path / "t.pt.trace.json")
+    doc = json.loads(trace.read_text())
+    del _events(doc, name="lost")[0]["dur"]
+    trace.write_text(json.dumps(doc))
+    code, out, err = run_main(["analyze", str(trace), "--check", "--json"], capsys)
+    assert code == 0, err
+    assert "ok: idle never overlaps a device activity event" in err
+    assert "1 device activity dur missing or not a number (read as 0)" in err
+    sample = json.loads(out)["devices"][0]["samples"][0]
+    assert (sample["dur_ns"], sample["busy_ns"], sum(sample["idle_ns"].values())) == (100_000, 40_000, 60_000)
+
+
+def test_kernels_overlapping_on_one_stream_are_a_warning(tmp_path, capsys):
+    """Two kernels on one stream that overlap in time (a stream runs one at a time): a merged or damaged
+    trace, which passed unremarked. GIVEN step 1 = [0, 100) µs, gemm [30, 70) and `late` [50, 80) on
+    stream 7: overlap 20 µs > 10 µs; THEN a warning naming `late` and 0.020 ms, repeated by the report,
+    and busy = |[30, 80)| = 50 µs (a union: the overlap is not counted twice)."""
+    t = small_trace()
+    t.launch(40, 2, corr=3)
+    t.kernel("late", 50, 30, corr=3)
+    code, out, err = run_main(["analyze", str(t.write(tmp_path / "t.pt.trace.json")), "--json"], capsys)
+    assert code == 0, err
+    warning = "1 device activity starts more than 10 µs before an earlier one on its stream ends"
+    assert warning in err and "(most: late on device 0 stream 7, by 0.020 ms)" in err
+    report = json.loads(out)
+    assert any(warning in w for w in report["capture"]["warnings"])
+    sample = report["devices"][0]["samples"][0]
+    assert (sample["busy_ns"], sum(sample["idle_ns"].values())) == (50_000, 50_000)
+
+
+def test_real_same_stream_overlaps_are_not_warned(tmp_path, capsys):
+    """What real traces hold (benchmarks/stream_overlaps.py): the kernels of one CUDA graph launch (one
+    correlation id) overlap on the launch's stream (HTA test: up to 13 µs), and programmatic dependent
+    launch starts a kernel up to 6.75 µs early (H200 cuDNN). Neither is warned."""
+    t = small_trace()
+    t.kernel("same graph launch", 50, 30, corr=1)  # gemm's correlation: one graph launch
+    t.launch(160, 2, corr=3)
+    t.kernel("dependent launch", 165, 10, corr=3)  # 5 µs before gemm [130, 170) ends
+    code, out, err = run_main(["analyze", str(t.write(tmp_path / "t.pt.trace.json"))], capsys)
+    assert code == 0, err
+    assert "stream ends" not in err and "warning" not in out
 
 
 def test_device_activity_days_after_the_host_is_refused(tmp_path, capsys):

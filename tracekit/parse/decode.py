@@ -598,6 +598,9 @@ SKIP_NEGATIVE_DUR = "negative dur on device activity"
 SKIP_NOT_EVENT = "not an event object"
 DROP_ARGS_NOT_OBJECT = "args not an object"
 DROP_TOO_DEEP = f"nested deeper than {MAX_DEPTH} levels"
+# A kernel, copy or set whose `dur` is missing or not a number: read as 0, so its time is not busy time
+# (no profiler writes one; a fuzzed trace's kernel without `dur` used to pass without a word).
+DROP_DEVICE_DUR = "device activity dur missing or not a number (read as 0)"
 
 # A ts/dur value's state: usable, or why not (ts: the reason its event is skipped).
 TIME_OK, TIME_MISSING, TIME_NOT_NUMBER, TIME_OUT_OF_RANGE = 0, 1, 2, 3
@@ -831,6 +834,11 @@ def assemble(
     counts = collections.Counter(skipped or {})
     timed = _placeable(keep, is_meta, cat, ts_state, dur_ns, counts)
     n_timed = int(np.count_nonzero(timed))
+    no_dur = timed & ~dur_ns[1]
+    if no_dur.any():
+        no_dur &= _in(ph, ("X",)) & _in(cat, DEVICE_ACTIVITY_CATS)
+        dropped = collections.Counter(dropped or {})
+        dropped[DROP_DEVICE_DUR] += int(np.count_nonzero(no_dur))
     pid, tid = ints["pid"], ints["tid"]
     device_side = _in(cat, DEVICE_SIDE_CATS)
     device = _choose(device_side & ~ints["device"][1], pid, ints["device"])

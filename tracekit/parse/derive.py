@@ -51,7 +51,8 @@ TRACE_STEP_NAME = "trace"  # the name of the one step of a trace without Profile
 
 
 # The columns the derive functions read.
-DERIVE_COLUMNS = ("rank", "ph", "cat", "name", "pid", "tid", "ts_ns", "dur_ns", "device")
+# `correlation`: parse.sanity (activities overlapping on one stream: one CUDA graph launch or not).
+DERIVE_COLUMNS = ("rank", "ph", "cat", "name", "pid", "tid", "ts_ns", "dur_ns", "device", "correlation")
 _DERIVE_CATS = (CAT_USER_ANNOTATION, CAT_CPU_OP, *DEVICE_ACTIVITY_CATS)
 
 

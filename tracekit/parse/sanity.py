@@ -17,6 +17,12 @@ of the capture repeats it (docs/QUIRKS.md, the fault table).
     warned   host ops (cpu_op) with a negative duration: read as empty
     warned   device activity without a device id (args.device beyond int32, or not a number): left out
              of the busy time
+    warned   device activities that start more than STREAM_OVERLAP_TOLERANCE_NS before an earlier one on
+             their (device, stream) ends: a stream runs its work one after another, so a merged or
+             damaged trace. Busy and idle time are unions and stay right; the kernel statistics (time
+             per kernel, per step) count the overlapped time twice. Not counted: activities of one
+             CUDA graph launch (one correlation id: a graph's branches run at once, yet CUPTI puts them
+             all on the stream it was launched on)
     warned   some events (DUPLICATE_WARN_FRACTION or more) exact copies of another
 
 All of it is vectorised: it runs on every parse, beside derive_rows.
@@ -38,6 +44,12 @@ DUPLICATE_REFUSE_FRACTION = 0.5  # a repeated event list: every event twice
 DUPLICATE_WARN_FRACTION = 0.01
 STEP_OVERLAP_TOLERANCE_NS = 1_000  # Kineto's µs rounding lets consecutive steps touch within a µs
 MAX_DEVICE_DRIFT_NS = 3_600 * 10**9  # an hour: far beyond any queue of device work
+# Same-stream overlaps in real traces (benchmarks/stream_overlaps.py over fixtures/ and the HTA traces):
+# up to 6.75 µs between cuDNN kernels on the H200 (fixtures/h200_default/resnet_loader: an
+# `init_device_workspace_kernel` launched by cudaLaunchKernelExC starts before the dgrad kernel ahead of
+# it ends, programmatic dependent launch) and 2 µs in integer-µs traces (HTA rank0: a copy after a
+# kernel); CUDA graph replays up to 13 µs (HTA test), exempt by their one correlation id.
+STREAM_OVERLAP_TOLERANCE_NS = 10_000
 
 _DUP_KEYS = ("cat", "name", "pid", "tid", "ts_ns", "dur_ns", "device")
 
@@ -78,6 +90,7 @@ def check_rank(needed: pa.Table, steps: pa.Table, where: str) -> list[str]:
             f"{no_id:,} device activit{'y' if no_id == 1 else 'ies'} without a usable device id "
             "(args.device beyond int32, or not a number): left out of the busy time"
         )
+    warnings += _stream_overlaps(frame, device)
     _device_drift(frame, host, device, where)
     return warnings
 
@@ -142,6 +155,54 @@ def _steps(steps: pa.Table, where: str) -> list[str]:
     return [
         f"{bad.size} step(s) overlap the next one (most: {names[order[i]]} and {names[order[i + 1]]}, "
         f"by {overlap[i] / 1e6:.3f} ms); time in both is counted in both"
+    ]
+
+
+def stream_overlaps(frame: Frame, device: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For the device activities `device` (a mask) with a device, a stream and a duration, sorted by
+    (device, stream, start): (their row indices, how far each starts before the latest end of the
+    earlier ones on its stream in ns (0 where it does not; the first of a stream gets 0), whether the
+    activity that ends latest is of the same CUDA graph launch: the same correlation id)."""
+    # The stream is read as the tid: Kineto writes a device activity's stream as its tid (and as
+    # args.stream, the `stream` column: equal in every trace of fixtures/ and the HTA traces), and the
+    # tid is already among the rows kept for derive (one column less to carry through a parse).
+    dur = frame.ints("dur_ns")
+    rows = np.flatnonzero(device & frame.present("device") & frame.present("tid") & (dur > 0))
+    overlap, same_launch = np.zeros(len(rows), np.int64), np.zeros(len(rows), bool)
+    if len(rows) < 2:
+        return rows, overlap, same_launch
+    dev, stream, ts = frame.ints("device")[rows], frame.ints("tid")[rows], frame.ints("ts_ns")[rows]
+    order = np.lexsort((ts, stream, dev))
+    rows, dev, stream, ts = rows[order], dev[order], stream[order], ts[order]
+    end = ts + dur[rows]
+    corr = np.where(frame.present("correlation")[rows], frame.ints("correlation")[rows], -1)
+    first = np.flatnonzero(np.r_[True, (dev[1:] != dev[:-1]) | (stream[1:] != stream[:-1])])
+    for a, b in zip(first, np.r_[first[1:], len(rows)]):
+        if b - a < 2:
+            continue
+        reach = np.maximum.accumulate(end[a:b])
+        # the activity that set the reach: the latest one whose end is the running maximum (it rises there)
+        who = a + np.maximum.accumulate(np.where(end[a:b] == reach, np.arange(b - a), 0))
+        overlap[a + 1 : b] = np.maximum(reach[:-1] - ts[a + 1 : b], 0)
+        same_launch[a + 1 : b] = (corr[a + 1 : b] >= 0) & (corr[a + 1 : b] == corr[who[:-1]])
+    return rows, overlap, same_launch
+
+
+def _stream_overlaps(frame: Frame, device: np.ndarray) -> list[str]:
+    rows, overlap, same_launch = stream_overlaps(frame, device)
+    bad = np.flatnonzero((overlap > STREAM_OVERLAP_TOLERANCE_NS) & ~same_launch)
+    if not bad.size:
+        return []
+    i = int(bad[np.argmax(overlap[bad])])
+    name = frame.strings("name", rows[i : i + 1])[0] or "?"
+    name = name if len(name) <= 60 else name[:59] + "…"
+    dev, stream = int(frame.ints("device")[rows[i]]), int(frame.ints("tid")[rows[i]])
+    return [
+        f"{bad.size:,} device activit{'y starts' if bad.size == 1 else 'ies start'} more than "
+        f"{STREAM_OVERLAP_TOLERANCE_NS / 1e3:g} µs before an earlier one on its stream ends (most: "
+        f"{name} on device {dev} stream {stream}, by {overlap[i] / 1e6:.3f} ms): a stream runs one at a "
+        "time, so the trace is merged or damaged. Busy and idle time (unions) stay right; the kernel "
+        "statistics count the overlapped time twice"
     ]
 
 
