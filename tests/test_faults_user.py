@@ -208,7 +208,9 @@ def big_trace(tmp_path_factory) -> Path:
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs /proc")
-@pytest.mark.parametrize("sig, form", [(signal.SIGTERM, "file"), (signal.SIGHUP, "folder")])
+@pytest.mark.parametrize(
+    "sig, form", [(signal.SIGTERM, "file"), (signal.SIGHUP, "folder"), (signal.SIGINT, "folder")]
+)
 def test_a_parse_stopped_by_a_signal_leaves_nothing(tmp_path, big_trace, sig, form):
     """SIGTERM/SIGHUP mid-parse used to leave .x.parquet.XXXX.tmp (or a staged folder) and two decode
     workers blocked on a pipe forever. Now: the clean-up of Ctrl-C, exit 128+N, one line."""
@@ -244,7 +246,8 @@ def test_a_parse_stopped_by_a_signal_leaves_nothing(tmp_path, big_trace, sig, fo
         dump = proc.communicate(timeout=30)[1][-5000:]
         raise AssertionError(f"no exit after {signal.Signals(sig).name}:\n{dump}") from None
     assert proc.returncode == 128 + sig, err
-    assert err.strip() == f"tracekit: stopped by {signal.Signals(sig).name}"
+    name = "interrupted" if sig == signal.SIGINT else f"stopped by {signal.Signals(sig).name}"
+    assert err.strip() == f"tracekit: {name}"
     assert list(out_dir.iterdir()) == []
     time.sleep(0.2)
     alive = [w for w in workers if Path(f"/proc/{w}").exists()]
@@ -267,6 +270,103 @@ def test_ctrl_c_while_starting_is_one_line(tmp_path):
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert run.returncode == 130
     assert run.stderr.strip() == "tracekit: interrupted"
+
+
+def test_ctrl_c_lost_in_a_callback_still_stops_the_parse(tmp_path, monkeypatch, capsys):
+    """Python's KeyboardInterrupt raised inside a weakref callback is printed as "Exception ignored" and
+    lost: the parse went on and exited 0. tracekit's handler records the stop and raises it again once
+    the callback has returned (or, at the latest, before the output is committed)."""
+    import weakref
+
+    from tracekit.parse import parser
+
+    class Thing:
+        pass
+
+    check = parser._sanity.check
+
+    def check_then_ctrl_c(*args, **kwargs):
+        def callback(_ref) -> None:
+            signal.raise_signal(signal.SIGINT)
+            for _ in range(10_000):  # Python code: the handler runs here, inside the callback
+                pass
+
+        thing = Thing()
+        ref = weakref.ref(thing, callback)
+        del thing  # the callback runs now
+        assert ref() is None
+        return check(*args, **kwargs)
+
+    monkeypatch.setattr(parser._sanity, "check", check_then_ctrl_c)
+    out = tmp_path / "c.parquet"
+    code, _, err = run_main(
+        ["parse", str(small_trace().write(tmp_path / "t.pt.trace.json")), "-o", str(out)], capsys
+    )
+    assert (code, err.strip()) == (130, "tracekit: interrupted")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.pt.trace.json"]
+
+
+def _tracekit_with(tmp_path: Path, setup: str, *argv: str) -> subprocess.CompletedProcess:
+    """`tracekit ARGV` as the script runs it (tracekit.__main__), after `setup` ran in its interpreter."""
+    script = tmp_path / "run_tracekit.py"
+    script.write_text(
+        f"import sys\n{setup}\nsys.argv = ['tracekit', *{list(argv)!r}]\n"
+        "from tracekit.__main__ import main\nmain()\n"
+    )
+    # -m, as `python -m tracekit` runs (Py_RunMain reads CPython's unhandled-Ctrl-C flag after a SystemExit)
+    return subprocess.run([sys.executable, "-m", script.stem], capture_output=True, text=True, cwd=tmp_path)
+
+
+def test_ctrl_c_inside_code_run_by_exec_exits_130(tmp_path):
+    """CPython 3.11 kills the process by SIGINT at exit (status -2) once a KeyboardInterrupt of exactly
+    that class left code run by exec() of a string, even if it was caught: dataclasses build methods so,
+    and 1 in 5 Ctrl-C at start-up ended "tracekit: interrupted", then -2. tracekit raises a subclass."""
+    setup = (
+        "import tracekit.cli\n"
+        "def register(*args):\n"
+        "    exec('import os, signal\\nos.kill(os.getpid(), signal.SIGINT)\\nfor _ in range(10**5): pass')\n"
+        "tracekit.cli._register_commands = register\n"
+    )
+    run = _tracekit_with(tmp_path, setup, "--version")
+    assert (run.returncode, run.stderr.strip()) == (130, "tracekit: interrupted")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_a_stop_signal_while_starting_is_one_line(tmp_path, sig):
+    """SIGTERM/SIGHUP while typer and the commands were still importing: killed by the default action
+    (the handlers came with the CLI). tracekit/__main__.py installs them before importing it."""
+    setup = (
+        "import os, time\n"
+        "class Stop:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'typer':\n"
+        f"            os.kill(os.getpid(), {int(sig)})\n"
+        "            time.sleep(0.01)\n"
+        "sys.meta_path.insert(0, Stop())\n"
+    )
+    run = _tracekit_with(tmp_path, setup, "--version")
+    assert run.returncode == 128 + sig, run.stderr
+    assert run.stderr.strip() == f"tracekit: stopped by {signal.Signals(sig).name}"
+
+
+def test_a_stop_signal_after_the_command_ended_is_ignored(tmp_path):
+    """Once the exit status is decided (the output complete), a stop signal is ignored: raised in the
+    CLI's last lines it was a traceback, and during the interpreter's exit it killed the process (-15)."""
+    trace = small_trace().write(tmp_path / "t.pt.trace.json")
+    out = tmp_path / "c.parquet"
+    setup = (
+        "import os, signal, time\n"
+        "from tracekit.data import signals\n"
+        "settle = signals.settle\n"
+        "def settle_then_term():\n"
+        "    settle()\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    time.sleep(0.01)\n"
+        "signals.settle = settle_then_term\n"
+    )
+    run = _tracekit_with(tmp_path, setup, "parse", str(trace), "-o", str(out))
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith(f"wrote {out}")
 
 
 def test_stdout_that_is_not_utf8(capture):

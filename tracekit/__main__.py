@@ -1,5 +1,8 @@
-"""`python -m tracekit` and the `tracekit` script. Only the stdlib is imported before the CLI module, so
-a Ctrl-C while typer and the commands are still importing ends with one line, not a traceback."""
+"""`python -m tracekit` and the `tracekit` script. The stop signals get tracekit's handlers first
+(tracekit.data.signals: the stdlib and tracekit.errors), before typer and the commands are imported, so
+that Ctrl-C, SIGTERM or SIGHUP while tracekit starts ends with one line, not a traceback or the signal's
+default action. Before this module runs (Python's start-up, importing the tracekit package) Python's own
+behaviour holds: docs/QUIRKS.md, the fault table."""
 
 import os
 import sys
@@ -13,11 +16,19 @@ def main() -> None:
         # user's workload with this environment.
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:
+        from tracekit.data import signals
+
+        signals.install(process=True)
         from tracekit.cli import main as cli_main
-    except KeyboardInterrupt:
-        sys.stderr.write("tracekit: interrupted\n")
-        sys.exit(130)
-    cli_main()
+
+        cli_main()
+    except KeyboardInterrupt as exc:  # before cli.main took over (it ends every command itself)
+        from tracekit.data import signals
+
+        signals.settle()
+        line, code = signals.ended_by(exc)
+        sys.stderr.write(line + "\n")
+        sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -10,9 +10,7 @@ import contextlib
 import functools
 import inspect
 import os
-import signal
 import sys
-import threading
 import typing
 import warnings
 from typing import Any, Callable, Iterator, Optional
@@ -20,7 +18,7 @@ from typing import Any, Callable, Iterator, Optional
 import typer
 
 from tracekit.data import signals
-from tracekit.errors import Terminated, TracekitError, TraceWarning
+from tracekit.errors import TracekitError, TraceWarning
 from tracekit.version import __version__
 
 
@@ -264,62 +262,6 @@ def _optional_values(argv: list[str]) -> list[str]:
     return out
 
 
-def _terminate(signum: int, frame) -> None:
-    if _FORKING:
-        _DEFERRED.append(signum)
-        return
-    signals.stop(signum)
-
-
-_STOP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n))
-
-
-def _default_signals() -> None:
-    """In a forked worker: the default action back. Its parent stops it; it must not outlive a parent
-    whose clean-up could not run, nor turn its own stop into an exception."""
-    for sig in _STOP_SIGNALS:
-        if signal.getsignal(sig) is _terminate:
-            signal.signal(sig, signal.SIG_DFL)
-
-
-def _forking() -> None:
-    _FORKING.append(True)
-
-
-def _forked() -> None:
-    # A stop signal that came while a worker was forked: raised inside the fork hooks (logging's,
-    # multiprocessing's) Terminated would be printed as "Exception ignored" and lost. It was recorded;
-    # it is raised from a timer 1 ms later, once the fork hooks have returned.
-    _FORKING.clear()
-    if _DEFERRED and threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGALRM, lambda *_: signals.stop(_DEFERRED.pop()))
-        signal.setitimer(signal.ITIMER_REAL, 0.001)
-
-
-def _in_child() -> None:
-    _FORKING.clear()
-    _DEFERRED.clear()
-    _default_signals()
-
-
-_FORKING: list[bool] = []
-_DEFERRED: list[int] = []
-if hasattr(os, "register_at_fork") and hasattr(signal, "setitimer"):
-    os.register_at_fork(before=_forking, after_in_parent=_forked, after_in_child=_in_child)
-
-
-def _handle_stop_signals() -> dict:
-    """SIGTERM/SIGHUP end the command through Terminated (where nobody chose another handler).
-    Returns the handlers replaced, for main to put back (main may run inside another program)."""
-    if threading.current_thread() is not threading.main_thread():
-        return {}
-    replaced = {}
-    for sig in _STOP_SIGNALS:
-        if signal.getsignal(sig) is signal.SIG_DFL:
-            replaced[sig] = signal.signal(sig, _terminate)
-    return replaced
-
-
 def _encodable_streams() -> None:
     """stdout/stderr in an encoding that cannot write 'µ' or '−' (PYTHONIOENCODING=ascii, a C locale):
     such characters are replaced rather than ending the command with UnicodeEncodeError. In UTF-8, a
@@ -335,9 +277,9 @@ def _encodable_streams() -> None:
 def main(argv: list[str] | None = None) -> None:
     """Entry point of `tracekit` and `python -m tracekit`: the one place TracekitError is caught, and
     where a TraceWarning (what a parse skipped) becomes one line on stderr."""
-    replaced = _handle_stop_signals()
-    _encodable_streams()
+    installed = signals.install()  # tracekit/__main__.py has done it already for the `tracekit` script
     try:
+        _encodable_streams()
         with warnings.catch_warnings():
             warnings.simplefilter("always", TraceWarning)
             shown = warnings.showwarning
@@ -349,48 +291,60 @@ def main(argv: list[str] | None = None) -> None:
                     shown(message, category, filename, lineno, file, line)
 
             warnings.showwarning = show
-            _run(_optional_values(sys.argv[1:] if argv is None else list(argv)))
+            _run(sys.argv[1:] if argv is None else list(argv))
     finally:
-        for sig, handler in replaced.items():
-            signal.signal(sig, handler)
-        signals.STOPPED_BY.clear()
-        signals.PENDING.clear()
+        if installed:
+            signals.restore()
 
 
 def _run(argv: list[str]) -> None:
     try:
-        _register_commands(argv)
-        rc = app(args=argv, standalone_mode=False)
-        # Typer (0.29 here) turns Ctrl-C and typer.Exit(code) into a *returned* exit code when not standalone.
-        if signals.STOPPED_BY:
-            raise Terminated(signals.STOPPED_BY[0])
-        if rc == 130:
-            raise KeyboardInterrupt
-        if isinstance(rc, int) and not isinstance(rc, bool) and rc != 0:
-            sys.exit(rc)
-    except TracekitError as exc:
+        code = _command(argv)
+    except BaseException as exc:
+        signals.settle()  # decided: a stop signal from now on would only be a traceback here
+        code = _failed(exc)
+    else:
+        signals.settle()
+    if code:
+        sys.exit(code)
+
+
+def _command(argv: list[str]) -> int:
+    """Run the command; its exit status (a stop or an error raises)."""
+    argv = _optional_values(argv)
+    _register_commands(argv)
+    rc = app(args=argv, standalone_mode=False)
+    # Typer (0.29 here) turns Ctrl-C and typer.Exit(code) into a *returned* exit code when not standalone.
+    signals.check()  # a stop that was lost in a callback, or that Typer turned into 130
+    if rc == 130:
+        raise KeyboardInterrupt
+    return rc if isinstance(rc, int) and not isinstance(rc, bool) else 0
+
+
+def _failed(exc: BaseException) -> int:
+    """One line on stderr for how the command ended, and its exit status; re-raises what is a bug."""
+    if isinstance(exc, TracekitError):
         typer.secho(f"tracekit: error: {exc}", err=True, fg=typer.colors.RED)
-        sys.exit(exc.exit_code)
-    except Terminated as exc:
-        typer.secho(f"tracekit: stopped by {signal.Signals(exc.signum).name}", err=True)
-        sys.exit(128 + exc.signum)
-    except KeyboardInterrupt:
-        typer.secho("tracekit: interrupted", err=True)
-        sys.exit(130)
-    except BrokenPipeError:  # `tracekit analyze ... | head`: the reader left; no traceback
+        return exc.exit_code
+    if isinstance(exc, KeyboardInterrupt):  # Ctrl-C, SIGTERM, SIGHUP (errors.Terminated)
+        line, code = signals.ended_by(exc)
+        typer.secho(line, err=True)
+        return code
+    if isinstance(exc, BrokenPipeError):  # `tracekit analyze ... | head`: the reader left; no traceback
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(141)
-    except typer.Exit as exc:
-        sys.exit(exc.exit_code)
-    except typer.Abort:
-        sys.exit(1)
-    except Exception as exc:
-        # Usage errors (bad option, missing argument) arrive here in non-standalone mode. Typer >= 0.29
-        # vendors click as typer._click (no `click` module installed), older Typer uses click itself:
-        # recognise them by their interface, not their class.
-        show, code = getattr(exc, "show", None), getattr(exc, "exit_code", None)
-        if callable(show) and isinstance(code, int):
-            show()
-            sys.exit(code)
-        raise
+        return 141
+    if isinstance(exc, SystemExit):
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    if isinstance(exc, typer.Exit):
+        return exc.exit_code
+    if isinstance(exc, typer.Abort):
+        return 1
+    # Usage errors (bad option, missing argument) arrive here in non-standalone mode. Typer >= 0.29
+    # vendors click as typer._click (no `click` module installed), older Typer uses click itself:
+    # recognise them by their interface, not their class.
+    show, usage_code = getattr(exc, "show", None), getattr(exc, "exit_code", None)
+    if isinstance(exc, Exception) and callable(show) and isinstance(usage_code, int):
+        show()
+        return usage_code
+    raise exc

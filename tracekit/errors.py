@@ -63,8 +63,9 @@ class ClusterError(TracekitError):
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM or SIGHUP (tracekit.cli): raised like Ctrl-C's KeyboardInterrupt, so that the same
-    clean-up runs (temporary files removed, worker pools shut down); the exit status is 128 + signal."""
+    """A stop signal, Ctrl-C's SIGINT, SIGTERM or SIGHUP (tracekit.data.signals): a KeyboardInterrupt, so
+    that Ctrl-C's clean-up runs for all three (temporary files removed, worker pools shut down); the exit
+    status is 128 + signal."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signum)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import signal
 import time
 from pathlib import Path
 
 import typer
 
 from tracekit.cli import app
+from tracekit.data import signals
 
 
 @app.command()
@@ -20,8 +20,8 @@ def view(
     from tracekit.export.tensorboard import TensorBoardServer, event_files, find_trace_runs, iter_event_runs
 
     server = TensorBoardServer(logdir, port=port)
-    # A plain `kill` stops it as Ctrl-C does, so the profiler plugin's loader processes are shut down too.
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    # A plain `kill` stops it as Ctrl-C does (data/signals.py), so the profiler plugin's loader processes
+    # are shut down too.
     try:
         url = server.start()
         traces = find_trace_runs(logdir)
@@ -39,4 +39,5 @@ def view(
         while True:
             time.sleep(3600)
     except KeyboardInterrupt:
+        signals.taken()  # its normal end, not an interrupted command
         typer.echo("stopped")

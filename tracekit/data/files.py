@@ -43,6 +43,7 @@ from typing import Iterator, Union
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from tracekit.data import signals
 from tracekit.errors import InputNotFound, OutputExistsError, OutputWriteError, TracekitError
 
 Location = Union[str, os.PathLike]
@@ -185,6 +186,7 @@ def atomic_write(loc: Location, *, replace: bool = True) -> Iterator[pa.NativeFi
         with pa.OSFile(os.fsencode(tmp), "wb") as out:
             yield out
         if is_uri(loc):
+            signals.check()
             upload(tmp, loc)
         else:
             publish(tmp, Path(loc), replace=replace)
@@ -222,6 +224,7 @@ def publish(tmp: Path, path: Path, *, replace: bool) -> None:
     of the file it replaces. Without `replace` an existing `path` is never overwritten, even one that
     appeared since the caller checked (a file: linked into place, which fails if the name is taken; a
     folder: renamed, which fails over a non-empty folder)."""
+    signals.check()  # a stop signal lost in a callback: the output is not committed
     os.chmod(tmp, output_mode(path, folder=tmp.is_dir()))
     if replace:
         os.replace(tmp, path)
@@ -360,11 +363,13 @@ def staged_folder(loc: Location, *, replace: bool = True) -> Iterator[Location]:
     try:
         yield tmp
         if replace and path.exists():
-            old = temp_file(path, folder=True)
-            os.chmod(tmp, output_mode(path, folder=True))
-            os.replace(path, old / path.name)
-            os.replace(tmp, path)
-            shutil.rmtree(old, ignore_errors=True)
+            signals.check()
+            with signals.held():  # a stop between the two renames would leave `path` moved away
+                old = temp_file(path, folder=True)
+                os.chmod(tmp, output_mode(path, folder=True))
+                os.replace(path, old / path.name)
+                os.replace(tmp, path)
+                shutil.rmtree(old, ignore_errors=True)
         else:
             publish(tmp, path, replace=False)
     finally:

@@ -32,10 +32,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tracekit.data import arrow, files, stitch
+from tracekit.data import arrow, files, signals, stitch
 from tracekit.data.files import Location
 from tracekit.data.schema import METADATA_KEY, SCHEMA, SCHEMA_VERSION, file_metadata, metadata_doc
-from tracekit.errors import CaptureFileError, OutputExistsError, OutputWriteError
+from tracekit.errors import CaptureFileError, OutputExistsError, OutputWriteError, Terminated
 
 
 # How capture files are encoded (benchmarks/RESULTS.md, "Parquet encoding", has the measurements):
@@ -291,6 +291,18 @@ class CaptureWriter:
         self.rows += table.num_rows
 
     def __exit__(self, exc_type, exc, tb) -> bool | None:
+        # The footer, then the rename or the removal, run whole: a stop signal that comes meanwhile is
+        # raised after them (inside the footer's write it left pyarrow's writer half closed, and its
+        # __del__ printed "Exception ignored ... Invalid operation on closed file").
+        with signals.held():
+            lost = signals.recorded() if exc_type is None else None
+            if lost is not None:  # a stop signal lost in a callback: the capture is not committed
+                stop = Terminated(lost)
+                self._finish(Terminated, stop, None)
+                raise stop
+            return self._finish(exc_type, exc, tb)
+
+    def _finish(self, exc_type, exc, tb) -> bool | None:
         assert self._writer is not None
         try:
             if exc_type is None:
