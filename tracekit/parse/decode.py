@@ -20,15 +20,17 @@ from __future__ import annotations
 
 import collections
 import decimal
+import functools
 import gc
 import json
 import mmap
 import re
+import sys
 import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Optional, Tuple, cast
+from typing import Any, Callable, Iterator, Optional, Tuple, TypeVar, cast
 
 import msgspec
 import numpy as np
@@ -38,6 +40,8 @@ from msgspec.structs import astuple
 from tracekit.data import arrow as _arrow
 from tracekit.data.schema import SCHEMA
 from tracekit.errors import InputNotFound, TraceFormatError, TruncatedTraceError
+
+T = TypeVar("T")
 
 # ---------------------------------------------------------------------------------------------------
 # The typed view of one event. Field names are the Chrome-trace / Kineto keys; every value is `Any` so
@@ -162,6 +166,33 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+MSGSPEC_DEPTH = 1000  # the levels msgspec may nest, whatever the caller's stack depth
+
+
+def steady_recursion(fn: Callable[..., T]) -> Callable[..., T]:
+    """Run `fn` with Python's recursion limit set to the caller's stack depth + MSGSPEC_DEPTH.
+
+    msgspec counts its nesting against Python's recursion limit from the current stack depth, so a value
+    nested ~1,000 levels decoded at a shallow stack and raised RecursionError under a deep one (a test
+    runner, a notebook): the msgspec path then dropped other values than the C scanner did (found by
+    tests/test_fuzz_parse.py under pytest, never in a fresh process). With a budget fixed per call, what
+    is too deep, and so where values are cut, no longer depends on the caller."""
+
+    @functools.wraps(fn)
+    def steady(*args: Any, **kwargs: Any) -> T:
+        depth, frame = 0, sys._getframe()
+        while frame is not None:
+            depth, frame = depth + 1, frame.f_back
+        was = sys.getrecursionlimit()
+        sys.setrecursionlimit(depth + MSGSPEC_DEPTH)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            sys.setrecursionlimit(was)
+
+    return steady
+
+
 # ---------------------------------------------------------------------------------------------------
 # Reading files
 
@@ -284,6 +315,7 @@ class Document:
         self.deep_values = 0  # values nested deeper than MAX_DEPTH levels, replaced by null
 
 
+@steady_recursion
 def split_document(
     buf: bytes | mmap.mmap, path: Path, *, salvage: bool, gz_damage: Optional[str] = None
 ) -> Document:
@@ -365,6 +397,7 @@ def _damaged(path: Path, gz_damage: str) -> TruncatedTraceError:
     )
 
 
+@steady_recursion
 def locate_events(buf: bytes | mmap.mmap, max_tail: int = 8 << 20) -> tuple[dict, int, int] | None:
     """Fast path: (metadata, start, end) with buf[start:end] the traceEvents array ('[' ... ']').
 
@@ -551,6 +584,7 @@ def _salvage_header(header: bytes) -> dict:
 # Events → Arrow columns
 
 
+@steady_recursion
 def decode_events(
     data: bytes | memoryview, *, where: str = "trace", unit: str = "us"
 ) -> tuple[pa.RecordBatch, dict]:
@@ -637,6 +671,7 @@ _ITEM_DECODER = msgspec.json.Decoder(Optional[_Event], float_hook=str)
 _LOOSE_DECODER = msgspec.json.Decoder(_LooseEvent, float_hook=str)
 
 
+@steady_recursion
 def decode_items(items: list[bytes]) -> tuple[list, collections.Counter]:
     """Decode each item of an events array on its own: an _Event, None (a JSON null) or NOT_EVENT (any
     other non-object); and the counts of values dropped from the events (args that are not an object,
@@ -815,6 +850,7 @@ class Decoded:
     fractional: bool
 
 
+@steady_recursion
 def assemble(
     seen: int, decoded: Decoded, skipped: Optional[dict] = None, dropped: Optional[dict] = None
 ) -> tuple[pa.RecordBatch, dict]:
