@@ -180,7 +180,7 @@ def steady_recursion(fn: Callable[..., T]) -> Callable[..., T]:
 
     @functools.wraps(fn)
     def steady(*args: Any, **kwargs: Any) -> T:
-        depth, frame = 0, sys._getframe()
+        depth, frame = 0, cast(Optional[Any], sys._getframe())
         while frame is not None:
             depth, frame = depth + 1, frame.f_back
         was = sys.getrecursionlimit()
