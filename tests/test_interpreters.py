@@ -80,31 +80,16 @@ def test_two_builds_of_one_minor_version_are_named_by_full_version(tmp_path, mon
     third interpreter of another version keeps its short name."""
     from tracekit.orchestrate import runner
 
+    def cpython(path: str, version: str) -> interpreters.Interpreter:
+        return interpreters.Interpreter(
+            path=Path(path), version=version, implementation="CPython", prefix="", free_threaded=False,
+            has_torch=True,
+        )  # fmt: skip
+
     found = {
-        "sys": interpreters.Interpreter(
-            path=Path("/usr/bin/python3"),
-            version="3.12.3",
-            implementation="CPython",
-            prefix="",
-            free_threaded=False,
-            has_torch=True,
-        ),
-        "pyenv": interpreters.Interpreter(
-            path=Path("/tmp/py312"),
-            version="3.12.1",
-            implementation="CPython",
-            prefix="",
-            free_threaded=False,
-            has_torch=True,
-        ),
-        "old": interpreters.Interpreter(
-            path=Path("/tmp/py310"),
-            version="3.10.13",
-            implementation="CPython",
-            prefix="",
-            free_threaded=False,
-            has_torch=True,
-        ),
+        "sys": cpython("/usr/bin/python3", "3.12.3"),
+        "pyenv": cpython("/tmp/py312", "3.12.1"),
+        "old": cpython("/tmp/py310", "3.10.13"),
     }
     monkeypatch.setattr(runner.interpreters, "resolve", lambda p: found[p])
     runs = runner.plan_runs("tiny_ops", tmp_path, ["sys", "pyenv", "old"], None, force=False, repeat=2)
