@@ -120,7 +120,13 @@ def _loader_notes(loader) -> list[str]:
             workers += f" -> {lp['predicted_workers']}"
         if lp["period_ms"] is None and lp["serial_ms"] == 0 and lp["predicted_period_ms"] is None:
             text = (
-                f"{who}{workers}: kept up in all {lp['steps']} timed steps (throughput unknown); the "
+                f"{who}{workers}: kept up in "
+                + (
+                    f"all {lp['steps']}"
+                    if not lp["waited_steps"]
+                    else f"{lp['steps'] - lp['waited_steps']} of {lp['steps']}"
+                )
+                + " timed steps (throughput unknown); the "
                 f"consumer {lp['consumer_ms']:.3f} ms + fetch {lp['fetch_ms']:.3f} ms"
             )
         elif lp["serial_ms"] > 0:

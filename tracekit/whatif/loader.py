@@ -187,9 +187,10 @@ def predict(
     if p.period_ms is None:
         if workers is not None and workers != p.workers:
             note = (
-                f"rank {p.rank}: the loader kept up in every timed step (no wait ≥ "
-                f"{WAITED_MIN_SHARE:.0%} of a step): its throughput, and so the effect of "
-                f"{workers} workers, cannot be told"
+                f"rank {p.rank}: the loader kept up in "
+                + ("every timed step" if not p.waited_steps else f"all but one of {p.steps} timed steps")
+                + f" (no other wait ≥ {WAITED_MIN_SHARE:.0%} of a step): its throughput, and so the "
+                f"effect of {workers} workers, cannot be told"
             )
         return LoaderPrediction(p.rank, None, None, 0.0, fetch * dataloader, p.workers, w_new, note)
     period = p.period_ms * dataloader
