@@ -151,3 +151,25 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, args, needle):
 def test_missing_capture(tmp_path, capsys):
     code, _, err = run_main(["whatif", str(tmp_path / "nope")], capsys)
     assert code == 2 and "nope" in err
+
+
+@pytest.mark.parametrize("name", ["dataloader_train", "ddp_slow_rank1"])
+def test_a_prediction_without_its_trace_lets_the_table_go_and_predicts_the_same(tmp_path, name):
+    """`tracekit whatif` without --trace reads the capture for the replay alone (api.whatif(keep_trace=
+    False)): its table goes once the frames hold it, the prediction is the same, and writing the trace of
+    such a prediction is one clear error; a Capture the caller loaded keeps its table."""
+    from tracekit import api
+    from tracekit.errors import TracekitError
+
+    source = Path(__file__).parent.parent / "fixtures" / "h200" / name
+    kept = api.whatif(source, sets=["sync=0"])
+    lean = api.whatif(source, sets=["sync=0"], keep_trace=False)
+    assert json.dumps(lean.to_json(), sort_keys=True) == json.dumps(kept.to_json(), sort_keys=True)
+    assert lean.capture.table.num_rows < kept.capture.table.num_rows
+    with pytest.raises(TracekitError, match="keep_trace=False"):
+        lean.write_trace(tmp_path / "x.pt.trace.json.gz")
+    assert not (tmp_path / "x.pt.trace.json.gz").exists()
+    mine = api.load(source)
+    rows = mine.table.num_rows
+    api.whatif(mine, sets=["sync=0"], keep_trace=False).write_trace(tmp_path / "y.pt.trace.json.gz")
+    assert mine.table.num_rows == rows and (tmp_path / "y.pt.trace.json.gz").exists()

@@ -454,21 +454,26 @@ def whatif(
     options: Optional[WhatIfOptions] = None,
     *,
     executor: Optional[Executor] = None,
+    keep_trace: bool = True,
     **fields: Any,
 ) -> WhatIf:
     """Predict the step time if a cause were removed or changed (WhatIfOptions: `sets=["sync=0"]`, ...):
     replay the capture as a dependency graph (host threads, launches, streams, syncs, collectives),
     unchanged and changed, with and without the profiler's own cost. `source`: a loaded Capture, a
     capture, trace files or run folders; with `executor` (Ray), a job's trace files are parsed as its
-    tasks first (the replay couples the ranks and runs here)."""
+    tasks first (the replay couples the ranks and runs here). `keep_trace=False`: the prediction will not
+    be written as a trace (`WhatIf.write_trace`), so a capture read here lets its table go once the replay's
+    frames hold it (`tracekit whatif` without `--trace`: the peak on the 1 GB benchmark trace's capture
+    1.75 -> 1.3 GiB, benchmarks/RESULTS.md); a loaded Capture passed in is never changed."""
     from tracekit.api.views import WhatIf
     from tracekit.whatif import Replayer
     from tracekit.whatif import whatif as run_whatif
 
     opts = options_of(WhatIfOptions, options, fields)
     scenario = opts.scenario()  # a bad flag fails before anything is read
+    own = not isinstance(source, Capture)
     capture = source if isinstance(source, Capture) else _whatif_capture(source, executor)
-    rp = Replayer.of(capture)
+    rp = Replayer.of(capture, release=own and not keep_trace)
     other = None
     if opts.python_from is not None or opts.python_speedup is not None:
         from tracekit.whatif.check import python_scenario
@@ -479,7 +484,7 @@ def whatif(
         from tracekit.whatif.check import with_python_check
 
         result = with_python_check(result, capture, rp, scenario, other, opts.unprofiled_step_ms)
-    return WhatIf(result, capture, rp, predicted)
+    return WhatIf(result, capture, rp, predicted, traceable=not (own and not keep_trace))
 
 
 def _whatif_capture(source: Source, executor: Optional[Executor]) -> Capture:

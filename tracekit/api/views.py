@@ -17,6 +17,7 @@ import pandas as pd
 from tracekit.analysis.model import CAUSES, HOST_STATES, Report
 from tracekit.data.files import Location
 from tracekit.data.store import Capture
+from tracekit.errors import TracekitError
 
 PathLike = Union[str, Path]
 
@@ -285,6 +286,7 @@ class WhatIf:
     capture: Any = field(default=None, repr=False, compare=False)
     replayer: Any = field(default=None, repr=False, compare=False)
     predicted: Any = field(default=None, repr=False, compare=False)  # the predicted node times
+    traceable: bool = field(default=True, repr=False, compare=False)  # whatif(keep_trace=False): no trace
 
     def devices(self) -> pd.DataFrame:
         """One row per (rank, device): mean step observed, replayed unchanged, predicted (ms), the change
@@ -322,6 +324,11 @@ class WhatIf:
         existing file only with `replace`)."""
         from tracekit.whatif.timeline import chrome_trace, replayed_table, write_chrome_trace
 
+        if not self.traceable:
+            raise TracekitError(
+                "this prediction was made with whatif(..., keep_trace=False), which lets the capture's "
+                "table go: run whatif again without it to write the predicted timeline"
+            )
         table = replayed_table(self.capture.table, self.replayer.graph, self.predicted)
         doc = chrome_trace(table, f"whatif: {self.result.scenario_text}")
         write_chrome_trace(doc, Path(path), replace=replace)

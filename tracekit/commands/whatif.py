@@ -127,7 +127,7 @@ def whatif(
         if out.path is not None and out.path.resolve() == trace.resolve():
             raise TracekitError(f"--trace {trace} and -o {out.path} name one file; name two")
     with executor(ray) as ex:  # without --ray, this machine's: the capture is loaded here
-        prediction = api.whatif(inputs, opts, executor=ex)
+        prediction = api.whatif(inputs, opts, executor=ex, keep_trace=trace is not None)
     if trace is not None:
         prediction.write_trace(trace, replace=out.force)
         typer.echo(f"wrote {trace}", err=True)

@@ -14,7 +14,7 @@ from tracekit.analysis.events import FRAME_COLUMNS, load_frames
 from tracekit.analysis.host import Threads
 from tracekit.analysis.steps import cycle_starts_of, median_ns
 from tracekit.whatif.cudagraph import GRAPH_GAP_NS, GRAPH_GAP_RANGE_NS, GRAPH_LAUNCH_NS
-from tracekit.whatif.graph import EDGE_KINDS, Graph, build_graph, recorded_stream_waits
+from tracekit.whatif.graph import EDGE_KINDS, Graph, build_graph, recorded_stream_waits, sync_records
 from tracekit.whatif.loader import WAITED_MIN_SHARE, LoaderPrediction, Producer, predict, producers
 from tracekit.whatif.model import DevicePrediction, Unprofiled, WhatIfResult
 from tracekit.whatif.profiler import DEFAULT_COST_US, MEASURED_RANGE_US, CostEstimate, estimate_cost
@@ -49,10 +49,22 @@ class Replayer:
     producers: dict = field(default_factory=dict)
 
     @classmethod
-    def of(cls, capture: Any, frames: Any = None, threads: Optional[Threads] = None) -> Replayer:
+    def of(
+        cls, capture: Any, frames: Any = None, threads: Optional[Threads] = None, *, release: bool = False
+    ) -> Replayer:
         """`frames` and `threads`: the capture's analysis frames and host threads when the caller has
-        them already (`tracekit analyze` does), else they are loaded here."""
-        fr = frames if frames is not None else load_frames(capture.table, cycle_starts_of(capture.meta))
+        them already (`tracekit analyze` does), else they are loaded here. `release`: the capture was
+        read for this replay alone, and its table may go once the frames hold it (all but the sync
+        records the graph reads: `capture.table` is then those rows only, and the predicted timeline
+        cannot be written from it)."""
+        if frames is not None:
+            fr = frames
+        else:
+            fr = load_frames(
+                capture.table,
+                cycle_starts_of(capture.meta),
+                release=(lambda: setattr(capture, "table", sync_records(capture.table))) if release else None,
+            )
         th = threads if threads is not None else Threads(fr.host, fr.steps)
         g = build_graph(fr, th, recorded_stream_waits(capture.table))
         sm = StepModel(g)
