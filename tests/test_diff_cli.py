@@ -154,9 +154,11 @@ def test_stored_analysis_is_used_when_this_tracekit_wrote_it(tmp_path, monkeypat
     def no_analysis(*_args, **_kwargs):
         raise AssertionError("analysed again instead of using the stored analysis")
 
+    import tracekit.api as api_module
     import tracekit.scale.job as job
 
-    monkeypatch.setattr(job, "analyze_capture", no_analysis)
+    monkeypatch.setattr(job, "analyze_capture", no_analysis)  # by ranks
+    monkeypatch.setattr(api_module, "_analyze_here", no_analysis)  # in this process (one rank)
     after = json.loads(_run(*paths, "--json").output)
     # the diff from the stored analyses is the diff from fresh ones
     assert after["pairs"][0]["figures"] == before["pairs"][0]["figures"]
