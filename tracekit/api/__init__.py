@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence, Union
 
@@ -213,7 +214,7 @@ def _analyze_capture(path: Location, opts: AnalyzeOptions, executor: Optional[Ex
         return _view(stored)
     ranks = len(capture_ranks(meta))
     # One rank on this machine is analysed here with or without the savings: a worker would read the
-    # whole table and keep it beside the frames (1.35 against 1.1 GiB on the 1 GB benchmark trace).
+    # whole table and keep it beside the frames (1.29 against 0.86-1.09 GiB on the 1 GB benchmark trace).
     local = executor is None or isinstance(executor, LocalExecutor)
     whole = ranks <= WHOLE_MAX_RANKS if opts.savings else ranks <= 1 and local
     if not whole and not (opts.store and meta.get("form") != "folder"):  # a file's idle rows: in the file
@@ -290,14 +291,9 @@ def _analyze_here(capture: Capture, opts: AnalyzeOptions, own: bool = False) -> 
     meta = capture.meta or {}
     release = None
     if own and opts.rank is None and not (opts.check or opts.store):
-        from tracekit.whatif.graph import sync_records
+        from tracekit.whatif.graph import keep_sync_records
 
-        def release() -> None:
-            # The frames hold all the analysis and the replay read but the sync records the graph
-            # takes from the table: the rest goes once the frames' rows are cut out of it, before they
-            # are converted (the frames' peak on the 1 GB benchmark trace's capture 1.47 -> 0.83 GiB,
-            # benchmarks/RESULTS.md "Issue 17"). Never a capture the caller loaded: the caller's.
-            capture.table = sync_records(capture.table)
+        release = partial(keep_sync_records, capture)
 
     whole = (
         prepare(capture, params.sync_tolerance_ns, release=release)
@@ -471,16 +467,16 @@ def whatif(
     tasks first (the replay couples the ranks and runs here). `keep_trace=False`: the prediction will not
     be written as a trace (`WhatIf.write_trace`), so a capture read here lets its table go once the replay's
     frames hold it (`tracekit whatif` without `--trace`: the peak on the 1 GB benchmark trace's capture
-    1.75 -> 1.3 GiB, benchmarks/RESULTS.md); a loaded Capture passed in is never changed."""
+    1.75 -> 1.25 GiB, benchmarks/RESULTS.md); a loaded Capture passed in is never changed."""
     from tracekit.api.views import WhatIf
     from tracekit.whatif import Replayer
     from tracekit.whatif import whatif as run_whatif
 
     opts = options_of(WhatIfOptions, options, fields)
     scenario = opts.scenario()  # a bad flag fails before anything is read
-    own = not isinstance(source, Capture)
     capture = source if isinstance(source, Capture) else _whatif_capture(source, executor)
-    rp = Replayer.of(capture, release=own and not keep_trace)
+    release = capture is not source and not keep_trace  # a capture read here, and no trace to write
+    rp = Replayer.of(capture, release=release)
     other = None
     if opts.python_from is not None or opts.python_speedup is not None:
         from tracekit.whatif.check import python_scenario
@@ -491,7 +487,7 @@ def whatif(
         from tracekit.whatif.check import with_python_check
 
         result = with_python_check(result, capture, rp, scenario, other, opts.unprofiled_step_ms)
-    return WhatIf(result, capture, rp, predicted, traceable=not (own and not keep_trace))
+    return WhatIf(result, capture, rp, predicted, traceable=not release)
 
 
 def _whatif_capture(source: Source, executor: Optional[Executor]) -> Capture:

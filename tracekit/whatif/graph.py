@@ -142,6 +142,14 @@ def build_graph(fr: Frames, threads: Threads, stream_waits: pd.DataFrame | None 
     return b.finish()
 
 
+def keep_sync_records(capture) -> None:
+    """Let `capture`'s table go but for its sync records (`sync_records`): what a caller that read the
+    capture for itself passes as `load_frames(release=)`, once the frames hold all the analysis and the
+    replay read, before they are converted (the frames' peak on the 1 GB benchmark trace's capture
+    1.47 -> 0.83 GiB, benchmarks/RESULTS.md "Issue 17"). Never a capture the caller's caller loaded."""
+    capture.table = sync_records(capture.table)
+
+
 def sync_records(table):
     """The rows of `table` that `recorded_stream_waits` reads (cat cuda_sync; a few per step, where
     Kineto wrote them): what a caller that keeps the frames but lets the table go keeps for the graph."""

@@ -4,6 +4,7 @@ profiler's cost, and attribute the predicted timeline's idle time (pure: returns
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any, Optional
 
 import numpy as np
@@ -14,7 +15,7 @@ from tracekit.analysis.events import FRAME_COLUMNS, load_frames
 from tracekit.analysis.host import Threads
 from tracekit.analysis.steps import cycle_starts_of, median_ns
 from tracekit.whatif.cudagraph import GRAPH_GAP_NS, GRAPH_GAP_RANGE_NS, GRAPH_LAUNCH_NS
-from tracekit.whatif.graph import EDGE_KINDS, Graph, build_graph, recorded_stream_waits, sync_records
+from tracekit.whatif.graph import EDGE_KINDS, Graph, build_graph, keep_sync_records, recorded_stream_waits
 from tracekit.whatif.loader import WAITED_MIN_SHARE, LoaderPrediction, Producer, predict, producers
 from tracekit.whatif.model import DevicePrediction, Unprofiled, WhatIfResult
 from tracekit.whatif.profiler import DEFAULT_COST_US, MEASURED_RANGE_US, CostEstimate, estimate_cost
@@ -60,11 +61,8 @@ class Replayer:
         if frames is not None:
             fr = frames
         else:
-            fr = load_frames(
-                capture.table,
-                cycle_starts_of(capture.meta),
-                release=(lambda: setattr(capture, "table", sync_records(capture.table))) if release else None,
-            )
+            let_go = partial(keep_sync_records, capture) if release else None
+            fr = load_frames(capture.table, cycle_starts_of(capture.meta), release=let_go)
         th = threads if threads is not None else Threads(fr.host, fr.steps)
         g = build_graph(fr, th, recorded_stream_waits(capture.table))
         sm = StepModel(g)
