@@ -146,3 +146,24 @@ def test_parquet_that_is_not_ours(tmp_path):
         read_capture(junk)
     with pytest.raises(InputNotFound):
         read_capture(tmp_path / "missing.parquet")
+
+
+def test_file_digest_is_the_digest_of_every_byte_whatever_the_window(tmp_path, monkeypatch):
+    """GIVEN files of 0 bytes, under one window, and spanning several windows (the window shrunk to
+    one page) WHEN file_digest reads them through its mapping THEN each is xxh3_128 / sha256 of all
+    the file's bytes, and the file is unchanged."""
+    import hashlib
+    import mmap
+
+    import xxhash
+
+    from tracekit.data import store
+
+    monkeypatch.setattr(store, "_DIGEST_WINDOW", mmap.PAGESIZE)
+    for size in (0, 1, mmap.PAGESIZE, 3 * mmap.PAGESIZE + 17):
+        data = bytes((i * 7 + size) % 251 for i in range(size))
+        path = tmp_path / f"f{size}"
+        path.write_bytes(data)
+        assert store.file_digest(path) == xxhash.xxh3_128(data).hexdigest(), size
+        assert store.file_digest(path, "sha256") == hashlib.sha256(data).hexdigest(), size
+        assert path.read_bytes() == data

@@ -952,7 +952,9 @@ def _in(column: Strings, allowed: tuple) -> np.ndarray:
     """Rows whose string is one of `allowed` (null never is)."""
     codes, uniques = column
     lookup = np.array([u in allowed for u in uniques] + [False], dtype=bool)
-    return lookup[codes]  # code -1 (null) reads the trailing False
+    # np.take: half the time of lookup[codes] on int32 codes (no index conversion); code -1 (null)
+    # reads the trailing False
+    return np.take(lookup, codes)
 
 
 def _choose(where: np.ndarray, a: Ints, b: Ints) -> Ints:
@@ -1023,7 +1025,7 @@ def _normalise_cats(cat: Strings) -> Strings:
     new_uniques = list(dict.fromkeys(renamed))
     index = {c: i for i, c in enumerate(new_uniques)}
     remap = np.array([index[c] for c in renamed] + [-1], dtype=np.int32)
-    return remap[codes], new_uniques
+    return np.take(remap, codes), new_uniques
 
 
 # An integer in a string: decimal or hex, after an optional word ("stream 7"); the whole string.

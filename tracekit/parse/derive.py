@@ -78,15 +78,15 @@ def needed_for_derive(events: pa.Table) -> pa.Table:
     return _arrow.filter_rows(events.select(list(DERIVE_COLUMNS)), mask)
 
 
-def derive_rows(events: pa.Table) -> pa.Table:
-    """All derived rows (steps, busy intervals, dispatch gaps) of a table of raw events."""
+def derive_rows(events: pa.Table | Frame) -> pa.Table:
+    """All derived rows (steps, busy intervals, dispatch gaps) of a table of raw events (or its Frame)."""
     frame = _frame(events)
     steps = derive_steps(frame)
     return pa.concat_tables([steps, derive_busy(frame), derive_dispatch_gaps(frame, steps)])
 
 
 def write_derived_rows(
-    events: pa.Table, write: Callable[[pa.Table], None], *, helper: bool = True
+    events: pa.Table | Frame, write: Callable[[pa.Table], None], *, helper: bool = True
 ) -> pa.Table:
     """derive_rows(events), each part passed to `write` as soon as it is ready, in order (steps, busy,
     dispatch gaps); returns them all. With `helper`, the busy intervals are derived and written by a
@@ -483,7 +483,7 @@ class Frame:
                 chunk = chunk.dictionary_encode()
             codes, dictionary = _arrow.codes(chunk)
             hits = np.array([v is not None and predicate(v) for v in dictionary] + [False], dtype=bool)
-            parts.append(hits[codes])
+            parts.append(np.take(hits, codes))  # code -1 (null) reads the trailing False
         return np.concatenate(parts) if parts else np.zeros(0, dtype=bool)
 
     def strings(self, column: str, rows: np.ndarray) -> list:

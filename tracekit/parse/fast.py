@@ -248,7 +248,7 @@ def _first_seen(codes: np.ndarray, uniques: list) -> tuple[np.ndarray, list]:
     order = used[np.argsort(first)]
     remap = np.full(len(uniques) + 1, -1, np.int32)  # the last entry maps null (-1) to itself
     remap[order] = np.arange(len(order), dtype=np.int32)
-    return remap[codes], [uniques[c] for c in order]
+    return np.take(remap, codes), [uniques[c] for c in order]
 
 
 def _to_ns(milli: np.ndarray, unit: str) -> np.ndarray:

@@ -106,8 +106,9 @@ def parse_paths(paths: list[Path], *, salvage: bool = False, progress: Optional[
     check_rank_files(traces)
     events = pa.concat_tables(tables) if tables else SCHEMA.empty_table()
     _require_events(files, traces)
-    derived = derive_rows(events)
-    _sanity.check(events, steps_of(derived), traces)
+    frame = Frame(events)
+    derived = derive_rows(frame)
+    _sanity.check(frame, steps_of(derived), traces)
     table = pa.concat_tables([events, derived])
     meta = {"sources": sources, "traces": traces, "manifest": find_manifest(paths)}
     if failed:
@@ -225,7 +226,7 @@ def _stream_once(
         )
         check_rank_files(traces)
         _require_events(files, traces)
-        needed = pa.concat_tables(kept)
+        needed = Frame(pa.concat_tables(kept))  # its columns converted once, for derive and sanity
         derived = write_derived_rows(needed, writer.write, helper=parallel)
         _sanity.check(needed, steps_of(derived), traces)
         writer.meta = {"sources": sources, "traces": traces, "manifest": manifest}

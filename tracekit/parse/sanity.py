@@ -54,28 +54,31 @@ STREAM_OVERLAP_TOLERANCE_NS = 10_000
 _DUP_KEYS = ("cat", "name", "pid", "tid", "ts_ns", "dur_ns", "device")
 
 
-def check(needed: pa.Table, steps: pa.Table, traces: list[dict]) -> None:
-    """The checks above for each rank of a parse (`steps`: the derived step rows). Raises
+def check(needed: pa.Table | Frame, steps: pa.Table, traces: list[dict]) -> None:
+    """The checks above for each rank of a parse (`steps`: the derived step rows; `needed` may be the
+    Frame the derived rows were made from, whose columns are then converted once for both). Raises
     TraceFormatError for a refusal; each rank's warnings go into its first trace entry."""
-    if needed.num_rows == 0:
+    frame = needed if isinstance(needed, Frame) else Frame(needed)
+    if frame.table.num_rows == 0:
         return
     first: dict[int, dict] = {}
     for t in traces:
         first.setdefault(int(t.get("rank", 0)), t)
-    rank = _arrow.values(needed.column("rank"))
+    rank = frame.ints("rank")
     step_rank = _arrow.values(steps.column("rank")) if steps.num_rows else np.zeros(0, np.int64)
-    for r in np.unique(rank):
+    one_rank = rank.min() == rank.max()  # a parse's usual case: no grouping, no copy
+    for r in rank[:1] if one_rank else np.unique(rank):
         entry = first.get(int(r))
         where = entry["source"] if entry else f"rank {int(r)}"
-        mine = needed if len(first) <= 1 else _arrow.filter_rows(needed, rank == r)
+        mine = frame if one_rank else Frame(_arrow.filter_rows(frame.table, rank == r))
         warnings = check_rank(mine, _arrow.filter_rows(steps, step_rank == r), where)
         if warnings and entry is not None:
             entry["warnings"] = entry.get("warnings", []) + warnings
 
 
-def check_rank(needed: pa.Table, steps: pa.Table, where: str) -> list[str]:
+def check_rank(needed: pa.Table | Frame, steps: pa.Table, where: str) -> list[str]:
     """The checks for one rank's rows (`where` names its trace in messages); returns the warnings."""
-    frame = Frame(needed)
+    frame = needed if isinstance(needed, Frame) else Frame(needed)
     host = frame.mask("cat", lambda v: v in (CAT_CPU_OP, CAT_USER_ANNOTATION))
     device = frame.mask("cat", lambda v: v in DEVICE_ACTIVITY_CATS)
     warnings = _duplicates(frame, host | device, where)
