@@ -25,15 +25,18 @@
  * makes scan() return None, and the caller decodes the whole range with msgspec, which gives the
  * precise error. So this file only has to be right about what it accepts, never complete.
  *
- * Returns None, or a tuple (n, ints, valid, codes, uniques, declined):
+ * Returns None, or a tuple (n, cap, block, uniques, declined):
  *   n        number of events (JSON null items are skipped, as the msgspec path does; declined items
  *            count, their rows are empty)
- *   ints     bytes: N_INT columns of n int64 each, one after the other (order: INT_FIELDS below)
- *   valid    bytes: N_INT columns of n uint8 (0 = null, 1 = integer value, 2 = text: the value is its
- *            code in uniques[N_STR], a JSON string or the text of a number, which the caller converts
- *            as msgspec's path does; 3 = true/false/an array/an object where a time is kept; 4 = a
- *            time that is an integer too large for value × 1000: the value itself)
- *   codes    bytes: N_STR columns of n int32 (-1 = null)
+ *   cap      the rows each column of `block` has room for (>= n; rows n.. are not events)
+ *   block    bytes, the columns the scanner wrote its rows into (no copy: fast.py views them in place):
+ *            ints   N_INT columns of cap int64, one after the other (order: INT_FIELDS below); a value
+ *                   whose valid is 0 is undefined (never read: the presence mask says null)
+ *            codes  then N_STR columns of cap int32 (-1 = null)
+ *            valid  then N_INT columns of cap uint8 (0 = null, 1 = integer value, 2 = text: the value is
+ *                   its code in uniques[N_STR], a JSON string or the text of a number, which the caller
+ *                   converts as msgspec's path does; 3 = true/false/an array/an object where a time is
+ *                   kept; 4 = a time that is an integer too large for value × 1000: the value itself)
  *   uniques  list of N_STR + 1 lists of str (the dictionary of each string column, in first-seen order,
  *            then the texts found in integer and time columns)
  *   declined bytes: int64 triples (row, start, end): the events left to msgspec, buffer[start:end]
@@ -357,10 +360,12 @@ typedef struct {
     const unsigned char *p, *end;
     size_t n, cap;
     Pred pred[2][KEY_SLOTS + 2][2]; /* [args?][previous key's slot][the two last seen] */
-    /* The output columns, cap cells each, written in place. Rows [0, cleared) hold null (0 / 0 / -1) or
-       a value: the scanner clears ZERO_ROWS rows ahead of the one it reads (a block that stays in cache
-       until its events are written), so an event writes only its own fields. */
-    char *block; /* all columns in one allocation (one big block: freed memory is reused by malloc) */
+    /* The output columns, cap cells each, written in place. Rows [0, cleared) hold null (valid 0 / code
+       -1) or a value: the scanner clears ZERO_ROWS rows ahead of the one it reads (a block that stays in
+       cache until its events are written), so an event writes only its own fields. The int64 cells of a
+       null are not cleared (3/4 of the bytes: the presence is in `valid`). */
+    PyObject *first; /* the first block: a bytes object made before the scan, returned as it is */
+    char *block;     /* a larger block malloc'd when the first one filled up (NULL until then) */
     int64_t *ints[N_INT];
     uint8_t *valid[N_INT];
     int32_t *codes[N_STR];
@@ -1125,12 +1130,11 @@ static int read_field(Scan *s, const Field *f, size_t row) {
 
 #define ROW_BYTES (N_INT * (sizeof(int64_t) + 1) + N_STR * sizeof(int32_t))
 
-/* A column block of nc rows (the first size guessed from the input size), the n rows read copied over. */
-static int grow_columns(Scan *s) {
-    size_t nc = s->cap ? s->cap * 2 : (size_t)(s->end - s->p) / 256 + 1024;
-    if (nc > ((size_t)-1 / 2) / ROW_BYTES) return FAIL;
-    char *b = malloc(nc * ROW_BYTES);
-    if (!b) return FAIL;
+/* The rows of the first block: guessed from the input size (most events are longer than 256 bytes). */
+static size_t first_rows(Py_ssize_t bytes) { return (size_t)bytes / 256 + 1024; }
+
+/* Point the columns into block b of nc rows, copying the n rows read so far. */
+static void place_columns(Scan *s, char *b, size_t nc) {
     char *at = b; /* int64 columns first, then int32, then bytes: each stays aligned */
     size_t n = s->n;
     for (int i = 0; i < N_INT; i++, at += nc * sizeof(int64_t)) {
@@ -1145,22 +1149,29 @@ static int grow_columns(Scan *s) {
         if (n) memcpy(at, s->valid[i], n);
         s->valid[i] = (uint8_t *)at;
     }
-    free(s->block);
-    s->block = b;
     s->cap = nc;
     s->cleared = n;
+}
+
+/* Twice the rows, in a malloc'd block (the scan runs without the GIL: no Python object is made here). */
+static int grow_columns(Scan *s) {
+    size_t nc = s->cap * 2;
+    if (nc > ((size_t)-1 / 2) / ROW_BYTES) return FAIL;
+    char *b = malloc(nc * ROW_BYTES);
+    if (!b) return FAIL;
+    place_columns(s, b, nc);
+    free(s->block);
+    s->block = b;
     return 0;
 }
 
 #define ZERO_ROWS 512
 
-/* Clear the next ZERO_ROWS rows (or up to cap) of every column to null. */
+/* Clear the next ZERO_ROWS rows (or up to cap) of every column to null (the int64 cells of a null are
+ * left as they are: see Scan). */
 static void clear_rows(Scan *s) {
     size_t a = s->cleared, b = a + ZERO_ROWS < s->cap ? a + ZERO_ROWS : s->cap;
-    for (int i = 0; i < N_INT; i++) {
-        memset(s->ints[i] + a, 0, (b - a) * sizeof(int64_t));
-        memset(s->valid[i] + a, 0, b - a);
-    }
+    for (int i = 0; i < N_INT; i++) memset(s->valid[i] + a, 0, b - a);
     for (int i = 0; i < N_STR; i++) memset(s->codes[i] + a, 0xFF, (b - a) * sizeof(int32_t)); /* -1 */
     s->cleared = b;
 }
@@ -1310,6 +1321,7 @@ static int scan_array(Scan *s, int bare) {
 }
 
 static void scan_free(Scan *s) {
+    Py_XDECREF(s->first);
     free(s->block);
     for (int i = 0; i < N_STR; i++) dict_free(&s->dicts[i]);
     dict_free(&s->intstr);
@@ -1319,22 +1331,20 @@ static void scan_free(Scan *s) {
 }
 
 static PyObject *build_result(Scan *s) {
-    size_t n = s->n;
-    PyObject *ints = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * sizeof(int64_t) * N_INT));
-    PyObject *valid = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * N_INT));
-    PyObject *codes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * sizeof(int32_t) * N_STR));
+    size_t n = s->n, cap = s->cap;
+    PyObject *block = NULL;
+    if (s->block == NULL) { /* the rows fit the first block: it is the result, as it is */
+        block = s->first;
+        Py_INCREF(block);
+    } else { /* a grown block: copied into bytes of n rows per column */
+        cap = n;
+        block = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * ROW_BYTES));
+        if (block) place_columns(s, PyBytes_AS_STRING(block), n); /* (s->block is freed by scan_free) */
+    }
     PyObject *uniques = PyList_New(N_STR + 1);
     PyObject *declined =
         PyBytes_FromStringAndSize((const char *)s->declined, (Py_ssize_t)(s->n_declined * 3 * sizeof(int64_t)));
-    if (!ints || !valid || !codes || !uniques || !declined) goto error;
-    int64_t *oi = (int64_t *)PyBytes_AS_STRING(ints);
-    uint8_t *ov = (uint8_t *)PyBytes_AS_STRING(valid);
-    int32_t *oc = (int32_t *)PyBytes_AS_STRING(codes);
-    for (int i = 0; i < N_INT && n; i++) {
-        memcpy(oi + i * n, s->ints[i], n * sizeof(int64_t));
-        memcpy(ov + i * n, s->valid[i], n);
-    }
-    for (int i = 0; i < N_STR && n; i++) memcpy(oc + i * n, s->codes[i], n * sizeof(int32_t));
+    if (!block || !uniques || !declined) goto error;
     for (int i = 0; i <= N_STR; i++) {
         Dict *d = i < N_STR ? &s->dicts[i] : &s->intstr;
         PyObject *lst = PyList_New((Py_ssize_t)d->count);
@@ -1346,12 +1356,10 @@ static PyObject *build_result(Scan *s) {
             PyList_SET_ITEM(lst, (Py_ssize_t)c, str);
         }
     }
-    return Py_BuildValue("(nNNNNN)", (Py_ssize_t)n, ints, valid, codes, uniques, declined);
+    return Py_BuildValue("(nnNNN)", (Py_ssize_t)n, (Py_ssize_t)cap, block, uniques, declined);
 error:
     Py_XDECREF(declined);
-    Py_XDECREF(ints);
-    Py_XDECREF(valid);
-    Py_XDECREF(codes);
+    Py_XDECREF(block);
     Py_XDECREF(uniques);
     return NULL;
 }
@@ -1379,6 +1387,13 @@ static PyObject *fastscan_scan(PyObject *self, PyObject *args) {
     for (int a = 0; a < 2; a++)
         for (int i = 0; i < KEY_SLOTS + 2; i++) s.pred[a][i][0].t[0] = s.pred[a][i][1].t[0] = 1; /* no match */
     PyObject *result = NULL;
+    if (ok) {
+        size_t nc = first_rows(stop - start);
+        if (nc <= (size_t)PY_SSIZE_T_MAX / ROW_BYTES)
+            s.first = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(nc * ROW_BYTES));
+        if (s.first == NULL) ok = 0;
+        else place_columns(&s, PyBytes_AS_STRING(s.first), nc);
+    }
     if (ok) {
         s.base = (const unsigned char *)view.buf;
         s.p = s.base + start;

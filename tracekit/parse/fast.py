@@ -45,11 +45,21 @@ def decoder_name() -> str:
 
 
 def scan(data, start: int = 0, stop: int = -1, bare: bool = False) -> Optional[tuple]:
-    """The raw scanner output for the JSON array of events data[start:stop] (with `bare`, the text
-    between its brackets), or None (declined, or no extension)."""
+    """The scanner's output for the JSON array of events data[start:stop] (with `bare`, the text between
+    its brackets), or None (declined, or no extension): (n, ints, valid, codes, uniques, declined), the
+    column arrays (INT_FIELDS × n int64, INT_FIELDS × n uint8, STR_FIELDS × n int32; read-only views
+    of the block the scanner wrote, no copy) as _fastscan.c describes them."""
     if not available():
         return None
-    return _fastscan.scan(data, start, stop, bare)
+    out = _fastscan.scan(data, start, stop, bare)
+    if out is None:
+        return None
+    n, cap, block, uniques, declined = out
+    ni, ns = len(INT_FIELDS), len(STR_FIELDS)
+    ints = np.frombuffer(block, np.int64, ni * cap).reshape(ni, cap)[:, :n]
+    codes = np.frombuffer(block, np.int32, ns * cap, offset=8 * ni * cap).reshape(ns, cap)[:, :n]
+    valid = np.frombuffer(block, np.uint8, ni * cap, offset=(8 * ni + 4 * ns) * cap).reshape(ni, cap)[:, :n]
+    return n, ints, valid, codes, uniques, declined
 
 
 def decode(
@@ -60,10 +70,7 @@ def decode(
     out = scan(data, start, stop, bare)
     if out is None:
         return None
-    n, ints_buf, valid_buf, codes_buf, uniques, declined = out
-    ints = np.frombuffer(ints_buf, np.int64).reshape(len(INT_FIELDS), n)
-    valid = np.frombuffer(valid_buf, np.uint8).reshape(len(INT_FIELDS), n)
-    codes = np.frombuffer(codes_buf, np.int32).reshape(len(STR_FIELDS), n)
+    n, ints, valid, codes, uniques, declined = out
     skipped: dict = {}
     dropped: dict = {}
     if declined:
