@@ -14,7 +14,7 @@ matching, the job-wide statistics). Here, in one process, the whole capture is o
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional
 
 from tracekit.analysis.attribution import DEFAULT_SYNC_TOLERANCE_NS
 from tracekit.analysis.events import load_frames
@@ -72,8 +72,15 @@ class Context:
     what-if replay to share."""
 
     fr: Any
-    threads: Threads
+    threads: Optional[Threads]
     sync_tolerance_ns: int
+
+    def hand_over(self) -> tuple[Any, Optional[Threads]]:
+        """(frames, threads), the context left empty: whoever takes them holds the last references (the
+        savings let them go once their graph is built, before its replays)."""
+        out = (self.fr, self.threads)
+        self.fr = self.threads = None
+        return out
 
 
 def prepare(capture: Any, sync_tolerance_ns: int, frames: Any = None, release: Any = None) -> Context:

@@ -307,7 +307,7 @@ def _analyze_here(capture: Capture, opts: AnalyzeOptions, own: bool = False) -> 
     if opts.savings and whole is not None:
         from tracekit.whatif.savings import with_savings
 
-        report = with_savings(report, capture, whole.fr, whole.threads)
+        report = with_savings(report, capture, context=whole)  # `whole` is emptied: its frames go
     if opts.store:
         store_report(capture, report)
     if opts.rank is not None:

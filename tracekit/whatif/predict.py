@@ -51,13 +51,21 @@ class Replayer:
 
     @classmethod
     def of(
-        cls, capture: Any, frames: Any = None, threads: Optional[Threads] = None, *, release: bool = False
+        cls,
+        capture: Any,
+        frames: Any = None,
+        threads: Optional[Threads] = None,
+        *,
+        release: bool = False,
+        keep_frames: bool = True,
     ) -> Replayer:
         """`frames` and `threads`: the capture's analysis frames and host threads when the caller has
         them already (`tracekit analyze` does), else they are loaded here. `release`: the capture was
         read for this replay alone, and its table may go once the frames hold it (all but the sync
         records the graph reads: `capture.table` is then those rows only, and the predicted timeline
-        cannot be written from it)."""
+        cannot be written from it). `keep_frames=False`: the Replayer does not keep the frames (they
+        go with the caller's references): it then neither attributes a predicted timeline nor takes
+        --ops / --cuda-graphs scenarios, as the savings need neither."""
         if frames is not None:
             fr = frames
         else:
@@ -65,10 +73,12 @@ class Replayer:
             fr = load_frames(capture.table, cycle_starts_of(capture.meta), release=let_go)
         th = threads if threads is not None else Threads(fr.host, fr.steps)
         g = build_graph(fr, th, recorded_stream_waits(capture.table))
+        kept = fr if keep_frames else None
+        del fr, th  # the graph holds what it needs: the threads (and frames not kept) go with these
         sm = StepModel(g)
         rep = replay(g, weights(g, IDENTITY))
         manifest = (getattr(capture, "manifest", None) or {}) if capture is not None else {}
-        return cls(capture, g, sm, sm.times(g.obs), sm.times(rep), fr, producers(manifest))
+        return cls(capture, g, sm, sm.times(g.obs), sm.times(rep), kept, producers(manifest))
 
     def check(self, scenario: Scenario) -> Factors:
         """The scenario's factors on this capture's names; ScenarioError for a rank, kernel pattern or op
