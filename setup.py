@@ -12,6 +12,14 @@ setup(
             sources=["tracekit/parse/_fastscan.c"],
             extra_compile_args=["-O2"],
             optional=True,
-        )
+        ),
+        # The what-if replay's loops (tracekit.whatif.loops; numba's compilation of the same Python
+        # loops when it cannot be compiled).
+        Extension(
+            "tracekit.whatif._loops",
+            sources=["tracekit/whatif/_loops.c"],
+            extra_compile_args=["-O2"],
+            optional=True,
+        ),
     ]
 )

@@ -1,0 +1,415 @@
+/* The replay's loops over the graph's nodes and edges in C (tracekit.whatif.loops: the same functions in
+ * Python there, which are their definition and what the tests compare these with; numba compiles them
+ * when this extension is missing). numba cost every command that replays ~0.35 CPU-s of import and
+ * cached-code loading, and ~0.16 GiB of resident memory beside the graph (benchmarks/RESULTS.md).
+ *
+ * Every array is a C-contiguous buffer; index arrays may be int32 or int64 (the graph narrows them when
+ * they fit), the others have one type each (checked: a mismatch is a TypeError, never a wrong read).
+ * The loops run without the GIL. Integer sums wrap around as numba's int64 do (DROPPED, int64's
+ * minimum, plus a negative weight), computed in unsigned arithmetic: signed overflow is undefined in C.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef struct {
+    Py_buffer view;
+    char *p;
+    Py_ssize_t n;  /* elements */
+    int isz;       /* bytes per element */
+    char kind;     /* 'i' signed integer, 'f' float64, 'b' bool/uint8 */
+    int held;
+} Arr;
+
+static void arr_release(Arr *a) {
+    if (a->held) PyBuffer_Release(&a->view);
+    a->held = 0;
+}
+
+/* `want`: "i" any int32/int64, "i8" int8, "f" float64, "b" bool (numpy '?') or uint8; writable on request. */
+static int arr_get(PyObject *obj, Arr *a, const char *want, int writable, const char *name) {
+    memset(a, 0, sizeof(*a));
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, &a->view, flags) < 0) return -1;
+    a->held = 1;
+    const char *f = a->view.format ? a->view.format : "B";
+    if (*f == '<' || *f == '=' || *f == '@') f++;
+    Py_ssize_t isz = a->view.itemsize;
+    int ok = 0;
+    if (strcmp(want, "i") == 0) {
+        ok = (isz == 4 || isz == 8) && strchr("ilq", *f) != NULL && f[1] == 0;
+        a->kind = 'i';
+    } else if (strcmp(want, "i8") == 0) {
+        ok = isz == 1 && *f == 'b' && f[1] == 0;
+        a->kind = 'i';
+    } else if (strcmp(want, "f") == 0) {
+        ok = isz == 8 && *f == 'd' && f[1] == 0;
+        a->kind = 'f';
+    } else if (strcmp(want, "b") == 0) {
+        ok = isz == 1 && (*f == '?' || *f == 'B') && f[1] == 0;
+        a->kind = 'b';
+    }
+    if (!ok) {
+        PyErr_Format(PyExc_TypeError, "_loops: %s has an unexpected type (format %s, itemsize %zd)", name, f, isz);
+        arr_release(a);
+        return -1;
+    }
+    a->p = (char *)a->view.buf;
+    a->isz = (int)isz;
+    a->n = a->view.len / isz;
+    return 0;
+}
+
+static inline int64_t ix(const Arr *a, Py_ssize_t i) {
+    return a->isz == 4 ? (int64_t)((const int32_t *)a->p)[i] : ((const int64_t *)a->p)[i];
+}
+static inline void ix_set(Arr *a, Py_ssize_t i, int64_t v) {
+    if (a->isz == 4) ((int32_t *)a->p)[i] = (int32_t)v;
+    else ((int64_t *)a->p)[i] = v;
+}
+static inline int64_t i64(const Arr *a, Py_ssize_t i) { return ((const int64_t *)a->p)[i]; }
+static inline double f64(const Arr *a, Py_ssize_t i) { return ((const double *)a->p)[i]; }
+static inline int8_t i8(const Arr *a, Py_ssize_t i) { return ((const int8_t *)a->p)[i]; }
+static inline uint8_t u8(const Arr *a, Py_ssize_t i) { return ((const uint8_t *)a->p)[i]; }
+/* Round half to even (np.rint) without a libm call: below 2**51 in magnitude, adding and removing
+ * 1.5 * 2**52 rounds in the current (default: to nearest, ties to even) mode; beyond, nearbyint. */
+static inline double rne(double x) {
+    const double big = 6755399441055744.0; /* 1.5 * 2**52 */
+    if (x > -2251799813685248.0 && x < 2251799813685248.0) return (x + big) - big;
+    return nearbyint(x);
+}
+static inline int64_t wrap_add(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
+/* numpy's negative index: from the end (host_f's last entry is the factor of a segment without state). */
+static inline Py_ssize_t at(int64_t i, Py_ssize_t n) { return (Py_ssize_t)(i < 0 ? i + n : i); }
+
+static int check_int64(const Arr *a, const char *name) {
+    if (a->isz != 8) {
+        PyErr_Format(PyExc_TypeError, "_loops: %s must be int64", name);
+        return -1;
+    }
+    return 0;
+}
+
+/* fill(ptr, key, order): loops._fill. */
+static PyObject *loops_fill(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o_ptr, *o_key, *o_order;
+    if (!PyArg_ParseTuple(args, "OOO", &o_ptr, &o_key, &o_order)) return NULL;
+    Arr ptr, key, order;
+    if (arr_get(o_ptr, &ptr, "i", 0, "ptr") < 0) return NULL;
+    if (arr_get(o_key, &key, "i", 0, "key") < 0) goto e1;
+    if (arr_get(o_order, &order, "i", 1, "order") < 0) goto e2;
+    Py_ssize_t nk = ptr.n - 1;
+    int64_t *pos = nk > 0 ? PyMem_RawMalloc((size_t)nk * sizeof(int64_t)) : NULL;
+    if (nk > 0 && !pos) {
+        PyErr_NoMemory();
+        goto e3;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t v = 0; v < nk; v++) pos[v] = ix(&ptr, v);
+    for (Py_ssize_t i = 0; i < key.n; i++) {
+        int64_t k = ix(&key, i);
+        ix_set(&order, (Py_ssize_t)pos[k], i);
+        pos[k]++;
+    }
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(pos);
+    arr_release(&order);
+    arr_release(&key);
+    arr_release(&ptr);
+    Py_RETURN_NONE;
+e3:
+    arr_release(&order);
+e2:
+    arr_release(&key);
+e1:
+    arr_release(&ptr);
+    return NULL;
+}
+
+/* kahn(out_ptr, out_dst, indeg, seeds, seed_ptr, order, queue) -> 0 (all placed) or 1 (a cycle): loops._kahn. */
+static PyObject *loops_kahn(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o[7];
+    if (!PyArg_ParseTuple(args, "OOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6])) return NULL;
+    Arr a[7];
+    const char *names[7] = {"out_ptr", "out_dst", "indeg", "seeds", "seed_ptr", "order", "queue"};
+    const int wr[7] = {0, 0, 1, 0, 0, 1, 1};
+    int got = 0;
+    for (; got < 7; got++)
+        if (arr_get(o[got], &a[got], "i", wr[got], names[got]) < 0) goto fail;
+    Arr *out_ptr = &a[0], *out_dst = &a[1], *indeg = &a[2], *seeds = &a[3], *seed_ptr = &a[4], *order = &a[5],
+        *queue = &a[6];
+    Py_ssize_t n = order->n, head = 0, tail = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t g = 0; g + 1 < seed_ptr->n; g++) {
+        for (int64_t i = ix(seed_ptr, g); i < ix(seed_ptr, g + 1); i++) ix_set(queue, tail++, ix(seeds, (Py_ssize_t)i));
+        while (head < tail) {
+            int64_t v = ix(queue, head);
+            ix_set(order, head, v);
+            head++;
+            for (int64_t k = ix(out_ptr, (Py_ssize_t)v); k < ix(out_ptr, (Py_ssize_t)v + 1); k++) {
+                int64_t u = ix(out_dst, (Py_ssize_t)k);
+                int64_t d = ix(indeg, (Py_ssize_t)u) - 1;
+                ix_set(indeg, (Py_ssize_t)u, d);
+                if (d == 0) ix_set(queue, tail++, u);
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    for (int i = 0; i < 7; i++) arr_release(&a[i]);
+    return PyLong_FromLong(head == n ? 0 : 1);
+fail:
+    for (int i = 0; i < got; i++) arr_release(&a[i]);
+    return NULL;
+}
+
+/* kahn_by_time(out_ptr, out_dst, indeg, by_time, order, queue, seen) -> forced: loops._kahn_by_time. */
+static PyObject *loops_kahn_by_time(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o[7];
+    if (!PyArg_ParseTuple(args, "OOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6])) return NULL;
+    Arr a[7];
+    const char *names[7] = {"out_ptr", "out_dst", "indeg", "by_time", "order", "queue", "seen"};
+    const int wr[7] = {0, 0, 1, 0, 1, 1, 1};
+    int got = 0;
+    for (; got < 7; got++)
+        if (arr_get(o[got], &a[got], got == 6 ? "b" : "i", wr[got], names[got]) < 0) goto fail;
+    Arr *out_ptr = &a[0], *out_dst = &a[1], *indeg = &a[2], *by_time = &a[3], *order = &a[4], *queue = &a[5];
+    uint8_t *seen = (uint8_t *)a[6].p;
+    Py_ssize_t n = order->n, head = 0, tail = 0, done = 0, cursor = 0;
+    int64_t forced = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < by_time->n; i++) {
+        int64_t v = ix(by_time, i);
+        if (ix(indeg, (Py_ssize_t)v) == 0) ix_set(queue, tail++, v);
+    }
+    while (done < n) {
+        if (head == tail) { /* a cycle: take the earliest node not yet placed */
+            while (seen[ix(by_time, cursor)]) cursor++;
+            int64_t v = ix(by_time, cursor);
+            ix_set(indeg, (Py_ssize_t)v, 0);
+            ix_set(queue, tail++, v);
+            forced++;
+        }
+        int64_t v = ix(queue, head++);
+        if (seen[v]) continue;
+        seen[v] = 1;
+        ix_set(order, done++, v);
+        for (int64_t k = ix(out_ptr, (Py_ssize_t)v); k < ix(out_ptr, (Py_ssize_t)v + 1); k++) {
+            int64_t u = ix(out_dst, (Py_ssize_t)k);
+            int64_t d = ix(indeg, (Py_ssize_t)u) - 1;
+            ix_set(indeg, (Py_ssize_t)u, d);
+            if (d == 0 && !seen[u]) ix_set(queue, tail++, u);
+        }
+    }
+    Py_END_ALLOW_THREADS
+    for (int i = 0; i < 7; i++) arr_release(&a[i]);
+    return PyLong_FromLongLong((long long)forced);
+fail:
+    for (int i = 0; i < got; i++) arr_release(&a[i]);
+    return NULL;
+}
+
+/* binding_weights(indptr, in_edges, src, obs, floor, kind, waits, unexplained_ns, w, unexplained):
+ * loops.binding_weights, into w (int64) and unexplained (bool). */
+static PyObject *loops_binding_weights(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o[9];
+    long long unexplained_ns;
+    if (!PyArg_ParseTuple(args, "OOOOOOOLOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &unexplained_ns,
+                          &o[7], &o[8]))
+        return NULL;
+    Arr a[9];
+    const char *names[9] = {"indptr", "in_edges", "src", "obs", "floor", "kind", "waits", "w", "unexplained"};
+    const char *types[9] = {"i", "i", "i", "i", "i", "i8", "b", "i", "b"};
+    const int wr[9] = {0, 0, 0, 0, 0, 0, 0, 1, 1};
+    int got = 0;
+    for (; got < 9; got++)
+        if (arr_get(o[got], &a[got], types[got], wr[got], names[got]) < 0) goto fail;
+    if (check_int64(&a[3], "obs") < 0 || check_int64(&a[4], "floor") < 0 || check_int64(&a[7], "w") < 0) goto fail;
+    Arr *indptr = &a[0], *in_edges = &a[1], *src = &a[2], *obs = &a[3], *floor_ = &a[4], *kind = &a[5],
+        *waits = &a[6];
+    int64_t *w = (int64_t *)a[7].p;
+    uint8_t *unexplained = (uint8_t *)a[8].p;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t v = 0; v + 1 < indptr->n; v++) {
+        int64_t lo = ix(indptr, v), hi = ix(indptr, v + 1);
+        if (lo == hi) continue;
+        int64_t best = ix(in_edges, (Py_ssize_t)lo);
+        int64_t top = wrap_add(i64(obs, (Py_ssize_t)ix(src, (Py_ssize_t)best)), i64(floor_, (Py_ssize_t)best));
+        for (int64_t k = lo + 1; k < hi; k++) {
+            int64_t e = ix(in_edges, (Py_ssize_t)k);
+            int64_t c = wrap_add(i64(obs, (Py_ssize_t)ix(src, (Py_ssize_t)e)), i64(floor_, (Py_ssize_t)e));
+            if (c >= top) {
+                best = e;
+                top = c;
+            }
+        }
+        for (int64_t k = lo; k < hi; k++) {
+            int64_t e = ix(in_edges, (Py_ssize_t)k);
+            int64_t fl = i64(floor_, (Py_ssize_t)e);
+            int64_t slack = (int64_t)((uint64_t)i64(obs, v) - (uint64_t)i64(obs, (Py_ssize_t)ix(src, (Py_ssize_t)e)));
+            int is_wait = u8(waits, at(i8(kind, (Py_ssize_t)e), waits->n)) != 0;
+            int64_t beyond = (int64_t)((uint64_t)slack - (uint64_t)fl);
+            if (e == best && !(is_wait && beyond > (int64_t)unexplained_ns)) {
+                w[e] = slack;
+            } else {
+                unexplained[e] = e == best;
+                w[e] = fl < slack ? fl : slack;
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    for (int i = 0; i < 9; i++) arr_release(&a[i]);
+    Py_RETURN_NONE;
+fail:
+    for (int i = 0; i < got; i++) arr_release(&a[i]);
+    return NULL;
+}
+
+#define PLAIN 0
+#define HOST_CLASS 1
+#define DEVICE_CLASS 2
+
+typedef struct {
+    const Arr *order, *indptr, *in_edges, *src, *w, *lb, *ecls, *state, *rank, *act, *cost, *host_f, *rank_f,
+        *cost_half, *act_f, *drop_wait, *edge_f, *edge_add;
+    int64_t *rep, *best;
+    Py_ssize_t k, ns;
+    int per_edge, adds;
+} LP;
+
+/* An index of a 32-bit array when `typed` (a constant where this is inlined: each call is its own loop). */
+#if defined(__GNUC__)
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define ALWAYS_INLINE inline
+#endif
+static ALWAYS_INLINE int64_t tix(const Arr *a, Py_ssize_t i, int typed) {
+    return typed ? (int64_t)((const int32_t *)a->p)[i] : ix(a, i);
+}
+static ALWAYS_INLINE int64_t tptr(const Arr *a, Py_ssize_t i, int typed) {
+    return typed ? ((const int64_t *)a->p)[i] : ix(a, i);
+}
+
+static ALWAYS_INLINE void lp_loop(const LP *L, int typed) {
+    const Py_ssize_t k = L->k, ns = L->ns;
+    int64_t *rep = L->rep, *best = L->best;
+    for (Py_ssize_t oi = 0; oi < L->order->n; oi++) {
+        int64_t v = tix(L->order, oi, typed);
+        for (Py_ssize_t j = 0; j < k; j++) best[j] = i64(L->lb, (Py_ssize_t)v);
+        int64_t hi = tptr(L->indptr, (Py_ssize_t)v + 1, typed);
+        for (int64_t i = tptr(L->indptr, (Py_ssize_t)v, typed); i < hi; i++) {
+            Py_ssize_t e = (Py_ssize_t)tix(L->in_edges, (Py_ssize_t)i, typed);
+            int c = i8(L->ecls, e);
+            Py_ssize_t u = (Py_ssize_t)tix(L->src, e, typed);
+            if (c == HOST_CLASS) {
+                Py_ssize_t s = at(i8(L->state, e), ns);
+                double rf = f64(L->rank_f, at(tix(L->rank, e, typed), L->rank_f->n));
+                for (Py_ssize_t j = 0; j < k; j++) {
+                    double x = (double)i64(L->w, e) * (f64(L->host_f, j * ns + s) * rf);
+                    if (L->per_edge) x = x * f64(L->edge_f, e);
+                    double ch = f64(L->cost_half, j);
+                    if (ch > 0.0) {
+                        double y = x - (double)tix(L->cost, e, typed) * ch;
+                        double m = x < 0.0 ? x : 0.0; /* min(x, 0.0) */
+                        x = y < m ? m : y;            /* max(y, m): y unless m is larger */
+                    }
+                    if (L->adds) x = x + f64(L->edge_add, e);
+                    int64_t t = wrap_add(rep[u * k + j], (int64_t)rne(x));
+                    if (t > best[j]) best[j] = t;
+                }
+                continue;
+            }
+            int64_t we;
+            if (c == PLAIN) {
+                we = i64(L->w, e);
+            } else if (c == DEVICE_CLASS) {
+                we = (int64_t)rne((double)i64(L->w, e) * f64(L->act_f, at(tix(L->act, e, typed), L->act_f->n)));
+            } else {
+                if (L->per_edge && f64(L->edge_f, e) == 0.0) continue;
+                we = i64(L->w, e);
+            }
+            int wait = c == 3; /* WAIT_CLASS */
+            for (Py_ssize_t j = 0; j < k; j++) {
+                if (wait && u8(L->drop_wait, j)) continue;
+                int64_t t = wrap_add(rep[u * k + j], we);
+                if (t > best[j]) best[j] = t;
+            }
+        }
+        for (Py_ssize_t j = 0; j < k; j++) rep[(Py_ssize_t)v * k + j] = best[j];
+    }
+}
+
+/* longest_paths(order, indptr, in_edges, src, w, lb, ecls, state, rank, act, cost, host_f, rank_f,
+ * cost_half, act_f, drop_wait, edge_f, edge_add, rep): loops.longest_paths into rep (nodes x k int64);
+ * host_f is (k, states) float64. */
+static PyObject *loops_longest_paths(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o[19];
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7],
+                          &o[8], &o[9], &o[10], &o[11], &o[12], &o[13], &o[14], &o[15], &o[16], &o[17], &o[18]))
+        return NULL;
+    Arr a[19];
+    const char *names[19] = {"order", "indptr", "in_edges", "src",    "w",        "lb",        "ecls",
+                             "state", "rank",   "act",      "cost",   "host_f",   "rank_f",    "cost_half",
+                             "act_f", "drop_wait", "edge_f", "edge_add", "rep"};
+    const char *types[19] = {"i", "i", "i", "i", "i", "i", "i8", "i8", "i", "i", "i",
+                             "f", "f", "f", "f", "b", "f", "f", "i"};
+    int got = 0;
+    for (; got < 19; got++)
+        if (arr_get(o[got], &a[got], types[got], got == 18, names[got]) < 0) goto fail;
+    if (check_int64(&a[4], "w") < 0 || check_int64(&a[5], "lb") < 0 || check_int64(&a[18], "rep") < 0) goto fail;
+    Arr *order = &a[0], *indptr = &a[1], *in_edges = &a[2], *src = &a[3], *w = &a[4], *lb = &a[5], *ecls = &a[6],
+        *state = &a[7], *rank = &a[8], *act = &a[9], *cost = &a[10], *host_f = &a[11], *rank_f = &a[12],
+        *cost_half = &a[13], *act_f = &a[14], *drop_wait = &a[15], *edge_f = &a[16], *edge_add = &a[17];
+    Py_ssize_t k = cost_half->n;
+    if (k < 1 || drop_wait->n != k || host_f->n % k != 0 || a[18].n != lb->n * k) {
+        PyErr_SetString(PyExc_ValueError, "_loops.longest_paths: inconsistent shapes");
+        goto fail;
+    }
+    Py_ssize_t ns = host_f->n / k;
+    int per_edge = edge_f->n > 0, adds = edge_add->n > 0;
+    int64_t *rep = (int64_t *)a[18].p;
+    int64_t *best = PyMem_RawMalloc((size_t)k * sizeof(int64_t));
+    if (!best) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    /* The usual types (32-bit indices, 64-bit edge pointers) get a loop of their own, reading through
+       typed pointers instead of testing each index array's width on every read. */
+    int typed = order->isz == 4 && indptr->isz == 8 && in_edges->isz == 4 && src->isz == 4 && rank->isz == 4 &&
+                act->isz == 4 && cost->isz == 4;
+    LP lp = {order, indptr, in_edges, src, w, lb, ecls, state, rank, act, cost, host_f, rank_f, cost_half,
+             act_f, drop_wait, edge_f, edge_add, rep, best, k, ns, per_edge, adds};
+    Py_BEGIN_ALLOW_THREADS
+    if (typed) lp_loop(&lp, 1);
+    else lp_loop(&lp, 0);
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(best);
+    for (int i = 0; i < 19; i++) arr_release(&a[i]);
+    Py_RETURN_NONE;
+fail:
+    for (int i = 0; i < got; i++) arr_release(&a[i]);
+    return NULL;
+}
+
+static PyMethodDef methods[] = {
+    {"fill", loops_fill, METH_VARARGS, "fill(ptr, key, order): tracekit.whatif.loops._fill, into order."},
+    {"kahn", loops_kahn, METH_VARARGS, "kahn(out_ptr, out_dst, indeg, seeds, seed_ptr, order, queue) -> 0 | 1."},
+    {"kahn_by_time", loops_kahn_by_time, METH_VARARGS,
+     "kahn_by_time(out_ptr, out_dst, indeg, by_time, order, queue, seen) -> forced."},
+    {"binding_weights", loops_binding_weights, METH_VARARGS,
+     "binding_weights(indptr, in_edges, src, obs, floor, kind, waits, unexplained_ns, w, unexplained)."},
+    {"longest_paths", loops_longest_paths, METH_VARARGS,
+     "longest_paths(order, indptr, in_edges, src, w, lb, ecls, state, rank, act, cost, host_f, rank_f, "
+     "cost_half, act_f, drop_wait, edge_f, edge_add, rep)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_loops", "The what-if replay's loops in C.", -1, methods};
+
+PyMODINIT_FUNC PyInit__loops(void) { return PyModule_Create(&module); }
