@@ -28,7 +28,7 @@
  * Returns None, or a tuple (n, cap, block, uniques, declined):
  *   n        number of events (JSON null items are skipped, as the msgspec path does; declined items
  *            count, their rows are empty)
- *   cap      the rows each column of `block` has room for (>= n; rows n.. are not events)
+ *   cap      the rows each column of `block` has room for (n <= cap <= 4n/3; rows n.. are not events)
  *   block    bytes, the columns the scanner wrote its rows into (no copy: fast.py views them in place):
  *            ints   N_INT columns of cap int64, one after the other (order: INT_FIELDS below); a value
  *                   whose valid is 0 is undefined (never read: the presence mask says null)
@@ -1333,10 +1333,11 @@ static void scan_free(Scan *s) {
 static PyObject *build_result(Scan *s) {
     size_t n = s->n, cap = s->cap;
     PyObject *block = NULL;
-    if (s->block == NULL) { /* the rows fit the first block: it is the result, as it is */
+    if (s->block == NULL && 4 * n >= 3 * cap) { /* the rows fill 3/4 of the first block or more: it is the
+                                                   result, as it is (its columns outlive the scan) */
         block = s->first;
         Py_INCREF(block);
-    } else { /* a grown block: copied into bytes of n rows per column */
+    } else { /* a grown block, or a first one mostly empty (long events): copied into n rows per column */
         cap = n;
         block = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * ROW_BYTES));
         if (block) place_columns(s, PyBytes_AS_STRING(block), n); /* (s->block is freed by scan_free) */
