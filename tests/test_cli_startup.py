@@ -85,3 +85,33 @@ def test_registering_one_command_changes_nothing(argv):
         outs.append((run.returncode, run.stdout, run.stderr))
     assert outs[0] == outs[1]
     assert outs[0][1] or outs[0][2]  # it printed something to compare
+
+
+def test_help_prints_each_paragraph_as_prose_not_the_docstrings_line_breaks():
+    """GIVEN a command whose docstring has several paragraphs WHEN --help prints it THEN the later
+    paragraphs wrap at the terminal's width like the first (Typer kept their source line breaks:
+    ragged lines of a few words), and an indented example keeps its lines."""
+    from tracekit.cli import reflowed
+
+    doc = """First line
+    goes on.
+
+    Second paragraph
+    goes on here.
+
+    Example:
+        tracekit parse a b
+        tracekit analyze c
+    """
+    assert reflowed(doc) == (
+        "First line goes on.\n\nSecond paragraph goes on here.\n\n"
+        "Example:\n    tracekit parse a b\n    tracekit analyze c"
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "tracekit", "parse", "--help"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+        check=True,
+    ).stdout
+    assert "the others are written, each failed file is named on stderr" in out

@@ -130,6 +130,23 @@ def _register_commands(argv: Optional[list[str]] = None) -> None:
     # Help lists the commands in registration order: the modules' order, whichever was imported first.
     order = {f"tracekit.commands.{name}": i for i, name in enumerate(names)}
     app.registered_commands.sort(key=lambda c: order.get(getattr(c.callback, "__module__", ""), len(order)))
+    for c in app.registered_commands:
+        if c.help is None and c.callback is not None and c.callback.__doc__:
+            c.help = reflowed(c.callback.__doc__)
+
+
+def reflowed(doc: str) -> str:
+    """A command's docstring as its --help shows it: each paragraph one line, which the terminal wraps
+    (Typer 0.29 joins the first paragraph's lines but prints the others' line breaks where the source
+    has them, between its own: ragged text). Paragraphs with indented lines (examples) keep theirs."""
+    import inspect
+
+    out = []
+    for para in inspect.cleandoc(doc).split("\n\n"):
+        lines = para.split("\n")
+        keep = any(line.startswith(" ") for line in lines[1:])
+        out.append(para if keep else " ".join(line.strip() for line in lines))
+    return "\n\n".join(out)
 
 
 def get_app() -> typer.Typer:

@@ -52,11 +52,12 @@ def analyze(
 ) -> None:
     """Attribute every nanosecond of GPU idle time in each step to a cause.
 
-    A job of more than 8 ranks (or any capture with --no-savings) is analysed in worker processes, a
-    few ranks each; only compact per-rank results come back, so memory does not grow with the job's
-    events (the savings, which replay the whole job's graph, are then not computed). With more than 8
-    ranks the text and Markdown reports summarise the job (step time, each figure's spread across ranks,
-    stragglers, the ranks that differ); --rank R shows one rank in full, --json keeps every rank."""
+    A job of more than 8 ranks (with --no-savings: of more than one rank, or any with --ray) is analysed
+    in worker processes, a few ranks each; only compact per-rank results come back, so memory does not
+    grow with the job's events (the savings, which replay the whole job's graph, are then not computed).
+    With more than 8 ranks the text and Markdown reports summarise the job (step time, each figure's
+    spread across ranks, stragglers, the ranks that differ); --rank R shows one rank in full, --json
+    keeps every rank."""
     from tracekit import api
 
     opts = api.AnalyzeOptions(
