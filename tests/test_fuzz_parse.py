@@ -236,3 +236,35 @@ def test_deeply_nested_values(tmp_path, base, deep):
         text = text.replace(f'"{mark}"', value)
     both_decoders(tmp_path, text.encode())
     outcome(tmp_path, text.encode())
+
+
+def test_a_deep_value_is_cut_alike_at_any_stack_depth():
+    """What hypothesis found (test_deeply_nested_values: an event's name, or a kept args.name, a list
+    nested ~990 levels): the scanner declines that event and msgspec decodes it alone, and a non-string
+    value is kept as its JSON text, which json.dumps cut (RecursionError) or not depending on how deep
+    the caller's stack was, so the two decoders' captures differed. The text is now the same from any
+    stack depth; both decoders agree on such a trace."""
+    from tracekit.parse.decode import _as_text
+
+    for depth in (900, 986, 995):
+        value: list = []
+        for _ in range(depth - 1):  # (json.loads of it would itself hit the recursion limit)
+            value = [value]
+
+        def nested(n: int, value=value) -> object:
+            return nested(n - 1) if n else _as_text(value)
+
+        assert len({str(nested(n)) for n in (0, 100, 300, 600)}) == 1, depth
+
+
+def test_a_process_name_dictionary_holds_only_the_names_metadata_events_use():
+    """`args.name` is kept as the `label` of metadata events only; its dictionary held the other
+    events' names too on one decoder's path (an unused entry: the tables were unequal)."""
+    import numpy as np
+
+    from tracekit.parse.decode import first_seen
+
+    codes, uniques = first_seen(np.array([2, -1, 0, 2, -1], np.int32), ["a", "b", "c"])
+    assert codes.tolist() == [0, -1, 1, 0, -1] and uniques == ["c", "a"]
+    codes, uniques = first_seen(np.array([-1, -1], np.int32), ["a"])
+    assert codes.tolist() == [-1, -1] and uniques == []

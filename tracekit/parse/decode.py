@@ -913,7 +913,10 @@ def assemble(
         "msg_nelems": ints["msg_nelems"],
         "group_size": ints["group_size"],
         "pg_ranks": texts["pg_ranks"],
-        "label": (np.where(is_meta, label_codes, -1), label_uniques),
+        # a process/thread name is kept for metadata events only; its dictionary then holds the names
+        # those use, in the order they first occur (both decoders alike: the scanner's declined events
+        # and msgspec's whole-document decode saw different other `args.name` values)
+        "label": first_seen(np.where(is_meta, label_codes, -1), label_uniques),
         "total_allocated": ints["total_allocated"],
         "total_reserved": ints["total_reserved"],
     }
@@ -924,6 +927,19 @@ def assemble(
     usable = n_timed - int(np.count_nonzero(timed & is_meta))
     stats.update(events_seen=seen, usable_events=usable, max_abs_ts=max_abs_ts, fractional=fractional)
     return batch, stats
+
+
+def first_seen(codes: np.ndarray, uniques: list) -> tuple[np.ndarray, list]:
+    """A dictionary column (codes, -1 null; their strings) with only the strings its codes use, in the
+    order they first occur, and the codes renumbered to match."""
+    present = codes >= 0
+    if not present.any():
+        return np.full(len(codes), -1, np.int32), []
+    used, first = np.unique(codes[present], return_index=True)
+    order = used[np.argsort(first)]
+    remap = np.full(len(uniques) + 1, -1, np.int32)  # the last entry maps null (-1) to itself
+    remap[order] = np.arange(len(order), dtype=np.int32)
+    return np.take(remap, codes), [uniques[c] for c in order]
 
 
 def _placeable(
@@ -1007,6 +1023,11 @@ def _plain_strings(values: tuple | list) -> pa.Array:
 def _as_text(v: Any) -> str | None:
     if v is None or isinstance(v, str):
         return v
+    return _json_text(v)
+
+
+@steady_recursion  # json.dumps counts its nesting from the stack depth too: the same cut for every caller
+def _json_text(v: Any) -> str | None:
     try:
         return json.dumps(v, separators=(", ", ": "))
     except (TypeError, ValueError):

@@ -243,19 +243,8 @@ def _fill_declined(data, spans: np.ndarray, ints, valid, codes, uniques: list) -
     # The string columns' dictionaries in first-seen order of the rows (as the msgspec path builds
     # them), without the strings of fields a declined event's msgspec decode did not keep.
     for i in range(len(STR_FIELDS)):
-        codes[i], uniques[i] = _first_seen(codes[i], uniques[i])
+        codes[i], uniques[i] = _decode.first_seen(codes[i], uniques[i])
     return ints, valid, codes, skipped, dict(dropped)
-
-
-def _first_seen(codes: np.ndarray, uniques: list) -> tuple[np.ndarray, list]:
-    present = codes >= 0
-    if not present.any():
-        return codes, []
-    used, first = np.unique(codes[present], return_index=True)
-    order = used[np.argsort(first)]
-    remap = np.full(len(uniques) + 1, -1, np.int32)  # the last entry maps null (-1) to itself
-    remap[order] = np.arange(len(order), dtype=np.int32)
-    return np.take(remap, codes), [uniques[c] for c in order]
 
 
 def _to_ns(milli: np.ndarray, unit: str) -> np.ndarray:
