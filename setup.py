@@ -13,6 +13,14 @@ setup(
             extra_compile_args=["-O2"],
             optional=True,
         ),
+        # Moving a part file's row groups when a parse's workers' Parquet files are stitched into one
+        # (tracekit.data.stitch; its Python path when this cannot be compiled).
+        Extension(
+            "tracekit.data._stitch",
+            sources=["tracekit/data/_stitch.c"],
+            extra_compile_args=["-O2"],
+            optional=True,
+        ),
         # The what-if replay's loops (tracekit.whatif.loops; numba's compilation of the same Python
         # loops when it cannot be compiled).
         Extension(

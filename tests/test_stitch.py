@@ -76,3 +76,42 @@ def test_footer_decodes_and_encodes_to_the_same_bytes(tables):
     assert bytes(out) == data[len(data) - 8 - n : len(data) - 8]
     with pytest.raises(ValueError):
         stitch._footer_of(b"not parquet")
+
+
+@pytest.mark.parametrize("shift", [0, 5, 300, 2**40])  # varints of other lengths
+def test_the_c_path_moves_row_groups_as_the_python_path_does(tables, shift, monkeypatch):
+    """GIVEN parts of one and of several row groups WHEN their row groups are moved by the C extension
+    (tracekit/data/_stitch.c) and by the Python decode / shift / encode THEN the bytes are the same,
+    and a file stitched through either path is the same file."""
+    pytest.importorskip("tracekit.data._stitch")
+    from tracekit.data import _stitch
+
+    schema = SCHEMA
+    parts = [stitch.encode(t, schema, _parquet_options(schema)) for t in tables]
+    sink = pa.BufferOutputStream()
+    with pq.ParquetWriter(sink, schema, **_parquet_options(schema)) as writer:
+        writer.write_table(pa.concat_tables(tables), row_group_size=1000)  # several row groups
+    parts.append(sink.getvalue().to_pybytes())
+    for ordinal, part in enumerate(parts):
+        end = len(part) - 8 - stitch._footer_length(part)
+        rows, groups = _stitch.stitch_groups(part, end, shift, ordinal)
+        footer = stitch._footer_of(part)
+        want = []
+        for i, group in enumerate(stitch._get(footer, stitch._FILE_ROW_GROUPS, (stitch._STRUCT, []))[1]):
+            stitch._shift_row_group(group, shift, ordinal=ordinal + i)
+            out = bytearray()
+            stitch._encode_struct(out, group)
+            want.append(bytes(out))
+        assert rows == stitch._get(footer, stitch._FILE_NUM_ROWS, 0)
+        assert groups == want
+    with_c = _stitched(parts, schema)
+    monkeypatch.setattr(stitch, "_stitch", None)
+    assert _stitched(parts, schema) == with_c
+
+
+def test_a_footer_the_c_path_does_not_read_is_left_to_python():
+    pytest.importorskip("tracekit.data._stitch")
+    from tracekit.data import _stitch
+
+    assert _stitch.stitch_groups(b"PAR1\x19\x0c", 4, 0, 0) is None  # cut short
+    assert _stitch.stitch_groups(b"PAR1", 9, 0, 0) is None  # past the end

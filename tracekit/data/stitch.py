@@ -57,14 +57,20 @@ class Stitcher:
         self._at = len(MAGIC)
 
     def append(self, part: bytes) -> None:
-        footer = _footer_of(part)
         start = len(MAGIC)
         end = len(part) - 8 - _footer_length(part)
         shift = self._at - start
-        for group in _get(footer, _FILE_ROW_GROUPS, (_STRUCT, []))[1]:
-            _shift_row_group(group, shift, ordinal=len(self._row_groups))
-            self._row_groups.append(group)
-        self._rows += _get(footer, _FILE_NUM_ROWS, 0)
+        copied = _moved_groups(part, end, shift, len(self._row_groups))
+        if copied is not None:  # the C scanner's module moved them: each row group as its bytes
+            rows, groups = copied
+            self._row_groups.extend(groups)
+            self._rows += rows
+        else:
+            footer = _footer_of(part)
+            for group in _get(footer, _FILE_ROW_GROUPS, (_STRUCT, []))[1]:
+                _shift_row_group(group, shift, ordinal=len(self._row_groups))
+                self._row_groups.append(group)
+            self._rows += _get(footer, _FILE_NUM_ROWS, 0)
         self._sink.write(memoryview(part)[start:end])
         self._at += end - start
 
@@ -81,6 +87,22 @@ class Stitcher:
         out = bytearray()
         _encode_struct(out, footer)
         self._sink.write(bytes(out) + struct.pack("<i", len(out)) + MAGIC)
+
+
+def _moved_groups(part: bytes, footer_start: int, shift: int, ordinal: int) -> tuple[int, list] | None:
+    """(rows, row groups as encoded bytes, their offsets moved by `shift` and ordinals from `ordinal`)
+    by tracekit/data/_stitch.c's `stitch_groups` (the same bytes as decoding, `_shift_row_group` and
+    encoding them here, ~10x faster: the Python path was ~0.2 CPU-s per GB of trace in a parse's
+    parent), or None: no extension, or a footer it does not read (then the Python path does)."""
+    if _stitch is None:
+        return None
+    return _stitch.stitch_groups(part, footer_start, shift, ordinal)
+
+
+try:
+    from tracekit.data import _stitch  # type: ignore[attr-defined]  # the optional C extension
+except ImportError:  # pragma: no cover - it did not build
+    _stitch = None
 
 
 def _footer_length(data: bytes) -> int:
@@ -241,7 +263,10 @@ def _encode_value(out: bytearray, typ: int, value: Any) -> None:
             else:
                 _encode_value(out, elem, item)
     elif typ == _STRUCT:
-        _encode_struct(out, value)
+        if isinstance(value, bytes):  # a struct already encoded (`_moved_groups`)
+            out += value
+        else:
+            _encode_struct(out, value)
     else:
         raise ValueError(f"Thrift compact type {typ} not expected in a Parquet footer")
 
