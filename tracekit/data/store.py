@@ -600,8 +600,8 @@ def read_capture(path: Location, columns: list[str] | None = None) -> Capture:
 
 # A source file's fingerprint, `sources[].xxh3_128`: the 128-bit xxHash3 of all its bytes. It says which
 # file a capture was parsed from (`tracekit annotate` finds a capture's trace by it): the same bytes, as
-# sha256 did, ~5× cheaper (0.14 against 0.70 CPU-s per GB read from the page cache here,
-# benchmarks/RESULTS.md); it is not a guard against a forged file (nothing in a capture is signed).
+# sha256 did, at a fraction of its cost (0.08 CPU-s per GB hashed in place, against 0.70 for sha256 read
+# into a buffer, benchmarks/RESULTS.md); it is not a guard against a forged file (nothing in a capture is signed).
 # Captures written before it carry `sha256`, which is still checked.
 DIGEST = "xxh3_128"
 _DIGESTS = ("xxh3_128", "sha256")
