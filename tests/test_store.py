@@ -167,3 +167,25 @@ def test_file_digest_is_the_digest_of_every_byte_whatever_the_window(tmp_path, m
         assert store.file_digest(path) == xxhash.xxh3_128(data).hexdigest(), size
         assert store.file_digest(path, "sha256") == hashlib.sha256(data).hexdigest(), size
         assert path.read_bytes() == data
+
+
+def test_reading_only_some_row_kinds_skips_the_derived_row_groups(tmp_path):
+    """GIVEN a parsed capture (file and folder form) WHEN read with kinds=ANALYSIS_KINDS THEN every
+    event and step row is there, in order, and none of the derived busy / dispatch-gap rows (their row
+    groups, told by the `kind` statistics, are not read); without `kinds` nothing is left out."""
+    import pyarrow.compute as pc
+
+    from tracekit.analysis.events import ANALYSIS_KINDS
+    from tracekit.parse.parser import parse_to_file
+
+    trace = Path(__file__).resolve().parent.parent / "fixtures" / "h200_probe" / "sync.pt.trace.json.gz"
+    for out in (tmp_path / "c.parquet", tmp_path / "folder/"):
+        parse_to_file([trace], out)
+        whole = read_capture(out).table
+        some = read_capture(out, columns=["kind", "ts_ns", "name"], kinds=ANALYSIS_KINDS).table
+        kinds = set(pc.unique(pc.cast(whole["kind"], pa.string())).to_pylist())
+        assert {"busy", "dispatch_gap"} <= kinds
+        want = whole.filter(pc.is_in(pc.cast(whole["kind"], pa.string()), pa.array(list(ANALYSIS_KINDS))))
+        assert set(pc.unique(pc.cast(some["kind"], pa.string())).to_pylist()) == set(ANALYSIS_KINDS)
+        assert some["ts_ns"].to_pylist() == want["ts_ns"].to_pylist()
+        assert some["name"].to_pylist() == want["name"].to_pylist()

@@ -79,17 +79,24 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'tracekit.api' has no attribute {name!r}")
 
 
-def load(*paths: PathLike, salvage: bool = False, columns: Optional[Sequence[str]] = None) -> Capture:
+def load(
+    *paths: PathLike,
+    salvage: bool = False,
+    columns: Optional[Sequence[str]] = None,
+    kinds: Optional[Sequence[str]] = None,
+) -> Capture:
     """One capture: a `.parquet` capture, a trace file (`.pt.trace.json[.gz]`), a run folder, or several
     trace files of one job (one per rank). `salvage` keeps the complete events of a cut-off trace.
-    `columns`: keep only these columns of the event table (less memory for a caller that reads no others)."""
+    `columns`: keep only these columns of the event table (less memory for a caller that reads no others).
+    `kinds`: of a capture on disk, read only the row groups that may hold these row kinds (others may
+    come along: filter by `kind` if only these must be there)."""
     from tracekit.parse.parser import load_capture, parse_paths
 
     if not paths:
         raise TracekitError("load() needs a capture, a trace file or a run folder")
     items = [_location(p) for p in paths]
     if len(items) == 1 and not salvage:
-        return load_capture(items[0], columns=columns)  # type: ignore[arg-type]
+        return load_capture(items[0], columns=columns, kinds=kinds)  # type: ignore[arg-type]
     cap = parse_paths(items, salvage=salvage)  # type: ignore[arg-type]
     if columns is not None:
         cap.table = cap.table.select([c for c in columns if c in cap.table.column_names])
@@ -229,7 +236,13 @@ def _analyze_capture(path: Location, opts: AnalyzeOptions, executor: Optional[Ex
         )
         return _view(_skipped(report, opts), stored=path if opts.store else None)
     # Only the columns the analysis (and the savings' replay) read, unless --store rewrites the file.
-    capture = read_capture(path, columns=None if opts.store else loaded_columns(opts.savings))
+    from tracekit.analysis.events import ANALYSIS_KINDS
+
+    capture = (
+        read_capture(path)
+        if opts.store
+        else read_capture(path, columns=loaded_columns(opts.savings), kinds=ANALYSIS_KINDS)
+    )
     return _view(_analyze_here(capture, opts, own=True), capture, stored=path if opts.store else None)
 
 
@@ -495,6 +508,7 @@ def _whatif_capture(source: Source, executor: Optional[Executor]) -> Capture:
     executor's tasks into a temporary capture folder when the executor is not this machine's."""
     import tempfile
 
+    from tracekit.analysis.events import ANALYSIS_KINDS
     from tracekit.data.store import is_capture
     from tracekit.parse.parser import find_trace_files, load_capture
     from tracekit.scale import job
@@ -503,7 +517,7 @@ def _whatif_capture(source: Source, executor: Optional[Executor]) -> Capture:
 
     inputs = [_location(p) for p in (source if isinstance(source, (list, tuple)) else [source])]
     if executor is None or isinstance(executor, LocalExecutor):
-        return load(*inputs, columns=COLUMNS)
+        return load(*inputs, columns=COLUMNS, kinds=ANALYSIS_KINDS)
     if len(inputs) == 1 and is_capture(inputs[0]) or len(find_trace_files(inputs)) < 2:
         return load(*inputs)
     with tempfile.TemporaryDirectory(prefix="tracekit-") as tmp:

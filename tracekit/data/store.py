@@ -527,8 +527,15 @@ def capture_ranks(meta: dict) -> list[int]:
     return sorted({int(t.get("rank", 0)) for t in meta.get("traces") or []})
 
 
-def read_rank(path: Location, rank: int, meta: dict, columns: Optional[list[str]] = None) -> pa.Table:
-    """One rank's rows of a capture (either form) as a schema.SCHEMA table (or `columns` of it)."""
+def read_rank(
+    path: Location,
+    rank: int,
+    meta: dict,
+    columns: Optional[list[str]] = None,
+    kinds: Optional[Sequence[str]] = None,
+) -> pa.Table:
+    """One rank's rows of a capture (either form) as a schema.SCHEMA table (or `columns` of it; `kinds`:
+    see read_capture, for the folder form)."""
     arrow.prefer_jemalloc()
     try:
         if meta.get("form") == "folder":
@@ -543,7 +550,11 @@ def read_rank(path: Location, rank: int, meta: dict, columns: Optional[list[str]
                 if rel:
                     with files.open_read(files.join(path, *rel.split("/"))) as fh:
                         # ParquetFile.read, not read_table: that one imports pandas (~0.5 s)
-                        tables.append(pq.ParquetFile(fh).read(columns=want))
+                        tables.append(
+                            pq.ParquetFile(fh).read(columns=want)
+                            if kinds is None
+                            else _read_kinds(fh, want, kinds)
+                        )
             table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
             return _checked_table(_with_rank_column(table, rank, columns), path, columns)
         with files.open_read(path) as fh:
@@ -579,12 +590,17 @@ def _with_rank_column(table: pa.Table, rank: int, columns: Optional[list[str]]) 
     return table.add_column(columns.index("rank"), SCHEMA.field("rank"), rank_col)
 
 
-def read_capture(path: Location, columns: list[str] | None = None) -> Capture:
-    """Read a whole capture (file or folder) into memory (or only `columns` of it)."""
+def read_capture(
+    path: Location, columns: list[str] | None = None, kinds: Optional[Sequence[str]] = None
+) -> Capture:
+    """Read a whole capture (file or folder) into memory (or only `columns` of it; with `kinds`, only
+    the row groups that may hold rows of those kinds, by their `kind` statistics: what a reader of
+    events and steps does not need, the derived busy and dispatch-gap rows, is not read; a row group
+    of unknown or mixed kinds is read whole)."""
     arrow.prefer_jemalloc()
     meta = read_meta(path)
     if meta.get("form") == "folder":
-        parts = [read_rank(path, r, meta, columns) for r in capture_ranks(meta)]
+        parts = [read_rank(path, r, meta, columns, kinds) for r in capture_ranks(meta)]
         schema = SCHEMA if columns is None else pa.schema([SCHEMA.field(c) for c in columns])
         table = pa.concat_tables([t.cast(schema) for t in parts]) if parts else schema.empty_table()
         return Capture(table=table, meta=meta, path=path)
@@ -592,16 +608,28 @@ def read_capture(path: Location, columns: list[str] | None = None) -> Capture:
         with files.open_read(path) as fh:
             _check_schema(pq.read_schema(fh), path, columns)
         with files.open_read(path) as fh:
-            table = pq.read_table(fh, columns=columns)
+            table = pq.read_table(fh, columns=columns) if kinds is None else _read_kinds(fh, columns, kinds)
     except (pa.ArrowException, OSError, KeyError) as exc:
         raise CaptureFileError(f"{path}: cannot read capture ({files.first_line(exc)})") from None
     return Capture(table=_checked_table(table, path, columns), meta=meta, path=path)
 
 
+def _read_kinds(fh: Any, columns: Optional[list[str]], kinds: Sequence[str]) -> pa.Table:
+    """The row groups of an open Parquet file that may hold rows of `kinds` (tracekit.data.summary's
+    reading of the `kind` statistics CaptureWriter writes), `columns` of them."""
+    from tracekit.data.summary import only_value
+
+    pf = pq.ParquetFile(fh)
+    md = pf.metadata
+    groups = [i for i in range(md.num_row_groups) if only_value(md.row_group(i), "kind") in (None, *kinds)]
+    return pf.read_row_groups(groups, columns=columns)
+
+
 # A source file's fingerprint, `sources[].xxh3_128`: the 128-bit xxHash3 of all its bytes. It says which
 # file a capture was parsed from (`tracekit annotate` finds a capture's trace by it): the same bytes, as
 # sha256 did, at a fraction of its cost (0.08 CPU-s per GB hashed in place, against 0.70 for sha256 read
-# into a buffer, benchmarks/RESULTS.md); it is not a guard against a forged file (nothing in a capture is signed).
+# into a buffer, benchmarks/RESULTS.md); it is not a guard against a forged file (nothing in a capture
+# is signed).
 # Captures written before it carry `sha256`, which is still checked.
 DIGEST = "xxh3_128"
 _DIGESTS = ("xxh3_128", "sha256")

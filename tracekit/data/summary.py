@@ -114,8 +114,8 @@ def _add_file(summary: Summary, loc: Location, rank: Optional[int]) -> None:
             group = pf.metadata.row_group(i)
             if group.num_rows == 0:
                 continue
-            kind = _only_value(group, "kind")
-            mine = rank if rank is not None else _only_value(group, "rank")
+            kind = only_value(group, "kind")
+            mine = rank if rank is not None else only_value(group, "rank")
             if kind is None:  # several kinds in the group: read its kind column and split it
                 wanted = {"kind", "cat", "device", *STEP_COLUMNS} | ({"rank"} if rank is None else set())
                 _add_rows(summary, pf.read_row_group(i, columns=[c for c in names if c in wanted]), rank)
@@ -168,7 +168,7 @@ def _add_rows(summary: Summary, table: pa.Table, rank: Optional[int]) -> None:
         _add_kind(summary, value, rows.num_rows, rows.select, rank)
 
 
-def _only_value(group: pq.RowGroupMetaData, column: str):
+def only_value(group: pq.RowGroupMetaData, column: str):
     """The one value `column` takes in a row group, by its statistics (None: several, or unknown)."""
     at = next((j for j in range(group.num_columns) if group.column(j).path_in_schema == column), None)
     if at is None:

@@ -240,17 +240,20 @@ def steps_of(derived: pa.Table) -> pa.Table:
     return _arrow.filter_rows(derived, Frame(derived).mask("kind", lambda v: v == KIND_STEP))
 
 
-def load_capture(path: Path, columns: Sequence[str] | None = None) -> Capture:
+def load_capture(
+    path: Path, columns: Sequence[str] | None = None, kinds: Sequence[str] | None = None
+) -> Capture:
     """A capture from a .parquet capture file or a capture folder (read whole), or parsed on the fly
     from a trace file or run folder; `path` may be a URI (s3://…). `columns`: only these of the table
-    (those the file has), for a caller that reads no others."""
+    (those the file has), for a caller that reads no others; `kinds`: of a capture, only the row groups
+    that may hold these row kinds (tracekit.data.store.read_capture)."""
     path = path if _files.is_uri(path) else Path(path)
     if not _files.exists(path):
         raise _files.not_found(path)
     if is_capture(path):
         if columns is None:
-            return read_capture(path)
-        return read_capture(path, columns=[c for c in columns if c in SCHEMA.names])
+            return read_capture(path, kinds=kinds)
+        return read_capture(path, columns=[c for c in columns if c in SCHEMA.names], kinds=kinds)
     cap = parse_paths([path])
     if columns is not None:
         cap.table = cap.table.select([c for c in columns if c in cap.table.column_names])
