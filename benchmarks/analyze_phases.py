@@ -26,6 +26,7 @@ def _status() -> dict:
 
 
 def main(path: str) -> int:
+    from tracekit.analysis.events import ANALYSIS_KINDS
     from tracekit.analysis.merge import merge
     from tracekit.analysis.partial import CaptureContext, Params, analyze_partial
     from tracekit.analysis.pipeline import prepare
@@ -47,7 +48,7 @@ def main(path: str) -> int:
         last[0] = time.process_time()
 
     mark("imports")
-    cap = read_capture(path, columns=loaded_columns(True))
+    cap = read_capture(path, columns=loaded_columns(True), kinds=ANALYSIS_KINDS)  # as tracekit.api reads it
     mark("read the columns")
     # the table let go but for its sync records once the frames' rows are cut out, as tracekit.api does
     whole = prepare(
