@@ -160,12 +160,17 @@ def test_a_prediction_without_its_trace_lets_the_table_go_and_predicts_the_same(
     such a prediction is one clear error; a Capture the caller loaded keeps its table."""
     from tracekit import api
     from tracekit.errors import TracekitError
+    from tracekit.whatif.scenario import parse_scenario
 
     source = Path(__file__).parent.parent / "fixtures" / "h200" / name
     kept = api.whatif(source, sets=["sync=0"])
     lean = api.whatif(source, sets=["sync=0"], keep_trace=False)
     assert json.dumps(lean.to_json(), sort_keys=True) == json.dumps(kept.to_json(), sort_keys=True)
     assert lean.capture.table.num_rows < kept.capture.table.num_rows
+    # its replay was the last: the graph's edges went before the predicted timeline's attribution
+    assert lean.replayer.graph.src.size == 0 and kept.replayer.graph.src.size > 0
+    with pytest.raises(RuntimeError, match="let go"):
+        lean.replayer.run(parse_scenario(sets=["sync=0"]))
     with pytest.raises(TracekitError, match="keep_trace=False"):
         lean.write_trace(tmp_path / "x.pt.trace.json.gz")
     assert not (tmp_path / "x.pt.trace.json.gz").exists()

@@ -495,7 +495,13 @@ def whatif(
         from tracekit.whatif.check import python_scenario
 
         scenario, other = python_scenario(scenario, capture.manifest, opts.python_from, opts.python_speedup)
-    result, predicted = run_whatif(capture, scenario, unprofiled_step_ms=opts.unprofiled_step_ms, replayer=rp)
+    result, predicted = run_whatif(
+        capture,
+        scenario,
+        unprofiled_step_ms=opts.unprofiled_step_ms,
+        replayer=rp,
+        last_use=release and scenario.python is None,  # (the Python check replays again)
+    )
     if scenario.python is not None:
         from tracekit.whatif.check import with_python_check
 

@@ -196,9 +196,12 @@ def whatif(
     default_cost_us: float = DEFAULT_COST_US,
     attribute: bool = True,
     replayer: Optional[Replayer] = None,
+    last_use: bool = False,
 ) -> tuple[WhatIfResult, np.ndarray]:
     """Predict the capture's step times under `scenario`, profiled and unprofiled. Returns the result
-    and the predicted (profiled) node times, for `timeline.replayed_table`."""
+    and the predicted (profiled) node times, for `timeline.replayed_table`. `last_use`: the replayer
+    replays nothing after this (`tracekit whatif` without --trace): its graph's edges go once the
+    replays are done, before the predicted timeline's attribution (the command's peak)."""
     rp = replayer or Replayer.of(capture)
     af = rp.check(scenario)
     pred_rep = rp.run(scenario, 0.0, af)
@@ -212,6 +215,12 @@ def whatif(
         un_pred, loader = rp.steps.times(rp.run(scenario, est.cost_us, af)), []
         un_base = rp.steps.times(rp.run(IDENTITY, est.cost_us))
     _check_finite(scenario, pred, un_pred)
+    # how much the prediction without the profiler depends on its cost: replayed at both ends of the
+    # range of costs fitted on real captures
+    sensitivity = tuple(slowest_ms(rp.steps.times(rp.run(scenario, c, af)).dur) for c in MEASURED_RANGE_US)
+    graph_info = _graph_info(rp.graph, af)
+    if last_use:
+        let_edges_go(rp.graph)
     idle = _attribute(rp, pred_rep) if attribute else {}
     devices = []
     for i, key in enumerate(pred.keys):
@@ -229,9 +238,6 @@ def whatif(
                 unprofiled_predicted_step_ns=tuple(int(x) for x in un_pred.dur[i]),
             )
         )
-    # how much the prediction without the profiler depends on its cost: replayed at both ends of the
-    # range of costs fitted on real captures
-    sensitivity = tuple(slowest_ms(rp.steps.times(rp.run(scenario, c, af)).dur) for c in MEASURED_RANGE_US)
     unprofiled = Unprofiled(
         source=source,
         observed_step_ms=target,
@@ -251,10 +257,36 @@ def whatif(
         scenario_text=scenario.describe(),
         devices=tuple(devices),
         unprofiled=unprofiled,
-        graph=_graph_info(rp.graph, af),
+        graph=graph_info,
         notes=tuple(_notes(rp, devices) + _graph_notes(af)),
     )
     return result, pred_rep
+
+
+# The graph's per-edge arrays (and the replay's order and bounds): what only a replay reads.
+_EDGE_ARRAYS = (
+    "src",
+    "dst",
+    "w",
+    "kind",
+    "ecls",
+    "state",
+    "rank",
+    "act",
+    "cost",
+    "lb",
+    "order",
+    "indptr",
+    "in_edges",
+)
+
+
+def let_edges_go(g: Graph) -> None:
+    """Empty the graph's edges (~0.25 GiB on the 1 GB benchmark trace's capture), keeping its nodes,
+    threads and device frame: the predicted timeline can still be made from node times, nothing more
+    can be replayed (a replay then raises)."""
+    for name in _EDGE_ARRAYS:
+        setattr(g, name, np.zeros(0, getattr(g, name).dtype))
 
 
 def _manifest_step_ms(rp: Replayer) -> Optional[float]:
