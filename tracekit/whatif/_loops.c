@@ -92,54 +92,61 @@ static int check_int64(const Arr *a, const char *name) {
     return 0;
 }
 
+static void release_arrays(Arr *a, int n) {
+    for (int i = 0; i < n; i++) arr_release(&a[i]);
+}
+
+/* The n arrays of a call's arguments (a tuple of exactly n, plus `extra` more after them), each taken by
+ * arr_get with its name, type and writability; 0, or -1 with an exception set and nothing held. */
+static int get_arrays(PyObject *args, int n, int extra, Arr *a, const char *const names[], const char *const types[],
+                      const int writable[]) {
+    if (PyTuple_GET_SIZE(args) != n + extra) {
+        PyErr_Format(PyExc_TypeError, "_loops: %d arguments expected, got %zd", n + extra, PyTuple_GET_SIZE(args));
+        return -1;
+    }
+    for (int i = 0; i < n; i++)
+        if (arr_get(PyTuple_GET_ITEM(args, i), &a[i], types[i], writable[i], names[i]) < 0) {
+            release_arrays(a, i);
+            return -1;
+        }
+    return 0;
+}
+
 /* fill(ptr, key, order): loops._fill. */
 static PyObject *loops_fill(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *o_ptr, *o_key, *o_order;
-    if (!PyArg_ParseTuple(args, "OOO", &o_ptr, &o_key, &o_order)) return NULL;
-    Arr ptr, key, order;
-    if (arr_get(o_ptr, &ptr, "i", 0, "ptr") < 0) return NULL;
-    if (arr_get(o_key, &key, "i", 0, "key") < 0) goto e1;
-    if (arr_get(o_order, &order, "i", 1, "order") < 0) goto e2;
-    Py_ssize_t nk = ptr.n - 1;
+    Arr a[3];
+    static const char *const names[3] = {"ptr", "key", "order"}, *const types[3] = {"i", "i", "i"};
+    static const int wr[3] = {0, 0, 1};
+    if (get_arrays(args, 3, 0, a, names, types, wr) < 0) return NULL;
+    Arr *ptr = &a[0], *key = &a[1], *order = &a[2];
+    Py_ssize_t nk = ptr->n - 1;
     int64_t *pos = nk > 0 ? PyMem_RawMalloc((size_t)nk * sizeof(int64_t)) : NULL;
     if (nk > 0 && !pos) {
-        PyErr_NoMemory();
-        goto e3;
+        release_arrays(a, 3);
+        return PyErr_NoMemory();
     }
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t v = 0; v < nk; v++) pos[v] = ix(&ptr, v);
-    for (Py_ssize_t i = 0; i < key.n; i++) {
-        int64_t k = ix(&key, i);
-        ix_set(&order, (Py_ssize_t)pos[k], i);
+    for (Py_ssize_t v = 0; v < nk; v++) pos[v] = ix(ptr, v);
+    for (Py_ssize_t i = 0; i < key->n; i++) {
+        int64_t k = ix(key, i);
+        ix_set(order, (Py_ssize_t)pos[k], i);
         pos[k]++;
     }
     Py_END_ALLOW_THREADS
     PyMem_RawFree(pos);
-    arr_release(&order);
-    arr_release(&key);
-    arr_release(&ptr);
+    release_arrays(a, 3);
     Py_RETURN_NONE;
-e3:
-    arr_release(&order);
-e2:
-    arr_release(&key);
-e1:
-    arr_release(&ptr);
-    return NULL;
 }
 
 /* kahn(out_ptr, out_dst, indeg, seeds, seed_ptr, order, queue) -> 0 (all placed) or 1 (a cycle): loops._kahn. */
 static PyObject *loops_kahn(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *o[7];
-    if (!PyArg_ParseTuple(args, "OOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6])) return NULL;
     Arr a[7];
-    const char *names[7] = {"out_ptr", "out_dst", "indeg", "seeds", "seed_ptr", "order", "queue"};
-    const int wr[7] = {0, 0, 1, 0, 0, 1, 1};
-    int got = 0;
-    for (; got < 7; got++)
-        if (arr_get(o[got], &a[got], "i", wr[got], names[got]) < 0) goto fail;
+    static const char *const names[7] = {"out_ptr", "out_dst", "indeg", "seeds", "seed_ptr", "order", "queue"};
+    static const char *const types[7] = {"i", "i", "i", "i", "i", "i", "i"};
+    static const int wr[7] = {0, 0, 1, 0, 0, 1, 1};
+    if (get_arrays(args, 7, 0, a, names, types, wr) < 0) return NULL;
     Arr *out_ptr = &a[0], *out_dst = &a[1], *indeg = &a[2], *seeds = &a[3], *seed_ptr = &a[4], *order = &a[5],
         *queue = &a[6];
     Py_ssize_t n = order->n, head = 0, tail = 0;
@@ -159,24 +166,18 @@ static PyObject *loops_kahn(PyObject *self, PyObject *args) {
         }
     }
     Py_END_ALLOW_THREADS
-    for (int i = 0; i < 7; i++) arr_release(&a[i]);
+    release_arrays(a, 7);
     return PyLong_FromLong(head == n ? 0 : 1);
-fail:
-    for (int i = 0; i < got; i++) arr_release(&a[i]);
-    return NULL;
 }
 
 /* kahn_by_time(out_ptr, out_dst, indeg, by_time, order, queue, seen) -> forced: loops._kahn_by_time. */
 static PyObject *loops_kahn_by_time(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *o[7];
-    if (!PyArg_ParseTuple(args, "OOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6])) return NULL;
     Arr a[7];
-    const char *names[7] = {"out_ptr", "out_dst", "indeg", "by_time", "order", "queue", "seen"};
-    const int wr[7] = {0, 0, 1, 0, 1, 1, 1};
-    int got = 0;
-    for (; got < 7; got++)
-        if (arr_get(o[got], &a[got], got == 6 ? "b" : "i", wr[got], names[got]) < 0) goto fail;
+    static const char *const names[7] = {"out_ptr", "out_dst", "indeg", "by_time", "order", "queue", "seen"};
+    static const char *const types[7] = {"i", "i", "i", "i", "i", "i", "b"};
+    static const int wr[7] = {0, 0, 1, 0, 1, 1, 1};
+    if (get_arrays(args, 7, 0, a, names, types, wr) < 0) return NULL;
     Arr *out_ptr = &a[0], *out_dst = &a[1], *indeg = &a[2], *by_time = &a[3], *order = &a[4], *queue = &a[5];
     uint8_t *seen = (uint8_t *)a[6].p;
     Py_ssize_t n = order->n, head = 0, tail = 0, done = 0, cursor = 0;
@@ -206,30 +207,26 @@ static PyObject *loops_kahn_by_time(PyObject *self, PyObject *args) {
         }
     }
     Py_END_ALLOW_THREADS
-    for (int i = 0; i < 7; i++) arr_release(&a[i]);
+    release_arrays(a, 7);
     return PyLong_FromLongLong((long long)forced);
-fail:
-    for (int i = 0; i < got; i++) arr_release(&a[i]);
-    return NULL;
 }
 
-/* binding_weights(indptr, in_edges, src, obs, floor, kind, waits, unexplained_ns, w, unexplained):
+/* binding_weights(indptr, in_edges, src, obs, floor, kind, waits, w, unexplained, unexplained_ns):
  * loops.binding_weights, into w (int64) and unexplained (bool). */
 static PyObject *loops_binding_weights(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *o[9];
-    long long unexplained_ns;
-    if (!PyArg_ParseTuple(args, "OOOOOOOLOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &unexplained_ns,
-                          &o[7], &o[8]))
-        return NULL;
+    long long unexplained_ns = PyTuple_GET_SIZE(args) == 10 ? PyLong_AsLongLong(PyTuple_GET_ITEM(args, 9)) : 0;
+    if (PyErr_Occurred()) return NULL;
     Arr a[9];
-    const char *names[9] = {"indptr", "in_edges", "src", "obs", "floor", "kind", "waits", "w", "unexplained"};
-    const char *types[9] = {"i", "i", "i", "i", "i", "i8", "b", "i", "b"};
-    const int wr[9] = {0, 0, 0, 0, 0, 0, 0, 1, 1};
-    int got = 0;
-    for (; got < 9; got++)
-        if (arr_get(o[got], &a[got], types[got], wr[got], names[got]) < 0) goto fail;
-    if (check_int64(&a[3], "obs") < 0 || check_int64(&a[4], "floor") < 0 || check_int64(&a[7], "w") < 0) goto fail;
+    static const char *const names[9] = {"indptr", "in_edges", "src",  "obs",        "floor",
+                                         "kind",   "waits",    "w",    "unexplained"};
+    static const char *const types[9] = {"i", "i", "i", "i", "i", "i8", "b", "i", "b"};
+    static const int wr[9] = {0, 0, 0, 0, 0, 0, 0, 1, 1};
+    if (get_arrays(args, 9, 1, a, names, types, wr) < 0) return NULL;
+    if (check_int64(&a[3], "obs") < 0 || check_int64(&a[4], "floor") < 0 || check_int64(&a[7], "w") < 0) {
+        release_arrays(a, 9);
+        return NULL;
+    }
     Arr *indptr = &a[0], *in_edges = &a[1], *src = &a[2], *obs = &a[3], *floor_ = &a[4], *kind = &a[5],
         *waits = &a[6];
     int64_t *w = (int64_t *)a[7].p;
@@ -263,11 +260,8 @@ static PyObject *loops_binding_weights(PyObject *self, PyObject *args) {
         }
     }
     Py_END_ALLOW_THREADS
-    for (int i = 0; i < 9; i++) arr_release(&a[i]);
+    release_arrays(a, 9);
     Py_RETURN_NONE;
-fail:
-    for (int i = 0; i < got; i++) arr_release(&a[i]);
-    return NULL;
 }
 
 #define PLAIN 0
@@ -349,19 +343,15 @@ static ALWAYS_INLINE void lp_loop(const LP *L, int typed) {
  * host_f is (k, states) float64. */
 static PyObject *loops_longest_paths(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *o[19];
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7],
-                          &o[8], &o[9], &o[10], &o[11], &o[12], &o[13], &o[14], &o[15], &o[16], &o[17], &o[18]))
-        return NULL;
     Arr a[19];
-    const char *names[19] = {"order", "indptr", "in_edges", "src",    "w",        "lb",        "ecls",
-                             "state", "rank",   "act",      "cost",   "host_f",   "rank_f",    "cost_half",
-                             "act_f", "drop_wait", "edge_f", "edge_add", "rep"};
-    const char *types[19] = {"i", "i", "i", "i", "i", "i", "i8", "i8", "i", "i", "i",
-                             "f", "f", "f", "f", "b", "f", "f", "i"};
-    int got = 0;
-    for (; got < 19; got++)
-        if (arr_get(o[got], &a[got], types[got], got == 18, names[got]) < 0) goto fail;
+    static const char *const names[19] = {"order",    "indptr", "in_edges", "src",      "w",     "lb",
+                                          "ecls",     "state",  "rank",     "act",      "cost",  "host_f",
+                                          "rank_f",   "cost_half", "act_f", "drop_wait", "edge_f", "edge_add",
+                                          "rep"};
+    static const char *const types[19] = {"i", "i", "i", "i", "i", "i", "i8", "i8", "i", "i",
+                                          "i", "f", "f", "f", "f", "b", "f",  "f",  "i"};
+    static const int wr[19] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+    if (get_arrays(args, 19, 0, a, names, types, wr) < 0) return NULL;
     if (check_int64(&a[4], "w") < 0 || check_int64(&a[5], "lb") < 0 || check_int64(&a[18], "rep") < 0) goto fail;
     Arr *order = &a[0], *indptr = &a[1], *in_edges = &a[2], *src = &a[3], *w = &a[4], *lb = &a[5], *ecls = &a[6],
         *state = &a[7], *rank = &a[8], *act = &a[9], *cost = &a[10], *host_f = &a[11], *rank_f = &a[12],
@@ -390,10 +380,10 @@ static PyObject *loops_longest_paths(PyObject *self, PyObject *args) {
     else lp_loop(&lp, 0);
     Py_END_ALLOW_THREADS
     PyMem_RawFree(best);
-    for (int i = 0; i < 19; i++) arr_release(&a[i]);
+    release_arrays(a, 19);
     Py_RETURN_NONE;
 fail:
-    for (int i = 0; i < got; i++) arr_release(&a[i]);
+    release_arrays(a, 19);
     return NULL;
 }
 
@@ -403,7 +393,7 @@ static PyMethodDef methods[] = {
     {"kahn_by_time", loops_kahn_by_time, METH_VARARGS,
      "kahn_by_time(out_ptr, out_dst, indeg, by_time, order, queue, seen) -> forced."},
     {"binding_weights", loops_binding_weights, METH_VARARGS,
-     "binding_weights(indptr, in_edges, src, obs, floor, kind, waits, unexplained_ns, w, unexplained)."},
+     "binding_weights(indptr, in_edges, src, obs, floor, kind, waits, w, unexplained, unexplained_ns)."},
     {"longest_paths", loops_longest_paths, METH_VARARGS,
      "longest_paths(order, indptr, in_edges, src, w, lb, ecls, state, rank, act, cost, host_f, rank_f, "
      "cost_half, act_f, drop_wait, edge_f, edge_add, rep)."},

@@ -273,9 +273,9 @@ def _c_versions(c) -> dict:
             np.ascontiguousarray(floor, np.int64),
             np.ascontiguousarray(kind, np.int8),
             np.ascontiguousarray(waits, np.bool_),
-            int(unexplained_ns),
             w,
             unexplained,
+            int(unexplained_ns),
         )
         return w, unexplained
 
