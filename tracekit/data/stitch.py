@@ -61,7 +61,7 @@ class Stitcher:
         end = len(part) - 8 - _footer_length(part)
         shift = self._at - start
         copied = _moved_groups(part, end, shift, len(self._row_groups))
-        if copied is not None:  # the C scanner's module moved them: each row group as its bytes
+        if copied is not None:  # tracekit/data/_stitch.c moved them: each row group as its bytes
             rows, groups = copied
             self._row_groups.extend(groups)
             self._rows += rows

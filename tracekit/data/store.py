@@ -549,12 +549,7 @@ def read_rank(
             for rel in (part["path"], part.get("idle")):  # the rank's rows; its stored idle rows
                 if rel:
                     with files.open_read(files.join(path, *rel.split("/"))) as fh:
-                        # ParquetFile.read, not read_table: that one imports pandas (~0.5 s)
-                        tables.append(
-                            pq.ParquetFile(fh).read(columns=want)
-                            if kinds is None
-                            else _read_kinds(fh, want, kinds)
-                        )
+                        tables.append(_read_kinds(fh, want, kinds))
             table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
             return _checked_table(_with_rank_column(table, rank, columns), path, columns)
         with files.open_read(path) as fh:
@@ -614,12 +609,15 @@ def read_capture(
     return Capture(table=_checked_table(table, path, columns), meta=meta, path=path)
 
 
-def _read_kinds(fh: Any, columns: Optional[list[str]], kinds: Sequence[str]) -> pa.Table:
-    """The row groups of an open Parquet file that may hold rows of `kinds` (tracekit.data.summary's
-    reading of the `kind` statistics CaptureWriter writes), `columns` of them."""
+def _read_kinds(fh: Any, columns: Optional[list[str]], kinds: Optional[Sequence[str]]) -> pa.Table:
+    """`columns` of the row groups of an open Parquet file that may hold rows of `kinds`
+    (tracekit.data.summary's reading of the `kind` statistics CaptureWriter writes); all of them with
+    `kinds` None. (ParquetFile, not read_table: that one imports pandas, ~0.5 s.)"""
     from tracekit.data.summary import only_value
 
     pf = pq.ParquetFile(fh)
+    if kinds is None:
+        return pf.read(columns=columns)
     md = pf.metadata
     groups = [i for i in range(md.num_row_groups) if only_value(md.row_group(i), "kind") in (None, *kinds)]
     return pf.read_row_groups(groups, columns=columns)

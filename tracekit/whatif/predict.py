@@ -220,7 +220,7 @@ def whatif(
     sensitivity = tuple(slowest_ms(rp.steps.times(rp.run(scenario, c, af)).dur) for c in MEASURED_RANGE_US)
     graph_info = _graph_info(rp.graph, af)
     if last_use:
-        let_edges_go(rp.graph)
+        rp.graph.let_edges_go()
     idle = _attribute(rp, pred_rep) if attribute else {}
     devices = []
     for i, key in enumerate(pred.keys):
@@ -261,32 +261,6 @@ def whatif(
         notes=tuple(_notes(rp, devices) + _graph_notes(af)),
     )
     return result, pred_rep
-
-
-# The graph's per-edge arrays (and the replay's order and bounds): what only a replay reads.
-_EDGE_ARRAYS = (
-    "src",
-    "dst",
-    "w",
-    "kind",
-    "ecls",
-    "state",
-    "rank",
-    "act",
-    "cost",
-    "lb",
-    "order",
-    "indptr",
-    "in_edges",
-)
-
-
-def let_edges_go(g: Graph) -> None:
-    """Empty the graph's edges (~0.25 GiB on the 1 GB benchmark trace's capture), keeping its nodes,
-    threads and device frame: the predicted timeline can still be made from node times, nothing more
-    can be replayed (a replay then raises)."""
-    for name in _EDGE_ARRAYS:
-        setattr(g, name, np.zeros(0, getattr(g, name).dtype))
 
 
 def _manifest_step_ms(rp: Replayer) -> Optional[float]:

@@ -165,8 +165,8 @@ def replay_many(g: Graph, ws: list[Weights]) -> Iterator[np.ndarray]:
 
 def _pass(g: Graph, batch: list[Weights]) -> np.ndarray:
     """One pass over the graph for the scenarios of `batch`: (nodes, len(batch)) node times."""
-    if g.lb.size != g.obs.size:
-        raise RuntimeError("this graph's edges were let go (predict.let_edges_go): it replays nothing more")
+    if not g.replayable:
+        raise RuntimeError("this graph's edges were let go (Graph.let_edges_go): it replays nothing more")
     first = batch[0]
     for w in batch[1:]:
         shared = zip(_shared(w), _shared(first))
