@@ -465,6 +465,7 @@ class Frame:
     def __init__(self, table: pa.Table) -> None:
         self.table = table
         self._ints: dict[str, np.ndarray] = {}
+        self._codes: dict[str, tuple[np.ndarray, list]] = {}
 
     def ints(self, column: str) -> np.ndarray:
         """An integer column as int64 (nulls as 0; mask them with `present` where it matters)."""
@@ -477,14 +478,29 @@ class Frame:
 
     def mask(self, column: str, predicate: Callable[[str], bool]) -> np.ndarray:
         """Rows whose (dictionary-encoded string) value satisfies `predicate`; nulls never do."""
-        parts = []
-        for chunk in self.table.column(column).chunks:
-            if not pa.types.is_dictionary(chunk.type):
-                chunk = chunk.dictionary_encode()
-            codes, dictionary = _arrow.codes(chunk)
-            hits = np.array([v is not None and predicate(v) for v in dictionary] + [False], dtype=bool)
-            parts.append(np.take(hits, codes))  # code -1 (null) reads the trailing False
-        return np.concatenate(parts) if parts else np.zeros(0, dtype=bool)
+        codes, dictionary = self.codes(column)
+        hits = np.array([v is not None and predicate(v) for v in dictionary] + [False], dtype=bool)
+        return np.take(hits, codes)  # code -1 (null) reads the trailing False
+
+    def codes(self, column: str) -> tuple[np.ndarray, list]:
+        """(int32 codes, -1 for null; one dictionary of the distinct values) of a string column, its
+        chunks' dictionaries merged once: a streamed parse's table holds a chunk per 24 MiB of trace,
+        each with its own dictionary of mostly the same names, and a predicate per value of every
+        chunk's dictionary was a third of the derived rows' CPU (benchmarks/RESULTS.md)."""
+        if column not in self._codes:
+            index: dict = {}
+            parts = []
+            for chunk in self.table.column(column).chunks:
+                if not pa.types.is_dictionary(chunk.type):
+                    chunk = chunk.dictionary_encode()
+                codes, dictionary = _arrow.codes(chunk)
+                remap = np.array([index.setdefault(v, len(index)) for v in dictionary] + [-1], np.int32)
+                parts.append(np.take(remap, codes))  # code -1 (null) reads the trailing -1
+            self._codes[column] = (
+                np.concatenate(parts) if parts else np.zeros(0, np.int32),
+                list(index),
+            )
+        return self._codes[column]
 
     def strings(self, column: str, rows: np.ndarray) -> list:
         """The values of a dictionary-encoded string column at `rows`."""
@@ -519,13 +535,14 @@ def _rows(kind: str, columns: dict[str, list]) -> pa.Table:
     """A schema.SCHEMA table of derived rows; `columns` maps names to lists of values or numpy arrays."""
     values = {k: (np.concatenate(v) if v and isinstance(v[0], np.ndarray) else v) for k, v in columns.items()}
     n = len(next(iter(values.values())))
+    zeros = _arrow.zero_buffer(n)  # shared by the null columns
     arrays = []
     for field in SCHEMA:
         v = values.get(field.name)
         if field.name == "kind":
             arrays.append(_arrow.dictionary(np.zeros(n, np.int32), [kind]))
         elif v is None:
-            arrays.append(_arrow.nulls(n, field.type))
+            arrays.append(_arrow.nulls(n, field.type, zeros))
         elif pa.types.is_dictionary(field.type):
             uniques = [u for u in dict.fromkeys(v) if u is not None]
             index = {u: i for i, u in enumerate(uniques)}

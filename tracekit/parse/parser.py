@@ -912,6 +912,7 @@ def _keep_heap_pages() -> None:
 def _with_rank(batch: pa.RecordBatch, rank: int) -> pa.Table:
     """An EVENT_SCHEMA batch → a schema.SCHEMA table (kind=event, rank)."""
     n = batch.num_rows
+    zeros = _arrow.zero_buffer(n)  # shared by the null columns
     arrays = []
     for field in SCHEMA:
         if field.name == "kind":
@@ -921,5 +922,5 @@ def _with_rank(batch: pa.RecordBatch, rank: int) -> pa.Table:
         elif field.name in batch.schema.names:
             arrays.append(batch.column(field.name))
         else:
-            arrays.append(_arrow.nulls(n, field.type))
+            arrays.append(_arrow.nulls(n, field.type, zeros))
     return pa.Table.from_arrays(arrays, schema=SCHEMA)
