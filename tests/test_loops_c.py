@@ -41,11 +41,14 @@ def random_graph(seed: int, n: int, m: int, acyclic: bool, ix: type):
 )
 def test_orders_and_weights_match_the_python_loops(seed, n, m, acyclic, ix):
     src, dst, rng = random_graph(seed, n, m, acyclic, ix)
-    for f in ("fill",):
-        ptr = np.zeros(n + 1, np.int64)
-        np.cumsum(np.bincount(dst, minlength=n), out=ptr[1:])
-        want = PY[f](ptr, dst, np.empty(dst.size, ix))
-        assert np.array_equal(C[f](ptr, dst, np.empty(dst.size, ix)), want)
+    want_ptr, want_order = np.zeros(n + 2, np.int64), np.empty(dst.size, ix)
+    PY["group"](dst, want_ptr, want_order)
+    got_ptr, got_order = np.zeros(n + 2, np.int64), np.empty(dst.size, ix)
+    C["group"](dst, got_ptr, got_order)
+    assert np.array_equal(got_ptr, want_ptr) and np.array_equal(got_order, want_order)
+    # the definition of the result: numpy's stable sort and the counts' running sum
+    assert np.array_equal(want_order, np.argsort(dst, kind="stable"))
+    assert np.array_equal(want_ptr[: n + 1], np.r_[0, np.cumsum(np.bincount(dst, minlength=n))])
     obs = rng.integers(-5, 50, n).astype(np.int64)
     out_ptr, out_order = loops.grouped(n, src)
     out_dst = dst[out_order]
@@ -117,9 +120,20 @@ def test_longest_paths_match_the_python_loop(seed, n, m, k, per_edge, adds, ix):
 
 
 def test_a_wrong_array_type_is_a_type_error_not_a_wrong_read():
-    ptr = np.zeros(3, np.int64)
+    ptr = np.zeros(4, np.int64)
     with pytest.raises(TypeError, match="key"):
-        _loops.fill(ptr, np.zeros(2, np.float64), np.zeros(2, np.int64))
+        _loops.group(np.zeros(2, np.float64), ptr, np.zeros(2, np.int64))
+    with pytest.raises(TypeError, match="ptr"):
+        _loops.group(np.zeros(2, np.int64), np.zeros(4, np.int32), np.zeros(2, np.int64))
+
+
+@pytest.mark.parametrize("bad", [-1, 2])
+def test_a_key_out_of_range_is_refused_before_anything_is_written(bad):
+    order = np.full(3, 7, np.int64)
+    for group in (C["group"], PY["group"]):
+        with pytest.raises(ValueError, match="out of range"):
+            group(np.array([0, bad, 1], np.int64), np.zeros(4, np.int64), order)
+        assert (order == 7).all()
 
 
 def test_a_replay_does_not_import_numba_when_the_extension_is_there(tmp_path):

@@ -112,30 +112,41 @@ static int get_arrays(PyObject *args, int n, int extra, Arr *a, const char *cons
     return 0;
 }
 
-/* fill(ptr, key, order): loops._fill. */
-static PyObject *loops_fill(PyObject *self, PyObject *args) {
+/* group(key, ptr, order): loops._group, a counting sort in place of bincount + cumsum + fill: no array
+ * but the two it returns (ptr has n + 2 entries, zeroed by the caller). */
+static PyObject *loops_group(PyObject *self, PyObject *args) {
     (void)self;
     Arr a[3];
-    static const char *const names[3] = {"ptr", "key", "order"}, *const types[3] = {"i", "i", "i"};
-    static const int wr[3] = {0, 0, 1};
+    static const char *const names[3] = {"key", "ptr", "order"}, *const types[3] = {"i", "i", "i"};
+    static const int wr[3] = {0, 1, 1};
     if (get_arrays(args, 3, 0, a, names, types, wr) < 0) return NULL;
-    Arr *ptr = &a[0], *key = &a[1], *order = &a[2];
-    Py_ssize_t nk = ptr->n - 1;
-    int64_t *pos = nk > 0 ? PyMem_RawMalloc((size_t)nk * sizeof(int64_t)) : NULL;
-    if (nk > 0 && !pos) {
+    Arr *key = &a[0], *ptr = &a[1], *order = &a[2];
+    if (check_int64(ptr, "ptr") < 0 || ptr->n < 2 || order->n != key->n) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "_loops.group: ptr needs n + 2 entries, order len(key)");
         release_arrays(a, 3);
-        return PyErr_NoMemory();
+        return NULL;
     }
+    int64_t *p = (int64_t *)ptr->p, bad = 0;
+    Py_ssize_t n = ptr->n - 2, m = key->n, i;
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t v = 0; v < nk; v++) pos[v] = ix(ptr, v);
-    for (Py_ssize_t i = 0; i < key->n; i++) {
+    for (i = 0; i < m; i++) { /* counted at k + 2; a key out of range stops it before any is used */
         int64_t k = ix(key, i);
-        ix_set(order, (Py_ssize_t)pos[k], i);
-        pos[k]++;
+        if (k < 0 || k >= n) {
+            bad = k;
+            break;
+        }
+        p[k + 2]++;
+    }
+    if (i == m) {
+        for (Py_ssize_t v = 2; v < n + 2; v++) p[v] += p[v - 1];
+        for (Py_ssize_t j = 0; j < m; j++) { /* p[k + 1]: the next free place of key k, its start at first */
+            int64_t k = ix(key, j);
+            ix_set(order, (Py_ssize_t)p[k + 1]++, j);
+        }
     }
     Py_END_ALLOW_THREADS
-    PyMem_RawFree(pos);
     release_arrays(a, 3);
+    if (i < m) return PyErr_Format(PyExc_ValueError, "_loops.group: key %lld out of range [0, %zd)", (long long)bad, n);
     Py_RETURN_NONE;
 }
 
@@ -388,7 +399,7 @@ fail:
 }
 
 static PyMethodDef methods[] = {
-    {"fill", loops_fill, METH_VARARGS, "fill(ptr, key, order): tracekit.whatif.loops._fill, into order."},
+    {"group", loops_group, METH_VARARGS, "group(key, ptr, order): tracekit.whatif.loops._group, into ptr and order."},
     {"kahn", loops_kahn, METH_VARARGS, "kahn(out_ptr, out_dst, indeg, seeds, seed_ptr, order, queue) -> 0 | 1."},
     {"kahn_by_time", loops_kahn_by_time, METH_VARARGS,
      "kahn_by_time(out_ptr, out_dst, indeg, by_time, order, queue, seen) -> forced."},

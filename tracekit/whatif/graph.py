@@ -233,6 +233,9 @@ class _Builder:
         self.dev = dev
         self.device_base = self.n_host
         self.n_nodes = self.n_host + 2 * len(dev)
+        # node and activity indices fit 32 bits on any capture that fits in memory: the per-edge arrays
+        # are the graph's bulk (5.3 M edges on the 1 GB benchmark trace's capture)
+        self.ix = np.int32 if self.n_nodes < 2**31 else np.int64
         obs = np.empty(self.n_nodes, np.int64)
         for tp in self.threads:
             obs[tp.offset : tp.offset + tp.bounds.size] = tp.bounds
@@ -277,19 +280,22 @@ class _Builder:
 
     # -- helpers ------------------------------------------------------------------------------------
     def add(self, src, dst, floor, kind, state=None, act=None, cost=None) -> None:
-        src = np.asarray(src, np.int64)
+        """Edges src -> dst: node and activity indices kept as `self.ix` (the graph's index type),
+        a constant floor, kind, state or act broadcast without a copy until `_columns`."""
+        ix = self.ix
+        src = np.asarray(src, ix)
         n = src.size
         if n == 0:
             return
         self.edges.append(
             (
                 src,
-                np.asarray(dst, np.int64),
-                np.broadcast_to(np.asarray(floor, np.int64), (n,)).copy(),
-                np.broadcast_to(np.asarray(kind, np.int8), (n,)).copy(),
-                np.full(n, -1, np.int8) if state is None else np.asarray(state, np.int8),
-                np.full(n, -1, np.int64) if act is None else np.asarray(act, np.int64),
-                np.zeros(n, np.int32) if cost is None else np.asarray(cost, np.int32),
+                np.asarray(dst, ix),
+                np.broadcast_to(np.asarray(floor, np.int64), (n,)),
+                np.broadcast_to(np.asarray(kind, np.int8), (n,)),
+                np.broadcast_to(np.int8(-1), (n,)) if state is None else np.asarray(state, np.int8),
+                np.broadcast_to(ix(-1), (n,)) if act is None else np.asarray(act, ix),
+                np.broadcast_to(np.int32(0), (n,)) if cost is None else np.asarray(cost, np.int32),
             )
         )
 
@@ -659,44 +665,47 @@ class _Builder:
             cyc[m] = np.searchsorted(np.asarray(c, np.int64), self.obs[m], side="right")
         return cyc
 
-    def _columns(self) -> list[np.ndarray]:
-        """The edges' columns (src, dst, floor, kind, state, act, cost), each concatenated from the
-        pieces `add` collected, which are let go column by column (the graph's largest moment)."""
-        dtypes = (np.int64, np.int64, np.int64, np.int8, np.int8, np.int64, np.int32)
+    def _columns(self, cyc: np.ndarray | None) -> list[np.ndarray]:
+        """The edges' columns (src, dst, floor, kind, state, act, cost), each written once from the
+        pieces `add` collected, which are let go column by column (the graph's largest moment); with
+        `cyc` (each node's profiler cycle), only the edges within one cycle."""
+        ix = self.ix
+        dtypes = (ix, ix, np.int64, np.int8, np.int8, ix, np.int32)
         pieces = [list(col) for col in zip(*self.edges)] if self.edges else [[] for _ in dtypes]
         self.edges = []
+        keep = None if cyc is None else [cyc[a] == cyc[b] for a, b in zip(pieces[0], pieces[1])]
+        sizes = [p.size for p in pieces[0]] if keep is None else [int(k.sum()) for k in keep]
+        if keep is not None:
+            self.diag["cross_cycle_edges_dropped"] = sum(p.size for p in pieces[0]) - sum(sizes)
         out = []
         for i, dt in enumerate(dtypes):
-            out.append(np.concatenate(pieces[i]) if pieces[i] else np.zeros(0, dt))
+            col = np.empty(sum(sizes), dt)
+            pos = 0
+            for j, (piece, m) in enumerate(zip(pieces[i], sizes)):
+                if keep is None:
+                    col[pos : pos + m] = piece
+                else:
+                    np.compress(keep[j], piece, out=col[pos : pos + m])
+                pos += m
+            out.append(col)
             pieces[i] = []
         return out
 
     def finish(self) -> Graph:
-        cols = self._columns()
-        # node, edge and activity indices fit 32 bits on any capture that fits in memory: the graph's
-        # per-edge arrays are its bulk (5.3 M edges on the 1 GB benchmark trace's capture), narrowed
-        # and filtered a column at a time (each copy let go as the next is made)
-        ix = np.int32 if max(self.n_nodes, cols[0].size) < 2**31 else np.int64
-        for i in (0, 1, 5):  # src, dst, act
-            cols[i] = cols[i].astype(ix)
         obs = self.obs
-        node_rank = np.zeros(self.n_nodes, np.int64)
+        node_rank = np.zeros(self.n_nodes, np.int32)
         for tp in self.threads:
             node_rank[tp.offset : tp.offset + tp.bounds.size] = tp.key[0]
-        node_rank[self.device_base :: 2] = self.dev["rank"].to_numpy(np.int64)
-        node_rank[self.device_base + 1 :: 2] = self.dev["rank"].to_numpy(np.int64)
+        node_rank[self.device_base :: 2] = self.dev["rank"].to_numpy(np.int32)
+        node_rank[self.device_base + 1 :: 2] = self.dev["rank"].to_numpy(np.int32)
         # profiler cycles are separate timelines: no edge crosses the gap between two (trace export,
         # profiler restart); a cycle's first nodes keep their observed times (tracekit.analysis.steps)
         cyc = self._node_cycles(node_rank)
-        if cyc is not None:
-            keep = cyc[cols[0]] == cyc[cols[1]]
-            self.diag["cross_cycle_edges_dropped"] = int(keep.size - keep.sum())
-            for i in range(len(cols)):
-                cols[i] = cols[i][keep]
-            del keep
-        src, dst, floor, kind, state, act, cost = cols
-        del cols
-        edge_rank = node_rank[dst].astype(np.int32)
+        src, dst, floor, kind, state, act, cost = self._columns(cyc)
+        if src.size >= 2**31:  # the edges' own indices (in_edges, order) are as wide as these
+            src, dst, act = src.astype(np.int64), dst.astype(np.int64), act.astype(np.int64)
+        ix = src.dtype.type
+        edge_rank = node_rank[dst]
         del node_rank
         own = kind == SYNC_OWN
         floor[own] = np.minimum(floor[own], getattr(self, "sync_overhead", DEFAULT_SYNC_OVERHEAD_NS))
@@ -707,7 +716,7 @@ class _Builder:
         self.diag["unexplained_wait_ns"] = int(
             (obs[dst[unexplained]] - obs[src[unexplained]] - w[unexplained]).sum()
         )
-        order, forced = topological_order(self.n_nodes, src, dst, obs, cyc)
+        order, forced = topological_order(self.n_nodes, src, dst, obs, cyc, indeg=np.diff(indptr))
         self.diag["cycles_broken"] = int(forced)
         # Nodes nothing in the trace explains keep their observed time as a lower bound: threads' and
         # streams' first nodes, and device work launched before the trace began (no launch record).
