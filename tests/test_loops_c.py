@@ -145,3 +145,19 @@ def test_a_replay_does_not_import_numba_when_the_extension_is_there(tmp_path):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 10**6), st.integers(0, 40), st.integers(0, 30))
+def test_cover_matches_its_definition(seed, n, k):
+    rng = np.random.default_rng(seed)
+    starts = rng.integers(0, n + 3, k)  # up to n + 2: beyond the last boundary covers nothing
+    ends = np.minimum(starts + rng.integers(0, 5, k), n + 3)
+    want = loops._cover(starts, ends, np.empty(n, np.bool_))
+    assert np.array_equal(C["cover"](starts, ends, np.empty(n, np.bool_)), want)
+    assert np.array_equal(loops.cover(starts.astype(np.int32), ends.astype(np.int32), n), want)
+    # the definition by hand: segment i is covered when some interval has start <= i < end
+    by_hand = np.array([bool(((starts <= i) & (i < ends)).any()) for i in range(n)], bool)
+    assert np.array_equal(want, by_hand)
+    with pytest.raises(ValueError, match="negative"):
+        C["cover"](np.array([-1]), np.array([1]), np.empty(n, np.bool_))

@@ -150,6 +150,48 @@ static PyObject *loops_group(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* cover(starts, ends, out): loops._cover, with one int32 running count (numpy's was two int64 bincounts,
+ * their difference and its running sum: four arrays of the thread's length per call). */
+static PyObject *loops_cover(PyObject *self, PyObject *args) {
+    (void)self;
+    Arr a[3];
+    static const char *const names[3] = {"starts", "ends", "out"}, *const types[3] = {"i", "i", "b"};
+    static const int wr[3] = {0, 0, 1};
+    if (get_arrays(args, 3, 0, a, names, types, wr) < 0) return NULL;
+    Arr *st = &a[0], *en = &a[1], *out = &a[2];
+    Py_ssize_t n = out->n;
+    int32_t *d = PyMem_RawCalloc((size_t)n + 1, sizeof(int32_t));
+    if (!d) {
+        release_arrays(a, 3);
+        return PyErr_NoMemory();
+    }
+    int bad = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < st->n && !bad; i++) { /* beyond n: no segment of this thread (bincount's [:n + 1]) */
+        int64_t k = ix(st, i);
+        if (k < 0) bad = 1;
+        else if (k <= n) d[k]++;
+    }
+    for (Py_ssize_t i = 0; i < en->n && !bad; i++) {
+        int64_t k = ix(en, i);
+        if (k < 0) bad = 1;
+        else if (k <= n) d[k]--;
+    }
+    if (!bad) {
+        int64_t c = 0;
+        uint8_t *o = (uint8_t *)out->p;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            c += d[i];
+            o[i] = c > 0;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(d);
+    release_arrays(a, 3);
+    if (bad) return PyErr_Format(PyExc_ValueError, "_loops.cover: a negative boundary index");
+    Py_RETURN_NONE;
+}
+
 /* kahn(out_ptr, out_dst, indeg, seeds, seed_ptr, order, queue) -> 0 (all placed) or 1 (a cycle): loops._kahn. */
 static PyObject *loops_kahn(PyObject *self, PyObject *args) {
     (void)self;
@@ -400,6 +442,7 @@ fail:
 
 static PyMethodDef methods[] = {
     {"group", loops_group, METH_VARARGS, "group(key, ptr, order): tracekit.whatif.loops._group, into ptr and order."},
+    {"cover", loops_cover, METH_VARARGS, "cover(starts, ends, out): tracekit.whatif.loops._cover, into out."},
     {"kahn", loops_kahn, METH_VARARGS, "kahn(out_ptr, out_dst, indeg, seeds, seed_ptr, order, queue) -> 0 | 1."},
     {"kahn_by_time", loops_kahn_by_time, METH_VARARGS,
      "kahn_by_time(out_ptr, out_dst, indeg, by_time, order, queue, seen) -> forced."},

@@ -42,6 +42,7 @@ from tracekit.whatif.loops import (
     HOST_CLASS,
     PLAIN,
     WAIT_CLASS,
+    cover,
     grouped,
     topological_order,
 )
@@ -354,13 +355,13 @@ class _Builder:
             kind = np.full(n, HOST, np.int8)
             # busy: inside an op, a runtime call or a DataLoader fetch (Python frames and annotations,
             # e.g. the step span itself, cover a thread that waits as well as one that works)
-            covered = _cover(si[st >= FRAMEWORK], ei[st >= FRAMEWORK], n)
+            covered = cover(si[st >= FRAMEWORK], ei[st >= FRAMEWORK], n)
             # sync calls: the segment that ends at the call's end is its own overhead; the wait is derived
             last_of_call = ei[(st == SYNC) & is_call] - 1
             kind[last_of_call[last_of_call >= 0]] = SYNC_OWN
             if key in self.step_threads:
                 ws, we, other = self.bw[key]
-                inside = _cover(np.searchsorted(bnd, ws), np.searchsorted(bnd, we), n)
+                inside = cover(np.searchsorted(bnd, ws), np.searchsorted(bnd, we), n)
                 kind[inside & ~covered] = IDLE
                 # the step thread resumes when the engine thread's last op of the window ends
                 for _a, z, k2 in zip(ws, we, other):  # one loop per backward window
@@ -372,7 +373,7 @@ class _Builder:
                 sk = self.step_key.get(key[0])
                 if key in self.th.engine and sk is not None and sk in self.by_thread:
                     all_ws, all_we = self.th._backward_windows(sk, self.by_thread[sk])
-                    idle &= ~_cover(np.searchsorted(bnd, all_ws), np.searchsorted(bnd, all_we), n)
+                    idle &= ~cover(np.searchsorted(bnd, all_ws), np.searchsorted(bnd, all_we), n)
                 kind[idle] = IDLE
                 # an idle thread wakes when its rank's step thread reaches that point
                 if sk is not None and sk in self.thread_index:
@@ -653,16 +654,24 @@ class _Builder:
 
     # -- weights and order --------------------------------------------------------------------------
     def _node_cycles(self, node_rank: np.ndarray) -> np.ndarray | None:
-        """Each node's profiler cycle on its rank, by its observed time; None for a single cycle."""
-        cuts = _cycle_cuts(self.fr.steps)
+        """Each node's profiler cycle on its rank, by its observed time (the number of its rank's cuts
+        at or before it); None for a single cycle."""
+        cuts = {r: np.asarray(c, np.int64) for r, c in _cycle_cuts(self.fr.steps).items()}
         if not cuts:
             return None
-        if len(cuts) == 1 and (node_rank == next(iter(cuts))).all():  # one rank: no selection
-            return np.searchsorted(np.asarray(next(iter(cuts.values())), np.int64), self.obs, side="right")
-        cyc = np.zeros(self.n_nodes, np.int64)
+        cyc = np.zeros(self.n_nodes, np.int32)
+        for tp in self.threads:  # sorted times: the cuts' places in them, summed (no search per node)
+            c = cuts.get(tp.key[0])
+            if c is None or not tp.bounds.size:
+                continue
+            at = np.searchsorted(tp.bounds, c, side="left")  # the first node at or after each cut
+            cyc[tp.offset : tp.offset + tp.bounds.size] = np.cumsum(
+                np.bincount(at, minlength=tp.bounds.size + 1)
+            )[:-1]
+        dev = np.arange(self.device_base, self.n_nodes)
         for r, c in cuts.items():  # one loop per rank
-            m = np.flatnonzero(node_rank == r)
-            cyc[m] = np.searchsorted(np.asarray(c, np.int64), self.obs[m], side="right")
+            m = dev[node_rank[self.device_base :] == r]
+            cyc[m] = np.searchsorted(c, self.obs[m], side="right")
         return cyc
 
     def _columns(self, cyc: np.ndarray | None) -> list[np.ndarray]:
@@ -802,10 +811,10 @@ def _scaling_state(th, bnd, si, ei, st, is_call) -> np.ndarray:
     for code in (FRAMEWORK, LAUNCH, SYNC, DATALOADER):  # a later (innermost) state wins
         if code == FRAMEWORK:
             m = (st == FRAMEWORK) | ((st == SYNC) & ~is_call)
-            cov = _cover(np.concatenate([si[m], waits[0]]), np.concatenate([ei[m], waits[1]]), n)
+            cov = cover(np.concatenate([si[m], waits[0]]), np.concatenate([ei[m], waits[1]]), n)
         else:
             m = (st == code) & is_call if code == SYNC else st == code
-            cov = _cover(si[m], ei[m], n)
+            cov = cover(si[m], ei[m], n)
         state[cov] = code
     return state
 
@@ -818,13 +827,6 @@ def _sorted_unique(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     index = np.empty(x.size, np.int64)
     index[order] = np.cumsum(new) - 1
     return y[new], index
-
-
-def _cover(starts: np.ndarray, ends: np.ndarray, n: int) -> np.ndarray:
-    """Per segment i of n (between boundaries i and i + 1), whether some interval [starts, ends), given
-    as boundary indices, covers it."""
-    d = np.bincount(starts, minlength=n + 1)[: n + 1] - np.bincount(ends, minlength=n + 1)[: n + 1]
-    return np.cumsum(d[:n]) > 0
 
 
 def _pair_index(ka: np.ndarray, kb: np.ndarray, qa: np.ndarray, qb: np.ndarray) -> np.ndarray:
