@@ -5,7 +5,8 @@
 
 Each run is its own process (its workers included, from wait4), the variants taking turns so that the
 machine's load and its memory's state fall on both alike; the medians and minima are printed. User CPU is
-the steadier figure on a VM whose page faults cost a varying amount of kernel time.
+the steadier figure on a VM whose page faults cost a varying amount of kernel time (`--warm GIB` touches
+that much memory in a child before each run, which steadies it).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from vm import WARM_HELP, warm
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -27,6 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trees", default=str(ROOT), help="comma-separated checkouts (PYTHONPATH of each run)")
     ap.add_argument("--env", default="", help="comma-separated NAME=VALUE settings, one per variant")
     ap.add_argument("--repeat", type=int, default=8)
+    ap.add_argument("--warm", type=float, default=0, help=WARM_HELP)
     args = ap.parse_args(argv)
     trees = args.trees.split(",")
     envs = [e for e in args.env.split(",") if e] or [""]
@@ -40,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
                 if setting:
                     name, _, value = setting.partition("=")
                     env[name] = value
+                warm(args.warm)
                 cmd = [sys.executable, "-m", "tracekit", "parse", args.trace, "-o", str(out), "--force"]
                 proc = subprocess.Popen(
                     cmd, cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE

@@ -21,6 +21,8 @@ import sys
 import time
 from pathlib import Path
 
+from vm import WARM_HELP, warm
+
 ROOT = Path(__file__).resolve().parent.parent
 
 COMMANDS = {
@@ -62,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--against", type=Path, help="another checkout to run alternately")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--only", action="append", help="only these commands (a key of COMMANDS)")
+    ap.add_argument("--warm", type=float, default=0, help=WARM_HELP)
     args = ap.parse_args(argv)
     roots = [ROOT] + ([args.against.resolve()] if args.against else [])
     names = args.only or list(COMMANDS)
@@ -70,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     for _ in range(args.repeat):
         for name in names:
             for root in roots:
+                warm(args.warm)
                 results[(name, root)].append(run(root, COMMANDS[name], args.capture.resolve()))
     for name in names:
         for root in roots:
