@@ -430,19 +430,14 @@ class _Builder:
         )
         has = np.flatnonzero(idx >= 0)
         li = idx[has]
-        nodes = np.empty(has.size, np.int64)
-        for k, g in pd.DataFrame(
-            {
-                "i": np.arange(has.size),
-                "p": lau["pid"].to_numpy()[li],
-                "t": lau["tid"].to_numpy()[li],
-                "r": lau["rank"].to_numpy()[li],
-            }
-        ).groupby(["r", "p", "t"]):
-            kk = (int(k[0]), int(k[1]), int(k[2]))
-            tp = self.threads[self.thread_index[kk]]
-            ends = lau["end"].to_numpy(np.int64)[li[g["i"].to_numpy()]]
-            nodes[g["i"].to_numpy()] = tp.offset + np.searchsorted(tp.bounds, ends)
+        # launch records are host events: the end node of the host event of the same table row (host
+        # rows ascend, as tracekit.whatif.timeline reads them too)
+        host_row = self.fr.host["row"].to_numpy(np.int64)
+        rows = lau["row"].to_numpy(np.int64)[li]
+        pos = np.minimum(np.searchsorted(host_row, rows), max(host_row.size - 1, 0))
+        if host_row.size == 0 or not np.array_equal(host_row[pos], rows):
+            raise RuntimeError("a launch record that is not a host event of the frames")
+        nodes = self.end_node[pos]
         self.act_launch[has] = nodes
         self.launch_ts[has] = lau["ts"].to_numpy(np.float64)[li]
         start = self.device_base + 2 * has

@@ -44,10 +44,18 @@ class Replayer:
     graph: Graph
     steps: StepModel
     observed: StepTimes
-    replayed: StepTimes
     frames: Any = None  # the analysis frames the graph was built from (the predicted timeline's base)
     # each rank's input pipeline, from the unprofiled steps' timed fetches (tracekit.whatif.loader)
     producers: dict = field(default_factory=dict)
+    unchanged: Optional[StepTimes] = None  # the unchanged replay's step times, once made (`replayed`)
+
+    @property
+    def replayed(self) -> StepTimes:
+        """The step times of the unchanged replay (the replay's self-check against `observed`): made on
+        first use, unless a caller that replays several scenarios in one pass gave it (`unchanged`)."""
+        if self.unchanged is None:
+            self.unchanged = self.steps.times(replay(self.graph, weights(self.graph, IDENTITY)))
+        return self.unchanged
 
     @classmethod
     def of(
@@ -58,6 +66,7 @@ class Replayer:
         *,
         release: bool = False,
         keep_frames: bool = True,
+        unchanged: bool = True,
     ) -> Replayer:
         """`frames` and `threads`: the capture's analysis frames and host threads when the caller has
         them already (`tracekit analyze` does), else they are loaded here. `release`: the capture was
@@ -65,7 +74,8 @@ class Replayer:
         records the graph reads: `capture.table` is then those rows only, and the predicted timeline
         cannot be written from it). `keep_frames=False`: the Replayer does not keep the frames (they
         go with the caller's references): it then neither attributes a predicted timeline nor takes
-        --ops / --cuda-graphs scenarios, as the savings need neither."""
+        --ops / --cuda-graphs scenarios, as the savings need neither. `unchanged=False`: the unchanged
+        replay is left to the caller (the savings make it in one of their passes) or to first use."""
         if frames is not None:
             fr = frames
         else:
@@ -76,9 +86,11 @@ class Replayer:
         kept = fr if keep_frames else None
         del fr, th  # the graph holds what it needs: the threads (and frames not kept) go with these
         sm = StepModel(g)
-        rep = replay(g, weights(g, IDENTITY))
         manifest = (getattr(capture, "manifest", None) or {}) if capture is not None else {}
-        return cls(capture, g, sm, sm.times(g.obs), sm.times(rep), kept, producers(manifest))
+        rp = cls(capture, g, sm, sm.times(g.obs), kept, producers(manifest))
+        if unchanged:
+            rp.replayed  # noqa: B018 (made now: a whatif lets the graph's edges go after its replays)
+        return rp
 
     def check(self, scenario: Scenario) -> Factors:
         """The scenario's factors on this capture's names; ScenarioError for a rank, kernel pattern or op

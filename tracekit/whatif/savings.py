@@ -45,6 +45,8 @@ def cause_savings(rp: Replayer, unprofiled_step_ms: Optional[float] = None) -> S
     # One replay per cause present and profiler cost (and the unchanged one with the cost removed), a
     # few per pass over the graph (replay_many): the passes, not the scenarios, are what cost.
     runs: list[tuple[Optional[str], str]] = [(None, "unprofiled")] if costs["unprofiled"] else []
+    if rp.unchanged is None:  # the unchanged replay in one of these passes, not a pass of its own
+        runs.append((None, "profiled"))
     runs += [(cause, label) for cause in SCALED_CAUSES if _present(rp, cause) for label in costs]
     ws = [
         weights(rp.graph, Scenario(set={c: 0.0} if c else {}), costs[label] * 1000.0, af) for c, label in runs
@@ -53,7 +55,10 @@ def cause_savings(rp: Replayer, unprofiled_step_ms: Optional[float] = None) -> S
     reps = replay_many(rp.graph, ws)
     for run in runs:  # not zip: it keeps its last tuple, and with it a view of the last pass
         rep = next(reps)
-        means[run] = _means(rp.steps.times(rep))
+        times = rp.steps.times(rep)
+        if run == (None, "profiled"):
+            rp.unchanged = times
+        means[run] = _means(times)
         del rep  # a view of its pass: the pass goes before the next one is made
     base = {label: means.get((None, label)) or _means(rp.replayed) for label in costs}
     if rp.producers:  # without the profiler the input pipeline paces the steps (tracekit.whatif.loader)
@@ -116,7 +121,7 @@ def with_savings(
         return report
     if context is not None:
         frames, threads = context.hand_over()
-    rp = Replayer.of(capture, frames, threads, keep_frames=False)
+    rp = Replayer.of(capture, frames, threads, keep_frames=False, unchanged=False)
     del frames, threads  # (the caller's, when it passed them itself, stay)
     s = cause_savings(rp)
     devices = tuple(
