@@ -36,8 +36,9 @@ def _index_type(n: int) -> type[np.signedinteger]:
 def _group(key, ptr, order):
     """A counting sort into `order` (len(key)) and `ptr` (n + 2 zeros; ptr[:n + 1] is the result): the
     keys counted at ptr[k + 2], summed, then each index placed at ptr[k + 1], its key's next free place,
-    which leaves ptr[k + 1] at the start of key k + 1. No array but those two (a bincount, its sum and a
-    copy of the starts were 0.1 s and 0.1 GiB of fresh pages per call on the benchmark graph)."""
+    which leaves ptr[k + 1] at the start of key k + 1. No array but those two (numpy's bincount, its
+    running sum and a copy of the starts were three more of the graph's length: grouped 0.073 -> 0.025
+    CPU-s on the 1 GB benchmark capture, benchmarks/graph_phases.py)."""
     n = ptr.size - 2
     for i in range(key.size):
         k = key[i]
