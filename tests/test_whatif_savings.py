@@ -189,3 +189,26 @@ def test_replays_batched_in_one_pass_equal_each_replay(name):
                 # the savings are differences of median steps (tracekit.analysis.steps.median_ns)
                 one_by_one = (median_ns(base.dur[i]) - median_ns(pred.dur[i])) / 1e6
                 assert by_label[label][cause] == pytest.approx(one_by_one, abs=1e-9), (key, label, cause)
+
+
+@pytest.mark.parametrize("name", ["sync_heavy", "dataloader_slow"])
+def test_the_unchanged_replay_made_in_the_savings_passes_is_the_unchanged_replay(name):
+    """GIVEN a capture WHEN the savings make the unchanged replay in one of their passes
+    (`Replayer.of(unchanged=False)`, as `analyze` builds it) THEN their figures and the replay's
+    self-check equal those of a Replayer that made it on its own; AND a Replayer that nobody gave it
+    makes it on first use."""
+    import numpy as np
+
+    from tracekit.api import load
+
+    cap = load(Path(__file__).parent.parent / "fixtures" / "h200" / name)
+    eager = Replayer.of(cap)
+    deferred = Replayer.of(cap, unchanged=False)
+    assert deferred.unchanged is None
+    assert cause_savings(deferred) == cause_savings(eager)
+    assert deferred.unchanged is not None
+    for a, b in zip(deferred.replayed.dur, eager.replayed.dur):
+        assert np.array_equal(a, b)
+    lazy = Replayer.of(cap, unchanged=False)
+    for a, b in zip(lazy.replayed.dur, eager.replayed.dur):
+        assert np.array_equal(a, b)
