@@ -430,14 +430,10 @@ class _Builder:
         )
         has = np.flatnonzero(idx >= 0)
         li = idx[has]
-        # launch records are host events: the end node of the host event of the same table row (host
-        # rows ascend, as tracekit.whatif.timeline reads them too)
-        host_row = self.fr.host["row"].to_numpy(np.int64)
-        rows = lau["row"].to_numpy(np.int64)[li]
-        pos = np.minimum(np.searchsorted(host_row, rows), max(host_row.size - 1, 0))
-        if host_row.size == 0 or not np.array_equal(host_row[pos], rows):
-            raise RuntimeError("a launch record that is not a host event of the frames")
-        nodes = self.end_node[pos]
+        # the end node of each launch's own host event
+        nodes = self.end_node[
+            host_positions(self.fr.host["row"].to_numpy(np.int64), lau["row"].to_numpy()[li])
+        ]
         self.act_launch[has] = nodes
         self.launch_ts[has] = lau["ts"].to_numpy(np.float64)[li]
         start = self.device_base + 2 * has
@@ -824,6 +820,16 @@ def _sorted_unique(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return y[new], index
 
 
+def host_positions(host_row: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The host frame positions of table rows that are host events (launch records are: runtime calls),
+    by the frame's `row` column, which ascends; RuntimeError for a row that is not one."""
+    rows = np.asarray(rows, np.int64)
+    pos = np.minimum(np.searchsorted(host_row, rows), max(host_row.size - 1, 0))
+    if rows.size and (host_row.size == 0 or not np.array_equal(host_row[pos], rows)):
+        raise RuntimeError("a launch record that is not a host event of the frames")
+    return pos
+
+
 def _pair_index(ka: np.ndarray, kb: np.ndarray, qa: np.ndarray, qb: np.ndarray) -> np.ndarray:
     """For each query pair (qa, qb), the index i of the same pair (ka[i], kb[i]) (unique), else -1."""
     out = np.full(qa.size, -1, np.int64)
@@ -853,4 +859,12 @@ def _median_or(x: np.ndarray, default: int) -> int:
     return int(np.median(x)) if x.size >= MIN_SAMPLES else int(default)
 
 
-__all__ = ["Graph", "build_graph", "binding_weights", "recorded_stream_waits", "EDGE_KINDS", "is_sync_call"]
+__all__ = [
+    "Graph",
+    "build_graph",
+    "binding_weights",
+    "host_positions",
+    "recorded_stream_waits",
+    "EDGE_KINDS",
+    "is_sync_call",
+]

@@ -375,11 +375,10 @@ def _compiled():
             chosen = _c_versions(importlib.import_module("tracekit.whatif._loops"))
         except ImportError:  # it did not build: numba
             chosen = None
-    if chosen is not None:
-        _cover_into = chosen["cover"]
-    else:
+    if chosen is None:
         chosen = _numba_versions()
     if chosen is not None:
+        _cover_into = chosen.get("cover", _cover)  # numba's versions leave it to numpy
         _group, _kahn, _kahn_by_time = chosen["group"], chosen["kahn"], chosen["kahn_by_time"]
         binding_weights, longest_paths = chosen["binding_weights"], chosen["longest_paths"]
 

@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from tracekit.analysis.events import Frames
 from tracekit.data import schema as S
-from tracekit.whatif.graph import Graph
+from tracekit.whatif.graph import Graph, host_positions
 from tracekit.whatif.replay import map_times
 
 
@@ -32,8 +32,7 @@ def replayed_frames(fr: Frames, g: Graph, rep: np.ndarray) -> Frames:
         (dev["end"].to_numpy(), dev["ts"].to_numpy(), dev["device"].to_numpy(), dev["rank"].to_numpy())
     )
     dev = dev.iloc[order].reset_index(drop=True)
-    # launch records are host events: their host frame position by table row (host rows ascend)
-    pos = np.searchsorted(g.host_row, fr.launches["row"].to_numpy(np.int64))
+    pos = host_positions(g.host_row, fr.launches["row"].to_numpy())  # each launch's own host event
     launches = fr.launches.assign(ts=host["ts"].to_numpy()[pos], end=host["end"].to_numpy()[pos])
     steps = fr.steps.copy()
     for (r, p, t), idx in steps.groupby(["rank", "pid", "tid"]).indices.items():  # one loop per step thread
