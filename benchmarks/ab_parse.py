@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from vm import WARM_HELP, warm
+from vm import WARM_HELP, tree_env, warm
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         out = Path(tmp) / "capture.parquet"
         for _ in range(args.repeat):
             for tree, setting in variants:
-                env = {**os.environ, "PYTHONPATH": tree}
+                env = tree_env(tree)
                 if setting:
                     name, _, value = setting.partition("=")
                     env[name] = value

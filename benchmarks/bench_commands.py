@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from vm import WARM_HELP, warm
+from vm import WARM_HELP, tree_env, warm
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -41,7 +41,7 @@ def run(root: Path, args: list[str], capture: Path) -> dict:
         [sys.executable, "-m", "tracekit", args[0], str(capture), *args[1:]],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": str(root)},
+        env=tree_env(root),
         cwd=root,
     )
     _, status, usage = os.wait4(proc.pid, 0)
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     roots = [ROOT] + ([args.against.resolve()] if args.against else [])
     names = args.only or list(COMMANDS)
-    print(f"{args.capture} ({args.capture.stat().st_size / 2**20:.0f} MiB), {os.cpu_count()} CPUs")
+    print(f"{args.capture} ({args.capture.stat().st_size / 2**20:.0f} MiB), {len(os.sched_getaffinity(0))} of {os.cpu_count()} CPUs")
     results: dict = {(n, r): [] for n in names for r in roots}
     for _ in range(args.repeat):
         for name in names:

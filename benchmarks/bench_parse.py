@@ -38,6 +38,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from vm import tree_env
+
 ROOT = Path(__file__).resolve().parent.parent
 
 HTA_SCRIPT = """
@@ -162,14 +164,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reference", action="store_true", help="also time msgspec (GC off) on each trace")
     args = ap.parse_args(argv)
 
-    print(f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
+    print(f"{len(os.sched_getaffinity(0))} of {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
     roots = [ROOT] + ([args.source.resolve()] if args.source else [])
     for root in roots:
         decoder = subprocess.run(
             [sys.executable, "-c", DECODER_NAME],
             capture_output=True,
             text=True,
-            env={**os.environ, "PYTHONPATH": str(root)},
+            env=tree_env(root),
             cwd=root,  # `python -c` and `-m` put the working directory first on sys.path
         ).stdout.strip()
         print(f"{root}: decoder {decoder} (TRACEKIT_DECODER=msgspec forces msgspec)")
@@ -181,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
 
         def command(trace: Path, root: Path) -> dict:
             cmd = [sys.executable, "-m", "tracekit", "parse", str(trace.resolve()), "-o", str(out), "--force"]
-            return {"cmd": cmd, "env": {**os.environ, "PYTHONPATH": str(root)}, "cwd": root}
+            return {"cmd": cmd, "env": tree_env(root), "cwd": root}
 
         runs: dict = {case: [] for case in cases}
         reference: dict = {trace: [] for trace in args.traces}

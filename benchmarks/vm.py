@@ -24,3 +24,12 @@ WARM_HELP = (
     "GiB of memory a child process touches before each run (on a VM that backs guest memory lazily, "
     "first-touch page faults cost 2-10x more after the memory was idle a while)"
 )
+
+
+def tree_env(tree: object, **extra: str) -> dict:
+    """os.environ for a child that imports tracekit from `tree`: the tree first on PYTHONPATH, before
+    whatever PYTHONPATH already names (where a machine's missing packages were installed with --target)."""
+    import os
+
+    rest = os.environ.get("PYTHONPATH", "")
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), rest]) if rest else str(tree), **extra}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import re
 from collections import Counter
 from decimal import Decimal
@@ -265,3 +266,22 @@ def test_a_decode_worker_that_dies_is_one_error_not_a_hang(tmp_path, monkeypatch
     with pytest.raises(ParseAbortedError, match="worker process died"):
         parse_mod.parse_to_file(files, tmp_path / "c.parquet")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity on this OS")
+def test_decode_workers_follow_the_cpus_this_process_may_use(monkeypatch):
+    """One decode worker per CPU of the process' affinity (taskset, a scheduler's CPU set), not per CPU
+    of the machine; TRACEKIT_WORKERS still wins."""
+    from tracekit.parse import parser
+
+    monkeypatch.delenv("TRACEKIT_WORKERS", raising=False)
+    before = os.sched_getaffinity(0)
+    try:
+        os.sched_setaffinity(0, {min(before)})
+        assert parser.workers() == 1
+        monkeypatch.setenv("TRACEKIT_WORKERS", "3")
+        assert parser.workers() == 3
+    finally:
+        os.sched_setaffinity(0, before)
+    monkeypatch.delenv("TRACEKIT_WORKERS")
+    assert parser.workers() == len(before)

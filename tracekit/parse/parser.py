@@ -733,11 +733,20 @@ def chunk_bytes(size: int) -> int:
 
 
 def workers() -> int:
-    """Decode processes: TRACEKIT_WORKERS, else one per CPU."""
+    """Decode processes: TRACEKIT_WORKERS, else one per CPU this process may run on (its affinity:
+    `taskset -c 0,1` or a job scheduler's CPU set gives two, where os.cpu_count() counts the machine's)."""
     env = os.environ.get("TRACEKIT_WORKERS", "")
     if env.isdigit() and int(env) > 0:
         return int(env)
-    return max(1, os.cpu_count() or 1)
+    return max(1, usable_cpus())
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (os.sched_getaffinity where the OS has it, else os.cpu_count)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 # The buffer the forked workers read (set before the pool forks; never pickled).

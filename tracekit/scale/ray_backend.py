@@ -138,12 +138,14 @@ class RayExecutor:
     # -- internals ------------------------------------------------------------------------------
 
     def _start_local(self) -> None:
+        from tracekit.parse.parser import usable_cpus
+
         # Ray's session folder holds Unix sockets (path limit ~107 bytes): keep its parent short.
         self._temp_dir = tempfile.mkdtemp(prefix="tkray-", dir="/tmp" if os.path.isdir("/tmp") else None)
         try:
             self._ray.init(
                 address="local",  # a new instance even when RAY_ADDRESS names a cluster
-                num_cpus=os.cpu_count() or 1,
+                num_cpus=usable_cpus(),  # the CPUs this process may run on (its affinity)
                 include_dashboard=False,
                 object_store_memory=LOCAL_OBJECT_STORE_BYTES,
                 _temp_dir=self._temp_dir,
