@@ -68,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     roots = [ROOT] + ([args.against.resolve()] if args.against else [])
     names = args.only or list(COMMANDS)
-    print(f"{args.capture} ({args.capture.stat().st_size / 2**20:.0f} MiB), {len(os.sched_getaffinity(0))} of {os.cpu_count()} CPUs")
+    cpus = f"{len(os.sched_getaffinity(0))} of {os.cpu_count()} CPUs"
+    print(f"{args.capture} ({args.capture.stat().st_size / 2**20:.0f} MiB), {cpus}")
     results: dict = {(n, r): [] for n in names for r in roots}
     for _ in range(args.repeat):
         for name in names:

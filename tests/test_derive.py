@@ -5,12 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tracekit.parse.derive import (
+    DERIVE_COLUMNS,
+    Frame,
+    FrameBuilder,
     clip_to_windows,
     derive_rows,
     needed_for_derive,
@@ -106,3 +110,55 @@ def test_the_streamed_subset_derives_the_same_rows(files):
     subset = needed_for_derive(events)
     assert subset.num_rows < events.num_rows
     assert derive_rows(subset).to_pylist() == full
+
+
+def _piece(rng, n: int, names: list[str]) -> pa.Table:
+    """A derive-subset-shaped table of `n` random rows: nullable ints, dictionary strings with nulls,
+    in two chunks with dictionaries of their own (as a chunk's table after IPC may hold)."""
+    from tracekit.data import arrow as A
+    from tracekit.data.schema import SCHEMA
+
+    def chunk(m: int) -> pa.RecordBatch:
+        arrays = []
+        for c in DERIVE_COLUMNS:
+            f = SCHEMA.field(c)
+            if pa.types.is_dictionary(f.type):
+                uniq = list(rng.choice(names, size=rng.integers(1, len(names) + 1), replace=False))
+                codes = rng.integers(-1, len(uniq), m)
+                arrays.append(A.dictionary(codes, uniq))
+            else:
+                ok = rng.random(m) > (0.3 if c in ("device", "correlation") else 0.0)
+                arrays.append(A.from_numpy(rng.integers(-(10**6), 10**6, m), ok, f.type))
+        return pa.RecordBatch.from_arrays(arrays, schema=pa.schema([SCHEMA.field(c) for c in DERIVE_COLUMNS]))
+
+    a = int(rng.integers(0, n + 1))
+    return pa.Table.from_batches([chunk(a), chunk(n - a)])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 3000), max_size=12), st.integers(0, 2**32 - 1))
+def test_a_frame_built_piece_by_piece_equals_the_frame_of_the_whole_table(sizes, seed):
+    """FrameBuilder (a streamed parse's derive subsets, added chunk by chunk and let go) reads as the
+    Frame of their concatenation: ints, presence, string masks and values, and the table it makes."""
+    rng = np.random.default_rng(seed)
+    names = ["ProfilerStep#1", "aten::mm", "cudaLaunchKernel", "X", "kernel", ""]
+    pieces = [_piece(rng, n, names) for n in sizes]
+    builder = FrameBuilder()
+    for p in pieces:
+        builder.add(p)
+    built = builder.frame()
+    if not pieces:
+        assert built.num_rows == 0 and built.table.column_names == list(DERIVE_COLUMNS)
+        return
+    whole = Frame(pa.concat_tables(pieces))
+    assert built.num_rows == whole.num_rows == sum(sizes)
+    for c in ("rank", "pid", "tid", "ts_ns", "dur_ns", "device", "correlation"):
+        np.testing.assert_array_equal(built.ints(c), whole.ints(c))
+        np.testing.assert_array_equal(built.present(c), whole.present(c))
+    rows = np.arange(built.num_rows)[::7]
+    for c in ("ph", "cat", "name"):
+        for v in names:
+            same = v.__eq__
+            np.testing.assert_array_equal(built.mask(c, same), whole.mask(c, same))
+        assert built.strings(c, rows) == whole.strings(c, rows)
+    assert built.table.to_pylist() == whole.table.to_pylist()

@@ -127,10 +127,14 @@ def valid(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, dtype=bool)
 
 
-def values(arr: pa.Array | pa.ChunkedArray, fill: int = 0, dtype: type = np.int64) -> np.ndarray:
-    """The values of an integer array as numpy `dtype` (a new array), nulls as `fill`."""
+def values(
+    arr: pa.Array | pa.ChunkedArray, fill: int = 0, dtype: type = np.int64, out: Optional[np.ndarray] = None
+) -> np.ndarray:
+    """The values of an integer array as numpy `dtype` (a new array, or written into `out`), nulls as
+    `fill`."""
     chunks = _chunks(arr)
-    out: np.ndarray = np.empty(sum(len(c) for c in chunks), dtype=dtype)
+    if out is None:
+        out = np.empty(sum(len(c) for c in chunks), dtype=dtype)
     pos = 0
     for chunk in chunks:
         n = len(chunk)

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable
+from typing import Callable, Optional
 
 import numpy as np
 import pyarrow as pa
@@ -460,12 +460,31 @@ def clip_to_windows(
 
 class Frame:
     """The columns of an event table as numpy, each converted once (the derive functions read the same
-    columns many times)."""
+    columns many times). Made of a table, or by a FrameBuilder (its `table` is then made of its
+    arrays when something asks for it)."""
 
-    def __init__(self, table: pa.Table) -> None:
-        self.table = table
+    def __init__(self, table: pa.Table | None) -> None:
+        self._table = table
+        self.num_rows = table.num_rows if table is not None else 0
         self._ints: dict[str, np.ndarray] = {}
+        self._present: dict[str, np.ndarray] = {}
         self._codes: dict[str, tuple[np.ndarray, list]] = {}
+        self._schema: pa.Schema | None = table.schema if table is not None else None
+
+    @property
+    def table(self) -> pa.Table:
+        if self._table is None:  # a FrameBuilder's: its columns as Arrow arrays, without a copy
+            assert self._schema is not None
+            arrays = []
+            for f in self._schema:
+                if f.name in self._codes:
+                    codes, dictionary = self._codes[f.name]
+                    arrays.append(_arrow.dictionary(codes, dictionary))
+                else:
+                    ok = self._present.get(f.name)
+                    arrays.append(_arrow.from_numpy(self._ints[f.name], ok, f.type))
+            self._table = pa.Table.from_arrays(arrays, schema=self._schema)
+        return self._table
 
     def ints(self, column: str) -> np.ndarray:
         """An integer column as int64 (nulls as 0; mask them with `present` where it matters)."""
@@ -474,7 +493,9 @@ class Frame:
         return self._ints[column]
 
     def present(self, column: str) -> np.ndarray:
-        return _arrow.valid(self.table.column(column))
+        if column not in self._present:
+            self._present[column] = _arrow.valid(self.table.column(column))
+        return self._present[column]
 
     def mask(self, column: str, predicate: Callable[[str], bool]) -> np.ndarray:
         """Rows whose (dictionary-encoded string) value satisfies `predicate`; nulls never do."""
@@ -489,26 +510,25 @@ class Frame:
         chunk's dictionary (44 chunks at 1 GB) was most of the masks' cost."""
         if column not in self._codes:
             index: dict = {}
-            parts = []
-            for chunk in self.table.column(column).chunks:
-                if not pa.types.is_dictionary(chunk.type):
-                    chunk = chunk.dictionary_encode()
-                codes, dictionary = _arrow.codes(chunk)
-                remap = np.array([index.setdefault(v, len(index)) for v in dictionary] + [-1], np.int32)
-                parts.append(np.take(remap, codes))  # code -1 (null) reads the trailing -1
-            self._codes[column] = (
-                np.concatenate(parts) if parts else np.zeros(0, np.int32),
-                list(index),
-            )
+            chunks = self.table.column(column).chunks
+            out = np.empty(sum(len(c) for c in chunks), np.int32)
+            pos = 0
+            for chunk in chunks:
+                _merge_codes(chunk, index, out[pos : pos + len(chunk)])
+                pos += len(chunk)
+            self._codes[column] = (out, list(index))
         return self._codes[column]
 
     def strings(self, column: str, rows: np.ndarray) -> list:
         """The values of a dictionary-encoded string column at `rows`."""
         if len(rows) == 0:
             return []
+        rows = np.asarray(rows, dtype=np.int64)
+        if self._table is None or column in self._codes:  # through the merged codes
+            codes, dictionary = self.codes(column)
+            return [dictionary[c] if c >= 0 else None for c in codes[rows].tolist()]
         # Chunk by chunk through the dictionary codes: Array.take would import pyarrow.compute (~35 ms
         # of start-up) for the few step names a parse reads.
-        rows = np.asarray(rows, dtype=np.int64)
         out: list = [None] * len(rows)
         lo = 0
         for chunk in self.table.column(column).chunks:
@@ -525,6 +545,87 @@ class Frame:
                     out[i] = v
             lo = hi
         return out
+
+
+def _merge_codes(chunk: pa.Array, index: dict, out: np.ndarray) -> None:
+    """A string chunk's codes (-1 null) in the merged dictionary `index` (value -> code, grown with the
+    chunk's new values in its dictionary's order), written into `out`."""
+    if not pa.types.is_dictionary(chunk.type):
+        chunk = chunk.dictionary_encode()
+    codes, dictionary = _arrow.codes(chunk)
+    remap = np.array([index.setdefault(v, len(index)) for v in dictionary] + [-1], np.int32)
+    np.take(remap, codes, out=out)  # code -1 (null) reads the trailing -1
+
+
+class FrameBuilder:
+    """A Frame of a table that arrives in pieces (a streamed parse's derive subsets, one per 24 MiB
+    chunk): each piece's columns are written into growing numpy arrays as it comes, and the piece can
+    go. The parse's parent then holds the subset once, as the Frame's columns, where it held every
+    chunk's Arrow table and the Frame's concatenation of them besides (~90 MiB each at 1 GB, the
+    pages faulted in twice). The capacity grows 8x at a time: arrays reserved and not yet written
+    cost no memory."""
+
+    def __init__(self) -> None:
+        self._n = 0
+        self._cap = 0
+        self._schema: pa.Schema | None = None
+        self._ints: dict[str, np.ndarray] = {}
+        self._present: dict[str, Optional[np.ndarray]] = {}  # None while every value is present
+        self._codes: dict[str, np.ndarray] = {}
+        self._index: dict[str, dict] = {}
+
+    def add(self, table: pa.Table) -> None:
+        if self._schema is None:
+            self._schema = table.schema
+            for f in table.schema:
+                if pa.types.is_dictionary(f.type) or pa.types.is_string(f.type):
+                    self._codes[f.name], self._index[f.name] = np.empty(0, np.int32), {}
+                else:
+                    self._ints[f.name], self._present[f.name] = np.empty(0, np.int64), None
+        elif not table.schema.equals(self._schema):
+            table = table.cast(self._schema)
+        n = table.num_rows
+        lo, hi = self._n, self._n + n
+        if hi > self._cap:
+            self._grow(max(hi, 8 * self._cap, 1024))
+        for name, out in self._codes.items():
+            pos = lo
+            for chunk in table.column(name).chunks:
+                _merge_codes(chunk, self._index[name], out[pos : pos + len(chunk)])
+                pos += len(chunk)
+        for name, out in self._ints.items():
+            col = table.column(name)
+            _arrow.values(col, out=out[lo:hi])
+            ok = self._present[name]
+            if col.null_count and ok is None:
+                ok = self._present[name] = np.empty(self._cap, bool)
+                ok[:lo] = True
+            if ok is not None:
+                ok[lo:hi] = _arrow.valid(col) if col.null_count else True
+        self._n = hi
+
+    def _grow(self, cap: int) -> None:
+        def grown(a: np.ndarray) -> np.ndarray:
+            b = np.empty(cap, a.dtype)
+            b[: self._n] = a[: self._n]
+            return b
+
+        self._ints = {k: grown(v) for k, v in self._ints.items()}
+        self._codes = {k: grown(v) for k, v in self._codes.items()}
+        self._present = {k: None if v is None else grown(v) for k, v in self._present.items()}
+        self._cap = cap
+
+    def frame(self) -> Frame:
+        """The Frame of every piece added (of no rows, in the derive columns, when none was)."""
+        n = self._n
+        if self._schema is None:
+            return Frame(pa.schema([SCHEMA.field(c) for c in DERIVE_COLUMNS]).empty_table())
+        fr = Frame(None)
+        fr.num_rows, fr._schema = n, self._schema
+        fr._ints = {k: v[:n] for k, v in self._ints.items()}
+        fr._present = {k: (np.ones(n, bool) if v is None else v[:n]) for k, v in self._present.items()}
+        fr._codes = {k: (v[:n], list(self._index[k])) for k, v in self._codes.items()}
+        return fr
 
 
 def _frame(events: pa.Table | Frame) -> Frame:

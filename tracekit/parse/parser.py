@@ -66,7 +66,7 @@ from tracekit.errors import (
 from tracekit.parse import decode as _decode
 from tracekit.parse import fast as _fast
 from tracekit.parse import sanity as _sanity
-from tracekit.parse.derive import Frame, derive_rows, needed_for_derive, write_derived_rows
+from tracekit.parse.derive import Frame, FrameBuilder, derive_rows, needed_for_derive, write_derived_rows
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 MANIFEST_NAME = "manifest.json"  # written by `tracekit capture` beside the traces; not a trace
@@ -202,7 +202,7 @@ def _stream_once(
     part: bool,
     parallel: bool,
 ) -> Capture:
-    kept: list[pa.Table] = []
+    kept = FrameBuilder()  # the derive subsets' columns, each chunk's let go as it comes
     rows = 0
     # In parallel, the workers encode the event tables: the file is stitched from their row groups.
     with CaptureWriter(output, force=force, part=part, stitched=parallel) as writer:
@@ -211,7 +211,7 @@ def _stream_once(
             nonlocal rows
             writer.write(table)
             rows += table.num_rows
-            kept.append(needed)
+            kept.add(needed)
 
         sources, traces, failed = _parse_files(
             files,
@@ -226,7 +226,7 @@ def _stream_once(
         )
         check_rank_files(traces)
         _require_events(files, traces)
-        needed = Frame(pa.concat_tables(kept))  # its columns converted once, for derive and sanity
+        needed = kept.frame()  # its columns converted once, for derive and sanity
         derived = write_derived_rows(needed, writer.write, helper=parallel)
         _sanity.check(needed, steps_of(derived), traces)
         writer.meta = {"sources": sources, "traces": traces, "manifest": manifest}

@@ -59,7 +59,7 @@ def check(needed: pa.Table | Frame, steps: pa.Table, traces: list[dict]) -> None
     Frame the derived rows were made from, whose columns are then converted once for both). Raises
     TraceFormatError for a refusal; each rank's warnings go into its first trace entry."""
     frame = needed if isinstance(needed, Frame) else Frame(needed)
-    if frame.table.num_rows == 0:
+    if frame.num_rows == 0:
         return
     first: dict[int, dict] = {}
     for t in traces:

@@ -673,16 +673,22 @@ class _Builder:
         dtypes = (ix, ix, np.int64, np.int8, np.int8, ix, np.int32)
         pieces = [list(col) for col in zip(*self.edges)] if self.edges else [[] for _ in dtypes]
         self.edges = []
-        keep = None if cyc is None else [cyc[a] == cyc[b] for a, b in zip(pieces[0], pieces[1])]
-        sizes = [p.size for p in pieces[0]] if keep is None else [int(k.sum()) for k in keep]
-        if keep is not None:
+        # Per piece, the mask of its edges within one cycle, or None where all are (nearly every piece:
+        # only the edges across a gap between two cycles are dropped), which is then a plain copy.
+        keep: list = [None] * len(pieces[0])
+        sizes = [p.size for p in pieces[0]]
+        if cyc is not None:
+            for j, (a, b) in enumerate(zip(pieces[0], pieces[1])):
+                k = cyc[a] == cyc[b]
+                m = int(np.count_nonzero(k))
+                keep[j], sizes[j] = (None if m == k.size else k), m
             self.diag["cross_cycle_edges_dropped"] = sum(p.size for p in pieces[0]) - sum(sizes)
         out = []
         for i, dt in enumerate(dtypes):
             col = np.empty(sum(sizes), dt)
             pos = 0
             for j, (piece, m) in enumerate(zip(pieces[i], sizes)):
-                if keep is None:
+                if keep[j] is None:
                     col[pos : pos + m] = piece
                 else:
                     np.compress(keep[j], piece, out=col[pos : pos + m])
