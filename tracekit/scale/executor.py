@@ -34,10 +34,10 @@ class Executor(Protocol):
 
 
 class LocalExecutor:
-    """A pool of `workers` forked processes (default: TRACEKIT_WORKERS, else one per CPU); with one
-    worker, or one item, `map` runs in this process. At most a few tasks per worker are in flight, so
-    results wait in the driver only until it takes them: the driver's memory follows the result
-    size, not the job's."""
+    """A pool of `workers` forked processes (default: TRACEKIT_WORKERS, else one per CPU of the
+    process' affinity: parse.parser.workers); with one worker, or one item, `map` runs in this
+    process. At most a few tasks per worker are in flight, so results wait in the driver only until it
+    takes them: the driver's memory follows the result size, not the job's."""
 
     def __init__(self, workers: Optional[int] = None) -> None:
         from tracekit.parse.parser import workers as default_workers
