@@ -907,17 +907,14 @@ def _import_before_fork() -> None:
 def _keep_heap_pages() -> None:
     """glibc: serve allocations up to 32 MiB from the heap and keep freed heap memory, so each chunk's
     lists reuse the previous chunk's pages instead of mapping fresh ones (~15% fewer page faults in the
-    workers, which inherit this at fork); and one arena for every thread, so that the derived rows'
-    helper thread (derive.write_derived_rows) reuses the pages the main thread freed instead of
-    faulting in an arena of its own (the 1 GB parse's peak 0.49 -> 0.42 GiB PSS, the same CPU and wall:
-    benchmarks/RESULTS.md). A no-op without glibc."""
+    workers, which inherit this at fork). A no-op without glibc. (`tracekit parse` also keeps its
+    threads to one malloc arena: tracekit/__main__.py.)"""
     try:
         import ctypes
 
         libc = ctypes.CDLL("libc.so.6")
         libc.mallopt(-3, 32 << 20)  # M_MMAP_THRESHOLD
         libc.mallopt(-1, 1 << 30)  # M_TRIM_THRESHOLD
-        libc.mallopt(-8, 1)  # M_ARENA_MAX
     except (OSError, AttributeError):
         pass
 
