@@ -39,7 +39,10 @@ def parse(
 
     Of a job's rank files, one that cannot be parsed is left out: the others are written, each failed
     file is named on stderr (with its rank) and the exit status is 2. Two files of one rank whose time
-    ranges overlap are refused (successive profiler cycles of a rank never overlap)."""
+    ranges overlap are refused (successive profiler cycles of a rank never overlap).
+
+    Decoding runs in one process per CPU this command may run on (its affinity: `taskset -c 0,1`
+    gives two); TRACEKIT_WORKERS=N sets the number."""
     from tracekit import api
 
     started = time.perf_counter()
