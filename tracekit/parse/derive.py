@@ -494,7 +494,10 @@ class Frame:
 
     def present(self, column: str) -> np.ndarray:
         if column not in self._present:
-            self._present[column] = _arrow.valid(self.table.column(column))
+            if self._table is None and column in self._ints:  # a FrameBuilder's column without a null
+                self._present[column] = np.ones(self.num_rows, bool)
+            else:
+                self._present[column] = _arrow.valid(self.table.column(column))
         return self._present[column]
 
     def mask(self, column: str, predicate: Callable[[str], bool]) -> np.ndarray:
@@ -623,7 +626,7 @@ class FrameBuilder:
         fr = Frame(None)
         fr.num_rows, fr._schema = n, self._schema
         fr._ints = {k: v[:n] for k, v in self._ints.items()}
-        fr._present = {k: (np.ones(n, bool) if v is None else v[:n]) for k, v in self._present.items()}
+        fr._present = {k: v[:n] for k, v in self._present.items() if v is not None}
         fr._codes = {k: (v[:n], list(self._index[k])) for k, v in self._codes.items()}
         return fr
 
