@@ -42,7 +42,8 @@ fi
 pin=(taskset -c "$CPUS")
 echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); pinned to CPUs $CPUS"
 echo "python: $($py -c 'import sys, numpy, pyarrow; print(sys.version.split()[0], "numpy", numpy.__version__, "pyarrow", pyarrow.__version__)')"
-echo "this tree: $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo '?')${before:+; before: $before}"
+dirty=$(git -C "$here" status --porcelain --untracked-files=no 2>/dev/null | head -1)
+echo "this tree: $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo '?')${dirty:+ with uncommitted changes}${before:+; before: $before}"
 
 $py benchmarks/gen_large_trace.py --size-mb "${LARGE_MB:-1024}" -o "$data/large.pt.trace.json" >/dev/null
 $py benchmarks/gen_large_trace.py --size-mb "${QUARTER_MB:-256}" -o "$data/quarter.pt.trace.json" >/dev/null
