@@ -460,21 +460,36 @@ def clip_to_windows(
 
 class Frame:
     """The columns of an event table as numpy, each converted once (the derive functions read the same
-    columns many times). Made of a table, or by a FrameBuilder (its `table` is then made of its
-    arrays when something asks for it)."""
+    columns many times). Made of a table, or of columns already converted (`of_columns`, a
+    FrameBuilder's: its `table` is then made of its arrays when something asks for it)."""
 
-    def __init__(self, table: pa.Table | None) -> None:
-        self._table = table
-        self.num_rows = table.num_rows if table is not None else 0
+    def __init__(self, table: pa.Table) -> None:
+        self._table: pa.Table | None = table
+        self._schema = table.schema
+        self.num_rows = table.num_rows
         self._ints: dict[str, np.ndarray] = {}
         self._present: dict[str, np.ndarray] = {}
         self._codes: dict[str, tuple[np.ndarray, list]] = {}
-        self._schema: pa.Schema | None = table.schema if table is not None else None
+
+    @classmethod
+    def of_columns(
+        cls,
+        schema: pa.Schema,
+        n: int,
+        ints: dict[str, np.ndarray],
+        present: dict[str, np.ndarray],
+        codes: dict[str, tuple[np.ndarray, list]],
+    ) -> Frame:
+        """A Frame of `n` rows already converted (FrameBuilder): int columns (nulls 0), the presence of
+        those that have nulls, string columns as (codes, dictionary); its table made when asked."""
+        fr = cls.__new__(cls)
+        fr._table, fr._schema, fr.num_rows = None, schema, n
+        fr._ints, fr._present, fr._codes = dict(ints), dict(present), dict(codes)
+        return fr
 
     @property
     def table(self) -> pa.Table:
-        if self._table is None:  # a FrameBuilder's: its columns as Arrow arrays, without a copy
-            assert self._schema is not None
+        if self._table is None:  # Frame.of_columns: its columns as Arrow arrays, without a copy
             arrays = []
             for f in self._schema:
                 if f.name in self._codes:
@@ -494,7 +509,7 @@ class Frame:
 
     def present(self, column: str) -> np.ndarray:
         if column not in self._present:
-            if self._table is None and column in self._ints:  # a FrameBuilder's column without a null
+            if self._table is None and column in self._ints:  # of_columns: a column without a null
                 self._present[column] = np.ones(self.num_rows, bool)
             else:
                 self._present[column] = _arrow.valid(self.table.column(column))
@@ -513,12 +528,8 @@ class Frame:
         chunk's dictionary (44 chunks at 1 GB) was most of the masks' cost."""
         if column not in self._codes:
             index: dict = {}
-            chunks = self.table.column(column).chunks
-            out = np.empty(sum(len(c) for c in chunks), np.int32)
-            pos = 0
-            for chunk in chunks:
-                _merge_codes(chunk, index, out[pos : pos + len(chunk)])
-                pos += len(chunk)
+            out = np.empty(self.num_rows, np.int32)
+            _merge_codes(self.table.column(column), index, out)
             self._codes[column] = (out, list(index))
         return self._codes[column]
 
@@ -550,14 +561,17 @@ class Frame:
         return out
 
 
-def _merge_codes(chunk: pa.Array, index: dict, out: np.ndarray) -> None:
-    """A string chunk's codes (-1 null) in the merged dictionary `index` (value -> code, grown with the
-    chunk's new values in its dictionary's order), written into `out`."""
-    if not pa.types.is_dictionary(chunk.type):
-        chunk = chunk.dictionary_encode()
-    codes, dictionary = _arrow.codes(chunk)
-    remap = np.array([index.setdefault(v, len(index)) for v in dictionary] + [-1], np.int32)
-    np.take(remap, codes, out=out)  # code -1 (null) reads the trailing -1
+def _merge_codes(column: pa.ChunkedArray, index: dict, out: np.ndarray) -> None:
+    """A string column's codes (-1 null) in the merged dictionary `index` (value -> code, grown with each
+    chunk's new values in its dictionary's order), written into `out` (the column's length)."""
+    pos = 0
+    for chunk in column.chunks:
+        if not pa.types.is_dictionary(chunk.type):
+            chunk = chunk.dictionary_encode()
+        codes, dictionary = _arrow.codes(chunk)
+        remap = np.array([index.setdefault(v, len(index)) for v in dictionary] + [-1], np.int32)
+        np.take(remap, codes, out=out[pos : pos + len(chunk)])  # code -1 (null) reads the trailing -1
+        pos += len(chunk)
 
 
 class FrameBuilder:
@@ -592,10 +606,7 @@ class FrameBuilder:
         if hi > self._cap:
             self._grow(max(hi, 2 * self._cap if self._cap else 64 * n, 1024))
         for name, out in self._codes.items():
-            pos = lo
-            for chunk in table.column(name).chunks:
-                _merge_codes(chunk, self._index[name], out[pos : pos + len(chunk)])
-                pos += len(chunk)
+            _merge_codes(table.column(name), self._index[name], out[lo:hi])
         for name, out in self._ints.items():
             col = table.column(name)
             _arrow.values(col, out=out[lo:hi])
@@ -623,12 +634,13 @@ class FrameBuilder:
         n = self._n
         if self._schema is None:
             return Frame(pa.schema([SCHEMA.field(c) for c in DERIVE_COLUMNS]).empty_table())
-        fr = Frame(None)
-        fr.num_rows, fr._schema = n, self._schema
-        fr._ints = {k: v[:n] for k, v in self._ints.items()}
-        fr._present = {k: v[:n] for k, v in self._present.items() if v is not None}
-        fr._codes = {k: (v[:n], list(self._index[k])) for k, v in self._codes.items()}
-        return fr
+        return Frame.of_columns(
+            self._schema,
+            n,
+            {k: v[:n] for k, v in self._ints.items()},
+            {k: v[:n] for k, v in self._present.items() if v is not None},
+            {k: (v[:n], list(self._index[k])) for k, v in self._codes.items()},
+        )
 
 
 def _frame(events: pa.Table | Frame) -> Frame:

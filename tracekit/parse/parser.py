@@ -738,7 +738,7 @@ def workers() -> int:
     env = os.environ.get("TRACEKIT_WORKERS", "")
     if env.isdigit() and int(env) > 0:
         return int(env)
-    return max(1, usable_cpus())
+    return usable_cpus()
 
 
 def usable_cpus() -> int:
