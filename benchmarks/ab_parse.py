@@ -1,7 +1,7 @@
 """`tracekit parse` of one trace by two trees (or two settings), alternately: user and system CPU seconds.
 
     python benchmarks/ab_parse.py TRACE --trees /work/main,/tmp/before [--repeat 8]
-    python benchmarks/ab_parse.py TRACE --env TRACEKIT_WORKERS=1,TRACEKIT_WORKERS=2
+    python benchmarks/ab_parse.py TRACE --env "TRACEKIT_WORKERS=1,TRACEKIT_WORKERS=2 X=1"
 
 Each run is its own process (its workers included, from wait4), the variants taking turns so that the
 machine's load and its memory's state fall on both alike; the medians and minima are printed. User CPU is
@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("trace")
     ap.add_argument("--trees", default=str(ROOT), help="comma-separated checkouts (PYTHONPATH of each run)")
-    ap.add_argument("--env", default="", help="comma-separated NAME=VALUE settings, one per variant")
+    ap.add_argument("--env", default="", help="comma-separated variants of NAME=VALUE (space-separated)")
     ap.add_argument("--repeat", type=int, default=8)
     ap.add_argument("--warm", type=float, default=0, help=WARM_HELP)
     args = ap.parse_args(argv)
@@ -41,8 +41,8 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(args.repeat):
             for tree, setting in variants:
                 env = tree_env(tree)
-                if setting:
-                    name, _, value = setting.partition("=")
+                for pair in setting.split():
+                    name, _, value = pair.partition("=")
                     env[name] = value
                 warm(args.warm)
                 cmd = [sys.executable, "-m", "tracekit", "parse", args.trace, "-o", str(out), "--force"]

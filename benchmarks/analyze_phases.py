@@ -20,6 +20,16 @@ import sys
 import time
 
 
+def settle(command: str) -> None:
+    """The process settings `tracekit COMMAND` makes before numpy is imported (tracekit/__main__.py), so
+    that the phases are timed as the command runs them; a tree from before them has none."""
+    try:
+        from tracekit.__main__ import settle_process
+    except ImportError:
+        return
+    settle_process(command)
+
+
 def _status() -> dict:
     out = {}
     with open("/proc/self/status") as fh:
@@ -115,4 +125,5 @@ if __name__ == "__main__":
     ap.add_argument("capture")
     ap.add_argument("--repeat", type=int, default=1)
     args = ap.parse_args()
+    settle("analyze")
     sys.exit(main(args.capture, args.repeat))

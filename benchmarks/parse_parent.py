@@ -6,7 +6,8 @@ phase, and the parent's peak resident memory, in process (the decode workers' ow
 The phases are the parser's functions, timed where the parent calls them: `_unpack` (each chunk's
 derive subset), `CaptureWriter.write` (row groups appended, derived rows encoded), `write_derived_rows`
 (with its helper thread, so its figures hold the busy rows' too), `derive_*` and the sanity checks.
---arena first makes one malloc arena for every thread, as `tracekit parse` does (tracekit/__main__.py).
+--arena first makes the process settings `tracekit parse` makes (tracekit/__main__.py: one malloc arena
+for every thread, NumPy's arrays without transparent huge pages).
 Run it alternately with another tree's PYTHONPATH to compare.
 """
 
@@ -23,12 +24,17 @@ from pathlib import Path
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("trace", type=Path)
-    ap.add_argument("--arena", action="store_true", help="one malloc arena, as the parse command sets")
+    ap.add_argument("--arena", action="store_true", help="the process settings of the parse command")
     args = ap.parse_args(argv)
     if args.arena:
-        import ctypes
+        try:
+            from tracekit.__main__ import settle_process
+        except ImportError:  # a tree from before it: the one malloc arena it then made
+            import ctypes
 
-        ctypes.CDLL("libc.so.6").mallopt(-8, 1)  # M_ARENA_MAX
+            ctypes.CDLL("libc.so.6").mallopt(-8, 1)  # M_ARENA_MAX
+        else:
+            settle_process("parse")
     from tracekit.data import store
     from tracekit.parse import derive, sanity
     from tracekit.parse import parser as parse
