@@ -41,6 +41,7 @@ EOF
 fi
 pin=(taskset -c "$CPUS")
 echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); pinned to CPUs $CPUS"
+echo "transparent huge pages: $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null || echo '?'), defrag $(cat /sys/kernel/mm/transparent_hugepage/defrag 2>/dev/null || echo '?')"
 echo "python: $($py -c 'import sys, numpy, pyarrow; print(sys.version.split()[0], "numpy", numpy.__version__, "pyarrow", pyarrow.__version__)')"
 dirty=$(git -C "$here" status --porcelain --untracked-files=no 2>/dev/null | head -1)
 echo "this tree: $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo '?')${dirty:+ with uncommitted changes}${before:+; before: $before}"
