@@ -116,38 +116,3 @@ def test_help_prints_each_paragraph_as_prose_not_the_docstrings_line_breaks():
     ).stdout
     assert "the others are written, each failed file is named on stderr" in out
 
-
-def _numpy_huge_pages_after(argv: list[str], env: dict) -> bool:
-    """Whether NumPy asks for transparent huge pages in a process that ran `tracekit ARGV` (its
-    _set_madvise_hugepage returns the setting it replaces)."""
-    code = (
-        "import sys\n"
-        f"sys.argv = ['tracekit', *{argv!r}]\n"
-        "from tracekit.__main__ import main\n"
-        "try:\n    main()\nexcept SystemExit:\n    pass\n"
-        "from numpy._core.multiarray import _set_madvise_hugepage\n"
-        "sys.stderr.write(f'HUGE={_set_madvise_hugepage(True)}')\n"
-    )
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
-    assert "HUGE=" in run.stderr, run.stderr
-    return run.stderr.rsplit("HUGE=", 1)[1].strip() == "True"
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="NumPy's madvise is Linux's")
-def test_analysis_commands_turn_numpys_huge_pages_off_and_leave_the_users_code_alone(tmp_path):
-    """GIVEN the commands that never run the user's code WHEN they start THEN NumPy's arrays are made
-    without transparent huge pages (tracekit.__main__.settle_process); `capture` and `demo`, which
-    run the user's workload with this environment, keep NumPy's default; a user's
-    NUMPY_MADVISE_HUGEPAGE wins."""
-    env = {k: v for k, v in os.environ.items() if k != "NUMPY_MADVISE_HUGEPAGE"}
-    env["PYTHONPATH"] = str(ROOT)
-    default = _numpy_huge_pages_after(["workloads"], env)  # NumPy's own choice on this kernel
-    for argv in (
-        ["parse", TINY, "-o", str(tmp_path / "a.parquet")],
-        ["analyze", "--help"],
-        ["info", "--help"],
-    ):
-        assert _numpy_huge_pages_after(argv, env) is False, argv
-    for argv in (["capture", "--help"], ["demo", "--help"]):
-        assert _numpy_huge_pages_after(argv, env) is default, argv
-    assert _numpy_huge_pages_after(["analyze", "--help"], {**env, "NUMPY_MADVISE_HUGEPAGE": "1"}) is True

@@ -7,23 +7,10 @@ behaviour holds: docs/QUIRKS.md, the fault table."""
 import os
 import sys
 
-# The commands that never run the user's code (`capture`, `demo` and `view` start the user's workload or
-# TensorBoard with this process's environment): what their own process sets for itself.
-_OWN_COMMANDS = ("parse", "analyze", "annotate", "diff", "info", "tb", "whatif")
-
 
 def settle_process(command: str) -> None:
     """The process settings of `tracekit COMMAND`, made before numpy is imported (benchmarks that run a
     command's code in process call it too, so that they measure what the command runs)."""
-    if command in _OWN_COMMANDS:
-        # NumPy asks the kernel for transparent huge pages for every array of 4 MB or more (madvise):
-        # each first touch of such an array then faults in and zeroes 2 MiB at a time, compacting
-        # memory to find it where the kernel defragments for madvise. tracekit's arrays are made,
-        # read a few times and freed, never reused long enough to repay that: without it the 1 GB
-        # benchmark's parse takes ~0.3 CPU-s less (system time 1.1 -> 0.7 s), analyze and whatif of its
-        # capture ~1 CPU-s less each, at the same peak (benchmarks/RESULTS.md). The setting is NumPy's
-        # own (read once, when numpy is imported); a user's NUMPY_MADVISE_HUGEPAGE wins.
-        os.environ.setdefault("NUMPY_MADVISE_HUGEPAGE", "0")
     if command == "parse":
         # NumPy's OpenBLAS starts a thread per core when numpy is imported, each spinning a while for
         # work: ~40 ms of CPU of a tiny `tracekit parse` (benchmarks/RESULTS.md), which does no linear
