@@ -115,4 +115,3 @@ def test_help_prints_each_paragraph_as_prose_not_the_docstrings_line_breaks():
         check=True,
     ).stdout
     assert "the others are written, each failed file is named on stderr" in out
-
