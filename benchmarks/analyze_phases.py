@@ -19,15 +19,7 @@ import inspect
 import sys
 import time
 
-
-def settle(command: str) -> None:
-    """The process settings `tracekit COMMAND` makes before numpy is imported (tracekit/__main__.py), so
-    that the phases are timed as the command runs them; a tree from before them has none."""
-    try:
-        from tracekit.__main__ import settle_process
-    except ImportError:
-        return
-    settle_process(command)
+from vm import settle
 
 
 def _status() -> dict:

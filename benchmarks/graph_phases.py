@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from analyze_phases import settle
+    from vm import settle
 
     settle("analyze")
     sys.exit(main())

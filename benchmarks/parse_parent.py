@@ -7,7 +7,7 @@ The phases are the parser's functions, timed where the parent calls them: `_unpa
 derive subset), `CaptureWriter.write` (row groups appended, derived rows encoded), `write_derived_rows`
 (with its helper thread, so its figures hold the busy rows' too), `derive_*` and the sanity checks.
 --arena first makes the process settings `tracekit parse` makes (tracekit/__main__.py: one malloc arena
-for every thread, NumPy's arrays without transparent huge pages).
+for every thread, one OpenBLAS thread).
 Run it alternately with another tree's PYTHONPATH to compare.
 """
 
@@ -20,21 +20,18 @@ import sys
 import tempfile
 from pathlib import Path
 
+from vm import settle
+
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("trace", type=Path)
     ap.add_argument("--arena", action="store_true", help="the process settings of the parse command")
     args = ap.parse_args(argv)
-    if args.arena:
-        try:
-            from tracekit.__main__ import settle_process
-        except ImportError:  # a tree from before it: the one malloc arena it then made
-            import ctypes
+    if args.arena and not settle("parse"):  # a tree from before settle_process: the arena it then made
+        import ctypes
 
-            ctypes.CDLL("libc.so.6").mallopt(-8, 1)  # M_ARENA_MAX
-        else:
-            settle_process("parse")
+        ctypes.CDLL("libc.so.6").mallopt(-8, 1)  # M_ARENA_MAX
     from tracekit.data import store
     from tracekit.parse import derive, sanity
     from tracekit.parse import parser as parse

@@ -33,3 +33,15 @@ def tree_env(tree: object, **extra: str) -> dict:
 
     rest = os.environ.get("PYTHONPATH", "")
     return {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), rest]) if rest else str(tree), **extra}
+
+
+def settle(command: str) -> bool:
+    """Make the process settings `tracekit COMMAND` makes before numpy is imported
+    (tracekit/__main__.py: settle_process), so that a script running the command's code in process times
+    it as the command runs it. False for a tree from before settle_process (nothing made)."""
+    try:
+        from tracekit.__main__ import settle_process
+    except ImportError:
+        return False
+    settle_process(command)
+    return True
