@@ -1,13 +1,14 @@
 """What a streamed `tracekit parse` costs its parent process: page faults, user and system CPU of each
 phase, and the parent's peak resident memory, in process (the decode workers' own cost is not counted).
 
-    python benchmarks/parse_parent.py TRACE [--arena]
+    python benchmarks/parse_parent.py TRACE [--settle]
 
 The phases are the parser's functions, timed where the parent calls them: `_unpack` (each chunk's
-derive subset), `CaptureWriter.write` (row groups appended, derived rows encoded), `write_derived_rows`
-(with its helper thread, so its figures hold the busy rows' too), `derive_*` and the sanity checks.
---arena first makes the process settings `tracekit parse` makes (tracekit/__main__.py: one malloc arena
-for every thread, one OpenBLAS thread).
+derive subset), `CaptureWriter.write` (row groups appended, step rows encoded), `derive_steps` and the
+sanity checks; in a tree from before the parser stopped storing busy and dispatch-gap rows, also
+`write_derived_rows` (with its helper thread) and its `derive_*`.
+--settle first makes the process settings `tracekit parse` makes (tracekit/__main__.py: one OpenBLAS
+thread; trees before the parser stopped storing busy rows also made one malloc arena).
 Run it alternately with another tree's PYTHONPATH to compare.
 """
 
@@ -26,9 +27,11 @@ from vm import settle
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("trace", type=Path)
-    ap.add_argument("--arena", action="store_true", help="the process settings of the parse command")
+    ap.add_argument(
+        "--settle", "--arena", action="store_true", help="the process settings of the parse command"
+    )
     args = ap.parse_args(argv)
-    if args.arena and not settle("parse"):  # a tree from before settle_process: the arena it then made
+    if args.settle and not settle("parse"):  # a tree from before settle_process: the arena it then made
         import ctypes
 
         ctypes.CDLL("libc.so.6").mallopt(-8, 1)  # M_ARENA_MAX
@@ -60,8 +63,9 @@ def main(argv: list[str] | None = None) -> int:
 
     wrap(parse, "_unpack")
     wrap(store.CaptureWriter, "write", "CaptureWriter.write")
+    wrap(parse, "derive_steps")  # what the parser calls; an older tree called it inside write_derived_rows
     wrap(parse, "write_derived_rows")
-    for name in ("derive_steps", "derive_busy", "derive_dispatch_gaps"):
+    for name in ("derive_busy", "derive_dispatch_gaps"):
         wrap(derive, name)
     wrap(sanity, "check", "sanity.check")
     with tempfile.TemporaryDirectory() as tmp:

@@ -43,7 +43,7 @@ def timeline(trace: Path) -> list[tuple[str, float]]:
         return inner
 
     patched = [
-        (parse, "write_derived_rows"),
+        (parse, "derive_steps"),
         (parse._decode, "locate_events"),
         (parse, "_decode_ranges"),
         (CaptureWriter, "__exit__"),
@@ -70,7 +70,7 @@ def timeline(trace: Path) -> list[tuple[str, float]]:
             yield x
         mark("last chunk back")
 
-    parse.write_derived_rows = wrap("write_derived_rows", parse.write_derived_rows)
+    parse.derive_steps = wrap("derive_steps", parse.derive_steps)
     parse._decode.locate_events = wrap("locate_events", parse._decode.locate_events)
     parse._decode_ranges = decode_ranges
     CaptureWriter.__exit__ = wrap("close", CaptureWriter.__exit__)
@@ -89,7 +89,7 @@ def timeline(trace: Path) -> list[tuple[str, float]]:
     for name, t in cpu.items():
         events.append(
             (
-                f"  of which {name} (appending the workers' row groups, + derived rows): {t:.2f} s"
+                f"  of which {name} (appending the workers' row groups, + step rows): {t:.2f} s"
                 if "writing" in name
                 else f"  of which {name}: {t:.2f} s",
                 None,

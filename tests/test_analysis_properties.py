@@ -150,7 +150,7 @@ def test_random_timelines_keep_the_invariants(kernels, host, steps, linked):
 )
 def test_dispatch_gap_pieces_match_brute_force(ops, cuts, backward):
     # GIVEN random ops of one thread (nested or overlapping), step windows between cuts, backward windows
-    from tracekit.parse.derive import dispatch_gap_pieces
+    from tracekit.analysis.dispatch import dispatch_gap_pieces
 
     cuts = sorted(cuts)
     ws, we = np.array(cuts[:-1]), np.array(cuts[1:])

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_analysis import assert_dispatch_gaps_match_stored_rows
 from tracekit.analysis.invariants import check_invariants
 from tracekit.analysis.model import CAUSES, Report
 from tracekit.analysis.pipeline import analyze
@@ -118,7 +117,6 @@ def h200():
             capture = parse_paths([H200 / run])
             report = analyze(capture)
             check_invariants(report, capture)
-            assert_dispatch_gaps_match_stored_rows(report, capture)
             cache[run] = (report, capture)
         return cache[run][0]
 
@@ -227,7 +225,6 @@ def test_cpu_capture_splits_the_step_thread_into_interpreter_and_framework(cpu_c
     r = analyze(capture)
     check_invariants(r, capture)
     assert r.cpu_only and len(r.host.steps) == 4
-    assert_dispatch_gaps_match_stored_rows(r, capture)
     for h in r.host.steps:
         b = h.breakdown_ns
         assert sum(b.values()) == h.dur_ns

@@ -1,4 +1,5 @@
-"""The derived-row algebra (tracekit/parse/derive.py): property tests against brute force, and real traces."""
+"""The derived rows (tracekit/parse/derive.py) and the interval algebra of the dispatch gaps
+(tracekit/analysis/dispatch.py): property tests against brute force, and real traces."""
 
 from __future__ import annotations
 
@@ -11,17 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracekit.parse.derive import (
-    DERIVE_COLUMNS,
-    Frame,
-    FrameBuilder,
-    clip_to_windows,
-    derive_rows,
-    needed_for_derive,
-    start_order,
-    union_intervals,
-)
+from tracekit.analysis.dispatch import clip_to_windows, start_order
+from tracekit.analysis.intervals import union
+from tracekit.parse.derive import DERIVE_COLUMNS, Frame, FrameBuilder, derive_steps, needed_for_derive
 from tracekit.parse.parser import parse_paths
+from tracekit.parse.sanity import check_rank
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -35,10 +30,10 @@ def covered(intervals) -> set[int]:
 @settings(max_examples=200, deadline=None)
 @given(INTERVALS)
 def test_union_is_maximal_disjoint_and_covers_the_same_points(raw):
-    raw = sorted((s, s + d) for s, d in raw if d > 0)
+    raw = [(s, s + d) for s, d in raw]  # any order; empty ones cover nothing
     starts = np.array([s for s, _ in raw], dtype=np.int64)
     ends = np.array([e for _, e in raw], dtype=np.int64)
-    us, ue = union_intervals(starts, ends)
+    us, ue = union(starts, ends)
     pieces = list(zip(us.tolist(), ue.tolist()))
     assert covered(pieces) == covered(raw)
     assert all(s < e for s, e in pieces)
@@ -102,14 +97,18 @@ def test_start_order_is_lexsort(rows, presorted):
     ],
 )
 def test_the_streamed_subset_derives_the_same_rows(files):
-    """parse_to_file keeps only needed_for_derive(events) in memory: it must derive the same rows."""
+    """parse_to_file keeps only needed_for_derive(events) in memory: it must derive the same step rows
+    and the sanity checks must say the same of it, rank by rank."""
     capture = parse_paths([ROOT / f for f in files])
     t = capture.table
     events = t.filter(pc.equal(t.column("kind").cast("string"), "event"))
-    full = derive_rows(events).to_pylist()
+    full = derive_steps(events)
     subset = needed_for_derive(events)
     assert subset.num_rows < events.num_rows
-    assert derive_rows(subset).to_pylist() == full
+    assert derive_steps(subset).to_pylist() == full.to_pylist()
+    for r in set(events.column("rank").to_pylist()):
+        mine, steps = (x.filter(pc.equal(x.column("rank"), r)) for x in (events, full))
+        assert check_rank(needed_for_derive(mine), steps, "t") == check_rank(mine, steps, "t")
 
 
 def _piece(rng, n: int, names: list[str]) -> pa.Table:

@@ -140,39 +140,6 @@ def test_a_trace_without_steps_is_one_step(tmp_path):
     assert (step["pid"], step["tid"]) == (100, 7)  # the host thread with the most cpu_ops
 
 
-def test_busy_is_the_union_over_streams(tmp_path):
-    # GIVEN kernels on two streams of device 0 that overlap and touch, and one on device 1
-    t = TraceBuilder()
-    t.step(1, 0, 100)
-    t.kernel("a", 10, 10, stream=7)  # [10, 20)
-    t.kernel("b", 15, 10, stream=9)  # [15, 25)
-    t.memcpy(25, 5, stream=7)  # [25, 30) touches
-    t.kernel("c", 40, 5, stream=7)  # [40, 45)
-    t.kernel("z", 50, 0, stream=7)  # zero length: nothing
-    t.kernel("d", 12, 3, device=1, stream=3)
-    # WHEN parsed THEN busy is the maximal intervals per device
-    c = parse_paths([write(tmp_path, t)])
-    busy = sorted((r["device"], r["ts_ns"], r["dur_ns"]) for r in rows(c, "busy"))
-    assert busy == [(0, 10_000, 20_000), (0, 40_000, 5_000), (1, 12_000, 3_000)]
-
-
-def test_dispatch_gaps_between_top_level_ops_clipped_to_steps(tmp_path):
-    # GIVEN   step 1 [0,50) step 2 [50,100); ops [10,20) ⊃ [12,15), [25,30), [45,60), [90,95); [120,130)
-    t = TraceBuilder()
-    t.step(1, 0, 50)
-    t.step(2, 50, 100)
-    t.op("a", 10, 10)
-    t.op("a.child", 12, 3)
-    t.op("b", 25, 5)
-    t.op("c", 45, 15)
-    t.op("d", 90, 5)
-    t.op("e", 120, 10)  # the gap [95, 120) is clipped to [95, 100)
-    t.op("other", 0, 200, tid=5)  # another thread: its own (empty) gap list
-    c = parse_paths([write(tmp_path, t)])
-    gaps = [(r["step"], r["ts_ns"] // 1000, r["dur_ns"] // 1000, r["tid"]) for r in rows(c, "dispatch_gap")]
-    assert sorted(gaps) == [(1, 20, 5, 100), (1, 30, 15, 100), (2, 60, 30, 100), (2, 95, 5, 100)]
-
-
 def test_old_kineto_categories_are_normalised(tmp_path):
     # torch 1.8/1.9 Kineto: Kernel / Runtime / Memcpy / Memset, flows async_gpu, lower-case "external id"
     events = [
@@ -276,7 +243,7 @@ def test_a_folder_of_rank_files_is_one_capture(tmp_path):
     (tmp_path / "notes.txt").write_text("not a trace")
     c = parse_paths([tmp_path])
     assert sorted((r["rank"], r["step"]) for r in rows(c, "step")) == [(0, 1), (1, 1)]
-    assert sorted((r["rank"], r["device"]) for r in rows(c, "busy")) == [(0, 0), (1, 0)]
+    assert sorted((r["rank"], r["device"]) for r in rows(c, cat="kernel")) == [(0, 0), (1, 0)]
     assert [s["path"] for s in c.meta["sources"]] == [
         f"{tmp_path.name}/worker0.pt.trace.json.gz",
         f"{tmp_path.name}/worker1.pt.trace.json.gz",

@@ -10,7 +10,6 @@ from collections import Counter
 from decimal import Decimal
 from pathlib import Path
 
-import numpy as np
 import pyarrow.compute as pc
 import pytest
 
@@ -59,16 +58,11 @@ def check_invariants(capture) -> None:
     ranks = set(events.column("rank").to_pylist())
     assert set(steps.column("rank").to_pylist()) == ranks  # every rank has at least one step
     assert "gpu_user_annotation" not in set(steps.column("cat").to_pylist())
-    busy = of_kind(capture, "busy").to_pandas()
-    for _, g in busy.groupby(["rank", "device"]):
-        s, e = g.ts_ns.to_numpy(), (g.ts_ns + g.dur_ns).to_numpy()
-        assert (g.dur_ns > 0).all() and (np.diff(s) > 0).all() and (s[1:] > e[:-1]).all()  # disjoint
-    gaps = of_kind(capture, "dispatch_gap").to_pandas()[["rank", "step", "ts_ns", "dur_ns"]]
+    # The parser stores events and steps only (busy time and dispatch gaps are the analysis' to derive).
+    assert set(capture.table.column("kind").cast("string").to_pylist()) == {"event", "step"}
     st = steps.to_pandas()[["rank", "step", "ts_ns", "dur_ns"]]
     assert not st.duplicated(["rank", "step"]).any()
-    m = gaps.merge(st, on=["rank", "step"], suffixes=("", "_w"), how="left", validate="many_to_one")
-    assert m.ts_ns_w.notna().all() and (m.dur_ns > 0).all()
-    assert (m.ts_ns >= m.ts_ns_w).all() and (m.ts_ns + m.dur_ns <= m.ts_ns_w + m.dur_ns_w).all()
+    assert (st.dur_ns > 0).all()
 
 
 @pytest.mark.parametrize("path", TRACES + SHARED_ONLY, ids=lambda p: p.name)

@@ -169,23 +169,41 @@ def test_file_digest_is_the_digest_of_every_byte_whatever_the_window(tmp_path, m
         assert path.read_bytes() == data
 
 
-def test_reading_only_some_row_kinds_skips_the_derived_row_groups(tmp_path):
-    """GIVEN a parsed capture (file and folder form) WHEN read with kinds=ANALYSIS_KINDS THEN every
-    event and step row is there, in order, and none of the derived busy / dispatch-gap rows (their row
-    groups, told by the `kind` statistics, are not read); without `kinds` nothing is left out."""
+def _as_kind(table: pa.Table, kind: str) -> pa.Table:
+    codes = pa.array([0] * table.num_rows, pa.int32())
+    return table.set_column(0, "kind", pa.DictionaryArray.from_arrays(codes, pa.array([kind])))
+
+
+def test_reading_only_some_row_kinds_skips_the_other_row_groups(tmp_path):
+    """GIVEN a capture (file and folder form) written as earlier tracekit versions wrote it, with row
+    groups of busy and dispatch-gap rows beside its event and step rows WHEN read with
+    kinds=ANALYSIS_KINDS THEN every event and step row is there, in order, and none of the others
+    (their row groups, told by the `kind` statistics, are not read); without `kinds` nothing is left
+    out. A capture parsed now holds event and step rows only."""
     import pyarrow.compute as pc
 
     from tracekit.analysis.events import ANALYSIS_KINDS
-    from tracekit.parse.parser import parse_to_file
+    from tracekit.data.store import CaptureWriter, rank_part
+    from tracekit.scale.job import parse_job
 
     trace = Path(__file__).resolve().parent.parent / "fixtures" / "h200_probe" / "sync.pt.trace.json.gz"
-    for out in (tmp_path / "c.parquet", tmp_path / "folder/"):
-        parse_to_file([trace], out)
+    for out in (tmp_path / "c.parquet", tmp_path / "folder"):
+        parse_job([trace], out, folder=out.name == "folder")
+        now = read_capture(out).table
+        assert set(pc.unique(pc.cast(now["kind"], pa.string())).to_pylist()) == set(ANALYSIS_KINDS)
+        events = now.filter(pc.equal(pc.cast(now["kind"], pa.string()), "event"))
+        steps = now.filter(pc.equal(pc.cast(now["kind"], pa.string()), "step"))
+        folder = out.name == "folder"
+        with CaptureWriter(rank_part(out, 0) if folder else out, force=True, part=folder) as w:
+            for table in (events.slice(0, 500), _as_kind(steps, "busy"), events.slice(500), steps):
+                w.write(table)
+            w.write(_as_kind(events.slice(0, 7), "dispatch_gap"))
+            w.meta = read_meta(out) if not folder else {}
         whole = read_capture(out).table
+        assert whole.num_rows == now.num_rows + steps.num_rows + 7
         some = read_capture(out, columns=["kind", "ts_ns", "name"], kinds=ANALYSIS_KINDS).table
-        kinds = set(pc.unique(pc.cast(whole["kind"], pa.string())).to_pylist())
-        assert {"busy", "dispatch_gap"} <= kinds
         want = whole.filter(pc.is_in(pc.cast(whole["kind"], pa.string()), pa.array(list(ANALYSIS_KINDS))))
+        assert want.num_rows == now.num_rows
         assert set(pc.unique(pc.cast(some["kind"], pa.string())).to_pylist()) == set(ANALYSIS_KINDS)
         assert some["ts_ns"].to_pylist() == want["ts_ns"].to_pylist()
         assert some["name"].to_pylist() == want["name"].to_pylist()

@@ -15,8 +15,10 @@ def settle_process(command: str) -> None:
         # NumPy's OpenBLAS starts a thread per core when numpy is imported, each spinning a while for
         # work: ~40 ms of CPU of a tiny `tracekit parse` (benchmarks/RESULTS.md), which does no linear
         # algebra (its decode workers are processes). Not for the commands that run the user's code.
+        # (One malloc arena for every thread, set here before, lowered the peak while the parse's
+        # derived rows had a helper thread; with no busy or dispatch-gap rows to write, that thread is
+        # gone and the setting changed nothing: the same CPU and peak RSS, benchmarks/RESULTS.md.)
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-        _one_malloc_arena()
 
 
 def main() -> None:
@@ -35,20 +37,6 @@ def main() -> None:
         line, code = signals.ended_by(exc)
         sys.stderr.write(line + "\n")
         sys.exit(code)
-
-
-def _one_malloc_arena() -> None:
-    """glibc: one malloc arena for every thread of this process, a parse's own (a program that parses
-    through tracekit.api keeps its own arenas): the derived rows' helper thread
-    (tracekit.parse.derive.write_derived_rows) then reuses the pages the main thread freed instead of
-    faulting in an arena of its own. The 1 GB benchmark parse's peak 0.49 -> 0.42 GiB PSS, the same CPU
-    and wall (benchmarks/RESULTS.md). The decode workers inherit it at fork. A no-op without glibc."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6").mallopt(-8, 1)  # M_ARENA_MAX
-    except (OSError, AttributeError):
-        pass
 
 
 if __name__ == "__main__":

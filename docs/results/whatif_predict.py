@@ -51,8 +51,8 @@ def _step_thread_ops(cap):
     """The step thread's top-level cpu_ops, by start: (starts, ends, names), and the step windows."""
     import numpy as np
 
+    from tracekit.analysis.dispatch import top_level
     from tracekit.analysis.events import load_frames
-    from tracekit.parse.derive import top_level
 
     fr = load_frames(cap.table)
     st = fr.steps

@@ -18,7 +18,10 @@ import pyarrow.compute as pc
 
 from tracekit.analysis.steps import check_step_numbers, cycles
 from tracekit.data import schema as S
-from tracekit.parse.derive import DATALOADER_RE  # one pattern for the parser's derive and the analysis
+
+# The DataLoader iterator's fetch, a user_annotation such as
+# `enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__` (group 1: the iterator class).
+DATALOADER_RE = re.compile(r"^enumerate\(DataLoader\)#(\w+)\.__next__")
 
 # Host state codes; a higher code wins where intervals nest (DESIGN.md rule 3, "innermost state first").
 INTERPRETER, FRAMEWORK, LAUNCH, SYNC, DATALOADER = 0, 1, 2, 3, 4

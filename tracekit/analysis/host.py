@@ -19,6 +19,13 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analysis import intervals as iv
+from tracekit.analysis.dispatch import (
+    ENGINE_OP_PREFIX,
+    backward_windows,
+    dispatch_gap_pieces,
+    excluded_windows,
+    top_level,
+)
 from tracekit.analysis.events import (
     DATALOADER,
     DATALOADER_RE,
@@ -29,13 +36,6 @@ from tracekit.analysis.events import (
     SYNC,
 )
 from tracekit.analysis.model import HOST_STATES, DataLoaderInfo, HostStep, OpStat
-from tracekit.parse.derive import (
-    ENGINE_OP_PREFIX,
-    backward_windows,
-    dispatch_gap_pieces,
-    excluded_windows,
-    top_level,
-)
 
 
 @dataclass
@@ -65,9 +65,9 @@ def build_thread(
 
     `default`: the state where no event covers the thread (INTERPRETER; FRAMEWORK for an autograd
     engine device thread, which runs no Python between its ops). `waits_on`: the thread's backward
-    windows (`tracekit.parse.derive.backward_windows`), during which it is blocked in backward() while the
-    engine runs, on this thread (CPU) or another (GPU): they count as `framework` where the thread has
-    nothing innermost of its own."""
+    windows (`tracekit.analysis.dispatch.backward_windows`), during which it is blocked in backward()
+    while the engine runs, on this thread (CPU) or another (GPU): they count as `framework` where the
+    thread has nothing innermost of its own."""
     st = ev["state"].to_numpy()
     s = ev["ts"].to_numpy(np.int64)
     e = ev["end"].to_numpy(np.int64)
@@ -104,7 +104,7 @@ class Threads:
     The autograd engine runs backward nodes inside `autograd::engine::evaluate_function` ops. On GPU
     it runs them on its own device threads, which run no Python between their ops: such a thread
     (engine ops, no step) defaults to `framework`. The thread that called backward() is blocked
-    meanwhile: its backward windows (`tracekit.parse.derive.backward_windows`) are `framework`:
+    meanwhile: its backward windows (`tracekit.analysis.dispatch.backward_windows`) are `framework`:
 
         GPU: step thread |- aten::sum -|....... blocked in backward() .......|- aten::add_ -|
              engine T'                  |- evaluate_function -| |- eval.. -|
@@ -249,7 +249,7 @@ def _quantile_sorted(g: np.ndarray, q: float) -> int:
 
 def dispatch_gaps(th: Thread, ws: np.ndarray, we: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Host dispatch gaps of a step thread in its disjoint sorted step windows (ws, we): exactly
-    `tracekit.parse.derive.dispatch_gap_pieces` (the one definition, which the parser's stored rows use too)
+    `tracekit.analysis.dispatch.dispatch_gap_pieces` (the one definition)
     over the thread's cpu_ops and backward windows. Returns (window_index, start, end)."""
     return dispatch_gap_pieces(th.op_s, th.op_e, ws, we, th.excl_s, th.excl_e)
 

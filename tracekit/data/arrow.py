@@ -85,11 +85,12 @@ def dictionary(codes: np.ndarray, uniques: list[str]) -> pa.DictionaryArray:
 def nulls(n: int, type: pa.DataType, zeros: Optional[pa.Buffer] = None) -> pa.Array:
     """An all-null array of `type` (integer or dictionary<int32, string>). Its buffers come from
     np.zeros (calloc), so the pages are never touched: pa.nulls zero-fills them (~17 ms per million
-    int64 rows, a third of building the derived rows). `zeros` (`zero_buffer(n)`): one zeroed buffer
+    int64 rows, a third of building the busy and dispatch-gap rows the parser then wrote). `zeros`
+    (`zero_buffer(n)`): one zeroed buffer
     that every null column of a table shares as its bitmap and values, read-only as all Arrow
     buffers are: calloc does zero-fill memory the heap reuses (a parse keeps its freed heap pages,
-    `tracekit.parse.parser._keep_heap_pages`): the derived rows' first round in the parse's process
-    1.32 -> 0.52 CPU-s with this (benchmarks/derive_phases.py, benchmarks/RESULTS.md)."""
+    `tracekit.parse.parser._keep_heap_pages`): those rows' first round in the parse's process
+    1.32 -> 0.52 CPU-s with this (benchmarks/RESULTS.md)."""
     if pa.types.is_dictionary(type):
         return pa.DictionaryArray.from_arrays(nulls(n, type.index_type, zeros), strings([]))
     width = _np_dtype(type).itemsize
@@ -158,7 +159,7 @@ def codes(arr: pa.DictionaryArray) -> tuple[np.ndarray, list]:
 def prefer_jemalloc() -> None:
     """Make jemalloc Arrow's memory pool (where pyarrow has it and the user did not choose one with
     ARROW_DEFAULT_MEMORY_POOL). The default, mimalloc, hands freed pages back to the OS after 10 ms, so
-    the parser's Parquet encoder and the derived rows fault in and zero the same memory again and again
+    the parser's Parquet encoder and its step rows fault in and zero the same memory again and again
     (`clear_page_erms` was 14 % of its profile): jemalloc cut the parse's parent CPU by 0.2–0.5 s per GB.
     Reading a capture, mimalloc kept the decoder's scratch as well: 1.10 GiB resident for a 0.51 GiB
     table, 0.73 GiB with jemalloc (benchmarks/RESULTS.md)."""

@@ -1,10 +1,11 @@
 """The one data model at the parse → analysis boundary: a capture is one Parquet file, or a folder of
 one Parquet file per rank (the folder form, see tracekit.data.store).
 
-Every row is one event. Raw trace events have ``kind == "event"``; rows the parser derives from them sit
-beside them with another kind (``step``, ``busy``, ``dispatch_gap``), and the analysis may store its own
-(``idle``). Times are int64 nanoseconds (Kineto writes microseconds with three decimals; the parser converts
-the decimal text exactly, never through a float). Strings are dictionary-encoded.
+Every row is one event. Raw trace events have ``kind == "event"``; the step windows the parser derives
+from them sit beside them with kind ``step``, and the analysis may store its own (``idle``). Captures by
+earlier tracekit versions also hold ``busy`` and ``dispatch_gap`` rows, which no command reads. Times
+are int64 nanoseconds (Kineto writes microseconds with three decimals; the parser converts the decimal
+text exactly, never through a float). Strings are dictionary-encoded.
 
 File metadata (key ``tracekit``) is one JSON object::
 
@@ -29,8 +30,10 @@ METADATA_KEY = b"tracekit"
 # Row kinds.
 KIND_EVENT = "event"  # a raw trace event
 KIND_STEP = "step"  # a step window: ProfilerStep#N on the thread that calls prof.step() (DESIGN.md)
-KIND_BUSY = "busy"  # a maximal device-busy interval (union of kernel/memcpy/memset over all streams)
-KIND_DISPATCH_GAP = "dispatch_gap"  # host: time between consecutive top-level cpu_ops on one thread
+# Written by earlier tracekit versions only (no command reads them): a maximal device-busy interval (the
+# union of kernel/memcpy/memset over all streams), and host time between consecutive top-level cpu_ops.
+KIND_BUSY = "busy"
+KIND_DISPATCH_GAP = "dispatch_gap"
 KIND_IDLE = "idle"  # analysis: an idle gap with its cause (stored by `analyze --store`)
 ROW_KINDS = (KIND_EVENT, KIND_STEP, KIND_BUSY, KIND_DISPATCH_GAP, KIND_IDLE)
 
@@ -63,7 +66,7 @@ class Column:
 _STR = pa.dictionary(pa.int32(), pa.string())
 
 COLUMNS: tuple[Column, ...] = (
-    Column("kind", "-", _STR, "", "row kind: event | step | busy | dispatch_gap | idle"),
+    Column("kind", "-", _STR, "", "row kind: event | step | idle (busy, dispatch_gap: earlier versions)"),
     Column("rank", "distributedInfo.rank", pa.int32(), "", "rank of the trace file (0 when unknown)"),
     Column("ph", "ph", _STR, "", "Chrome-trace phase: X, i, s, f, M, C ..."),
     Column("cat", "cat", _STR, "", "normalised category (kernel, cpu_op, cuda_runtime, ac2g ...)"),

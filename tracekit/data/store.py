@@ -590,8 +590,8 @@ def read_capture(
 ) -> Capture:
     """Read a whole capture (file or folder) into memory (or only `columns` of it; with `kinds`, only
     the row groups that may hold rows of those kinds, by their `kind` statistics: what a reader of
-    events and steps does not need, the derived busy and dispatch-gap rows, is not read; a row group
-    of unknown or mixed kinds is read whole)."""
+    events and steps does not need (the busy and dispatch-gap rows of captures by earlier versions) is
+    not read; a row group of unknown or mixed kinds is read whole)."""
     arrow.prefer_jemalloc()
     meta = read_meta(path)
     if meta.get("form") == "folder":

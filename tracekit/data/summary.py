@@ -7,8 +7,9 @@ Both feed one `Summary`, so the two cannot disagree. On disk, the file is read r
 only what the summary needs: each row group's `kind` and `rank` statistics (written by CaptureWriter)
 say which kinds and ranks it holds, so the `kind` column is read only for a group of mixed kinds (a
 file written whole, `analyze --store`) and `rank` only for a group of several ranks; event rows cost
-one dictionary column (`cat`, counted on its codes), step rows are read whole (one per step), busy
-rows by rank and device. The memory is one row group's few columns, whatever the capture's size.
+two columns (`cat`, counted on its codes, and `device`: a rank's devices are those its device
+activity ran on), step rows are read whole (one per step). The memory is one row group's few columns,
+whatever the capture's size.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import pyarrow.parquet as pq
 
 from tracekit.data import arrow, files
 from tracekit.data.files import Location
-from tracekit.data.schema import KIND_BUSY, KIND_EVENT, KIND_STEP
+from tracekit.data.schema import DEVICE_ACTIVITY_CATS, KIND_EVENT, KIND_STEP
 
 STEP_COLUMNS = ["step", "name", "ts_ns", "dur_ns"]  # a step row's figures (besides its rank)
 NO_CAT = "(no cat)"
@@ -66,9 +67,20 @@ class Summary:
         for row in table.select(["rank", *STEP_COLUMNS] if rank is None else STEP_COLUMNS).to_pylist():
             self.step_rows.append({"rank": rank, **row} if rank is not None else row)
 
-    def add_busy(self, ranks: np.ndarray, devices: np.ndarray) -> None:
-        """Busy rows' ranks and devices (-1: null)."""
-        ok = (ranks >= 0) & (devices >= 0)
+    def add_devices(self, cat: pa.ChunkedArray, device: pa.ChunkedArray, ranks: np.ndarray) -> None:
+        """Event rows' categories, devices (null: none) and ranks: the (rank, device) pairs of their
+        device activity (kernels, copies, sets)."""
+        is_device = np.zeros(len(ranks), dtype=bool)
+        at = 0
+        for chunk in cat.chunks:
+            if not pa.types.is_dictionary(chunk.type):
+                chunk = chunk.dictionary_encode()
+            codes, names = arrow.codes(chunk)
+            wanted = np.array([n in DEVICE_ACTIVITY_CATS for n in names] + [False], dtype=bool)
+            is_device[at : at + len(codes)] = wanted[codes]  # code -1 (null) reads the last: False
+            at += len(codes)
+        devices = arrow.values(device, fill=-1)
+        ok = is_device & (devices >= 0) & (ranks >= 0)
         keys = np.unique((ranks[ok].astype(np.int64) << 32) | devices[ok].astype(np.int64))
         self.devices.update((int(k >> 32), int(k & 0xFFFFFFFF)) for k in keys)
 
@@ -122,7 +134,7 @@ def _add_file(summary: Summary, loc: Location, rank: Optional[int]) -> None:
                 continue
             if mine is not None:
                 summary.add_ranks([mine])
-            elif kind not in (KIND_STEP, KIND_BUSY):  # those two read their rank column anyway
+            elif kind not in (KIND_STEP, KIND_EVENT):  # those two read their rank column anyway
                 summary.add_ranks(pf.read_row_group(i, columns=["rank"]).column(0).unique().to_pylist())
             _add_kind(summary, kind, group.num_rows, functools.partial(_read_group, pf, i), mine)
 
@@ -136,17 +148,17 @@ def _add_kind(summary: Summary, kind: str, rows: int, read, rank: Optional[int])
     summary.count(kind, rows)
     need_rank = [] if rank is not None else ["rank"]
     if kind == KIND_EVENT:
-        summary.add_events(read(["cat"]).column(0))
+        t = read(["cat", "device", *need_rank])
+        summary.add_events(t.column("cat"))
+        ranks = arrow.values(t.column("rank"), fill=-1) if rank is None else np.full(t.num_rows, rank)
+        summary.add_devices(t.column("cat"), t.column("device"), ranks)
+        if rank is None:
+            summary.add_ranks(r for r in np.unique(ranks) if r >= 0)
     elif kind == KIND_STEP:
         t = read([*need_rank, *STEP_COLUMNS])
         summary.add_steps(t, rank)
         if rank is None:
             summary.add_ranks(t.column("rank").unique().to_pylist())
-    elif kind == KIND_BUSY:
-        t = read([*need_rank, "device"])
-        ranks = arrow.values(t.column("rank"), fill=-1) if rank is None else np.full(t.num_rows, rank)
-        summary.add_busy(ranks, arrow.values(t.column("device"), fill=-1))
-        summary.add_ranks(r for r in np.unique(ranks) if r >= 0)
 
 
 def _add_rows(summary: Summary, table: pa.Table, rank: Optional[int]) -> None:

@@ -1,33 +1,21 @@
-"""Rows the parser derives from the raw events (DESIGN.md, "Words"), stored beside them in the capture.
+"""The rows the parser derives from the raw events (DESIGN.md, "Words"), stored beside them in the capture:
 
 - ``step``: one row per ``ProfilerStep#N`` span (cat ``user_annotation``) on the host thread that owns
   them. The ``gpu_user_annotation`` copies Kineto puts on the device timeline are never steps. A rank
   with no step span gets one step (step 0, name ``trace``) spanning that rank's events.
-- ``busy``: per rank and device, the maximal intervals of the union of kernel / memcpy / memset activity
-  over all streams::
 
-      stream 7   [====)   [==)
-      stream 9      [=====)       [=)
-      busy       [========)   ... [=)     ← touching or overlapping intervals merge
+Device busy intervals and host dispatch gaps are not stored: the analysis computes them from the event
+rows (tracekit.analysis; the dispatch gaps' one definition is tracekit.analysis.dispatch), and storing
+them cost every parse 14 % of its CPU for rows no command read (benchmarks/RESULTS.md, issue 22).
+Captures written before hold ``busy`` and ``dispatch_gap`` rows; readers skip them.
 
-- ``dispatch_gap``: per rank and host thread, the time between consecutive top-level ``cpu_op`` events
-  (top-level = not starting inside another ``cpu_op`` of the same thread), clipped to the step windows
-  of the rank, minus the time the thread is blocked in ``backward()`` or fetching from a DataLoader
-  (``dispatch_gap_pieces``, the one definition the analysis shares); each piece carries the step it
-  lies in::
-
-      cpu_op     [aten::mm  )      [aten::add)
-                   [nested)
-      gap                   [-----)             ← one dispatch_gap row
-
-All functions take the table of raw events (``kind == "event"``, schema.SCHEMA columns) and return a
-table in schema.SCHEMA holding only derived rows.
+The functions take the table of raw events (``kind == "event"``, schema.SCHEMA columns) or its Frame,
+and return a table in schema.SCHEMA holding only derived rows.
 """
 
 from __future__ import annotations
 
 import re
-from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Optional
 
 import numpy as np
@@ -38,8 +26,6 @@ from tracekit.data.schema import (
     CAT_CPU_OP,
     CAT_USER_ANNOTATION,
     DEVICE_ACTIVITY_CATS,
-    KIND_BUSY,
-    KIND_DISPATCH_GAP,
     KIND_STEP,
     SCHEMA,
 )
@@ -50,14 +36,15 @@ STEP_NAME = re.compile(r"ProfilerStep#(\d{1,18})$")
 TRACE_STEP_NAME = "trace"  # the name of the one step of a trace without ProfilerStep spans
 
 
-# The columns the derive functions read.
+# The columns derive_steps and parse.sanity read.
 # `correlation`: parse.sanity (activities overlapping on one stream: one CUDA graph launch or not).
 DERIVE_COLUMNS = ("rank", "ph", "cat", "name", "pid", "tid", "ts_ns", "dur_ns", "device", "correlation")
 _DERIVE_CATS = (CAT_USER_ANNOTATION, CAT_CPU_OP, *DEVICE_ACTIVITY_CATS)
 
 
 def needed_for_derive(events: pa.Table) -> pa.Table:
-    """The rows and columns of `events` that derive_rows needs (so a streamed parse keeps only these).
+    """The rows and columns of `events` that derive_steps and parse.sanity need (a streamed parse keeps
+    only these).
 
     Complete events of the step / cpu_op / device categories, plus the rows holding each rank's
     earliest start and latest end (a trace without steps gets one step spanning exactly those)."""
@@ -76,45 +63,6 @@ def needed_for_derive(events: pa.Table) -> pa.Table:
         mask[idx[np.argmin(ts[idx])]] = True
         mask[idx[np.argmax(end[idx])]] = True
     return _arrow.filter_rows(events.select(list(DERIVE_COLUMNS)), mask)
-
-
-def derive_rows(events: pa.Table | Frame) -> pa.Table:
-    """All derived rows (steps, busy intervals, dispatch gaps) of a table of raw events (or its Frame)."""
-    frame = _frame(events)
-    steps = derive_steps(frame)
-    return pa.concat_tables([steps, derive_busy(frame), derive_dispatch_gaps(frame, steps)])
-
-
-def write_derived_rows(
-    events: pa.Table | Frame, write: Callable[[pa.Table], None], *, helper: bool = True
-) -> pa.Table:
-    """derive_rows(events), each part passed to `write` as soon as it is ready, in order (steps, busy,
-    dispatch gaps); returns them all. With `helper`, the busy intervals are derived and written by a
-    second thread while this one derives the dispatch gaps (numpy and the Parquet writer release the
-    GIL), which shortens the last, single-core phase of a parse; a worker that is one of a pool of
-    one per core (a job's files decoded a file per worker) gains nothing by it and does without."""
-    frame = _frame(events)
-    steps = derive_steps(frame)
-    if not helper:
-        write(steps)
-        busy_rows = derive_busy(frame)
-        write(busy_rows)
-        gaps = derive_dispatch_gaps(frame, steps)
-        write(gaps)
-        return pa.concat_tables([steps, busy_rows, gaps])
-    with ThreadPoolExecutor(1) as pool:
-
-        def steps_and_busy() -> pa.Table:
-            write(steps)
-            busy = derive_busy(frame)
-            write(busy)
-            return busy
-
-        busy = pool.submit(steps_and_busy)
-        gaps = derive_dispatch_gaps(frame, steps)
-        busy_rows = busy.result()
-    write(gaps)
-    return pa.concat_tables([steps, busy_rows, gaps])
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -182,275 +130,6 @@ def _busiest_host_thread(frame: Frame, in_rank: np.ndarray) -> tuple[int, int] |
     pairs, counts = np.unique(np.stack([pid, tid], axis=1), axis=0, return_counts=True)
     best = pairs[int(np.argmax(counts))]
     return int(best[0]), int(best[1])
-
-
-# ---------------------------------------------------------------------------------------------------
-
-
-def derive_busy(events: pa.Table | Frame) -> pa.Table:
-    """Per rank and device, the maximal intervals of the union of device activity over all streams."""
-    frame = _frame(events)
-    mask = frame.mask("ph", lambda v: v == "X")
-    mask &= frame.mask("cat", lambda v: v in DEVICE_ACTIVITY_CATS)
-    mask &= frame.present("device")
-    ts, dur = frame.ints("ts_ns")[mask], frame.ints("dur_ns")[mask]
-    rank, device = frame.ints("rank")[mask], frame.ints("device")[mask]
-    positive = dur > 0
-    ts, end, rank, device = ts[positive], ts[positive] + dur[positive], rank[positive], device[positive]
-    out: dict[str, list[np.ndarray]] = {"rank": [], "device": [], "ts_ns": [], "dur_ns": []}
-    if len(ts):
-        order = start_order(ts, end, rank, device)
-        ts, end, rank, device = ts[order], end[order], rank[order], device[order]
-        group_start = np.flatnonzero(np.r_[True, (rank[1:] != rank[:-1]) | (device[1:] != device[:-1])])
-        bounds = np.r_[group_start, len(ts)]
-        for a, b in zip(bounds[:-1], bounds[1:]):
-            starts, ends = union_intervals(ts[a:b], end[a:b])
-            out["rank"].append(np.full(len(starts), rank[a]))
-            out["device"].append(np.full(len(starts), device[a]))
-            out["ts_ns"].append(starts)
-            out["dur_ns"].append(ends - starts)
-    return _rows(KIND_BUSY, out)
-
-
-def start_order(starts: np.ndarray, ends: np.ndarray, *groups: np.ndarray) -> np.ndarray:
-    """The indices that sort intervals by `groups` (most significant first), then by start, longer
-    first on equal starts, ties kept in input order: `np.lexsort((starts - ends, starts, *groups[::-1]))`.
-
-    lexsort costs ~0.1 s per million rows and key even on sorted input; profiler events arrive nearly
-    sorted by start, which a stable argsort (timsort) orders in ~2 ms per million. So: order by start,
-    re-order only the runs of equal starts by length, then one stable pass per group key that is not
-    constant (most traces have one rank, one process and few threads)."""
-    order = np.argsort(starts, kind="stable")
-    s = starts[order]
-    tied = np.flatnonzero(s[1:] == s[:-1])
-    if len(tied):
-        pos = np.unique(np.r_[tied, tied + 1])  # positions (in start order) inside a run of equal starts
-        run = np.cumsum(np.r_[True, s[1:] != s[:-1]])[pos]
-        sub = order[pos]
-        order[pos] = sub[np.lexsort((starts[sub] - ends[sub], run))]
-    for key in reversed(groups):
-        if len(key) and key.min() != key.max():
-            order = order[np.argsort(key[order], kind="stable")]
-    return order
-
-
-def union_intervals(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The maximal intervals of the union of [start, end) intervals; touching intervals merge.
-
-    `starts` must be sorted ascending."""
-    if len(starts) == 0:
-        return starts, ends
-    running_end = np.maximum.accumulate(ends)
-    # A new interval starts where the start lies beyond everything seen so far.
-    new = np.r_[True, starts[1:] > running_end[:-1]]
-    first = np.flatnonzero(new)
-    last = np.r_[first[1:] - 1, len(starts) - 1]
-    return starts[first], running_end[last]
-
-
-# ---------------------------------------------------------------------------------------------------
-
-
-# The autograd engine runs each backward node inside a record_function of this name (torch ≥ 1.8).
-ENGINE_OP_PREFIX = "autograd::engine::evaluate_function"
-# The DataLoader iterator's fetch, a user_annotation such as
-# `enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__` (group 1: the iterator class).
-DATALOADER_RE = re.compile(r"^enumerate\(DataLoader\)#(\w+)\.__next__")
-
-
-def derive_dispatch_gaps(events: pa.Table | Frame, steps: pa.Table) -> pa.Table:
-    """Host dispatch gap rows (DESIGN.md "Host dispatch gaps"): per rank and host thread, the pieces
-    `dispatch_gap_pieces` returns, each with the step it lies in. The analysis calls the same function,
-    so its figures equal these rows. Threads that run autograd engine ops but own no step (the engine's
-    device threads) run no Python between their ops and get no rows."""
-    frame = _frame(events)
-    is_x = frame.mask("ph", lambda v: v == "X")
-    dl = is_x & frame.mask("cat", lambda v: v == CAT_USER_ANNOTATION)
-    dl &= frame.mask("name", lambda v: DATALOADER_RE.match(v) is not None)
-    dl_thread = np.stack([frame.ints(c)[dl] for c in ("rank", "pid", "tid")], axis=1)
-    dl_start = frame.ints("ts_ns")[dl]
-    dl_end = dl_start + np.maximum(frame.ints("dur_ns")[dl], 0)
-    mask = is_x & frame.mask("cat", lambda v: v == CAT_CPU_OP)
-    engine = frame.mask("name", lambda v: v.startswith(ENGINE_OP_PREFIX))[mask]
-    rank, pid, tid = frame.ints("rank")[mask], frame.ints("pid")[mask], frame.ints("tid")[mask]
-    ts, dur = frame.ints("ts_ns")[mask], frame.ints("dur_ns")[mask]
-    out: dict[str, list[np.ndarray]] = {k: [] for k in ("rank", "pid", "tid", "ts_ns", "dur_ns", "step")}
-    if len(ts) == 0:
-        return _rows(KIND_DISPATCH_GAP, out)
-    end = ts + np.maximum(dur, 0)
-    step_cols = Frame(steps)
-    step_rank, step_start = step_cols.ints("rank"), step_cols.ints("ts_ns")
-    step_end, step_no = step_start + step_cols.ints("dur_ns"), step_cols.ints("step")
-    step_pid, step_tid = step_cols.ints("pid"), step_cols.ints("tid")
-    step_threads = set(zip(step_rank.tolist(), step_pid.tolist(), step_tid.tolist()))
-    # Sort by thread, then start, longer first: an op starting with its parent sorts after it.
-    order = start_order(ts, end, rank, pid, tid)
-    rank, pid, tid, ts, end, engine = (
-        rank[order],
-        pid[order],
-        tid[order],
-        ts[order],
-        end[order],
-        engine[order],
-    )
-    new_thread = np.r_[True, (rank[1:] != rank[:-1]) | (pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1])]
-    bounds = np.r_[np.flatnonzero(new_thread), len(ts)]
-    for a, b in zip(bounds[:-1], bounds[1:]):
-        key = (int(rank[a]), int(pid[a]), int(tid[a]))
-        is_step_thread = key in step_threads
-        if engine[a:b].any() and not is_step_thread:
-            continue
-        in_rank = step_rank == key[0]
-        ws, we, wstep = disjoint_windows(step_start[in_rank], step_end[in_rank], step_no[in_rank])
-        bw_s, bw_e = np.zeros(0, np.int64), np.zeros(0, np.int64)
-        if is_step_thread:
-            proc = (rank == key[0]) & (pid == key[1]) & engine
-            split = ts[a:b][~engine[a:b] & top_level(ts[a:b], end[a:b])]
-            bw_s, bw_e = backward_windows(ts[proc], end[proc], split)
-        mine = np.all(dl_thread == np.array(key), axis=1) if len(dl_start) else np.zeros(0, bool)
-        ex_s, ex_e = excluded_windows(bw_s, bw_e, dl_start[mine], dl_end[mine])
-        w, s, e = dispatch_gap_pieces(ts[a:b], end[a:b], ws, we, ex_s, ex_e)
-        out["rank"].append(np.full(len(s), key[0]))
-        out["pid"].append(np.full(len(s), key[1]))
-        out["tid"].append(np.full(len(s), key[2]))
-        out["ts_ns"].append(s)
-        out["dur_ns"].append(e - s)
-        out["step"].append(wstep[w])
-    return _rows(KIND_DISPATCH_GAP, out)
-
-
-def disjoint_windows(
-    starts: np.ndarray, ends: np.ndarray, labels: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Step windows sorted by start, each cut at the next one's start, empty ones dropped (as the
-    analysis makes them): (starts, ends, labels)."""
-    order = np.argsort(starts, kind="stable")
-    s, e, lab = starts[order], ends[order], labels[order]
-    e = np.r_[np.minimum(e[:-1], s[1:]), e[-1:]]
-    keep = e > s
-    return s[keep], e[keep], lab[keep]
-
-
-def top_level(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Mask of the ops of one thread, sorted by start, that start at or after the end of every op
-    before them (not inside another op)."""
-    if len(starts) == 0:
-        return np.zeros(0, dtype=bool)
-    covered = np.maximum.accumulate(ends)
-    return np.r_[True, starts[1:] >= covered[:-1]]
-
-
-def backward_windows(
-    engine_starts: np.ndarray, engine_ends: np.ndarray, split_starts: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """The intervals during which a thread is blocked in `backward()`: the autograd engine ops of its
-    process (on the thread itself on CPU, on the engine's device threads on GPU), grouped into runs that
-    no top-level non-engine op of the thread (`split_starts`) starts between; each run spans its first
-    op's start to its last op's end::
-
-        step thread   |- aten::sum -|  ...  backward() ...   |- aten::add_ -|
-        engine ops                   |-ev-|  |-ev-| |--ev--|
-        window                       [----------------------)
-
-    Returns disjoint sorted (starts, ends)."""
-    if len(engine_starts) == 0:
-        z = np.zeros(0, np.int64)
-        return z, z
-    run = np.searchsorted(np.sort(split_starts), engine_starts, side="right")
-    runs, inv = np.unique(run, return_inverse=True)
-    lo = np.full(len(runs), np.iinfo(np.int64).max)
-    hi = np.full(len(runs), np.iinfo(np.int64).min)
-    np.minimum.at(lo, inv, engine_starts)
-    np.maximum.at(hi, inv, engine_ends)
-    return union_intervals(lo, hi)
-
-
-def excluded_windows(
-    bw_starts: np.ndarray, bw_ends: np.ndarray, dl_starts: np.ndarray, dl_ends: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """What a thread's dispatch gaps leave out: its backward windows and its DataLoader `__next__`
-    spans (the fetch has its own figure, `dataloader`, and may sleep or wait for workers), as disjoint
-    sorted intervals."""
-    s = np.r_[bw_starts, dl_starts].astype(np.int64)
-    e = np.r_[bw_ends, dl_ends].astype(np.int64)
-    order = np.argsort(s, kind="stable")
-    return union_intervals(s[order], e[order])
-
-
-def dispatch_gap_pieces(
-    op_starts: np.ndarray,
-    op_ends: np.ndarray,
-    win_starts: np.ndarray,
-    win_ends: np.ndarray,
-    excl_starts: np.ndarray,
-    excl_ends: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """THE definition of host dispatch gaps on one thread (DESIGN.md), shared by the parser's derived
-    rows and the analysis::
-
-        cpu_op   |- aten::mm -|  gap  |- aten::add -|   ||  |- ev -| |- ev -|  gap  |- aten::relu -|
-        step     [---------------------------------)   [---------------------------------------)
-        pieces                 [-----)             [--)  [-)                 [-----)
-
-    predicate: the intervals between consecutive top-level cpu_ops of the thread (`op_*`, any order),
-    clipped to the disjoint sorted step windows (`win_*`; a gap crossing a step boundary keeps its
-    pieces inside each window: Python before the step's first op and after its last is interpreter
-    time of that step), minus `excl_*` (disjoint sorted; `excluded_windows`): the thread's backward
-    windows (`backward_windows`: the autograd engine's time between its ops is framework, not Python)
-    and its DataLoader fetches.
-    Returns (window index, piece start, piece end), ordered by start."""
-    z = np.zeros(0, np.int64)
-    if len(op_starts) < 2 or len(win_starts) == 0:
-        return z, z, z
-    order = start_order(op_starts, op_ends)
-    s, e = op_starts[order], op_ends[order]
-    covered = np.maximum.accumulate(e)
-    top = np.flatnonzero(top_level(s, e))[1:]
-    gs, ge = covered[top - 1], s[top]
-    keep = ge > gs
-    gs, ge, _ = clip_to_windows(gs[keep], ge[keep], win_starts, win_ends)
-    if len(excl_starts) and len(gs):
-        free_s = np.r_[np.iinfo(np.int64).min, excl_ends]
-        free_e = np.r_[excl_starts, np.iinfo(np.int64).max]
-        gs, ge, _ = clip_to_windows(gs, ge, free_s, free_e)
-    w = np.searchsorted(win_starts, gs, side="right") - 1
-    return w, gs, ge
-
-
-def clip_to_windows(
-    starts: np.ndarray, ends: np.ndarray, win_start: np.ndarray, win_end: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Intersect intervals with windows: (piece starts, piece ends, window index), non-empty pieces only,
-    ordered by start."""
-    empty = np.array([], dtype=np.int64)
-    if len(starts) == 0 or len(win_start) == 0:
-        return empty, empty, empty
-    order = np.argsort(win_start, kind="stable")
-    ws, we = win_start[order], win_end[order]
-    if np.all(we[:-1] <= ws[1:]):
-        # Disjoint windows (the usual ProfilerStep sequence): each interval meets a contiguous run.
-        first = np.searchsorted(we, starts, side="right")  # first window ending after the start
-        last = np.searchsorted(ws, ends, side="left")  # one past the last window starting before the end
-        count = np.maximum(last - first, 0)
-        if count.max() <= 1:  # the common case: no interval crosses a window boundary
-            idx = np.flatnonzero(count)
-            w = first[idx]
-        else:
-            idx = np.repeat(np.arange(len(starts)), count)
-            offset = np.arange(len(idx)) - np.repeat(np.cumsum(count) - count, count)
-            w = np.repeat(first, count) + offset
-    else:
-        # Overlapping windows: every pair.
-        idx = np.repeat(np.arange(len(starts)), len(ws))
-        w = np.tile(np.arange(len(ws)), len(starts))
-    s = np.maximum(starts[idx], ws[w])
-    e = np.minimum(ends[idx], we[w])
-    ok = e > s
-    s, e, w = s[ok], e[ok], order[w[ok]]
-    if len(s) > 1 and not np.all((s[1:] > s[:-1]) | ((s[1:] == s[:-1]) & (w[1:] >= w[:-1]))):
-        by_start = np.lexsort((w, s))
-        s, e, w = s[by_start], e[by_start], w[by_start]
-    return s, e, w
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -8,13 +8,14 @@
 How a file is read (see decode.py): the traceEvents array is located from the text around it, cut into
 chunks of whole events, and the chunks are decoded in parallel worker processes (forked, sharing the
 file's pages; the C scanner when it is built, else msgspec; each worker also adds the rank and picks the
-rows derive_rows needs). When the tables are written out as they come (`parse_to_file`), a worker also
-encodes its event table as the capture file's row groups (tracekit.data.store.encode_rows), which the
-parent appends to the file as they are (tracekit.data.stitch; else tables come through the pipe as LZ4
-Arrow IPC), and one worker computes the file's digest beside the chunks; the parent only appends,
-derives rows and writes them. Any surprise (a cut
-inside a string, a truncated or malformed file) falls back to one validating decode of the whole file,
-which also produces the precise error message. Nothing on this path imports pandas (tracekit/data/arrow.py).
+rows derive_steps and parse.sanity need). When the tables are written out as they come
+(`parse_to_file`), a worker also encodes its event table as the capture file's row groups
+(tracekit.data.store.encode_rows), which the parent appends to the file as they are
+(tracekit.data.stitch; else tables come through the pipe as LZ4 Arrow IPC), and one worker computes the
+file's digest beside the chunks; the parent only appends, derives the step rows and writes them. Any
+surprise (a cut inside a string, a truncated or malformed file) falls back to one validating decode of
+the whole file, which also produces the precise error message. Nothing on this path imports pandas
+(tracekit/data/arrow.py).
 Format quirks are handled once, here and in `decode.py`, and listed in docs/QUIRKS.md.
 """
 
@@ -43,7 +44,7 @@ from tracekit.data import arrow as _arrow
 from tracekit.data import files as _files
 from tracekit.data import signals as _signals
 from tracekit.data.files import Location
-from tracekit.data.schema import CAT_CPU_OP, CAT_USER_ANNOTATION, KIND_EVENT, KIND_STEP, SCHEMA
+from tracekit.data.schema import CAT_CPU_OP, CAT_USER_ANNOTATION, KIND_EVENT, SCHEMA
 from tracekit.data.store import (
     DIGEST,
     Capture,
@@ -66,7 +67,7 @@ from tracekit.errors import (
 from tracekit.parse import decode as _decode
 from tracekit.parse import fast as _fast
 from tracekit.parse import sanity as _sanity
-from tracekit.parse.derive import Frame, FrameBuilder, derive_rows, needed_for_derive, write_derived_rows
+from tracekit.parse.derive import Frame, FrameBuilder, derive_steps, needed_for_derive
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 MANIFEST_NAME = "manifest.json"  # written by `tracekit capture` beside the traces; not a trace
@@ -75,7 +76,7 @@ CHUNK_BYTES = 24 << 20  # bytes of event JSON per decode task (memory per worker
 MIN_CHUNK_BYTES = 1 << 20  # smaller chunks cost more in per-task overhead than they gain
 
 # Receives each decoded event table (or its encoded row groups: _Job.encode) and the part of it that
-# derive_rows needs.
+# derive_steps and parse.sanity need.
 Sink = Callable[["pa.Table | EncodedRows", pa.Table], None]
 # Progress callback: (source name, bytes done, bytes total).
 Progress = Callable[[str, int, int], None]
@@ -107,9 +108,9 @@ def parse_paths(paths: list[Path], *, salvage: bool = False, progress: Optional[
     events = pa.concat_tables(tables) if tables else SCHEMA.empty_table()
     _require_events(files, traces)
     frame = Frame(events)
-    derived = derive_rows(frame)
-    _sanity.check(frame, steps_of(derived), traces)
-    table = pa.concat_tables([events, derived])
+    steps = derive_steps(frame)
+    _sanity.check(frame, steps, traces)
+    table = pa.concat_tables([events, steps])
     meta = {"sources": sources, "traces": traces, "manifest": find_manifest(paths)}
     if failed:
         meta["failed"] = failed
@@ -227,17 +228,13 @@ def _stream_once(
         check_rank_files(traces)
         _require_events(files, traces)
         needed = kept.frame()  # its columns converted once, for derive and sanity
-        derived = write_derived_rows(needed, writer.write, helper=parallel)
-        _sanity.check(needed, steps_of(derived), traces)
+        derived = derive_steps(needed)
+        writer.write(derived)
+        _sanity.check(needed, derived, traces)
         writer.meta = {"sources": sources, "traces": traces, "manifest": manifest}
         if failed:
             writer.meta["failed"] = failed
     return Capture(table=derived, meta=dict(writer.meta, event_rows=rows), path=output)
-
-
-def steps_of(derived: pa.Table) -> pa.Table:
-    """The step rows of a table of derived rows."""
-    return _arrow.filter_rows(derived, Frame(derived).mask("kind", lambda v: v == KIND_STEP))
 
 
 def load_capture(
@@ -754,7 +751,8 @@ _SHARED: dict = {}
 
 
 def _decode_range(job: tuple[int, int, str, str, int]) -> tuple[pa.Table, pa.Table, dict]:
-    """Decode one range of whole events: (its schema.SCHEMA table, the part derive_rows needs, stats).
+    """Decode one range of whole events: (its schema.SCHEMA table, the part derive_steps and sanity
+    need, stats).
     Runs in a worker process: everything per chunk is done here, the parent only writes and derives."""
     a, b, unit, where, rank = job
     buf = _SHARED["buf"]
@@ -781,7 +779,8 @@ def _decode_range_for_parent(
     """_decode_range in a worker process, its tables made ready to cross to the parent: the event table
     encoded as the capture file's row groups (`encode`: see _Job; ~0.35 MB per 24 MiB chunk, what the
     parent appends to the file), else packed as LZ4 Arrow IPC (~15x smaller than a pickled table: most
-    columns are mostly null). The part derive_rows needs always travels packed (the parent keeps it)."""
+    columns are mostly null). The part derive_steps and sanity need always travels packed (the parent
+    keeps it)."""
     table, needed, stats = _decode_range(job)
     first = encode_rows(table, part=encode) if encode is not None else _pack(table)
     return first, _pack(needed), stats

@@ -25,7 +25,7 @@ of the capture repeats it (docs/QUIRKS.md, the fault table).
              all on the stream it was launched on)
     warned   some events (DUPLICATE_WARN_FRACTION or more) exact copies of another
 
-All of it is vectorised: it runs on every parse, beside derive_rows.
+All of it is vectorised: it runs on every parse, beside derive_steps.
 """
 
 from __future__ import annotations

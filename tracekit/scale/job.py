@@ -10,8 +10,8 @@ How a job's files are decoded:
   files in its own process and writes their rows to a part file; no event crosses processes. A
   rank's files are known only once decoded (the rank is in each file's metadata), so each file is
   first parsed on its own; a rank with several files (successive profiler cycles) is then parsed
-  again from all its files together, so that its derived rows (steps, busy intervals, dispatch
-  gaps) see the whole rank. The folder form keeps the part files; the file form copies them, rank
+  again from all its files together, so that its step rows (and the sanity checks) see the
+  whole rank. The folder form keeps the part files; the file form copies them, rank
   after rank, into the one Parquet file.
 - *within files* (a few large files): files are decoded one after the other, each cut into chunks
   decoded by all cores (tracekit.parse.parser); the file form streams straight into its file.
