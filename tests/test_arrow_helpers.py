@@ -97,7 +97,7 @@ print("pandas" in sys.modules)
 def test_the_parse_command_imports_only_what_it_parses_with(tmp_path):
     """`tracekit parse` as a user runs it (`python -m tracekit parse`, the CLI and its job driver), on a
     trace large enough for the decode workers: no pandas, no pydantic (Typer's coercion, tracekit.cli
-    `_coerce_lazily`), no pyarrow.compute and no other command's module, in the process or its
+    `_coerce_lazily`), no pyarrow.compute, no numpy.ma and no other command's module, in the process or its
     workers (-X importtime names every module each one imports): each was start-up time."""
     import gzip
 
@@ -132,6 +132,7 @@ print(*sorted(sys.modules), sep=chr(10))
     assert "tracekit.parse.parser" in imported  # the check sees the parse's imports
     assert not [m for m in imported if m.split(".")[0] in ("pandas", "pydantic", "pydantic_core")]
     assert "pyarrow.compute" not in imported
+    assert "numpy.ma" not in imported  # np.unique's import of it: tracekit.data.arrow.distinct
     assert {m for m in imported if m.startswith("tracekit.commands.")} == {"tracekit.commands.parse"}
 
 
@@ -180,3 +181,20 @@ def test_frame_strings_equal_take(chunks):
     table = pa.Table.from_arrays([pa.chunked_array(arrays, type=arrays[0].type)], names=["name"])
     rows = np.arange(table.num_rows)[::-1][::2]
     assert Frame(table).strings("name", rows) == table.column("name").take(pa.array(rows)).to_pylist()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(-(2**40), 2**40), max_size=40)
+    | st.lists(st.integers(-3, 70000), max_size=40)
+    | st.lists(st.integers(0, 3), max_size=40),
+    st.sampled_from([np.int32, np.int64]),
+)
+def test_distinct_is_np_unique(values, dtype):
+    """arrow.distinct (np.unique without importing numpy.ma) gives np.unique's values and dtype, by
+    each of its paths: one value, a small span counted, a wide one sorted."""
+    if dtype is np.int32:
+        values = [v for v in values if -(2**31) <= v < 2**31]
+    a = np.array(values, dtype=dtype)
+    got, want = _arrow.distinct(a), np.unique(a)
+    assert got.dtype == want.dtype and got.tolist() == want.tolist()

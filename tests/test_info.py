@@ -146,3 +146,104 @@ def test_info_of_a_capture_never_reads_it_whole(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(pq.ParquetFile, "read", refuse)
     code, stdout, _ = run_main(["info", str(out), "--json"], capsys)
     assert code == 0 and json.loads(stdout)["rows_by_kind"]["event"] == 2405
+
+
+def _groups_read(monkeypatch) -> list[tuple[str, tuple]]:
+    """Record every row group `tracekit info` reads: (its kind by its statistics, the columns)."""
+    import pyarrow.parquet as pq
+
+    from tracekit.data.summary import only_value
+
+    read: list[tuple[str, tuple]] = []
+    original = pq.ParquetFile.read_row_group
+
+    def recording(self, i, columns=None, **kw):
+        read.append((only_value(self.metadata.row_group(i), "kind"), tuple(columns or ())))
+        return original(self, i, columns=columns, **kw)
+
+    monkeypatch.setattr(pq.ParquetFile, "read_row_group", recording)
+    return read
+
+
+def test_info_of_a_parsed_capture_reads_only_its_step_rows(tmp_path, capsys, monkeypatch):
+    """GIVEN a capture parsed by the decode workers (a trace of several chunks: each worker summarises
+    the rows it encodes) and a folder capture WHEN `tracekit info` describes them THEN it reads the
+    summary the writer stored in the footer and the step row groups, no event row (constant time in the
+    capture's size), and says what reading every row says."""
+    import gzip
+
+    from tracekit.data.store import read_capture, read_meta
+    from tracekit.data.summary import summarize
+    from tracekit.parse import parser
+
+    trace = ROOT / "fixtures" / "hta" / "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
+    with gzip.open(trace) as fh:
+        assert len(fh.read()) >= parser.CHUNK_BYTES // 2  # decoded and encoded by the pool
+    monkeypatch.setenv("TRACEKIT_WORKERS", "2")
+    (tmp_path / "run").mkdir()
+    captures = [tmp_path / "hta.parquet", tmp_path / "c.parquet", tmp_path / "folder"]
+    assert run_main(["parse", str(trace), "-o", str(captures[0])], capsys)[0] == 0
+    assert (
+        run_main(["parse", str(_two_rank_traces(tmp_path / "run")), "-o", str(captures[1])], capsys)[0] == 0
+    )
+    assert run_main(["parse", str(tmp_path / "run"), "-o", f"{captures[2]}/"], capsys)[0] == 0
+    for capture in captures:
+        expected = read_capture(capture).summary()
+        read = _groups_read(monkeypatch)
+        assert summarize(capture, read_meta(capture)) == expected
+        assert read and {kind for kind, _ in read} == {"step"}, capture
+        monkeypatch.undo()
+        monkeypatch.setenv("TRACEKIT_WORKERS", "2")
+    assert expected["events_by_cat"]["kernel"] == 4 and expected["ranks"] == [0, 1]
+
+
+def test_info_reads_the_rows_when_the_stored_summary_does_not_count_them(tmp_path, capsys, monkeypatch):
+    """GIVEN a capture file rewritten by another tool with its footer's metadata kept but rows left out
+    (the stored summary counts more rows than the file holds) WHEN described THEN the stored figures are
+    not believed: the rows are read, and the figures are those of the rows there are."""
+    import pyarrow.parquet as pq
+
+    from tracekit.data.store import read_capture, read_meta
+    from tracekit.data.summary import ROWS_KEY, summarize
+
+    out = tmp_path / "c.parquet"
+    assert run_main(["parse", str(PROBE), "-o", str(out)], capsys)[0] == 0
+    footer = pq.read_metadata(out).metadata
+    assert ROWS_KEY in footer
+    pq.write_table(pq.read_table(out).slice(0, 1000).replace_schema_metadata(footer), out)
+    assert pq.read_metadata(out).metadata[ROWS_KEY] == footer[ROWS_KEY]
+    read = _groups_read(monkeypatch)
+    doc = summarize(out, read_meta(out))
+    assert doc == read_capture(out).summary() and doc["rows_by_kind"] == {"event": 1000}
+    assert read and ("cat" in read[0][1] or "kind" in read[0][1])
+
+
+def test_info_imports_neither_pandas_nor_pydantic_nor_the_parser(tmp_path, capsys):
+    """`tracekit info CAPTURE` as a user runs it imports no pandas, no pydantic (Typer's coercion:
+    tracekit.cli `_coerce_lazily`, whose None defaults build no adapter), not numpy.ma (np.unique's
+    import of it) and not the parser: each was start-up time of the command."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "c.parquet"
+    assert run_main(["parse", str(PROBE), "-o", str(out)], capsys)[0] == 0
+    code = f"""
+import sys
+sys.argv = ["tracekit", "info", {str(out)!r}, "--json"]
+from tracekit.__main__ import main
+main()
+print(*sorted(sys.modules), sep=chr(10), file=sys.stderr)
+"""
+    run = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["rows_by_kind"]["event"] == 2405
+    imported = run.stderr.splitlines()
+    assert "tracekit.data.summary" in imported  # the check sees the command's imports
+    assert not [m for m in imported if m.split(".")[0] in ("pandas", "pydantic", "pydantic_core")]
+    assert not [m for m in imported if m.startswith("tracekit.parse")] and "numpy.ma" not in imported

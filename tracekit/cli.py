@@ -30,7 +30,9 @@ def _coerce_lazily() -> None:
     adapter unchanged (`_parse_cli_str` and `_parse_cli_bool` return it, pydantic's lax str/bool accept
     it), so it is passed on as it is, and the adapter is built (pydantic imported) for the first value
     that is anything else: numbers, paths, choices, a parameter with a parser, or a bytes value go
-    through Typer's own coercion, with its error messages. Typer before 0.29 (click's types, no
+    through Typer's own coercion, with its error messages. A parameter of any type left at its default
+    None (`-o`, `--width` of every command that prints) is answered as Typer answers None, before any
+    adapter, so that `tracekit info CAPTURE` builds none. Typer before 0.29 (click's types, no
     pydantic) has no `typer.core.build_runtime_param` and is left alone."""
     try:
         from typer import core
@@ -41,8 +43,7 @@ def _coerce_lazily() -> None:
         return
 
     def lazy(descriptor: Any) -> Any:
-        plain = _plain_kind(descriptor)
-        return build(descriptor) if plain is None else _PassThrough(descriptor, plain, build)
+        return _PassThrough(descriptor, _plain_kind(descriptor), build)
 
     lazy._tracekit_lazy = True  # type: ignore[attr-defined]
     lazy.typer_build = build  # type: ignore[attr-defined]  # Typer's own (tests compare the two)
@@ -63,9 +64,10 @@ def _plain_kind(descriptor: Any) -> Optional[type]:
 
 
 class _PassThrough:
-    """A parameter's coercion that passes a plain value on and builds Typer's own for any other."""
+    """A parameter's coercion that passes None and a plain value on (`kind`: str, bool or list; None: no
+    value is plain) and builds Typer's own for any other."""
 
-    def __init__(self, descriptor: Any, kind: type, build: Callable[[Any], Any]) -> None:
+    def __init__(self, descriptor: Any, kind: Optional[type], build: Callable[[Any], Any]) -> None:
         self._descriptor, self._kind, self._build = descriptor, kind, build
         self._typer: Any = None
 
@@ -75,7 +77,7 @@ class _PassThrough:
         if self._kind is list:
             if isinstance(value, (list, tuple)) and all(type(v) is str for v in value):
                 return list(value)
-        elif type(value) is self._kind:
+        elif self._kind is not None and type(value) is self._kind:
             return value
         if self._typer is None:
             self._typer = self._build(self._descriptor)

@@ -112,13 +112,14 @@ def describe(path: PathLike) -> Any:
     from tracekit.data.describe import describe as describe_capture
     from tracekit.data.store import check_schema, is_capture, read_meta
     from tracekit.data.summary import summarize
-    from tracekit.parse.parser import load_capture
 
     where = _location(path)
     if is_capture(where):
         meta = read_meta(where)
         check_schema(where, meta)
         return describe_capture(meta, summarize(where, meta), path)
+    from tracekit.parse.parser import load_capture  # trace files: the parser (not imported for a capture)
+
     capture = load_capture(where)  # type: ignore[arg-type]
     return describe_capture(capture.meta, capture.summary(), path)
 

@@ -5,9 +5,9 @@ and row counts, as one document. Read from the capture's metadata and its step r
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Optional
 
-__all__ = ["CaptureDescription", "describe"]
+__all__ = ["CaptureDescription", "describe", "losses_line"]
 
 
 @dataclass(frozen=True)
@@ -76,3 +76,16 @@ def describe(meta: Mapping[str, Any], s: Any, path: Any) -> CaptureDescription:
             "events_by_cat": s["events_by_cat"],
         }
     )
+
+
+def losses_line(trace: dict) -> Optional[str]:
+    """What a trace entry says was skipped or dropped, in one phrase ("skipped 2 events: 1 ts not a
+    number, 1 ts out of range"), or None when nothing was."""
+    parts = []
+    for key, verb, noun in (("skipped_events", "skipped", "event"), ("dropped_values", "dropped", "value")):
+        counts = trace.get(key) or {}
+        total = sum(counts.values())
+        if total:
+            reasons = ", ".join(f"{n:,} {why}" for why, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+            parts.append(f"{verb} {total:,} {noun}{'s' * (total != 1)}: {reasons}")
+    return "; ".join(parts) or None

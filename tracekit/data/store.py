@@ -36,6 +36,7 @@ import pyarrow.parquet as pq
 from tracekit.data import arrow, files, signals, stitch
 from tracekit.data.files import Location
 from tracekit.data.schema import METADATA_KEY, SCHEMA, SCHEMA_VERSION, file_metadata, metadata_doc
+from tracekit.data.summary import Summary, kind_codes, rows_metadata
 from tracekit.errors import CaptureFileError, OutputExistsError, OutputWriteError, Terminated
 
 
@@ -205,6 +206,9 @@ def write_capture(capture: Capture, path: Path, *, force: bool = False) -> Path:
         analysis=meta.get("analysis"),
         failed=meta.get("failed"),
     )
+    rows = Summary(steps=False)
+    rows.add_table(capture.table)
+    md.update(rows_metadata(rows, capture.table.num_rows))
     table = capture.table.cast(SCHEMA).replace_schema_metadata(md)
     with atomic_path(path, replace=force) as tmp:
         try:
@@ -218,17 +222,23 @@ def write_capture(capture: Capture, path: Path, *, force: bool = False) -> Path:
 @dataclass(frozen=True)
 class EncodedRows:
     """Rows already encoded as the row groups of a capture file (`encode_rows`, in a parse's decode
-    worker): a stitched CaptureWriter appends them as they are."""
+    worker): a stitched CaptureWriter appends them as they are. `summary`: their Summary(steps=False)'s
+    stored document (tracekit.data.summary), for the file's footer."""
 
     data: bytes
     num_rows: int
+    summary: dict
 
 
 def encode_rows(table: pa.Table, *, part: bool = False) -> EncodedRows:
     """`table` (schema.SCHEMA) encoded as CaptureWriter(part=part) writes it: one Parquet file of its
-    row groups (tracekit.data.stitch)."""
-    schema, table = _conformed(table, part)
-    return EncodedRows(stitch.encode(table, schema, _parquet_options(schema)), table.num_rows)
+    row groups (tracekit.data.stitch), and the summary of its rows."""
+    rows = Summary(steps=False)
+    rows.add_table(table)
+    schema, conformed = _conformed(table, part)
+    return EncodedRows(
+        stitch.encode(conformed, schema, _parquet_options(schema)), table.num_rows, rows.stored()
+    )
 
 
 def _conformed(table: pa.Table, part: bool) -> tuple[pa.Schema, pa.Table]:
@@ -239,6 +249,19 @@ def _conformed(table: pa.Table, part: bool) -> tuple[pa.Schema, pa.Table]:
     return SCHEMA, table
 
 
+_MAX_KIND_RUNS = 16  # more runs than this: rows of kinds interleaved, written as one table
+
+
+def _kind_runs(table: pa.Table) -> list[pa.Table]:
+    """`table` cut where its kind changes (slices, no copy), or whole: one kind, or kinds interleaved."""
+    codes, _ = kind_codes(table.column("kind"))
+    cuts = np.flatnonzero(codes[1:] != codes[:-1]) + 1
+    if not len(cuts) or len(cuts) >= _MAX_KIND_RUNS:
+        return [table]
+    bounds = [0, *cuts.tolist(), table.num_rows]
+    return [table.slice(a, b - a) for a, b in zip(bounds, bounds[1:])]
+
+
 class CaptureWriter:
     """Write a capture in pieces (bounded memory): event tables as they are parsed, the metadata last.
 
@@ -247,7 +270,9 @@ class CaptureWriter:
             w.meta = {"sources": [...], "traces": [...]}
     The file appears (atomically) only if the block succeeds. `stitched`: the row groups are encoded
     one table at a time and appended (tracekit.data.stitch), so that `write` also takes EncodedRows
-    that a decode worker encoded; the file is byte for byte the same."""
+    that a decode worker encoded; the file is byte for byte the same. The footer holds, beside the
+    metadata document, the summary of every row written (tracekit.data.summary: what `tracekit info`
+    reads in place of the rows)."""
 
     def __init__(
         self, path: Location, *, force: bool = False, part: bool = False, stitched: bool = False
@@ -262,6 +287,7 @@ class CaptureWriter:
         self._atomic = files.atomic_write(self.path, replace=force)
         self._stitched = stitched
         self._writer: pq.ParquetWriter | stitch.Stitcher | None = None
+        self._summary = Summary(steps=False)
 
     def __enter__(self) -> CaptureWriter:
         try:
@@ -280,16 +306,22 @@ class CaptureWriter:
         return self
 
     def write(self, table: pa.Table | EncodedRows) -> None:
+        """Append rows. A table whose rows come in a few runs of one kind each (a rank's events, then
+        its steps) is written run by run, so that each row group holds one kind: a reader of some
+        kinds, and `tracekit info`, then skip the others by their statistics."""
         assert self._writer is not None
         if not table.num_rows:
             return
         try:
-            if isinstance(self._writer, stitch.Stitcher):
-                encoded = table if isinstance(table, EncodedRows) else encode_rows(table, part=self._part)
-                self._writer.append(encoded.data)
-            else:
-                assert isinstance(table, pa.Table), "EncodedRows need a stitched CaptureWriter"
-                self._writer.write_table(_conformed(table, self._part)[1])
+            for piece in [table] if isinstance(table, EncodedRows) else _kind_runs(table):
+                if isinstance(self._writer, stitch.Stitcher):
+                    encoded = piece if isinstance(piece, EncodedRows) else encode_rows(piece, part=self._part)
+                    self._writer.append(encoded.data)
+                    self._summary.merge(encoded.summary)
+                else:
+                    assert isinstance(piece, pa.Table), "EncodedRows need a stitched CaptureWriter"
+                    self._writer.write_table(_conformed(piece, self._part)[1])
+                    self._summary.add_table(piece)
         except OSError as exc:  # the disk is full, a file-size limit: whatever the errno
             raise write_error(self.path, exc) from None
         self.rows += table.num_rows
@@ -317,6 +349,7 @@ class CaptureWriter:
                     analysis=self.meta.get("analysis"),
                     failed=self.meta.get("failed"),
                 )
+                metadata.update(rows_metadata(self._summary, self.rows))
                 if isinstance(self._writer, stitch.Stitcher):
                     self._writer.close(metadata)  # writes the footer
                 else:

@@ -58,7 +58,7 @@ def needed_for_derive(events: pa.Table) -> pa.Table:
     elif rank.min() == rank.max():  # one rank (a chunk of one file: the parse's case), no grouping
         groups = [np.flatnonzero(timed)]
     else:
-        groups = [np.flatnonzero(timed & (rank == r)) for r in np.unique(rank[timed])]
+        groups = [np.flatnonzero(timed & (rank == r)) for r in _arrow.distinct(rank[timed])]
     for idx in groups:
         mask[idx[np.argmin(ts[idx])]] = True
         mask[idx[np.argmax(end[idx])]] = True
@@ -80,7 +80,7 @@ def derive_steps(events: pa.Table | Frame) -> pa.Table:
     names = frame.strings("name", idx)
     pid, tid = frame.ints("pid"), frame.ints("tid")
     ts, dur = frame.ints("ts_ns"), frame.ints("dur_ns")
-    ranks = np.unique(rank) if len(rank) else np.array([], dtype=np.int64)
+    ranks = _arrow.distinct(rank) if len(rank) else np.array([], dtype=np.int64)
     for r in ranks:
         mine = [(int(i), n) for i, n in zip(idx, names) if rank[i] == r]
         if mine:

@@ -43,6 +43,7 @@ import pyarrow as pa
 from tracekit.data import arrow as _arrow
 from tracekit.data import files as _files
 from tracekit.data import signals as _signals
+from tracekit.data.describe import losses_line
 from tracekit.data.files import Location
 from tracekit.data.schema import CAT_CPU_OP, CAT_USER_ANNOTATION, KIND_EVENT, SCHEMA
 from tracekit.data.store import (
@@ -380,19 +381,6 @@ def _require_events(files: list[tuple[Location, str]], traces: list[dict]) -> No
         if any(t.get("salvaged_dropped_bytes") or t.get("gzip_damage") for t in traces):
             raise TraceFormatError(f"{names}: no profiler events before the damage; nothing to salvage")
         raise TraceFormatError(f"{names}: no profiler events in the trace; nothing to parse")
-
-
-def losses_line(trace: dict) -> Optional[str]:
-    """What a trace entry says was skipped or dropped, in one phrase ("skipped 2 events: 1 ts not a
-    number, 1 ts out of range"), or None when nothing was."""
-    parts = []
-    for key, verb, noun in (("skipped_events", "skipped", "event"), ("dropped_values", "dropped", "value")):
-        counts = trace.get(key) or {}
-        total = sum(counts.values())
-        if total:
-            reasons = ", ".join(f"{n:,} {why}" for why, n in sorted(counts.items(), key=lambda kv: -kv[1]))
-            parts.append(f"{verb} {total:,} {noun}{'s' * (total != 1)}: {reasons}")
-    return "; ".join(parts) or None
 
 
 def warn_losses(traces: list[dict]) -> None:
@@ -830,7 +818,6 @@ def _decode_ranges(
                 yield _decode_range(job)
             return
         _keep_heap_pages()
-        _import_before_fork()
         yield from _decode_in_pool(jobs, n, encode=encode, digest=digest)
     finally:
         _SHARED.clear()
@@ -896,18 +883,10 @@ def shut_down(pool: ProcessPoolExecutor) -> None:
         stop_workers(pool)
 
 
-def _import_before_fork() -> None:
-    """Import, once in the parent, what the workers would each import on their first chunk (the parent
-    needs it later anyway): `np.unique` imports numpy.ma. (pyarrow.compute, which `Table.filter` would
-    import, is not needed at all: `tracekit.data.arrow.filter_rows`.)"""
-    import numpy.ma  # noqa: F401
-
-
 def _keep_heap_pages() -> None:
     """glibc: serve allocations up to 32 MiB from the heap and keep freed heap memory, so each chunk's
     lists reuse the previous chunk's pages instead of mapping fresh ones (~15% fewer page faults in the
-    workers, which inherit this at fork). A no-op without glibc. (`tracekit parse` also keeps its
-    threads to one malloc arena: tracekit/__main__.py.)"""
+    workers, which inherit this at fork). A no-op without glibc."""
     try:
         import ctypes
 

@@ -67,7 +67,7 @@ def check(needed: pa.Table | Frame, steps: pa.Table, traces: list[dict]) -> None
     rank = frame.ints("rank")
     step_rank = _arrow.values(steps.column("rank")) if steps.num_rows else np.zeros(0, np.int64)
     one_rank = rank.min() == rank.max()  # a parse's usual case: no grouping, no copy
-    for r in rank[:1] if one_rank else np.unique(rank):
+    for r in rank[:1] if one_rank else _arrow.distinct(rank):
         entry = first.get(int(r))
         where = entry["source"] if entry else f"rank {int(r)}"
         mine = frame if one_rank else Frame(_arrow.filter_rows(frame.table, rank == r))

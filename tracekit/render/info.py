@@ -34,7 +34,7 @@ class InfoMarkdownRenderer:
 
 
 def render_text(doc: Any) -> str:
-    from tracekit.parse.parser import losses_line
+    from tracekit.data.describe import losses_line
 
     lines = [f"{doc['path']}"]
     if doc["schema_version"] is not None:
