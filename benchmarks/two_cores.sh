@@ -11,6 +11,11 @@
 # checkout (its C extensions are built here) run alternately with this one by bench_parse.py,
 # analyze_phases.py (one process each, alternately) and bench_commands.py. Every line of output goes
 # to OUTDIR/two_cores.log too; the traces are generated under DATA (default OUTDIR/data; 1.3 GB).
+# benchmarks/startup.py runs first, as the environment is; everything after it with Python's bytecode
+# cached in a fresh temporary folder (PYTHONPYCACHEPREFIX): the lent host's image sets
+# PYTHONDONTWRITEBYTECODE and has no .pyc for numpy or anything else, so each process there would
+# compile every module it imports from source (0.2 s more per start), which a pip install (it compiles
+# what it installs) does not.
 set -euo pipefail
 out=${1:?usage: benchmarks/two_cores.sh OUTDIR [BEFORE_TREE]}
 before=${2:-}
@@ -45,6 +50,10 @@ echo "transparent huge pages: $(cat /sys/kernel/mm/transparent_hugepage/enabled 
 echo "python: $($py -c 'import sys, numpy, pyarrow; print(sys.version.split()[0], "numpy", numpy.__version__, "pyarrow", pyarrow.__version__)')"
 dirty=$(git -C "$here" status --porcelain --untracked-files=no 2>/dev/null | head -1)
 echo "this tree: $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo '?')${dirty:+ with uncommitted changes}${before:+; before: $before}"
+echo "== start-up (startup.py, pinned; PYTHONDONTWRITEBYTECODE=${PYTHONDONTWRITEBYTECODE:-})"
+"${pin[@]}" $py benchmarks/startup.py --repeat 9
+unset PYTHONDONTWRITEBYTECODE
+export PYTHONPYCACHEPREFIX=$(mktemp -d)
 
 $py benchmarks/gen_large_trace.py --size-mb "${LARGE_MB:-1024}" -o "$data/large.pt.trace.json" >/dev/null
 $py benchmarks/gen_large_trace.py --size-mb "${QUARTER_MB:-256}" -o "$data/quarter.pt.trace.json" >/dev/null
