@@ -53,7 +53,9 @@ echo "this tree: $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo '?'
 echo "== start-up (startup.py, pinned; PYTHONDONTWRITEBYTECODE=${PYTHONDONTWRITEBYTECODE:-})"
 "${pin[@]}" $py benchmarks/startup.py --repeat 9
 unset PYTHONDONTWRITEBYTECODE
-export PYTHONPYCACHEPREFIX=$(mktemp -d)
+PYTHONPYCACHEPREFIX=$(mktemp -d)
+export PYTHONPYCACHEPREFIX
+trap 'rm -rf "$PYTHONPYCACHEPREFIX"' EXIT
 
 $py benchmarks/gen_large_trace.py --size-mb "${LARGE_MB:-1024}" -o "$data/large.pt.trace.json" >/dev/null
 $py benchmarks/gen_large_trace.py --size-mb "${QUARTER_MB:-256}" -o "$data/quarter.pt.trace.json" >/dev/null
