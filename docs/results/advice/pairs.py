@@ -1,0 +1,703 @@
+"""A/B pairs for the advice rules (issue 39): each knob a rule names, turned for real, with A and B
+alternating in one process, and a trace of each side captured the users' way.
+
+    PYTHONPATH=. python3 docs/results/advice/pairs.py --out OUT            # on one GPU (run_gpu.sh)
+    PYTHONPATH=. python3 docs/results/advice/pairs.py --out OUT --smoke    # a quick try on a CPU
+
+Why one process: measured in separate processes a ViT step without its per-step `.item()` looked 10-18 %
+faster; alternating in one process the same change saved 2-3 % (issue 39). The host's speed states (CPU
+frequency, what else runs) move between processes and minutes by more than many knobs change, so each
+group of configurations is built once and timed in rounds: every configuration of the group runs a few
+untimed steps, then `--steps` timed ones, the order reversed every other round (A B C | C B A | ...), so a
+drift falls on every configuration alike. A pair's measured ratio is B/A per round (the round's median
+step, or for the loader its mean: a loader's stalls come in bursts), reported as the median over rounds
+with its spread; the step times are CUDA events at the step boundaries (no sync inside a step), as
+`tracekit capture` times them.
+
+Then each configuration is captured once the way the seed article profiles its loop (`torch.profiler.
+profile(schedule=schedule(wait=1, warmup=1, active=3, repeat=...), on_trace_ready=
+tensorboard_trace_handler(...), record_shapes=True, with_stack=True)`) into `runs/<config>/`, beside a
+`manifest.json` in `tracekit capture`'s format whose unprofiled steps are that configuration's interleaved
+timed steps, so `tracekit parse runs/<config>` gives a capture whose unprofiled step is the one measured
+against B. The configurations and pairs are the tables GROUPS, CONFIGS and PAIRS below; `--groups` picks
+groups; `--budget-s` starts no group after that many seconds (a time-limited call still writes its
+results). Writes `OUT/results.json` (every timed step, every pair's ratios) and `OUT/runs/`; run_gpu.sh
+packs the runs into a few tars. Stdlib + torch (+ torchvision where installed: ResNet-18 and FakeData;
+without it, the same ResNet-18 and an image pipeline written in plain torch).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import statistics
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Iterator, List, Optional
+
+import torch
+from torch import nn
+
+from tracekit.capture.environment import environment
+from tracekit.capture.loader import Fetches, describe_loader, loader_lists, window_hides_loader
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Sizes: the GPU's, and a smoke test's on a CPU.
+@dataclass
+class Sizes:
+    image: int = 224  # ResNet input side
+    batch: int = 64  # ResNet batch (pinned, layout, precision, GPU-bound sync)
+    mlp_width: int = 512  # host-bound MLP: many tiny kernels
+    mlp_layers: int = 24
+    mlp_batch: int = 64
+    loader_batch: int = 32  # the article's recipe: ResNet-18 behind a DataLoader
+    loader_source: int = 256  # FakeData's image side before RandomResizedCrop
+    epoch_steps: int = 20  # the loader group's epoch (a round runs one epoch of each configuration)
+    workers: int = 2
+    more_workers: int = 6
+
+
+GPU_SIZES = Sizes()
+SMOKE_SIZES = Sizes(
+    image=32, batch=2, mlp_width=32, mlp_layers=3, mlp_batch=4, loader_batch=4, loader_source=40,
+    epoch_steps=6, workers=1, more_workers=2,
+)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Models and inputs
+def resnet18(num_classes: int = 1000) -> nn.Module:
+    """torchvision's ResNet-18, else the same network in plain torch (CPU smoke runs without torchvision)."""
+    try:
+        import torchvision
+
+        return torchvision.models.resnet18(num_classes=num_classes)
+    except ImportError:
+        pass
+
+    class Block(nn.Module):
+        def __init__(self, cin: int, cout: int, stride: int) -> None:
+            super().__init__()
+            self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+            self.bn1 = nn.BatchNorm2d(cout)
+            self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+            self.bn2 = nn.BatchNorm2d(cout)
+            self.relu = nn.ReLU(inplace=True)
+            self.down = None
+            if stride != 1 or cin != cout:
+                self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            idt = x if self.down is None else self.down(x)
+            out = self.relu(self.bn1(self.conv1(x)))
+            return self.relu(self.bn2(self.conv2(out)) + idt)
+
+    layers: List[nn.Module] = [
+        nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(inplace=True), nn.MaxPool2d(3, 2, 1)
+    ]
+    cin = 64
+    for cout, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
+        layers += [Block(cin, cout, stride), Block(cout, cout, 1)]
+        cin = cout
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(512, num_classes)]
+    return nn.Sequential(*layers)
+
+
+def mlp(s: Sizes) -> nn.Module:
+    mods: List[nn.Module] = []
+    for _ in range(s.mlp_layers):
+        mods += [nn.Linear(s.mlp_width, s.mlp_width), nn.ReLU()]
+    mods.append(nn.Linear(s.mlp_width, s.mlp_width))
+    return nn.Sequential(*mods)
+
+
+class PlainImages(torch.utils.data.Dataset):
+    """FakeData + RandomResizedCrop/flip/ToTensor/Normalize in plain torch, where torchvision is missing."""
+
+    def __init__(self, n: int, side: int, out: int) -> None:
+        self.n, self.side, self.out = n, side, out
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> Any:
+        g = torch.Generator().manual_seed(i)
+        img = torch.randint(0, 256, (3, self.side, self.side), generator=g, dtype=torch.uint8)
+        c = int(self.side * (0.5 + 0.5 * torch.rand((), generator=g).item()))
+        y0 = int(torch.randint(0, self.side - c + 1, (), generator=g))
+        crop = img[:, y0 : y0 + c, y0 : y0 + c].float().unsqueeze(0) / 255.0
+        x = nn.functional.interpolate(crop, size=(self.out, self.out), mode="bilinear", align_corners=False)[0]
+        if torch.rand((), generator=g).item() < 0.5:
+            x = x.flip(-1)
+        mean = torch.tensor([0.485, 0.456, 0.406]).view(3, 1, 1)
+        std = torch.tensor([0.229, 0.224, 0.225]).view(3, 1, 1)
+        return (x - mean) / std, i % 1000
+
+
+def images(n: int, s: Sizes) -> Any:
+    """The article's input pipeline: images decoded and augmented in the DataLoader's workers."""
+    try:
+        import torchvision
+        from torchvision import transforms
+    except ImportError:
+        return PlainImages(n, s.loader_source, s.image)
+    tf = transforms.Compose(
+        [
+            transforms.RandomResizedCrop(s.image),
+            transforms.RandomHorizontalFlip(),
+            transforms.ToTensor(),
+            transforms.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]),
+        ]
+    )
+    return torchvision.datasets.FakeData(size=n, image_size=(3, s.loader_source, s.loader_source), transform=tf)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# A workload: one training step, and (for the loader group) the epoch it fetches from.
+@dataclass
+class Workload:
+    step: Callable[[], None]
+    samples: int
+    loader: Any = None  # the DataLoader, for the loader group
+    fetches: Fetches = field(default_factory=Fetches)
+    notes: Dict[str, Any] = field(default_factory=dict)
+    batches: Optional[Iterator[Any]] = None
+
+    def epoch(self) -> None:
+        """Start an epoch: `iter(loader)` (a non-persistent loader starts its workers here)."""
+        self.batches = self.fetches.timed(self.loader)
+
+    def next_batch(self) -> Any:
+        """The next batch; a new epoch where this one ends (a capture may run past an epoch)."""
+        if self.batches is None:
+            self.epoch()
+        try:
+            return next(self.batches)  # type: ignore[arg-type]
+        except StopIteration:
+            self.epoch()
+            return next(self.batches)  # type: ignore[arg-type]
+
+
+@dataclass
+class Ctx:
+    dev: torch.device
+    s: Sizes
+    cuda: bool
+
+    def sync(self) -> None:
+        if self.cuda:
+            torch.cuda.synchronize()
+
+
+def _train(model: nn.Module, opt: Any, loss_fn: Callable[..., torch.Tensor], set_to_none: bool = True) -> Any:
+    def run(x: torch.Tensor, y: Any) -> torch.Tensor:
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=set_to_none)
+        return loss
+
+    return run
+
+
+def build_resnet(ctx: Ctx, copy: str = "pageable", layout: str = "nchw", precision: str = "fp32",
+                 after: str = "") -> Workload:
+    """ResNet-18 on a batch made on the host each step (`copy`: pageable `.to()`, pinned + non_blocking,
+    or `device`: kept on the device, no copy), NCHW or channels_last, fp32 (torch's defaults: TF32
+    convolutions, fp32 matmuls) or autocast bf16; `after` the step: `item` (loss.item()) or `sync`
+    (torch.cuda.synchronize())."""
+    s, dev = ctx.s, ctx.dev
+    torch.manual_seed(0)
+    fmt = torch.channels_last if layout == "cl" else torch.contiguous_format
+    model = resnet18().to(dev).to(memory_format=fmt)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    ce = nn.CrossEntropyLoss()
+    host = torch.randn(s.batch, 3, s.image, s.image)
+    pinned = copy == "pinned" and ctx.cuda
+    if pinned:
+        host = host.pin_memory()
+    y = torch.randint(0, 1000, (s.batch,), device=dev)
+    on_dev = host.to(dev).contiguous(memory_format=fmt) if copy == "device" else None
+    run = _train(model, opt, ce)
+    autocast = (
+        (lambda: torch.autocast(dev.type, dtype=torch.bfloat16)) if precision == "bf16" else contextlib.nullcontext
+    )
+
+    def step() -> None:
+        x = on_dev if on_dev is not None else host.to(dev, non_blocking=pinned)
+        if layout == "cl" and on_dev is None:
+            x = x.contiguous(memory_format=fmt)
+        with autocast():
+            loss = run(x, y)
+        if after == "item":
+            loss.item()
+        elif after == "sync":
+            ctx.sync()
+
+    return Workload(step, s.batch, notes={"pinned": pinned, "copy": copy, "layout": layout,
+                                          "precision": precision, "after": after})
+
+
+def build_mlp(ctx: Ctx, mode: str = "eager", optim: str = "sgd", set_to_none: bool = True,
+              after: str = "") -> Workload:
+    """The host-bound MLP (many tiny kernels): eager, one CUDA graph per step, or torch.compile's
+    reduce-overhead; SGD with momentum or Adam (`adam_loop`: foreach=False, `adam_foreach`, `adam_fused`)."""
+    s, dev = ctx.s, ctx.dev
+    torch.manual_seed(0)
+    model = mlp(s).to(dev)
+    if optim == "sgd":
+        opt: Any = torch.optim.SGD(model.parameters(), lr=1e-4, momentum=0.9)
+    else:
+        kind = optim.split("_", 1)[1]
+        kw = {"loop": {"foreach": False}, "foreach": {"foreach": True}, "fused": {"fused": True}}[kind]
+        opt = torch.optim.Adam(model.parameters(), lr=1e-4, **kw)
+    x = torch.randn(s.mlp_batch, s.mlp_width, device=dev)
+    fwd = torch.compile(model, mode="reduce-overhead") if mode == "compile" else model
+
+    def train() -> torch.Tensor:
+        loss = fwd(x).square().mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=set_to_none)
+        return loss
+
+    run: Callable[[], Any] = train
+    if mode == "graph":  # torch's whole-network recipe: warm up on a side stream, capture, replay
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                train()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_loss = train()
+        run = graph.replay
+    else:
+        static_loss = None
+
+    def step() -> None:
+        loss = run()
+        if after == "item":
+            (loss if loss is not None else static_loss).item()
+        elif after == "sync":
+            ctx.sync()
+
+    return Workload(step, s.mlp_batch, notes={"mode": mode, "optim": optim, "set_to_none": set_to_none,
+                                              "after": after})
+
+
+def build_article(ctx: Ctx, workers: Optional[int] = None, pin: bool = False, persistent: bool = False,
+                  prefetch: int = 2) -> Workload:
+    """The seed article's recipe: ResNet-18 in fp32 behind a DataLoader of images augmented in its
+    workers (2 by default), pageable copies; the loop fetches each step's batch itself."""
+    s, dev = ctx.s, ctx.dev
+    torch.manual_seed(0)
+    n = workers if workers is not None else s.workers
+    model = resnet18().to(dev)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    run = _train(model, opt, nn.CrossEntropyLoss())
+    loader = torch.utils.data.DataLoader(
+        images(s.loader_batch * s.epoch_steps, s),
+        batch_size=s.loader_batch,
+        shuffle=True,
+        num_workers=n,
+        pin_memory=pin and ctx.cuda,
+        persistent_workers=persistent and n > 0,
+        prefetch_factor=prefetch if n > 0 else None,
+        drop_last=True,
+    )
+    w = Workload(lambda: None, s.loader_batch, loader=loader)
+    w.fetches.note(loader, "fetch")
+
+    def step() -> None:
+        xb, yb = w.next_batch()
+        x, y = xb.to(dev, non_blocking=pin), yb.to(dev, non_blocking=pin)
+        run(x, y)
+
+    w.step = step
+    w.notes.update(describe_loader(loader))
+    return w
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The tables: configurations (one workload each), the groups timed together, and the pairs.
+@dataclass(frozen=True)
+class Config:
+    name: str
+    group: str
+    what: str
+    build: Callable[[Ctx], Workload]
+    cuda_only: bool = False  # a CUDA graph, pinned memory: no CPU smoke run
+    compiles: bool = False  # torch.compile: skipped with --no-compile
+
+
+CONFIGS = (
+    Config("r18", "resnet", "ResNet-18 fp32 NCHW, batch copied pageable each step", build_resnet),
+    Config("r18_pinned", "resnet", "... batch pinned, copied non_blocking",
+           lambda c: build_resnet(c, copy="pinned"), cuda_only=True),
+    Config("r18_cl", "resnet", "... model and batch channels_last", lambda c: build_resnet(c, layout="cl")),
+    Config("r18_bf16", "resnet", "... under autocast bf16", lambda c: build_resnet(c, precision="bf16")),
+    Config("r18_cl_bf16", "resnet", "... channels_last and bf16",
+           lambda c: build_resnet(c, layout="cl", precision="bf16")),
+    Config("r18dev", "sync", "ResNet-18 fp32 on a batch kept on the device (GPU-bound)",
+           lambda c: build_resnet(c, copy="device")),
+    Config("r18dev_item", "sync", "... loss.item() after each step",
+           lambda c: build_resnet(c, copy="device", after="item")),
+    Config("r18dev_sync", "sync", "... torch.cuda.synchronize() after each step",
+           lambda c: build_resnet(c, copy="device", after="sync")),
+    Config("mlps", "sync", "host-bound MLP (SGD), eager", build_mlp),
+    Config("mlps_item", "sync", "... loss.item() after each step", lambda c: build_mlp(c, after="item")),
+    Config("mlps_sync", "sync", "... torch.cuda.synchronize() after each step",
+           lambda c: build_mlp(c, after="sync")),
+    Config("mlp", "host", "host-bound MLP, 24 layers of 512, batch 64, SGD momentum, eager", build_mlp),
+    Config("mlp_graph", "host", "... the whole step as one CUDA graph", lambda c: build_mlp(c, mode="graph"),
+           cuda_only=True),
+    Config("mlp_compile", "host", "... the model through torch.compile(mode='reduce-overhead')",
+           lambda c: build_mlp(c, mode="compile"), cuda_only=True, compiles=True),
+    Config("mlp_zero", "host", "... zero_grad(set_to_none=False)", lambda c: build_mlp(c, set_to_none=False)),
+    Config("adam_loop", "host", "... Adam(foreach=False): per-parameter kernels",
+           lambda c: build_mlp(c, optim="adam_loop")),
+    Config("adam_foreach", "host", "... Adam(foreach=True)", lambda c: build_mlp(c, optim="adam_foreach")),
+    Config("adam_fused", "host", "... Adam(fused=True)", lambda c: build_mlp(c, optim="adam_fused")),
+    Config("article", "loader", "the article's recipe: ResNet-18 fp32, DataLoader 2 workers, pageable",
+           build_article),
+    Config("article_w6", "loader", "... 6 workers", lambda c: build_article(c, workers=c.s.more_workers)),
+    Config("article_persist", "loader", "... persistent_workers=True",
+           lambda c: build_article(c, persistent=True)),
+    Config("article_pf4", "loader", "... prefetch_factor=4", lambda c: build_article(c, prefetch=4)),
+    Config("article_pin", "loader", "... pin_memory=True and non_blocking copies",
+           lambda c: build_article(c, pin=True), cuda_only=True),
+)
+GROUPS = ("resnet", "sync", "host", "loader")
+
+# (pair, A, B, the advice rule it checks, the knob). The rule ids are tracekit.analysis.advice's.
+PAIRS = (
+    ("pinned", "r18", "r18_pinned", "pageable_copy", "pin_memory=True + non_blocking=True"),
+    ("layout", "r18", "r18_cl", "layout", "channels_last"),
+    ("precision", "r18", "r18_bf16", "precision", "autocast(bfloat16)"),
+    ("layout_precision", "r18", "r18_cl_bf16", "precision", "channels_last + autocast(bfloat16)"),
+    ("item_gpu", "r18dev_item", "r18dev", "sync_drain", "remove the per-step loss.item()"),
+    ("sync_gpu", "r18dev_sync", "r18dev", "sync_drain", "remove the per-step torch.cuda.synchronize()"),
+    ("item_host", "mlps_item", "mlps", "sync_drain", "remove the per-step loss.item()"),
+    ("sync_host", "mlps_sync", "mlps", "sync_drain", "remove the per-step torch.cuda.synchronize()"),
+    ("graphs", "mlp", "mlp_graph", "cuda_graphs", "the step as one CUDA graph"),
+    ("compile", "mlp", "mlp_compile", "cuda_graphs", "torch.compile(mode='reduce-overhead')"),
+    ("set_to_none", "mlp_zero", "mlp", "zero_grad", "zero_grad(set_to_none=True)"),
+    ("foreach", "adam_loop", "adam_foreach", "optimizer_loop", "Adam(foreach=True)"),
+    ("fused", "adam_loop", "adam_fused", "optimizer_loop", "Adam(fused=True)"),
+    ("workers", "article", "article_w6", "dataloader_workers", "num_workers 2 -> 6"),
+    ("persistent", "article", "article_persist", "dataloader_workers", "persistent_workers=True"),
+    ("prefetch", "article", "article_pf4", "dataloader_workers", "prefetch_factor 2 -> 4"),
+    ("pinned_loader", "article", "article_pin", "pageable_copy", "pin_memory=True + non_blocking=True"),
+)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Timing
+@dataclass
+class Timed:
+    step_ms: List[float] = field(default_factory=list)  # CUDA events at step boundaries (host clock on CPU)
+    host_step_ms: List[float] = field(default_factory=list)
+    loader: List[Dict[str, Any]] = field(default_factory=list)  # per step: wait, fetches, end of last fetch
+    rounds: List[List[float]] = field(default_factory=list)  # the step times of each round
+
+
+def timed_steps(ctx: Ctx, w: Workload, n: int, t: Timed) -> None:
+    """n steps, each timed at its boundaries (CUDA events recorded on the stream, no sync between)."""
+    evs: List[Any] = []
+    host: List[float] = []
+    recs: List[Dict[str, Any]] = []
+    last = time.perf_counter_ns()
+    if ctx.cuda:
+        evs.append(torch.cuda.Event(enable_timing=True))
+        evs[-1].record()
+    w.fetches.take(last)
+    for _ in range(n):
+        w.step()
+        now = time.perf_counter_ns()
+        if ctx.cuda:
+            evs.append(torch.cuda.Event(enable_timing=True))
+            evs[-1].record()
+        host.append((now - last) / 1e6)
+        recs.append(w.fetches.take(last))
+        last = now
+    ctx.sync()
+    step = [a.elapsed_time(b) for a, b in zip(evs, evs[1:])] if ctx.cuda else host
+    t.step_ms += step
+    t.host_step_ms += host
+    t.rounds.append(step)
+    if w.loader is not None:
+        t.loader += recs
+
+
+def run_round(ctx: Ctx, w: Workload, args: argparse.Namespace, t: Timed) -> None:
+    """One configuration's turn in a round: the loader group one whole epoch (its start included: a
+    non-persistent loader starts its workers there, the first batches are not ready), the others a few
+    untimed steps, then the timed ones."""
+    ctx.sync()
+    if w.loader is not None:
+        w.epoch()
+        timed_steps(ctx, w, len(w.loader), t)
+        return
+    for _ in range(args.warm):
+        w.step()
+    ctx.sync()
+    timed_steps(ctx, w, args.steps, t)
+
+
+def capture(ctx: Ctx, name: str, w: Workload, runs: str, t: Timed, cfg: Config) -> Dict[str, Any]:
+    """Profile the configuration as the seed article does, then write the manifest beside its trace."""
+    from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
+
+    out = os.path.join(runs, name)
+    os.makedirs(out, exist_ok=True)
+    repeat = 2 if name == "article" else 1  # the article's own schedule for its own recipe
+    sched = {"wait": 1, "warmup": 1, "active": 3, "repeat": repeat, "skip_first": 0}
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if ctx.cuda else [])
+    host: List[float] = []
+    recs: List[Dict[str, Any]] = []
+    ctx.sync()
+    if w.loader is not None:
+        w.epoch()
+    else:
+        for _ in range(2):
+            w.step()
+        ctx.sync()
+    with profile(
+        activities=acts,
+        schedule=schedule(wait=1, warmup=1, active=3, repeat=repeat),
+        on_trace_ready=tensorboard_trace_handler(out, worker_name="rank0", use_gzip=True),
+        record_shapes=True,
+        with_stack=True,
+        profile_memory=name == "article",
+    ) as prof:
+        last = time.perf_counter_ns()
+        w.fetches.take(last)
+        for _ in range(5 * repeat):
+            w.step()
+            prof.step()
+            now = time.perf_counter_ns()
+            host.append((now - last) / 1e6)
+            recs.append(w.fetches.take(last))
+            last = now
+    ctx.sync()
+    traces = sorted(f for f in os.listdir(out) if f.endswith(".pt.trace.json.gz"))
+    phases = (["wait", "warmup"] + ["active"] * 3) * repeat
+    loader_doc = None
+    if w.loader is not None:
+        loader_doc = dict(describe_loader(w.loader), marked_by="fetch", unprofiled_warmup_steps=0)
+        loader_doc["window_hides_stall"] = window_hides_loader(sched, loader_doc)
+    un: Dict[str, Any] = {
+        "step_ms": [round(x, 4) for x in t.step_ms],
+        "clock": "cuda_event" if ctx.cuda else "host",
+        "host_step_ms": [round(x, 4) for x in t.host_step_ms],
+        "samples": [w.samples] * len(t.step_ms),
+    }
+    if w.loader is not None:
+        un.update(loader_lists(t.loader))
+    rec = {
+        "rank": 0,
+        "worker": "rank0",
+        "status": "ok",
+        "error": None,
+        "unprofiled": un,
+        "profiled": {
+            "profiler_step": list(range(len(host))),
+            "host_step_ms": [round(x, 4) for x in host],
+            "samples": [w.samples] * len(host),
+            "phases": phases,
+            **(loader_lists(recs) if w.loader is not None else {}),
+        },
+        "traces": traces,
+        "extra": {},
+        "loader": loader_doc,
+    }
+    doc = {
+        "manifest_version": 1,
+        "workload": name,
+        "run": name,
+        "script": "docs/results/advice/pairs.py",
+        "knobs": dict(w.notes),
+        "knobs_set": {},
+        "extra": {"what": cfg.what, "interleaved_with": cfg.group,
+                  "note": "unprofiled steps: this configuration's steps of the interleaved rounds"},
+        "calibration": {},
+        "schedule": sched,
+        "schedule_text": ",".join(f"{k}={v}" for k, v in sched.items()),
+        "device_kind": ctx.dev.type,
+        "world_size": 1,
+        "status": "ok",
+        "error": None,
+        "samples_per_step": w.samples,
+        "global_samples_per_step": w.samples,
+        "unprofiled_step_ms": un["step_ms"],
+        "unprofiled_loader_wait_ms": un.get("loader_wait_ms"),
+        "loader": loader_doc,
+        "peak_memory_bytes": None,
+        "ranks": [rec],
+    }
+    doc.update(environment(ctx.dev.type))
+    with open(os.path.join(out, "manifest.json"), "w") as fh:
+        json.dump(doc, fh, indent=1, sort_keys=True, default=str)
+    return {"dir": f"runs/{name}", "traces": traces, "profiled_host_step_ms": host,
+            "trace_bytes": [os.path.getsize(os.path.join(out, f)) for f in traces]}
+
+
+def summary(xs: List[float]) -> Dict[str, float]:
+    q = statistics.quantiles(xs, n=4, method="inclusive") if len(xs) >= 2 else [xs[0]] * 3
+    return {"median": statistics.median(xs), "mean": statistics.fmean(xs), "q1": q[0], "q3": q[2],
+            "min": min(xs), "max": max(xs), "n": len(xs)}
+
+
+def pair_results(timed: Dict[str, Timed], loader_group: set) -> List[Dict[str, Any]]:
+    """B/A per round (the round's median step; the loader's mean), and over rounds."""
+    out = []
+    for name, a, b, rule, knob in PAIRS:
+        row: Dict[str, Any] = {"pair": name, "A": a, "B": b, "rule": rule, "knob": knob}
+        if a not in timed or b not in timed:
+            row["error"] = "not measured: " + ", ".join(c for c in (a, b) if c not in timed)
+            out.append(row)
+            continue
+        stat = statistics.fmean if a in loader_group else statistics.median
+        ra = [stat(r) for r in timed[a].rounds]
+        rb = [stat(r) for r in timed[b].rounds]
+        ratios = [y / x for x, y in zip(ra, rb) if x > 0]
+        row.update(
+            statistic="mean" if a in loader_group else "median",
+            A_ms=summary(ra),
+            B_ms=summary(rb),
+            ratio_per_round=ratios,
+            ratio=summary(ratios) if ratios else None,
+            # the measured change in ms per step: A's step less B's (a saving when positive)
+            saved_ms=statistics.median(x - y for x, y in zip(ra, rb)),
+        )
+        out.append(row)
+    return out
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", required=True, help="folder for results.json and runs/")
+    p.add_argument("--smoke", action="store_true", help="tiny sizes and few rounds (a try on a CPU)")
+    p.add_argument("--device", default=None, help="cuda (default when available) or cpu")
+    p.add_argument("--groups", default=",".join(GROUPS), help=f"comma-separated, of {', '.join(GROUPS)}")
+    p.add_argument("--rounds", type=int, default=None, help="rounds per group (default 15; loader 6; smoke 2)")
+    p.add_argument("--steps", type=int, default=None, help="timed steps per configuration and round (8)")
+    p.add_argument("--warm", type=int, default=2, help="untimed steps before each configuration's turn")
+    p.add_argument("--budget-s", type=float, default=0, help="start no group after this many seconds (0: none)")
+    p.add_argument("--no-compile", action="store_true", help="leave out torch.compile's configuration")
+    p.add_argument("--no-capture", action="store_true", help="time only: no traces")
+    args = p.parse_args(argv)
+    dev = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    cuda = dev.type == "cuda"
+    s = SMOKE_SIZES if args.smoke else GPU_SIZES
+    args.steps = args.steps or (3 if args.smoke else 8)
+    groups = [g for g in args.groups.split(",") if g]
+    bad = [g for g in groups if g not in GROUPS]
+    if bad:
+        p.error(f"--groups: unknown {', '.join(bad)}; choose from {', '.join(GROUPS)}")
+    ctx = Ctx(dev, s, cuda)
+    os.makedirs(os.path.join(args.out, "runs"), exist_ok=True)
+    t0 = time.monotonic()
+    try:
+        import torchvision
+
+        tv = torchvision.__version__
+    except ImportError:
+        tv = None
+    results: Dict[str, Any] = {
+        "results": 1,
+        "script": "docs/results/advice/pairs.py",
+        "argv": sys.argv[1:],
+        "environment": environment(dev.type),
+        "torchvision": tv,
+        "sizes": s.__dict__,
+        "configs": {},
+        "skipped": {},
+        "groups": {},
+    }
+    timed: Dict[str, Timed] = {}
+    loader_group = {c.name for c in CONFIGS if c.group == "loader"}
+    for g in groups:
+        if args.budget_s and time.monotonic() - t0 > args.budget_s:
+            results["skipped"][g] = f"budget of {args.budget_s:g} s spent"
+            print(f"== group {g}: skipped, budget spent", flush=True)
+            continue
+        gt = time.monotonic()
+        rounds = args.rounds or (2 if args.smoke else 6 if g == "loader" else 15)
+        built: Dict[str, Workload] = {}
+        for c in (c for c in CONFIGS if c.group == g):
+            if c.cuda_only and not cuda:
+                results["skipped"][c.name] = "needs CUDA"
+                continue
+            if c.compiles and args.no_compile:
+                results["skipped"][c.name] = "--no-compile"
+                continue
+            try:
+                tb = time.monotonic()
+                w = c.build(ctx)
+                if w.loader is None:  # warm-up: lazy init, cuDNN's choice, torch.compile's compile
+                    for _ in range(3):
+                        w.step()
+                ctx.sync()
+                built[c.name] = w
+                results["configs"][c.name] = {"group": g, "what": c.what, "knobs": w.notes,
+                                              "build_s": round(time.monotonic() - tb, 2)}
+                print(f"== {c.name}: built in {time.monotonic() - tb:.1f} s", flush=True)
+            except Exception as e:  # one configuration that cannot run (no bf16, no compiler) is said, not fatal
+                results["skipped"][c.name] = f"{type(e).__name__}: {e}"
+                print(f"== {c.name}: cannot run: {e}", flush=True)
+                traceback.print_exc()
+        order = list(built)
+        for r in range(rounds):
+            for name in order if r % 2 == 0 else order[::-1]:
+                run_round(ctx, built[name], args, timed.setdefault(name, Timed()))
+            print(f"== group {g}: round {r + 1}/{rounds} at {time.monotonic() - t0:.0f} s", flush=True)
+        for name, w in built.items():
+            t = timed[name]
+            results["configs"][name]["unprofiled"] = {"step_ms": summary(t.step_ms), "rounds": t.rounds,
+                                                      "host_step_ms": summary(t.host_step_ms)}
+            if t.loader:
+                results["configs"][name]["unprofiled"]["loader_wait_ms"] = summary(
+                    [x["wait_ms"] for x in t.loader])
+            if not args.no_capture:
+                try:
+                    results["configs"][name]["capture"] = capture(
+                        ctx, name, w, os.path.join(args.out, "runs"), t, next(c for c in CONFIGS if c.name == name))
+                except Exception as e:
+                    results["configs"][name]["capture_error"] = f"{type(e).__name__}: {e}"
+                    traceback.print_exc()
+        results["groups"][g] = {"rounds": rounds, "seconds": round(time.monotonic() - gt, 1)}
+        built.clear()
+        if cuda:
+            torch.cuda.empty_cache()
+        results["pairs"] = pair_results(timed, loader_group)
+        write_json(os.path.join(args.out, "results.json"), results)  # after every group: a cut run keeps it
+    results["pairs"] = pair_results(timed, loader_group)
+    results["seconds"] = round(time.monotonic() - t0, 1)
+    write_json(os.path.join(args.out, "results.json"), results)
+    for row in results["pairs"]:
+        r = row.get("ratio")
+        print(f"{row['pair']:<17} {row['A']:>12} -> {row['B']:<16} "
+              + (f"B/A {r['median']:.3f} [{r['q1']:.3f}, {r['q3']:.3f}] saved {row['saved_ms']:.3f} ms"
+                 if r else row.get("error", "")))
+    print(f"total {results['seconds']} s")
+    return 0
+
+
+def write_json(path: str, doc: Dict[str, Any]) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as fh:
+        json.dump(doc, fh, indent=1, default=lambda o: None if isinstance(o, float) and math.isnan(o) else str(o))
+    os.replace(tmp, path)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
