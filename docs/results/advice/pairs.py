@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import math
 import os
 import statistics
 import sys
@@ -65,8 +64,16 @@ class Sizes:
 
 GPU_SIZES = Sizes()
 SMOKE_SIZES = Sizes(
-    image=32, batch=2, mlp_width=32, mlp_layers=3, mlp_batch=4, loader_batch=4, loader_source=40,
-    epoch_steps=6, workers=1, more_workers=2,
+    image=32,
+    batch=2,
+    mlp_width=32,
+    mlp_layers=3,
+    mlp_batch=4,
+    loader_batch=4,
+    loader_source=40,
+    epoch_steps=6,
+    workers=1,
+    more_workers=2,
 )
 
 
@@ -99,7 +106,10 @@ def resnet18(num_classes: int = 1000) -> nn.Module:
             return self.relu(self.bn2(self.conv2(out)) + idt)
 
     layers: List[nn.Module] = [
-        nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(inplace=True), nn.MaxPool2d(3, 2, 1)
+        nn.Conv2d(3, 64, 7, 2, 3, bias=False),
+        nn.BatchNorm2d(64),
+        nn.ReLU(inplace=True),
+        nn.MaxPool2d(3, 2, 1),
     ]
     cin = 64
     for cout, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
@@ -132,7 +142,9 @@ class PlainImages(torch.utils.data.Dataset):
         c = int(self.side * (0.5 + 0.5 * torch.rand((), generator=g).item()))
         y0 = int(torch.randint(0, self.side - c + 1, (), generator=g))
         crop = img[:, y0 : y0 + c, y0 : y0 + c].float().unsqueeze(0) / 255.0
-        x = nn.functional.interpolate(crop, size=(self.out, self.out), mode="bilinear", align_corners=False)[0]
+        x = nn.functional.interpolate(crop, size=(self.out, self.out), mode="bilinear", align_corners=False)[
+            0
+        ]
         if torch.rand((), generator=g).item() < 0.5:
             x = x.flip(-1)
         mean = torch.tensor([0.485, 0.456, 0.406]).view(3, 1, 1)
@@ -155,7 +167,9 @@ def images(n: int, s: Sizes) -> Any:
             transforms.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]),
         ]
     )
-    return torchvision.datasets.FakeData(size=n, image_size=(3, s.loader_source, s.loader_source), transform=tf)
+    return torchvision.datasets.FakeData(
+        size=n, image_size=(3, s.loader_source, s.loader_source), transform=tf
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -206,8 +220,9 @@ def _train(model: nn.Module, opt: Any, loss_fn: Callable[..., torch.Tensor], set
     return run
 
 
-def build_resnet(ctx: Ctx, copy: str = "pageable", layout: str = "nchw", precision: str = "fp32",
-                 after: str = "") -> Workload:
+def build_resnet(
+    ctx: Ctx, copy: str = "pageable", layout: str = "nchw", precision: str = "fp32", after: str = ""
+) -> Workload:
     """ResNet-18 on a batch made on the host each step (`copy`: pageable `.to()`, pinned + non_blocking,
     or `device`: kept on the device, no copy), NCHW or channels_last, fp32 (torch's defaults: TF32
     convolutions, fp32 matmuls) or autocast bf16; `after` the step: `item` (loss.item()) or `sync`
@@ -226,7 +241,9 @@ def build_resnet(ctx: Ctx, copy: str = "pageable", layout: str = "nchw", precisi
     on_dev = host.to(dev).contiguous(memory_format=fmt) if copy == "device" else None
     run = _train(model, opt, ce)
     autocast = (
-        (lambda: torch.autocast(dev.type, dtype=torch.bfloat16)) if precision == "bf16" else contextlib.nullcontext
+        (lambda: torch.autocast(dev.type, dtype=torch.bfloat16))
+        if precision == "bf16"
+        else contextlib.nullcontext
     )
 
     def step() -> None:
@@ -240,12 +257,16 @@ def build_resnet(ctx: Ctx, copy: str = "pageable", layout: str = "nchw", precisi
         elif after == "sync":
             ctx.sync()
 
-    return Workload(step, s.batch, notes={"pinned": pinned, "copy": copy, "layout": layout,
-                                          "precision": precision, "after": after})
+    return Workload(
+        step,
+        s.batch,
+        notes={"pinned": pinned, "copy": copy, "layout": layout, "precision": precision, "after": after},
+    )
 
 
-def build_mlp(ctx: Ctx, mode: str = "eager", optim: str = "sgd", set_to_none: bool = True,
-              after: str = "") -> Workload:
+def build_mlp(
+    ctx: Ctx, mode: str = "eager", optim: str = "sgd", set_to_none: bool = True, after: str = ""
+) -> Workload:
     """The host-bound MLP (many tiny kernels): eager, one CUDA graph per step, or torch.compile's
     reduce-overhead; SGD with momentum or Adam (`adam_loop`: foreach=False, `adam_foreach`, `adam_fused`)."""
     s, dev = ctx.s, ctx.dev
@@ -289,12 +310,14 @@ def build_mlp(ctx: Ctx, mode: str = "eager", optim: str = "sgd", set_to_none: bo
         elif after == "sync":
             ctx.sync()
 
-    return Workload(step, s.mlp_batch, notes={"mode": mode, "optim": optim, "set_to_none": set_to_none,
-                                              "after": after})
+    return Workload(
+        step, s.mlp_batch, notes={"mode": mode, "optim": optim, "set_to_none": set_to_none, "after": after}
+    )
 
 
-def build_article(ctx: Ctx, workers: Optional[int] = None, pin: bool = False, persistent: bool = False,
-                  prefetch: int = 2) -> Workload:
+def build_article(
+    ctx: Ctx, workers: Optional[int] = None, pin: bool = False, persistent: bool = False, prefetch: int = 2
+) -> Workload:
     """The seed article's recipe: ResNet-18 in fp32 behind a DataLoader of images augmented in its
     workers (2 by default), pageable copies; the loop fetches each step's batch itself."""
     s, dev = ctx.s, ctx.dev
@@ -340,40 +363,93 @@ class Config:
 
 CONFIGS = (
     Config("r18", "resnet", "ResNet-18 fp32 NCHW, batch copied pageable each step", build_resnet),
-    Config("r18_pinned", "resnet", "... batch pinned, copied non_blocking",
-           lambda c: build_resnet(c, copy="pinned"), cuda_only=True),
+    Config(
+        "r18_pinned",
+        "resnet",
+        "... batch pinned, copied non_blocking",
+        lambda c: build_resnet(c, copy="pinned"),
+        cuda_only=True,
+    ),
     Config("r18_cl", "resnet", "... model and batch channels_last", lambda c: build_resnet(c, layout="cl")),
     Config("r18_bf16", "resnet", "... under autocast bf16", lambda c: build_resnet(c, precision="bf16")),
-    Config("r18_cl_bf16", "resnet", "... channels_last and bf16",
-           lambda c: build_resnet(c, layout="cl", precision="bf16")),
-    Config("r18dev", "sync", "ResNet-18 fp32 on a batch kept on the device (GPU-bound)",
-           lambda c: build_resnet(c, copy="device")),
-    Config("r18dev_item", "sync", "... loss.item() after each step",
-           lambda c: build_resnet(c, copy="device", after="item")),
-    Config("r18dev_sync", "sync", "... torch.cuda.synchronize() after each step",
-           lambda c: build_resnet(c, copy="device", after="sync")),
+    Config(
+        "r18_cl_bf16",
+        "resnet",
+        "... channels_last and bf16",
+        lambda c: build_resnet(c, layout="cl", precision="bf16"),
+    ),
+    Config(
+        "r18dev",
+        "sync",
+        "ResNet-18 fp32 on a batch kept on the device (GPU-bound)",
+        lambda c: build_resnet(c, copy="device"),
+    ),
+    Config(
+        "r18dev_item",
+        "sync",
+        "... loss.item() after each step",
+        lambda c: build_resnet(c, copy="device", after="item"),
+    ),
+    Config(
+        "r18dev_sync",
+        "sync",
+        "... torch.cuda.synchronize() after each step",
+        lambda c: build_resnet(c, copy="device", after="sync"),
+    ),
     Config("mlps", "sync", "host-bound MLP (SGD), eager", build_mlp),
     Config("mlps_item", "sync", "... loss.item() after each step", lambda c: build_mlp(c, after="item")),
-    Config("mlps_sync", "sync", "... torch.cuda.synchronize() after each step",
-           lambda c: build_mlp(c, after="sync")),
+    Config(
+        "mlps_sync",
+        "sync",
+        "... torch.cuda.synchronize() after each step",
+        lambda c: build_mlp(c, after="sync"),
+    ),
     Config("mlp", "host", "host-bound MLP, 24 layers of 512, batch 64, SGD momentum, eager", build_mlp),
-    Config("mlp_graph", "host", "... the whole step as one CUDA graph", lambda c: build_mlp(c, mode="graph"),
-           cuda_only=True),
-    Config("mlp_compile", "host", "... the model through torch.compile(mode='reduce-overhead')",
-           lambda c: build_mlp(c, mode="compile"), cuda_only=True, compiles=True),
+    Config(
+        "mlp_graph",
+        "host",
+        "... the whole step as one CUDA graph",
+        lambda c: build_mlp(c, mode="graph"),
+        cuda_only=True,
+    ),
+    Config(
+        "mlp_compile",
+        "host",
+        "... the model through torch.compile(mode='reduce-overhead')",
+        lambda c: build_mlp(c, mode="compile"),
+        cuda_only=True,
+        compiles=True,
+    ),
     Config("mlp_zero", "host", "... zero_grad(set_to_none=False)", lambda c: build_mlp(c, set_to_none=False)),
-    Config("adam_loop", "host", "... Adam(foreach=False): per-parameter kernels",
-           lambda c: build_mlp(c, optim="adam_loop")),
+    Config(
+        "adam_loop",
+        "host",
+        "... Adam(foreach=False): per-parameter kernels",
+        lambda c: build_mlp(c, optim="adam_loop"),
+    ),
     Config("adam_foreach", "host", "... Adam(foreach=True)", lambda c: build_mlp(c, optim="adam_foreach")),
     Config("adam_fused", "host", "... Adam(fused=True)", lambda c: build_mlp(c, optim="adam_fused")),
-    Config("article", "loader", "the article's recipe: ResNet-18 fp32, DataLoader 2 workers, pageable",
-           build_article),
+    Config(
+        "article",
+        "loader",
+        "the article's recipe: ResNet-18 fp32, DataLoader 2 workers, pageable",
+        build_article,
+    ),
     Config("article_w6", "loader", "... 6 workers", lambda c: build_article(c, workers=c.s.more_workers)),
-    Config("article_persist", "loader", "... persistent_workers=True",
-           lambda c: build_article(c, persistent=True)),
+    Config(
+        "article_persist",
+        "loader",
+        "... persistent_workers=True",
+        lambda c: build_article(c, persistent=True),
+    ),
     Config("article_pf4", "loader", "... prefetch_factor=4", lambda c: build_article(c, prefetch=4)),
-    Config("article_pin", "loader", "... pin_memory=True and non_blocking copies",
-           lambda c: build_article(c, pin=True), cuda_only=True),
+    Config(
+        "article_pin",
+        "loader",
+        "... pin_memory=True and non_blocking copies",
+        lambda c: build_article(c, pin=True),
+        cuda_only=True,
+    ),
 )
 GROUPS = ("resnet", "sync", "host", "loader")
 
@@ -526,8 +602,11 @@ def capture(ctx: Ctx, name: str, w: Workload, runs: str, t: Timed, cfg: Config) 
         "script": "docs/results/advice/pairs.py",
         "knobs": dict(w.notes),
         "knobs_set": {},
-        "extra": {"what": cfg.what, "interleaved_with": cfg.group,
-                  "note": "unprofiled steps: this configuration's steps of the interleaved rounds"},
+        "extra": {
+            "what": cfg.what,
+            "interleaved_with": cfg.group,
+            "note": "unprofiled steps: this configuration's steps of the interleaved rounds",
+        },
         "calibration": {},
         "schedule": sched,
         "schedule_text": ",".join(f"{k}={v}" for k, v in sched.items()),
@@ -546,14 +625,25 @@ def capture(ctx: Ctx, name: str, w: Workload, runs: str, t: Timed, cfg: Config) 
     doc.update(environment(ctx.dev.type))
     with open(os.path.join(out, "manifest.json"), "w") as fh:
         json.dump(doc, fh, indent=1, sort_keys=True, default=str)
-    return {"dir": f"runs/{name}", "traces": traces, "profiled_host_step_ms": host,
-            "trace_bytes": [os.path.getsize(os.path.join(out, f)) for f in traces]}
+    return {
+        "dir": f"runs/{name}",
+        "traces": traces,
+        "profiled_host_step_ms": host,
+        "trace_bytes": [os.path.getsize(os.path.join(out, f)) for f in traces],
+    }
 
 
 def summary(xs: List[float]) -> Dict[str, float]:
     q = statistics.quantiles(xs, n=4, method="inclusive") if len(xs) >= 2 else [xs[0]] * 3
-    return {"median": statistics.median(xs), "mean": statistics.fmean(xs), "q1": q[0], "q3": q[2],
-            "min": min(xs), "max": max(xs), "n": len(xs)}
+    return {
+        "median": statistics.median(xs),
+        "mean": statistics.fmean(xs),
+        "q1": q[0],
+        "q3": q[2],
+        "min": min(xs),
+        "max": max(xs),
+        "n": len(xs),
+    }
 
 
 def pair_results(timed: Dict[str, Timed], loader_group: set) -> List[Dict[str, Any]]:
@@ -588,10 +678,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--smoke", action="store_true", help="tiny sizes and few rounds (a try on a CPU)")
     p.add_argument("--device", default=None, help="cuda (default when available) or cpu")
     p.add_argument("--groups", default=",".join(GROUPS), help=f"comma-separated, of {', '.join(GROUPS)}")
-    p.add_argument("--rounds", type=int, default=None, help="rounds per group (default 15; loader 6; smoke 2)")
+    p.add_argument(
+        "--rounds", type=int, default=None, help="rounds per group (default 15; loader 6; smoke 2)"
+    )
     p.add_argument("--steps", type=int, default=None, help="timed steps per configuration and round (8)")
     p.add_argument("--warm", type=int, default=2, help="untimed steps before each configuration's turn")
-    p.add_argument("--budget-s", type=float, default=0, help="start no group after this many seconds (0: none)")
+    p.add_argument(
+        "--budget-s", type=float, default=0, help="start no group after this many seconds (0: none)"
+    )
     p.add_argument("--no-compile", action="store_true", help="leave out torch.compile's configuration")
     p.add_argument("--no-capture", action="store_true", help="time only: no traces")
     args = p.parse_args(argv)
@@ -648,10 +742,16 @@ def main(argv: Optional[List[str]] = None) -> int:
                         w.step()
                 ctx.sync()
                 built[c.name] = w
-                results["configs"][c.name] = {"group": g, "what": c.what, "knobs": w.notes,
-                                              "build_s": round(time.monotonic() - tb, 2)}
+                results["configs"][c.name] = {
+                    "group": g,
+                    "what": c.what,
+                    "knobs": w.notes,
+                    "build_s": round(time.monotonic() - tb, 2),
+                }
                 print(f"== {c.name}: built in {time.monotonic() - tb:.1f} s", flush=True)
-            except Exception as e:  # one configuration that cannot run (no bf16, no compiler) is said, not fatal
+            except (
+                Exception
+            ) as e:  # one configuration that cannot run (no bf16, no compiler) is said, not fatal
                 results["skipped"][c.name] = f"{type(e).__name__}: {e}"
                 print(f"== {c.name}: cannot run: {e}", flush=True)
                 traceback.print_exc()
@@ -662,15 +762,25 @@ def main(argv: Optional[List[str]] = None) -> int:
             print(f"== group {g}: round {r + 1}/{rounds} at {time.monotonic() - t0:.0f} s", flush=True)
         for name, w in built.items():
             t = timed[name]
-            results["configs"][name]["unprofiled"] = {"step_ms": summary(t.step_ms), "rounds": t.rounds,
-                                                      "host_step_ms": summary(t.host_step_ms)}
+            results["configs"][name]["unprofiled"] = {
+                "step_ms": summary(t.step_ms),
+                "rounds": t.rounds,
+                "host_step_ms": summary(t.host_step_ms),
+            }
             if t.loader:
                 results["configs"][name]["unprofiled"]["loader_wait_ms"] = summary(
-                    [x["wait_ms"] for x in t.loader])
+                    [x["wait_ms"] for x in t.loader]
+                )
             if not args.no_capture:
                 try:
                     results["configs"][name]["capture"] = capture(
-                        ctx, name, w, os.path.join(args.out, "runs"), t, next(c for c in CONFIGS if c.name == name))
+                        ctx,
+                        name,
+                        w,
+                        os.path.join(args.out, "runs"),
+                        t,
+                        next(c for c in CONFIGS if c.name == name),
+                    )
                 except Exception as e:
                     results["configs"][name]["capture_error"] = f"{type(e).__name__}: {e}"
                     traceback.print_exc()
@@ -685,9 +795,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     write_json(os.path.join(args.out, "results.json"), results)
     for row in results["pairs"]:
         r = row.get("ratio")
-        print(f"{row['pair']:<17} {row['A']:>12} -> {row['B']:<16} "
-              + (f"B/A {r['median']:.3f} [{r['q1']:.3f}, {r['q3']:.3f}] saved {row['saved_ms']:.3f} ms"
-                 if r else row.get("error", "")))
+        print(
+            f"{row['pair']:<17} {row['A']:>12} -> {row['B']:<16} "
+            + (
+                f"B/A {r['median']:.3f} [{r['q1']:.3f}, {r['q3']:.3f}] saved {row['saved_ms']:.3f} ms"
+                if r
+                else row.get("error", "")
+            )
+        )
     print(f"total {results['seconds']} s")
     return 0
 
@@ -695,7 +810,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 def write_json(path: str, doc: Dict[str, Any]) -> None:
     tmp = f"{path}.tmp"
     with open(tmp, "w") as fh:
-        json.dump(doc, fh, indent=1, default=lambda o: None if isinstance(o, float) and math.isnan(o) else str(o))
+        json.dump(doc, fh, indent=1, default=str)
     os.replace(tmp, path)
 
 
