@@ -1,20 +1,36 @@
-"""Short advice, only where the evidence is strong. Each rule names its threshold (a fraction of step
-time) and the evidence it quotes; a rule that does not fire says nothing.
+"""Advice: the knobs people turn, each where the trace shows its evidence, with the exact setting and the
+what-if flags that predict what turning it saves.
 
-Ranking: each advice carries the share of the step its cause accounts for, and the list is ordered by it.
-Where the capture timed its fetches without the profiler (`Report.input_pipeline`), the shares are of the
-*unprofiled* step: the loader's is its measured wait, the others are their profiled idle time per step
-over the unprofiled step (an upper bound: the profiler's own cost inflates host time). The profiled window
-can hide a loader stall entirely (tracekit.analysis.loader), so the unprofiled evidence decides.
+Every rule is a row of RULES: a function from the report (and the full kernel statistics) to an `Advice`
+or None, with its threshold named below in units of the step. A rule gives
+
+- its evidence: figures from the trace, per step, with units;
+- `share`: the part of the step that evidence accounts for, of the step named by `basis` (the trace's
+  steps, "profiled", or for the loader the capture's timed steps without the profiler, "unprofiled"):
+  never above 1, because the figure and the step are of the same steps;
+- `knob`: the setting or code change;
+- `whatif`: the `tracekit whatif` flags that replay the capture with the knob turned (empty where a trace
+  cannot say what the knob does, and `prediction_note` says why). tracekit.whatif.savings replays them and
+  fills in `saved_ms`, profiled and unprofiled, then ranks the advice by the unprofiled saving. Where the
+  replay leaves out part of what the knob does, the note says which part and in which direction.
+
+Kernel names are matched by the regular expressions below, each one the class of device work a knob acts
+on (cuDNN's layout transforms, pageable copies, fp32 and TF32 GEMMs and convolutions).
+
+`advise(report, kernels, strict=False)` fires every rule whose evidence is above zero: what
+docs/results/advice/make_table.py uses to compare each rule's prediction with a real change.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Optional, Sequence
 
 import numpy as np
 
-from tracekit.analysis.model import Advice, InputPipeline, Report
+from tracekit.analysis.model import Advice, InputPipeline, KernelStat, OpStat, Report
 
 DATALOADER_MIN_FRACTION = 0.20  # dataloader idle ≥ 20 % of step time
 SYNC_MIN_FRACTION = 0.10  # sync idle ≥ 10 % of step time
@@ -23,6 +39,84 @@ TINY_KERNEL_MAX_US = 20.0  # "tiny": median kernel time below 20 µs
 GRAPHED_MAX_FRACTION = 0.5  # no CUDA-graph advice when half the kernels already run in graph launches
 COLLECTIVE_MIN_FRACTION = 0.10  # collective wait ≥ 10 % of step time
 CPU_DISPATCH_MIN_FRACTION = 0.30  # CPU-only: dispatch gaps ≥ 30 % of step time
+PAGEABLE_MIN_FRACTION = 0.02  # host blocked in pageable copies ≥ 2 % of step time
+LAYOUT_MIN_FRACTION = 0.02  # layout conversions ≥ 2 % of step time on the device
+PRECISION_MIN_FRACTION = 0.10  # fp32 / TF32 GEMMs and convolutions ≥ 10 % of step time on the device
+ZERO_GRAD_MIN_FRACTION = 0.01  # zero_grad's region ≥ 1 % of step time on the host
+OPTIMIZER_MIN_FRACTION = 0.05  # a per-parameter optimizer step's region ≥ 5 % of step time on the host
+
+# Device work by class (searched in the activity's name).
+PAGEABLE_RE = r"Memcpy (?:HtoD|DtoH) \(.*Pageable"
+LAYOUT_RE = r"nchwToNhwc|nhwcToNchw"  # cuDNN's transposes around an NHWC kernel on NCHW tensors
+_LOW = r"f16|half|fp8|e4m3|e5m2|i8|h\d+gemm"  # bf16, fp16, fp8, int8 kernels
+_MATH = r"gemm|conv|fprop|grad"
+# fp32 math on tensor cores (TF32: cuBLAS/cuDNN's tf32 kernels, CUTLASS's s1688 tensor-op kernels)
+TF32_RE = rf"^(?!.*({_LOW}))(?=.*({_MATH})).*(tf32|s1688)"
+# fp32 math on the CUDA cores (FFMA: sgemm, SIMT, xmma f32 kernels without tf32)
+FP32_RE = rf"^(?!.*({_LOW}|tf32|s1688))(?=.*({_MATH})).*(sgemm|simt|ffma|f32f32|fp32)"
+
+# Time of the same math in bf16 over its time in TF32 / fp32: the dense tensor-core peaks' ratio (H100 and
+# H200 SXM datasheet: bf16 989.4, TF32 494.7, FP32 66.9 TFLOPS; A100: 312, 156, 19.5): the bound for
+# compute-bound kernels; memory-bound ones gain less (make_table.py measures it, docs/results/advice.md).
+BF16_OVER_TF32 = 0.5
+BF16_OVER_FP32 = 0.068
+TF32_OVER_FP32 = 0.135  # TF32 494.7 over FP32 66.9 (docs/results/whatif.md's tf32 pair: within 0.07)
+# Devices with bf16 tensor cores: compute capability 8.0 and later (Ampere, Ada, Hopper, Blackwell).
+BF16_MIN_CAPABILITY = 8.0
+_BF16_NAMES = re.compile(r"\b(A100|A10|A30|A40|A800|H100|H200|H800|H20|L4|L40|B100|B200|GB200|RTX (30|40|50)\d\d)")
+
+ZERO_GRAD_REGION = r"^Optimizer\.zero_grad#"
+OPTIMIZER_STEP_REGION = r"^Optimizer\.step#(\w+)\.step"
+SYNC_ITEM_OPS = ("aten::item", "aten::_local_scalar_dense")
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the rules read: the report, every kernel name's statistics (the report keeps the top ones
+    only), the device-steps they are over, and each step basis."""
+
+    report: Report
+    kernels: Sequence[KernelStat]
+    device_steps: int  # steps summed over devices (the kernel statistics are over all of them)
+    step_ns_total: float  # their total duration
+    strict: bool
+
+    @property
+    def step_ms(self) -> float:
+        return self.step_ns_total / self.device_steps / 1e6 if self.device_steps else 0.0
+
+    def kernel_ms(self, pattern: str) -> tuple[float, float, float, int]:
+        """(device ms/step, launch-call ms/step, count/step, names) of the activities whose name matches."""
+        rx = re.compile(pattern)
+        hit = [k for k in self.kernels if rx.search(k.name)]
+        n = max(self.device_steps, 1)
+        return (
+            sum(k.kernel.total_ns for k in hit) / n / 1e6,
+            sum(k.api.total_ns for k in hit) / n / 1e6,
+            sum(k.kernel.count for k in hit) / n,
+            len(hit),
+        )
+
+    def share(self, ms_per_step: float) -> float:
+        step = self.step_ms
+        return min(ms_per_step / step, 1.0) if step > 0 else 0.0
+
+    def fires(self, share: float, threshold: float) -> bool:
+        return share > 0 and (not self.strict or share >= threshold)
+
+
+def advise(report: Report, kernels: Optional[Iterable[KernelStat]] = None, strict: bool = True) -> list[Advice]:
+    """The advice that fires, largest share first (the whatif stage re-ranks it by predicted saving).
+    `kernels`: every kernel name's statistics (default: the report's top ones); `strict=False`: every
+    rule with any evidence, whatever its threshold."""
+    ks = tuple(kernels) if kernels is not None else report.kernel_stats
+    steps = sum(d.steps for d in report.devices)
+    total = float(sum(s.dur_ns for d in report.devices for s in d.samples))
+    ev = Evidence(report, ks, steps, total, strict)
+    out: list[Advice] = []
+    for rule in RULES:
+        out.extend(rule(ev))
+    return sorted(out, key=lambda a: -(a.share if a.share is not None else 0.0))
 
 
 def _fraction(report: Report, causes: tuple[str, ...]) -> float:
@@ -31,156 +125,387 @@ def _fraction(report: Report, causes: tuple[str, ...]) -> float:
     return idle / total if total else 0.0
 
 
-def advise(report: Report) -> list[Advice]:
-    """The advice that fires, ranked by the share of the step its cause accounts for (module docstring)."""
-    out = _advise(report)
-    ip = report.input_pipeline
-    if ip is None or ip.unprofiled_step_mean_ms <= 0:
-        return out
-    # everything on the unprofiled step's scale, then the largest share first (stable for ties)
-    scale = _profiled_step_ms(report) / ip.unprofiled_step_mean_ms
-    ranked = [
-        a
-        if a.basis == "unprofiled" or a.share is None
-        else replace(a, share=a.share * scale, basis="unprofiled")
-        for a in out
-    ]
-    return sorted(ranked, key=lambda a: -(a.share if a.share is not None else 0.0))
 
 
-def _profiled_step_ms(report: Report) -> float:
-    steps = [s.dur_ns for d in report.devices for s in d.samples] or [h.dur_ns for h in report.host.steps]
-    return float(np.mean(steps)) / 1e6 if steps else 0.0
-
-
-def _loader_advice(report: Report, dl: float) -> Advice | None:
-    """The loader stalls: by the unprofiled steps' measured waits where the capture timed them, else by
-    the trace's dataloader idle time."""
-    ip: InputPipeline | None = report.input_pipeline
+# -- the input pipeline -----------------------------------------------------------------------------------
+def loader_rule(ev: Evidence) -> list[Advice]:
+    """The loader stalls: by the unprofiled steps' measured waits where the capture timed them (the
+    profiled window can hide a stall: tracekit.analysis.loader), else by the trace's dataloader idle."""
+    report = ev.report
+    ip: Optional[InputPipeline] = report.input_pipeline
     it = report.dataloader
-    if ip is not None and ip.unprofiled_wait_share >= DATALOADER_MIN_FRACTION:
+    if ip is not None and ev.fires(ip.unprofiled_wait_share, DATALOADER_MIN_FRACTION):
         cfg = ip.loader or {}
-        workers = cfg.get("num_workers")
+        workers = cfg.get("num_workers") if cfg.get("dataloader") else None
         setting = (
-            f" ({workers} workers, prefetch_factor {cfg.get('prefetch_factor')})"
-            if cfg.get("dataloader")
-            else ""
+            f" ({workers} workers, prefetch_factor {cfg.get('prefetch_factor')})" if workers is not None else ""
         )
-        if workers == 0:
-            msg = "The steps wait for their batch, loaded in the training process: set num_workers > 0."
-        else:
-            msg = "The steps wait for their batch: raise num_workers, or make __getitem__ cheaper."
         evidence = (
             f"without the profiler the steps wait {ip.unprofiled_wait_mean_ms:.3g} ms of "
             f"{ip.unprofiled_step_mean_ms:.3g} ms for their batch ({ip.unprofiled_wait_share:.0%}){setting}"
         )
         if ip.hidden:
             evidence += f"; the profiled window shows {ip.profiled_wait_share:.0%}"
-        return Advice(
-            "dataloader_workers", msg, evidence, "dataloader", ip.unprofiled_wait_share, "unprofiled"
+        step, wait = ip.unprofiled_step_mean_ms, ip.unprofiled_wait_mean_ms
+        consumer = max(step - wait, 1e-9)
+        cpus = ((report.capture.get("host") or {}) if isinstance(report.capture.get("host"), dict) else {}).get(
+            "cpu_count"
         )
-    if dl < DATALOADER_MIN_FRACTION:
-        return None
-    if it is not None and it.multi_worker is False:
-        msg = "DataLoader stalls with a single-process iterator: set num_workers > 0 and pin_memory=True."
-    else:
-        msg = "DataLoader stalls: raise num_workers or prefetch_factor, or make __getitem__ cheaper."
-    kind = it.iterator if it and it.iterator else "unknown iterator"
-    return Advice(
-        "dataloader_workers",
-        msg,
-        f"dataloader idle {dl:.0%} of step time ({kind})",
-        "dataloader",
-        dl,
-        "profiled",
-    )
-
-
-def _advise(report: Report) -> list[Advice]:
-    out: list[Advice] = []
-    dl = _fraction(report, ("dataloader",))
-    loader = _loader_advice(report, dl)
-    if loader is not None:
-        out.append(loader)
-    sy = _fraction(report, ("sync",))
-    if sy >= SYNC_MIN_FRACTION and report.sync_sources:
-        top = report.sync_sources[0]
-        where = top.source or top.op or top.call
-        if top.op in ("aten::item", "aten::_local_scalar_dense"):
-            msg = (
-                f"A host read of a device value (.item()) at {where} drains the GPU queue: "
-                "move it out of the loop or batch the reads."
-            )
+        note = (
+            "prefetch_factor changes how many batches wait in the queue, not how fast the workers make "
+            "them: it hides a burst, never a loader slower than the step"
+        )
+        if workers == 0:
+            n = max(1, math.ceil(wait / consumer))
+            msg = "The steps wait for their batch, loaded in the training process: load it in DataLoader workers."
+        elif workers is not None:
+            # steady state: the pool makes a batch per step (period = step); to keep up with the consumer
+            # it needs workers × step / consumer of them
+            n = max(workers + 1, math.ceil(workers * step / consumer))
+            msg = "The steps wait for their batch: more DataLoader workers, or a cheaper __getitem__."
+            if not cfg.get("persistent_workers"):
+                note += (
+                    "; persistent_workers=True also saves the workers' start at each epoch, which a "
+                    "trace that spans no epoch start cannot show"
+                )
         else:
-            msg = f"Host synchronisation ({top.call}) at {where} drains the GPU queue: remove it or defer it."
+            n = None
+            msg = "The steps wait for their batch: more DataLoader workers, or a cheaper __getitem__."
+        if n is not None and isinstance(cpus, int) and cpus > 1:
+            if n > cpus - 1:
+                note += f"; {n} workers wanted, the host has {cpus} CPUs (the trainer keeps one)"
+            n = min(n, cpus - 1)
+        knob = f"DataLoader(num_workers={n})" if n is not None else "DataLoader(num_workers=...)"
+        flags: tuple[str, ...] = ("--loader-workers", str(n)) if n is not None else ("--set", "dataloader=0")
+        return [
+            Advice(
+                "dataloader_workers",
+                msg,
+                evidence,
+                "dataloader",
+                ip.unprofiled_wait_share,
+                "unprofiled",
+                knob=knob,
+                whatif=flags,
+                prediction_note=note,
+                bound=n is None,
+            )
+        ]
+    dl = _fraction(report, ("dataloader",))
+    if not ev.fires(dl, DATALOADER_MIN_FRACTION):
+        return []
+    if it is not None and it.multi_worker is False:
+        msg = "DataLoader stalls with a single-process iterator: load in DataLoader workers."
+        knob = "DataLoader(num_workers=2, pin_memory=True)"
+    else:
+        msg = "DataLoader stalls: more DataLoader workers, or a cheaper __getitem__."
+        knob = "DataLoader(num_workers=...)"
+    kind = it.iterator if it and it.iterator else "unknown iterator"
+    return [
+        Advice(
+            "dataloader_workers",
+            msg,
+            f"dataloader idle {dl:.0%} of step time ({kind})",
+            "dataloader",
+            dl,
+            "profiled",
+            knob=knob,
+            whatif=("--set", "dataloader=0"),
+            prediction_note="the saving if loading took no time at all: how many workers reach it, the "
+            "capture's timed fetches tell (tracekit capture)",
+            bound=True,
+        )
+    ]
+
+
+# -- copies, layout, precision ------------------------------------------------------------------------------
+def pageable_rule(ev: Evidence) -> list[Advice]:
+    """Host↔device copies from pageable memory: the copy call blocks the host (it waits for the stream,
+    then stages the data), so the host cannot run ahead of the device."""
+    dev_ms, api_ms, count, _ = ev.kernel_ms(PAGEABLE_RE)
+    share = ev.share(api_ms)
+    if not count or not ev.fires(share, PAGEABLE_MIN_FRACTION):
+        return []
+    return [
+        Advice(
+            "pageable_copy",
+            "Copies from pageable memory block the host: pin the host buffers and copy without blocking.",
+            f"{count:.3g} pageable copies per step, {dev_ms:.3f} ms/step on the device; the host blocked "
+            f"{api_ms:.3f} ms/step in their calls",
+            "launch",
+            share,
+            "profiled",
+            knob="DataLoader(..., pin_memory=True) (or tensor.pin_memory()) and .to(device, non_blocking=True)",
+            whatif=("--pin-memory",),
+            prediction_note="the copies' device time is kept: a copy from pinned memory is also faster, "
+            "which the trace cannot say (no pinned copy's bandwidth in it): a lower bound",
+        )
+    ]
+
+
+def layout_rule(ev: Evidence) -> list[Advice]:
+    """cuDNN converts NCHW tensors for its NHWC kernels and back, on every convolution."""
+    dev_ms, _, count, _ = ev.kernel_ms(LAYOUT_RE)
+    share = ev.share(dev_ms)
+    if not count or not ev.fires(share, LAYOUT_MIN_FRACTION):
+        return []
+    return [
+        Advice(
+            "layout",
+            "cuDNN converts the tensors' layout around its convolutions: keep model and input channels_last.",
+            f"{count:.3g} layout conversions (nchwToNhwc / nhwcToNchw) per step, {dev_ms:.3f} ms/step on "
+            "the device",
+            None,
+            share,
+            "profiled",
+            knob="model.to(memory_format=torch.channels_last); x = x.to(memory_format=torch.channels_last)",
+            whatif=("--kernels", f"{LAYOUT_RE}=0"),
+            prediction_note="only the conversions go; the convolutions keep their time (their channels_last "
+            "kernels may differ)",
+        )
+    ]
+
+
+def _bf16_device(report: Report) -> Optional[bool]:
+    """Whether the device has bf16 tensor cores: its compute capability (manifest), else its name."""
+    dev = report.capture.get("device")
+    cap = dev.get("capability") if isinstance(dev, dict) else None
+    try:
+        if cap is not None:
+            return float(cap) >= BF16_MIN_CAPABILITY
+    except (TypeError, ValueError):
+        pass
+    names = [d.name for d in report.devices if d.name]
+    if isinstance(dev, dict) and dev.get("name"):
+        names.append(str(dev["name"]))
+    elif isinstance(dev, str):
+        names.append(dev)
+    if not names:
+        return None
+    return any(_BF16_NAMES.search(n) for n in names)
+
+
+def precision_rules(ev: Evidence) -> list[Advice]:
+    """fp32 and TF32 GEMMs and convolutions on a GPU with bf16 tensor cores: autocast to bf16; fp32 math
+    on the CUDA cores: TF32 first (one line)."""
+    report = ev.report
+    if not report.devices or _bf16_device(report) is False:
+        return []
+    tf_ms, _, tf_n, _ = ev.kernel_ms(TF32_RE)
+    fp_ms, _, fp_n, _ = ev.kernel_ms(FP32_RE)
+    out = []
+    share = ev.share(tf_ms + fp_ms)
+    if tf_n + fp_n and ev.fires(share, PRECISION_MIN_FRACTION):
+        flags: list[str] = []
+        if tf_n:
+            flags += ["--kernels", f"{TF32_RE}={BF16_OVER_TF32:g}"]
+        if fp_n:
+            flags += ["--kernels", f"{FP32_RE}={BF16_OVER_FP32:g}"]
         out.append(
             Advice(
-                "sync_drain",
-                msg,
-                f"sync idle {sy:.0%} of step time; top source {top.idle_ms_per_step:.3f} ms/step "
-                f"over {top.gaps} gaps",
-                "sync",
-                sy,
+                "precision",
+                "fp32 GEMMs and convolutions on a GPU with bf16 tensor cores: run them in bf16 (autocast).",
+                f"fp32 GEMMs and convolutions {fp_ms:.3f} ms/step ({fp_n:.0f} kernels), TF32 ones "
+                f"{tf_ms:.3f} ms/step ({tf_n:.0f} kernels) on the device",
+                None,
+                share,
                 "profiled",
+                knob="with torch.autocast('cuda', dtype=torch.bfloat16): loss = loss_fn(model(x), y)",
+                whatif=tuple(flags),
+                prediction_note=f"GEMM and convolution time x the dense peaks' ratio (bf16/TF32 "
+                f"{BF16_OVER_TF32:g}, bf16/fp32 {BF16_OVER_FP32:g}): the bound for compute-bound kernels; "
+                "the other kernels keep their time (in bf16 they move half the bytes)",
             )
         )
-    hb = _fraction(report, ("launch", "framework", "interpreter"))
-    medians = [k.kernel.median_ns for k in report.kernel_stats if k.kernel.count]
-    counts = [k.kernel.count for k in report.kernel_stats]
-    graphed = sum(k.graph_launched for k in report.kernel_stats)
-    if hb >= HOST_BOUND_MIN_FRACTION and medians and graphed < GRAPHED_MAX_FRACTION * sum(counts):
-        med_us = float(np.average(medians, weights=counts)) / 1e3
-        if med_us <= TINY_KERNEL_MAX_US:
-            if report.compiled is not None:
-                msg = (
-                    "Compiled, but the host still launches kernel by kernel and cannot keep up: "
-                    "torch.compile(mode='reduce-overhead') replays the step as CUDA graphs."
-                )
-            else:
-                msg = (
-                    "Many tiny kernels and the host cannot keep up: capture the step with CUDA graphs or "
-                    "fuse it with torch.compile (`tracekit whatif CAPTURE --cuda-graphs` predicts the graph)."
-                )
-            out.append(
-                Advice(
-                    "cuda_graphs",
-                    msg,
-                    f"launch+framework+interpreter idle {hb:.0%} of step time; "
-                    f"typical kernel {med_us:.1f} µs",
-                    "launch",
-                    hb,
-                    "profiled",
-                )
+    fshare = ev.share(fp_ms)
+    if fp_n and ev.fires(fshare, PRECISION_MIN_FRACTION):
+        out.append(
+            Advice(
+                "tf32",
+                "fp32 matmuls run on the CUDA cores: allow TF32 (tensor cores, fp32 range, 10-bit mantissa).",
+                f"fp32 GEMMs and convolutions without tensor cores {fp_ms:.3f} ms/step ({fp_n:.0f} kernels) "
+                "on the device",
+                None,
+                fshare,
+                "profiled",
+                knob="torch.set_float32_matmul_precision('high'); torch.backends.cudnn.allow_tf32 = True",
+                whatif=("--kernels", f"{FP32_RE}={TF32_OVER_FP32:g}"),
+                prediction_note=f"their time x the dense peaks' ratio TF32/fp32 {TF32_OVER_FP32:g}",
             )
-    out.extend(_straggler_advice(report))
-    if not report.devices and report.host.steps:
-        total = sum(h.dur_ns for h in report.host.steps)
-        gaps = sum(h.dispatch_gap_ns for h in report.host.steps)
-        if total and gaps / total >= CPU_DISPATCH_MIN_FRACTION:
-            out.append(
-                Advice(
-                    "interpreter",
-                    "The Python interpreter between framework calls dominates the step: batch small "
-                    "operations, or try torch.compile.",
-                    f"host dispatch gaps {gaps / total:.0%} of step time",
-                    "interpreter",
-                    gaps / total,
-                    "profiled",
-                )
-            )
+        )
     return out
 
 
-def _straggler_advice(report: Report) -> list[Advice]:
+# -- the host ---------------------------------------------------------------------------------------------
+def sync_rule(ev: Evidence) -> list[Advice]:
+    report = ev.report
+    sy = _fraction(report, ("sync",))
+    if not report.sync_sources or not ev.fires(sy, SYNC_MIN_FRACTION):
+        return []
+    top = report.sync_sources[0]
+    where = top.source or top.op or top.call
+    if top.function and top.source:
+        where = f"{top.source} ({top.function})"
+    if top.op in SYNC_ITEM_OPS:
+        msg = f"A host read of a device value (.item()) at {where} drains the GPU queue: remove it or defer it."
+        knob = f"remove the .item() at {where}, or read the value every N steps"
+        flags: tuple[str, ...] = ("--ops", "^aten::(item|_local_scalar_dense)$=0")
+        note = "every .item() in the steps removed (the trace names ops, not lines)"
+    else:
+        msg = f"Host synchronisation ({top.call}) at {where} drains the GPU queue: remove it or defer it."
+        knob = f"remove the {top.call} at {where}"
+        flags = ("--set", "sync=0")
+        note = "every host wait in the steps removed (the calls keep their own overhead)"
+    return [
+        Advice(
+            "sync_drain",
+            msg,
+            f"sync idle {sy:.0%} of step time; top source {top.idle_ms_per_step:.3f} ms/step over {top.gaps} gaps",
+            "sync",
+            sy,
+            "profiled",
+            knob=knob,
+            whatif=flags,
+            prediction_note=note,
+        )
+    ]
+
+
+def graphs_rule(ev: Evidence) -> list[Advice]:
+    report = ev.report
+    hb = _fraction(report, ("launch", "framework", "interpreter"))
+    ks = [k for k in ev.kernels if k.kernel.count]
+    counts = [k.kernel.count for k in ks]
+    graphed = sum(k.graph_launched for k in ks)
+    if not ks or not ev.fires(hb, HOST_BOUND_MIN_FRACTION) or graphed >= GRAPHED_MAX_FRACTION * sum(counts):
+        return []
+    med_us = float(np.average([k.kernel.median_ns for k in ks], weights=counts)) / 1e3
+    if ev.strict and med_us > TINY_KERNEL_MAX_US:
+        return []
+    if report.compiled is not None:
+        msg = (
+            "Compiled, but the host still launches kernel by kernel and cannot keep up: "
+            "torch.compile(mode='reduce-overhead') replays the step as CUDA graphs."
+        )
+        knob = "torch.compile(model, mode='reduce-overhead')"
+    else:
+        msg = "Many tiny kernels and the host cannot keep up: capture the step as a CUDA graph."
+        knob = "torch.cuda.CUDAGraph() around the whole step (static inputs), or torch.compile(mode='reduce-overhead')"
+    return [
+        Advice(
+            "cuda_graphs",
+            msg,
+            f"launch+framework+interpreter idle {hb:.0%} of step time; typical kernel {med_us:.1f} µs",
+            "launch",
+            hb,
+            "profiled",
+            knob=knob,
+            whatif=("--cuda-graphs",),
+            prediction_note="the same kernels launched as one graph per step; torch.compile's fusion is not "
+            "predictable from an eager trace (capture it and `tracekit diff`)",
+        )
+    ]
+
+
+def _regions(report: Report, pattern: str) -> list[OpStat]:
+    rx = re.compile(pattern)
+    return [o for o in report.region_stats if rx.search(o.name)]
+
+
+def _ms_per_step(ops: Iterable[OpStat]) -> float:
+    ops = list(ops)
+    if not ops:
+        return 0.0
+    n = max(len(ops[0].steps), 1)
+    return sum(sum(o.ns_per_step) for o in ops) / n / 1e6
+
+
+def _calls_per_step(report: Report, names: tuple[str, ...]) -> float:
+    hit = [o for o in report.op_stats if o.name in names]
+    return sum(o.calls for o in hit) / max(len(hit[0].steps), 1) if hit else 0.0
+
+
+def _host_share(ev: Evidence, ms: float) -> float:
+    """A host region's time per step over the step (the device's, which lasts at least its host window;
+    the host window's on a CPU-only capture)."""
+    if ev.device_steps:
+        return ev.share(ms)
+    steps = [h.dur_ns for h in ev.report.host.steps]
+    step = float(np.mean(steps)) / 1e6 if steps else 0.0
+    return min(ms / step, 1.0) if step else 0.0
+
+
+def zero_grad_rule(ev: Evidence) -> list[Advice]:
+    """zero_grad(set_to_none=False) fills every gradient with zeros (a kernel per parameter, or a foreach
+    kernel) where setting them to None costs nothing."""
+    report = ev.report
+    regions = _regions(report, ZERO_GRAD_REGION)
+    zeros = _calls_per_step(report, ("aten::zero_", "aten::_foreach_zero_"))
+    ms = _ms_per_step(regions)
+    share = _host_share(ev, ms)
+    if not regions or not zeros or not ev.fires(share, ZERO_GRAD_MIN_FRACTION):
+        return []
+    return [
+        Advice(
+            "zero_grad",
+            "zero_grad fills the gradients with zeros: set them to None instead.",
+            f"{regions[0].name} {ms:.3f} ms/step on the host, {zeros:.3g} zero_ calls per step",
+            "framework",
+            share,
+            "profiled",
+            knob="optimizer.zero_grad(set_to_none=True)  # torch >= 2.0's default",
+            whatif=("--ops", rf"{ZERO_GRAD_REGION}=0"),
+            prediction_note="zero_grad's host time and the fills it launches removed; the backward's "
+            "accumulation into the zeroed gradients (an add per parameter) stays: a lower bound",
+        )
+    ]
+
+
+def optimizer_rule(ev: Evidence) -> list[Advice]:
+    """An optimizer step that launches its kernels parameter by parameter (no foreach or fused kernel)."""
+    report = ev.report
+    regions = _regions(report, OPTIMIZER_STEP_REGION)
+    if not regions:
+        return []
+    if any("_foreach_" in o.name or "_fused_" in o.name for o in report.op_stats):
+        return []
+    ms = _ms_per_step(regions)
+    share = _host_share(ev, ms)
+    if not ev.fires(share, OPTIMIZER_MIN_FRACTION):
+        return []
+    m = re.search(OPTIMIZER_STEP_REGION, regions[0].name)
+    name = m.group(1) if m else "Optimizer"
+    fused = name in ("Adam", "AdamW", "SGD", "Adagrad")
+    knob = f"torch.optim.{name}(..., fused=True)" if fused else f"torch.optim.{name}(..., foreach=True)"
+    return [
+        Advice(
+            "optimizer_loop",
+            f"The {name} step launches its kernels parameter by parameter: use its foreach or fused form.",
+            f"{regions[0].name} {ms:.3f} ms/step on the host, no foreach or fused kernel",
+            "framework",
+            share,
+            "profiled",
+            knob=knob,
+            whatif=("--ops", r"^Optimizer\.step#=0"),
+            prediction_note="an upper bound: the whole optimizer step removed (its foreach / fused kernels "
+            "are not in this trace)",
+            bound=True,
+        )
+    ]
+
+
+def straggler_rule(ev: Evidence) -> list[Advice]:
     """One advice per straggler rank: the devices whose collective wait is at least
     COLLECTIVE_MIN_FRACTION of their step time, grouped by the rank they wait for."""
+    report = ev.report
     waiting: dict[int, list[tuple[float, int, int]]] = {}
     for d in report.devices:
         total = sum(s.dur_ns for s in d.samples)
         wait = sum(s.collective_wait_ns for s in d.samples)
-        if total and wait / total >= COLLECTIVE_MIN_FRACTION and d.straggler_rank is not None:
+        if total and ev.fires(wait / total, COLLECTIVE_MIN_FRACTION) and d.straggler_rank is not None:
             waiting.setdefault(d.straggler_rank, []).append((wait / total, d.rank, d.device))
     out = []
+    note = "not predicted here: what balancing saves depends on what makes the rank slow; `tracekit whatif --rank-host R=F` replays that rank's host F times as long"
     for straggler, devs in sorted(waiting.items(), key=lambda kv: (-len(kv[1]), kv[0])):
         if len(devs) == 1:
             frac, rank, device = devs[0]
@@ -193,6 +518,8 @@ def _straggler_advice(report: Report) -> list[Advice]:
                     None,
                     frac,
                     "profiled",
+                    knob=f"find what makes rank {straggler} slower (tracekit analyze --rank {straggler})",
+                    prediction_note=note,
                 )
             )
             continue
@@ -209,9 +536,34 @@ def _straggler_advice(report: Report) -> list[Advice]:
                 None,
                 float(np.median(fracs)),
                 "profiled",
+                knob=f"find what makes rank {straggler} slower (tracekit analyze --rank {straggler})",
+                prediction_note=note,
             )
         )
     return out
+
+
+def cpu_rule(ev: Evidence) -> list[Advice]:
+    report = ev.report
+    if report.devices or not report.host.steps:
+        return []
+    total = sum(h.dur_ns for h in report.host.steps)
+    gaps = sum(h.dispatch_gap_ns for h in report.host.steps)
+    if not total or not ev.fires(gaps / total, CPU_DISPATCH_MIN_FRACTION):
+        return []
+    return [
+        Advice(
+            "interpreter",
+            "The Python interpreter between framework calls dominates the step: batch small "
+            "operations, or try torch.compile.",
+            f"host dispatch gaps {gaps / total:.0%} of step time",
+            "interpreter",
+            gaps / total,
+            "profiled",
+            knob="fewer, larger tensor operations per step; torch.compile(model)",
+            prediction_note="not predicted: a CPU-only capture has no device to replay against",
+        )
+    ]
 
 
 def _ranges(ranks: list[int]) -> str:
@@ -224,3 +576,30 @@ def _ranges(ranks: list[int]) -> str:
             parts.append(str(start) if start == r else f"{start}-{r}")
             start = None
     return ", ".join(parts)
+
+
+# The rules, each a function of the evidence (their order only breaks ties of share).
+RULES: tuple[Callable[[Evidence], list[Advice]], ...] = (
+    loader_rule,
+    pageable_rule,
+    layout_rule,
+    precision_rules,
+    sync_rule,
+    graphs_rule,
+    zero_grad_rule,
+    optimizer_rule,
+    straggler_rule,
+    cpu_rule,
+)
+
+
+def command(advice: Advice, capture: Any = "CAPTURE") -> Optional[str]:
+    """The `tracekit whatif` command line that reproduces the advice's prediction (None: not predictable)."""
+    import shlex
+
+    if not advice.whatif:
+        return None
+    return " ".join(["tracekit", "whatif", shlex.quote(str(capture)), *(shlex.quote(f) for f in advice.whatif)])
+
+
+__all__ = ["advise", "command", "RULES", "Evidence"]

@@ -254,10 +254,13 @@ def dispatch_gaps(th: Thread, ws: np.ndarray, we: np.ndarray) -> tuple[np.ndarra
     return dispatch_gap_pieces(th.op_s, th.op_e, ws, we, th.excl_s, th.excl_e)
 
 
-def op_stats(host: pd.DataFrame, steps: pd.DataFrame) -> list[OpStat]:
+def op_stats(host: pd.DataFrame, steps: pd.DataFrame, cat: str = "cpu_op") -> list[OpStat]:
     """Calls and inclusive CPU time per framework op name and step (ops starting inside a step window
-    of their rank, on any host thread). Vectorised over name codes × steps."""
-    ops = host[host["cat"] == "cpu_op"]
+    of their rank, on any host thread). Vectorised over name codes × steps. `cat="user_annotation"`:
+    the same for `record_function` regions (`Optimizer.step#Adam.step`), the step markers left out."""
+    ops = host[host["cat"] == cat]
+    if cat != "cpu_op":
+        ops = ops[~ops["name"].astype(str).str.startswith("ProfilerStep#").to_numpy()]
     if not len(ops) or not len(steps):
         return []
     all_steps = np.array(sorted(steps["step"].unique()), dtype=np.int64)

@@ -53,6 +53,7 @@ def merge(parts: Iterable[Partial], meta: dict, params: Params = Params(), path:
     manifest = dict(meta.get("manifest") or {})
     kernels = kernel_stats(merge_kernel_partials(p.kernels for p in parts))
     ops = tuple(_op_stats(parts))
+    regions = tuple(_op_stats(parts, "region_stats"))
     step_ns = np.concatenate([p.step_ns for p in parts]) if parts else None
     dataloader = _dataloader(dl, n_steps) if dl else None
     report = Report(
@@ -68,6 +69,7 @@ def merge(parts: Iterable[Partial], meta: dict, params: Params = Params(), path:
         sync_sources=tuple(_sync_sources(parts, n_device_steps=sum(d.steps for d in devices))),
         kernel_stats=tuple(kernels[: params.top_kernels] if params.top_kernels is not None else kernels),
         op_stats=ops,
+        region_stats=regions,
         compiled=compiled_summary(ops, kernels),
         gap_histogram=_histogram([p.histogram for p in parts]),
         dataloader=dataloader,
@@ -78,7 +80,7 @@ def merge(parts: Iterable[Partial], meta: dict, params: Params = Params(), path:
         idle_intervals=_concat([p.idle_intervals for p in parts]),
         busy_intervals=_concat([p.busy_intervals for p in parts]),
     )
-    return replace(report, advice=tuple(advise(report)))
+    return replace(report, advice=tuple(advise(report, kernels)))
 
 
 def rank_report(
@@ -135,15 +137,15 @@ def _sync_sources(parts: list[Partial], n_device_steps: int) -> list[SyncSource]
     ]
 
 
-def _op_stats(parts: list[Partial]) -> list[OpStat]:
+def _op_stats(parts: list[Partial], field: str = "op_stats") -> list[OpStat]:
     """Calls and time per op name and step, summed over the parts' ranks; the longest total first
     (ties: by name). Steps are the union of the parts' step numbers."""
-    steps = sorted({s for p in parts for o in p.op_stats for s in o.steps})
+    steps = sorted({s for p in parts for o in getattr(p, field) for s in o.steps})
     col = {s: i for i, s in enumerate(steps)}
     calls: dict[str, np.ndarray] = {}
     ns: dict[str, np.ndarray] = {}
     for p in parts:
-        for o in p.op_stats:  # one loop per op name of each part (hundreds)
+        for o in getattr(p, field):  # one loop per op name of each part (hundreds)
             c = calls.setdefault(o.name, np.zeros(len(steps), np.int64))
             t = ns.setdefault(o.name, np.zeros(len(steps), np.int64))
             idx = [col[s] for s in o.steps]

@@ -373,16 +373,34 @@ class GapHistogram:
 
 @dataclass(frozen=True)
 class Advice:
-    """One recommendation, with the evidence that triggered it (figures named with units)."""
+    """One recommendation: the evidence from the trace, the knob (the exact setting or code change), and
+    what turning it saves as the what-if replay predicts it (tracekit.analysis.advice; the prediction is
+    filled in by tracekit.whatif.savings, a later stage).
 
-    kind: str  # stable id, e.g. "dataloader_workers", "cuda_graphs", "sync_item"
+    `share` is the part of the step its evidence accounts for, of the step named by `basis`: "profiled"
+    (the trace's median step) or "unprofiled" (the capture's steps without the profiler): always 0-1.
+    `whatif`: the `tracekit whatif` flags that predict the knob's effect (empty: not predictable from a
+    trace; `prediction_note` says why). `saved_ms`: {"profiled": ms/step, "unprofiled": ms/step} the
+    replay predicts saved (None: not computed, or not predictable), each a difference of two replayed
+    steps `step_ms` of the same basis, so never above that step; `bound`: the figure is an upper bound
+    (what the knob can save at most), not an estimate."""
+
+    kind: str  # stable id, e.g. "dataloader_workers", "cuda_graphs", "sync_drain"
     message: str
     evidence: str
     cause: Optional[str] = None
-    # the share of the step its cause accounts for (what advice is ranked by) and of which step:
-    # "unprofiled" (the capture's steps without the profiler) or "profiled" (the trace's)
     share: Optional[float] = None
     basis: Optional[str] = None
+    knob: Optional[str] = None
+    whatif: tuple[str, ...] = ()
+    prediction_note: Optional[str] = None
+    saved_ms: Optional[Mapping[str, Optional[float]]] = None
+    step_ms: Optional[Mapping[str, Optional[float]]] = None
+    bound: bool = False
+
+    @property
+    def unprofiled_saved_ms(self) -> Optional[float]:
+        return (self.saved_ms or {}).get("unprofiled")
 
 
 @dataclass(frozen=True)
@@ -591,6 +609,8 @@ class Report:
     sync_sources: tuple[SyncSource, ...] = ()
     kernel_stats: tuple[KernelStat, ...] = ()
     op_stats: tuple[OpStat, ...] = ()
+    # record_function regions on the step threads, as op_stats (`Optimizer.zero_grad#SGD.zero_grad`)
+    region_stats: tuple[OpStat, ...] = ()
     gap_histogram: Optional[GapHistogram] = None
     dataloader: Optional[DataLoaderInfo] = None
     advice: tuple[Advice, ...] = ()
@@ -636,6 +656,9 @@ class Report:
             "kernel_stats": [_plain(k) for k in self.kernel_stats],
             "op_stats": [
                 {**_plain(o), "calls": o.calls, "us_per_call": o.us_per_call} for o in self.op_stats
+            ],
+            "region_stats": [
+                {**_plain(o), "calls": o.calls, "us_per_call": o.us_per_call} for o in self.region_stats
             ],
             "gap_histogram": _plain(self.gap_histogram) if self.gap_histogram else None,
             "dataloader": _plain(self.dataloader) if self.dataloader else None,

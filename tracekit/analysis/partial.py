@@ -112,6 +112,7 @@ class Partial:
     histogram: GapHistogram
     kernels: dict[str, tuple[Sketch, Sketch, Sketch, int, int]]  # api, queue, kernel, launched, graph
     op_stats: tuple[OpStat, ...]
+    region_stats: tuple[OpStat, ...]  # record_function regions (user annotations but the step markers)
     dataloader: Optional[tuple[dict[str, int], int, int]]  # (iterator kinds → calls, calls, ns)
     collectives: pd.DataFrame  # NCCL kernels: rank, device, ts, end, name, step (-1: outside steps)
     idle_intervals: Optional[pd.DataFrame] = None  # with Params.evidence
@@ -157,6 +158,7 @@ def analyze_partial(
         histogram=_histogram(all_gaps),
         kernels=kernel_partials(dev.loc[dev_step >= 0], fr.launches),
         op_stats=tuple(op_stats(fr.host, steps)),
+        region_stats=tuple(op_stats(fr.host, steps, cat="user_annotation")),
         dataloader=dataloader_kinds(fr.host),
         collectives=coll.reset_index(drop=True),
         idle_intervals=_idle_frame(all_gaps, steps) if params.evidence else None,

@@ -106,6 +106,7 @@ class WhatIfOptions:
     cuda_graphs: bool = False
     cuda_graphs_region: Optional[str] = None
     loader_workers: Optional[int] = None
+    pin_memory: bool = False  # the pageable copies made from pinned memory, without blocking the host
     # B (a capture or run folder, several joined with ','): the capture under B's interpreter, from the
     # manifests' calibrations (tracekit.whatif.python); B's measured step is shown beside the prediction.
     python_from: Optional[str] = None
@@ -134,6 +135,7 @@ class WhatIfOptions:
             self.cuda_graphs,
             self.cuda_graphs_region,
             self.loader_workers,
+            self.pin_memory,
         )
 
 

@@ -52,6 +52,13 @@ LOADER_WORKERS = typer.Option(
     "the worker count, up to the host's CPUs less one.",
 )
 
+PIN_MEMORY = typer.Option(
+    False,
+    "--pin-memory",
+    help="Predict the step with the copies from pageable host memory made from pinned memory with "
+    "non_blocking=True: their runtime calls no longer block the host (the copies' device time is kept).",
+)
+
 
 @app.command()
 @output_options("Overwrite --output and the --trace file if they exist.")
@@ -90,6 +97,7 @@ def whatif(
     cuda_graphs: bool = CUDA_GRAPHS,
     cuda_graphs_region: Optional[str] = CUDA_GRAPHS_REGION,
     loader_workers: Optional[int] = LOADER_WORKERS,
+    pin_memory: bool = PIN_MEMORY,
     unprofiled_step_ms: Optional[float] = typer.Option(
         None,
         "--unprofiled-step-ms",
@@ -116,6 +124,7 @@ def whatif(
         rank_host=tuple(rank_host),
         python_speedup=python_speedup,
         loader_workers=loader_workers,
+        pin_memory=pin_memory,
         python_from=python_from,
         unprofiled_step_ms=unprofiled_step_ms,
         cuda_graphs=cuda_graphs,

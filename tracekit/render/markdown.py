@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, TextIO
 
 from tracekit.render.base import Section
-from tracekit.render.sections import advice_lines, header, other_notes, report_sections
+from tracekit.render.sections import advice_items, header, other_notes, report_sections
 
 
 def _cell(s: str) -> str:
@@ -41,9 +41,12 @@ class MarkdownRenderer:
         write_sections(out, report_sections(result))
         for n in other_notes(result):
             out.write(f"{n}\n\n")
-        adv = advice_lines(result)
+        adv = advice_items(result)
         if adv:
-            out.write("## advice\n\n")
-            for a in adv:
-                out.write(f"- {a}\n")
+            out.write("## advice (largest predicted saving first)\n\n")
+            for i, (msg, rows) in enumerate(adv, 1):
+                out.write(f"{i}. {msg}\n")
+                for label, value in rows:
+                    text = f"`{value}`" if label in ("knob", "predict") and "`" not in value else value
+                    out.write(f"   - {label}: {text}\n")
             out.write("\n")

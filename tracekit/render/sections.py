@@ -5,7 +5,8 @@ from __future__ import annotations
 import statistics
 from typing import Any, Mapping
 
-from tracekit.analysis.model import CAUSES, HOST_STATES, CompiledSummary, HostReport, Report
+from tracekit.analysis.advice import command as advice_command
+from tracekit.analysis.model import CAUSES, HOST_STATES, Advice, CompiledSummary, HostReport, Report
 from tracekit.analysis.steps import outliers
 from tracekit.render.base import Section
 
@@ -500,18 +501,53 @@ def report_sections(report: Report) -> list[Section]:
     return out
 
 
-def advice_lines(report: Report) -> list[str]:
-    """The advice, largest share first; the share's step named when it is the unprofiled one."""
+def advice_items(report: Report) -> list[tuple[str, list[tuple[str, str]]]]:
+    """Each advice as (its message, [(label, text)]): the knob, the predicted saving with its basis, the
+    evidence and the share of its step, the what-if command that reproduces the prediction, the note."""
+    capture = report.capture.get("path") or "CAPTURE"
     out = []
     for a in report.advice:
+        rows: list[tuple[str, str]] = []
+        if a.knob:
+            rows.append(("knob", a.knob))
+        rows.append(("saves", _saving_text(report, a)))
         share = ""
-        if a.share is not None and a.basis == "unprofiled":
-            share = f" [{a.share:.0%} of the unprofiled step]"
-        out.append(f"{a.message}{share} (evidence: {a.evidence})")
+        if a.share is not None:
+            share = f" [{a.share:.0%} of the {a.basis or 'profiled'} step]"
+        rows.append(("evidence", f"{a.evidence}{share}"))
+        cmd = advice_command(a, capture)
+        if cmd:
+            rows.append(("predict", cmd))
+        if a.prediction_note:
+            rows.append(("note", a.prediction_note))
+        out.append((a.message, rows))
     return out
 
 
-__all__ = ["report_sections", "header", "other_notes", "advice_lines", "HOST_STATES"]
+def _saving_text(report: Report, a: Advice) -> str:
+    saved, step = a.saved_ms or {}, a.step_ms or {}
+    if not a.whatif:
+        return "not predicted (see the note)"
+    if saved.get("profiled") is None:
+        if report.savings is not None and report.savings.computed:
+            return "not predicted (see the note)"
+        return "not computed (the replay runs without --no-savings, on whole captures)"
+    parts = []
+    for basis in ("unprofiled", "profiled"):
+        ms, of = saved.get(basis), step.get(basis)
+        if ms is None or not of:
+            continue
+        parts.append(f"{ms:.3f} ms/step of the {basis} {of:.3f} ms ({ms / of:.1%})")
+    bound = "at most " if a.bound else ""
+    return bound + ", ".join(parts) + " (replayed)"
+
+
+def advice_lines(report: Report) -> list[str]:
+    """The advice as plain lines: the message, then its labelled details indented below it."""
+    return ["\n".join([msg] + [f"  {k}: {v}" for k, v in rows]) for msg, rows in advice_items(report)]
+
+
+__all__ = ["report_sections", "header", "other_notes", "advice_lines", "advice_items", "HOST_STATES"]
 
 
 def _cpu_only_note(report) -> str:

@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tracekit.render.base import Section
-from tracekit.render.sections import advice_lines, header, other_notes, report_sections
+from tracekit.render.sections import advice_items, header, other_notes, report_sections
 
 
 def make_console(out: TextIO, width: int | None, color: bool | None) -> Console:
@@ -65,9 +65,11 @@ class TextRenderer:
             console.print()
             for n in notes:
                 console.print(n, markup=False)
-        adv = advice_lines(result)
+        adv = advice_items(result)
         if adv:
             console.print()
-            console.print("advice", style="bold")
-            for a in adv:
-                console.print(Padding(Text("- " + a), (0, 0, 0, 2), expand=False))
+            console.print("advice (largest predicted saving first)", style="bold")
+            for i, (msg, rows) in enumerate(adv, 1):
+                console.print(Padding(Text(f"{i}. {msg}"), (0, 0, 0, 2), expand=False))
+                for label, value in rows:
+                    console.print(Padding(Text(f"{label}: {value}"), (0, 0, 0, 6), expand=False))

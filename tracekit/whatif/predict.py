@@ -36,6 +36,10 @@ COLUMNS = (
 )
 
 
+# The host events' columns that the scenarios naming host events read (replay.factors).
+HOST_EVENT_COLUMNS = ("rank", "pid", "tid", "ts", "end", "state", "cat", "name")
+
+
 @dataclass
 class Replayer:
     """A capture's graph, ready to replay scenarios (built once; each replay is one pass)."""
@@ -48,6 +52,8 @@ class Replayer:
     # each rank's input pipeline, from the unprofiled steps' timed fetches (tracekit.whatif.loader)
     producers: dict = field(default_factory=dict)
     unchanged: Optional[StepTimes] = None  # the unchanged replay's step times, once made (`replayed`)
+    # without the frames: the host events' columns the --ops / --cuda-graphs / --pin-memory factors read
+    host_events: Any = None
 
     @property
     def replayed(self) -> StepTimes:
@@ -67,6 +73,7 @@ class Replayer:
         release: bool = False,
         keep_frames: bool = True,
         unchanged: bool = True,
+        keep_host: bool = False,
     ) -> Replayer:
         """`frames` and `threads`: the capture's analysis frames and host threads when the caller has
         them already (`tracekit analyze` does), else they are loaded here. `release`: the capture was
@@ -75,7 +82,9 @@ class Replayer:
         cannot be written from it). `keep_frames=False`: the Replayer does not keep the frames (they
         go with the caller's references): it then neither attributes a predicted timeline nor takes
         --ops / --cuda-graphs scenarios, as the savings need neither. `unchanged=False`: the unchanged
-        replay is left to the caller (the savings make it in one of their passes) or to first use."""
+        replay is left to the caller (the savings make it in one of their passes) or to first use.
+        `keep_host`: without the frames, keep the host events' few columns those scenarios read (the
+        advice's predictions replay them)."""
         if frames is not None:
             fr = frames
         else:
@@ -84,10 +93,11 @@ class Replayer:
         th = threads if threads is not None else Threads(fr.host, fr.steps)
         g = build_graph(fr, th, recorded_stream_waits(capture.table))
         kept = fr if keep_frames else None
+        thin = fr.host[list(HOST_EVENT_COLUMNS)] if keep_host and not keep_frames else None
         del fr, th  # the graph holds what it needs: the threads (and frames not kept) go with these
         sm = StepModel(g)
         manifest = (getattr(capture, "manifest", None) or {}) if capture is not None else {}
-        rp = cls(capture, g, sm, sm.times(g.obs), kept, producers(manifest))
+        rp = cls(capture, g, sm, sm.times(g.obs), kept, producers(manifest), host_events=thin)
         if unchanged:
             rp.replayed  # noqa: B018 (made now: a whatif lets the graph's edges go after its replays)
         return rp
@@ -102,7 +112,8 @@ class Replayer:
                     f"--rank-host {r}=...: the capture has no rank {r}; "
                     f"its ranks: {', '.join(map(str, ranks))}"
                 )
-        return factors(self.graph, self.frames.host if self.frames is not None else None, scenario)
+        host = self.frames.host if self.frames is not None else self.host_events
+        return factors(self.graph, host, scenario)
 
     def run(self, scenario: Scenario, cost_us: float = 0.0, f: Factors | None = None) -> np.ndarray:
         if f is None:

@@ -17,6 +17,7 @@ from tracekit.analysis.events import STATE_NAMES
 from tracekit.analysis.steps import Work, assign_work
 from tracekit.analysis.steps import bounds as step_bounds
 from tracekit.data import schema as S
+from tracekit.analysis.advice import PAGEABLE_RE
 from tracekit.whatif.graph import DROPPED, Graph
 from tracekit.whatif.loops import HOST_CLASS, WAIT_CLASS, ReplayGraph, longest_paths
 from tracekit.whatif.scenario import Scenario, ScenarioError
@@ -44,19 +45,27 @@ def activity_factors(g: Graph, kernels: dict) -> np.ndarray:
     return f
 
 
+def _covered(g: Graph, m: np.ndarray) -> np.ndarray:
+    """Per node: whether the host segment from it to its thread's next node lies inside one of the host
+    events `m` selects (in `host_start_node` order)."""
+    n = g.obs.size
+    d = np.bincount(g.host_start_node[m], minlength=n + 1) - np.bincount(g.host_end_node[m], minlength=n + 1)
+    return np.cumsum(d[:n]) > 0
+
+
 def op_factors(g: Graph, host, ops: dict) -> tuple[np.ndarray, np.ndarray]:
-    """`--ops REGEX=F`: (per edge, per device activity) factors. A framework op (cpu_op, any depth) whose
-    name matches: every host segment inside it (its dispatch, the launch and sync calls it makes) and
-    the device work launched from inside it take F x their time, and with F = 0 its syncs no longer
-    wait. `host`: the frames' host events the graph was built from (`host_start_node` order). A pattern
-    that matches no op is a mistake (ScenarioError)."""
+    """`--ops REGEX=F`: (per edge, per device activity) factors. A framework op (cpu_op, any depth) or a
+    `record_function` region (user annotation: `Optimizer.step#Adam.step`) whose name matches: every host
+    segment inside it (its dispatch, the launch and sync calls it makes) and the device work launched
+    from inside it take F x their time, and with F = 0 its syncs no longer wait. `host`: the frames'
+    host events the graph was built from (`host_start_node` order). A pattern that matches no op is a
+    mistake (ScenarioError)."""
     edge_f = np.ones(g.src.size, np.float64)
     act_f = np.ones(len(g.device), np.float64)
     names = host["name"].astype("category")
     cats = np.asarray(names.cat.categories.astype(str), dtype=object)
     codes = names.cat.codes.to_numpy()
-    is_op = (host["cat"] == S.CAT_CPU_OP).to_numpy()
-    n = g.obs.size
+    is_op = host["cat"].isin((S.CAT_CPU_OP, S.CAT_USER_ANNOTATION)).to_numpy()
     launch = g.device["launch_node"].to_numpy(np.int64)
     for pattern, factor in ops.items():
         rx = re.compile(pattern)
@@ -64,18 +73,36 @@ def op_factors(g: Graph, host, ops: dict) -> tuple[np.ndarray, np.ndarray]:
         m = is_op & hit[np.where(codes >= 0, codes, len(cats))]
         if not m.any():
             raise ScenarioError(
-                f"--ops {pattern}={factor:g}: no framework op (cpu_op) name matches {pattern!r}"
+                f"--ops {pattern}={factor:g}: no framework op (cpu_op) or record_function region "
+                f"matches {pattern!r}"
             )
-        # node i is covered when the segment from it to the next node of its thread lies inside a match
-        d = np.bincount(g.host_start_node[m], minlength=n + 1) - np.bincount(
-            g.host_end_node[m], minlength=n + 1
-        )
-        covered = np.cumsum(d[:n]) > 0
+        covered = _covered(g, m)
         edge_f[(g.ecls == HOST_CLASS) & covered[g.src]] *= factor
         waits = g.ecls == WAIT_CLASS
         edge_f[waits & covered[np.maximum(g.dst - 1, 0)]] *= factor  # the wait of a sync call inside it
         act_f[(launch > 0) & covered[np.maximum(launch - 1, 0)]] *= factor  # launched from inside it
     return edge_f, act_f
+
+
+def pinned_factors(g: Graph, host) -> np.ndarray:
+    """`--pin-memory`: per edge, 0 for the host segments inside the runtime calls that launched a copy
+    from pageable memory (a pageable copy's call waits for its stream, then stages the data: the host
+    blocks; from pinned memory with non_blocking=True it returns at once). The copies keep their device
+    time. A capture without such a copy is a mistake (ScenarioError)."""
+    edge_f = np.ones(g.src.size, np.float64)
+    names = g.device["name"].astype(str)
+    pageable = names.str.contains(PAGEABLE_RE, regex=True).to_numpy()
+    launch = g.device["launch_node"].to_numpy(np.int64)
+    ends = np.unique(launch[pageable & (launch >= 0)])
+    if not ends.size:
+        raise ScenarioError(
+            "--pin-memory: the capture has no copy from pageable memory with its launch call "
+            "(Memcpy HtoD (Pageable -> Device) or DtoH to Pageable)"
+        )
+    is_call = host["cat"].isin((S.CAT_RUNTIME, S.CAT_DRIVER)).to_numpy()
+    m = is_call & np.isin(g.host_end_node, ends)
+    edge_f[(g.ecls == HOST_CLASS) & _covered(g, m)[g.src]] = 0.0
+    return edge_f
 
 
 @dataclass(frozen=True)
@@ -100,6 +127,9 @@ def factors(g: Graph, host, scenario: Scenario) -> Factors:
     if scenario.ops:
         edge, op_act = op_factors(g, host, dict(scenario.ops))
         act = act * op_act
+    if scenario.pin_memory:
+        pin = pinned_factors(g, host)
+        edge = pin if not edge.size else edge * pin
     if not scenario.cuda_graphs:
         return Factors(act, edge)
     regions = graph_regions(g, host, scenario.graph_region)

@@ -10,15 +10,15 @@ window itself is the step (a host-bound loop shortens by all of the removed time
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from tracekit.analysis.events import STATE_NAMES
 from tracekit.analysis.steps import median_ns
 from tracekit.whatif.graph import WAIT
 from tracekit.whatif.loops import HOST_CLASS
-from tracekit.whatif.predict import IDENTITY, Replayer
+from tracekit.whatif.predict import IDENTITY, Replayer, slowest_ms
 from tracekit.whatif.replay import replay_many, weights
-from tracekit.whatif.scenario import SCALED_CAUSES, Scenario
+from tracekit.whatif.scenario import SCALED_CAUSES, Scenario, ScenarioError, parse_scenario
 
 # A device whose unchanged replay misses its observed mean step by more than this gets no savings: the
 # graph lacks a dependency there (the replay self-check of DESIGN.md "What if").
@@ -121,14 +121,100 @@ def with_savings(
         return report
     if context is not None:
         frames, threads = context.hand_over()
-    rp = Replayer.of(capture, frames, threads, keep_frames=False, unchanged=False)
+    host = any(f in HOST_FLAGS for a in report.advice for f in a.whatif)
+    rp = Replayer.of(capture, frames, threads, keep_frames=False, unchanged=False, keep_host=host)
     del frames, threads  # (the caller's, when it passed them itself, stay)
     s = cause_savings(rp)
     devices = tuple(
         replace(d, savings_ms_per_step=s.per_device.get((d.rank, d.device))) for d in report.devices
     )
     info = SavingsInfo(s.profiler_cost_us_per_event, s.cost_source)
-    return replace(report, devices=devices, savings=info)
+    advice = predict_advice(rp, report.advice, s.profiler_cost_us_per_event)
+    return replace(report, devices=devices, savings=info, advice=advice)
 
 
-__all__ = ["cause_savings", "with_savings", "Savings", "MAX_REPLAY_ERROR"]
+# The flags of `tracekit whatif` that advice uses (tracekit.analysis.advice), and which of them name host
+# events (their factors read the host events: the Replayer keeps those columns).
+HOST_FLAGS = ("--ops", "--cuda-graphs", "--pin-memory")
+
+
+def scenario_of(flags: Sequence[str]) -> Scenario:
+    """The scenario of an advice's `whatif` flags (as `tracekit whatif` parses them)."""
+    kw: dict[str, list[str]] = {"--set": [], "--kernels": [], "--ops": []}
+    workers: Optional[int] = None
+    graphs = pin = False
+    it = iter(flags)
+    for flag in it:
+        if flag in kw:
+            kw[flag].append(next(it))
+        elif flag == "--loader-workers":
+            workers = int(next(it))
+        elif flag == "--cuda-graphs":
+            graphs = True
+        elif flag == "--pin-memory":
+            pin = True
+        else:
+            raise ScenarioError(f"{flag}: not a what-if flag that advice uses")
+    return parse_scenario(
+        kw["--set"], kw["--kernels"], (), None, kw["--ops"], graphs, None, workers, pin_memory=pin
+    )
+
+
+def predict_advice(rp: Replayer, advice: Sequence[Any], cost_us: float) -> tuple:
+    """Each advice with its what-if flags replayed: the step saved per step, profiled (the unchanged
+    replay's step less the changed one's) and without the profiler (both with its cost `cost_us` removed;
+    a producer-paced input pipeline paces both, tracekit.whatif.loader); then ranked by the unprofiled
+    saving (advice that cannot be predicted after, by share). Each saving is a difference of two medians
+    of replayed steps that are never negative, so it never exceeds the step it is a saving of."""
+    if not any(a.whatif for a in advice):
+        return tuple(advice)
+    base_p = slowest_ms(rp.replayed.dur)
+    observed = slowest_ms(rp.observed.dur)
+    error = base_p / observed - 1 if observed else 0.0
+    un_base, _ = rp.unprofiled(IDENTITY, cost_us)
+    base_u = slowest_ms(un_base.dur)
+    out = []
+    for a in advice:
+        if not a.whatif:
+            out.append(a)
+            continue
+        if abs(error) > MAX_REPLAY_ERROR:
+            note = f"not predicted: the unchanged replay misses the observed step by {error:+.1%}"
+            out.append(replace(a, prediction_note=note))
+            continue
+        try:
+            scenario = scenario_of(a.whatif)
+            f = rp.check(scenario)
+            profiled = rp.step_ms(scenario, 0.0, f)
+            un, _ = rp.unprofiled(scenario, cost_us, f)
+        except ScenarioError as exc:
+            out.append(replace(a, prediction_note=f"not predicted: {exc}"))
+            continue
+        out.append(
+            replace(
+                a,
+                saved_ms={"profiled": base_p - profiled, "unprofiled": base_u - slowest_ms(un.dur)},
+                step_ms={"profiled": base_p, "unprofiled": base_u},
+            )
+        )
+    return tuple(rank_advice(out))
+
+
+def rank_advice(advice: Sequence[Any]) -> list:
+    """Predicted advice by unprofiled saving, largest first; then the rest by share (stable)."""
+    predicted = [a for a in advice if a.unprofiled_saved_ms is not None]
+    rest = [a for a in advice if a.unprofiled_saved_ms is None]
+    predicted.sort(key=lambda a: -a.unprofiled_saved_ms)
+    rest.sort(key=lambda a: -(a.share if a.share is not None else 0.0))
+    return predicted + rest
+
+
+__all__ = [
+    "cause_savings",
+    "with_savings",
+    "predict_advice",
+    "scenario_of",
+    "rank_advice",
+    "Savings",
+    "MAX_REPLAY_ERROR",
+]

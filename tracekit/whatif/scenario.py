@@ -49,6 +49,9 @@ class Scenario:
     # The interpreter cause's factor from the calibrations (tracekit.whatif.python.PythonModel.to_json):
     # `--python-from B`, or `--python-speedup S` translated into host time. It replaces the plain 1/S.
     python: Optional[Mapping[str, Any]] = None
+    # `--pin-memory`: the copies from pageable host memory made from pinned memory without blocking: their
+    # runtime calls return at once (tracekit.whatif.replay.pinned_factors)
+    pin_memory: bool = False
 
     @property
     def no_wait(self) -> bool:
@@ -72,6 +75,7 @@ class Scenario:
             and self.python_speedup in (None, 1.0)
             and not self.cuda_graphs
             and self.loader_workers is None
+            and not self.pin_memory
             and (self.python is None or float(self.python["interpreter_factor"]) == 1.0)
         )
 
@@ -85,6 +89,7 @@ class Scenario:
             "cuda_graphs": self.cuda_graphs,
             "graph_region": self.graph_region,
             "loader_workers": self.loader_workers,
+            "pin_memory": self.pin_memory,
         }
         if self.python is not None:
             doc["python"] = dict(self.python)
@@ -97,6 +102,8 @@ class Scenario:
         parts += [f"rank {k} host={v:g}" for k, v in self.rank_host.items()]
         if self.loader_workers is not None:
             parts.append(f"{self.loader_workers} DataLoader workers")
+        if self.pin_memory:
+            parts.append("pageable copies from pinned memory, not blocking the host")
         if self.python is not None:
             parts.append(str(self.python["text"]))
         elif self.python_speedup:
@@ -141,6 +148,7 @@ def parse_scenario(
     cuda_graphs: bool = False,
     graph_region: Optional[str] = None,
     loader_workers: Optional[int] = None,
+    pin_memory: bool = False,
 ) -> Scenario:
     """The scenario of the command-line flags (values as typed); `graph_region` implies `cuda_graphs`."""
     s: dict[str, float] = {}
@@ -188,6 +196,7 @@ def parse_scenario(
         cuda_graphs=graphs,
         graph_region=graph_region,
         loader_workers=loader_workers,
+        pin_memory=bool(pin_memory),
     )
 
 
