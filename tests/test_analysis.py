@@ -643,4 +643,6 @@ def test_multi_worker_dataloader_advice(tmp_path):
     r = run(tmp_path, t)
     assert r.dataloader.multi_worker is True
     (a,) = r.advice
-    assert a.kind == "dataloader_workers" and "num_workers" in a.message and "single-process" not in a.message
+    assert a.kind == "dataloader_workers" and "num_workers" in a.knob and "single-process" not in a.message
+    # the trace alone cannot say how many workers keep up: the prediction is the bound of no loading at all
+    assert a.whatif == ("--set", "dataloader=0") and a.bound and a.share == 0.8 and a.basis == "profiled"

@@ -78,6 +78,7 @@ def test_json_contract(tmp_path, capsys):
         "cuda_graphs": False,
         "graph_region": None,
         "loader_workers": None,
+        "pin_memory": False,
     }
     (d,) = doc["devices"]
     for key in (
@@ -132,7 +133,7 @@ def test_predicted_timeline_reads_back(tmp_path, capsys):
         (["--set", "interpreter"], "NAME=FACTOR"),
         (["--kernels", "nomatch=0.5"], "no device activity name matches"),
         (["--kernels", "(=0.5"], "not a regular expression"),
-        (["--ops", "aten::nothing=0"], "no framework op (cpu_op) name matches"),
+        (["--ops", "aten::nothing=0"], "no framework op (cpu_op) or record_function region matches"),
         (["--ops", "aten::item=-1"], "≥ 0"),
         (["--rank-host", "3=0.5"], "no rank 3"),
         (["--rank-host", "x=0.5"], "not a rank number"),

@@ -156,12 +156,12 @@ def loader_rule(ev: Evidence) -> list[Advice]:
             "them: it hides a burst, never a loader slower than the step"
         )
         if workers == 0:
-            n = max(1, math.ceil(wait / consumer))
+            n = max(1, math.ceil(wait / consumer - 1e-9))
             msg = "The steps wait for their batch, loaded in the training process: load it in DataLoader workers."
         elif workers is not None:
             # steady state: the pool makes a batch per step (period = step); to keep up with the consumer
             # it needs workers × step / consumer of them
-            n = max(workers + 1, math.ceil(workers * step / consumer))
+            n = max(workers + 1, math.ceil(workers * step / consumer - 1e-9))
             msg = "The steps wait for their batch: more DataLoader workers, or a cheaper __getitem__."
             if not cfg.get("persistent_workers"):
                 note += (
@@ -205,7 +205,7 @@ def loader_rule(ev: Evidence) -> list[Advice]:
         Advice(
             "dataloader_workers",
             msg,
-            f"dataloader idle {dl:.0%} of step time ({kind})",
+            f"the device idles while the host fetches the batch ({kind})",
             "dataloader",
             dl,
             "profiled",
@@ -360,7 +360,7 @@ def sync_rule(ev: Evidence) -> list[Advice]:
         Advice(
             "sync_drain",
             msg,
-            f"sync idle {sy:.0%} of step time; top source {top.idle_ms_per_step:.3f} ms/step over {top.gaps} gaps",
+            f"the device idles in host syncs; top source {top.idle_ms_per_step:.3f} ms/step over {top.gaps} gaps",
             "sync",
             sy,
             "profiled",
@@ -395,7 +395,7 @@ def graphs_rule(ev: Evidence) -> list[Advice]:
         Advice(
             "cuda_graphs",
             msg,
-            f"launch+framework+interpreter idle {hb:.0%} of step time; typical kernel {med_us:.1f} µs",
+            f"the device idles in launch, framework and interpreter time; typical kernel {med_us:.1f} µs",
             "launch",
             hb,
             "profiled",
@@ -514,7 +514,7 @@ def straggler_rule(ev: Evidence) -> list[Advice]:
                     "straggler",
                     f"Rank {rank} waits for rank {straggler} in collectives: balance its work "
                     "(data, compute, placement).",
-                    f"collective wait {frac:.0%} of step time on rank {rank} device {device}",
+                    f"collective wait on rank {rank} device {device}",
                     None,
                     frac,
                     "profiled",
@@ -556,7 +556,7 @@ def cpu_rule(ev: Evidence) -> list[Advice]:
             "interpreter",
             "The Python interpreter between framework calls dominates the step: batch small "
             "operations, or try torch.compile.",
-            f"host dispatch gaps {gaps / total:.0%} of step time",
+            "host dispatch gaps (Python between framework calls)",
             "interpreter",
             gaps / total,
             "profiled",

@@ -1,0 +1,230 @@
+"""The advice rules (tracekit.analysis.advice) on tiny synthetic traces with hand-computed answers, and
+their predicted savings (tracekit.whatif.savings) within the step they are savings of, on real captures.
+
+Each timeline is in µs; `analysis(t)` analyses it as `tracekit analyze` does, with the savings' replay.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+import tracekit as tk
+from tests.clirun import run_main
+from tests.tracebuilder import TraceBuilder
+from tracekit.analysis.advice import FP32_RE, LAYOUT_RE, PAGEABLE_RE, TF32_RE, advise, command
+from tracekit.analysis.model import Advice, Report
+from tracekit.errors import TracekitError
+from tracekit.whatif.savings import scenario_of
+
+H100 = [{"id": 0, "name": "NVIDIA H100 80GB HBM3", "computeMajor": 9, "computeMinor": 0}]
+V100 = [{"id": 0, "name": "Tesla V100-SXM2-16GB", "computeMajor": 7, "computeMinor": 0}]
+FP32_GEMM = "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize64x64x8_stage3_warpsize1x4x1_ffma_aligna4_execute"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def analysis(tmp_path: Path, t: TraceBuilder, name: str = "rank0.pt.trace.json") -> Report:
+    return tk.analyze(t.write(tmp_path / name)).report
+
+
+def one(report: Report, kind: str):
+    (a,) = [a for a in report.advice if a.kind == kind]
+    return a
+
+
+def device_bound(t: TraceBuilder, kernels: list[tuple[str, float]], start: float = 10.0) -> float:
+    """Launch every kernel in the first µs of the step, then run them back to back from `start` on
+    stream 7; returns the end of the last one."""
+    ts = start
+    for i, (name, dur) in enumerate(kernels):
+        t.launch(1 + i, 0.5, corr=100 + i)
+        t.kernel(name, ts, dur, corr=100 + i)
+        ts += dur
+    return ts
+
+
+# -- the kernel classes -------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("name", "fp32", "tf32"),
+    [
+        ("sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize64x64x8_stage3_warpsize1x4x1_ffma_aligna4", True, False),
+        ("void cutlass::Kernel2<cutlass_80_simt_sgemm_256x128_8x4_nt_align1>(...)", True, False),
+        ("void sgemm_largek_lds64<true, false, 5, 5, 4, 4, 4, 34>(float*, float const*)", True, False),
+        ("void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_128x128_16x3_nn_align4>(...)", False, True),
+        ("sm90_xmma_fprop_implicit_gemm_tf32f32_tf32f32_f32_nhwckrsc_nchw_tilesize128x128x32", False, True),
+        ("void cutlass::Kernel2<cutlass_75_tensorop_bf16_s1688gemm_bf16_128x128_tn_align1>(...)", False, False),
+        ("sm90_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc_tilesize128x128x64", False, False),
+        ("volta_h884gemm_64x64_ldg8_nn", False, False),
+        ("void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<float>>", False, False),
+        ("Memcpy HtoD (Pageable -> Device)", False, False),
+    ],
+)
+def test_precision_classes(name, fp32, tf32):
+    assert bool(re.search(FP32_RE, name)) is fp32 and bool(re.search(TF32_RE, name)) is tf32
+
+
+def test_pageable_and_layout_names():
+    assert re.search(PAGEABLE_RE, "Memcpy HtoD (Pageable -> Device)")
+    assert re.search(PAGEABLE_RE, "Memcpy DtoH (Device -> Pageable)")
+    assert not re.search(PAGEABLE_RE, "Memcpy HtoD (Pinned -> Device)")
+    assert re.search(LAYOUT_RE, "void cudnn::ops::nchwToNhwcKernel<float, float, float, false, true>(...)")
+
+
+# -- rules with hand-computed evidence and predictions --------------------------------------------------------
+def test_layout_conversions_on_a_device_bound_step(tmp_path):
+    # GIVEN a step whose host launches five kernels at once (host window [0, 20)) and whose device runs
+    #       them back to back from 10 µs: conv 30, nchwToNhwc 10, conv 30, nhwcToNchw 10, conv 10 → 100 µs
+    t = TraceBuilder(device_properties=H100)
+    t.step(1, 0, 20)
+    end = device_bound(
+        t,
+        [("conv_a", 30), ("cudnn::ops::nchwToNhwcKernel", 10), ("conv_b", 30), ("nhwcToNchwKernel", 10), ("c", 10)],
+    )
+    assert end == 100
+    r = analysis(tmp_path, t)
+    a = one(r, "layout")
+    # THEN the evidence: 2 conversions, 20 µs of the 100 µs step (the step ends with its device work)
+    assert a.share == pytest.approx(0.2) and a.basis == "profiled"
+    assert "2 layout conversions" in a.evidence and "0.020 ms/step" in a.evidence
+    assert "channels_last" in a.knob and a.whatif == ("--kernels", f"{LAYOUT_RE}=0")
+    # AND removing them saves their 20 µs: the device was the step
+    assert a.saved_ms["profiled"] == pytest.approx(0.020, abs=1e-6)
+    assert a.step_ms["profiled"] == pytest.approx(0.100, abs=1e-6)
+
+
+def test_precision_on_a_tensor_core_gpu_only(tmp_path):
+    # GIVEN one fp32 (FFMA) GEMM of 80 µs in a 100 µs device-bound step
+    for props, fires in ((H100, True), (V100, False)):
+        t = TraceBuilder(device_properties=props)
+        t.step(1, 0, 5)
+        device_bound(t, [(FP32_GEMM, 80), ("relu", 10)])
+        r = analysis(tmp_path, t, f"{props[0]['computeMajor']}.pt.trace.json")
+        kinds = [a.kind for a in r.advice]
+        # THEN on an H100 the bf16 and TF32 rules fire; on a V100 (no bf16 tensor cores) neither
+        assert ("precision" in kinds and "tf32" in kinds) is fires and ("precision" in kinds) is fires
+    bf16, tf32 = one(r_h100 := analysis(tmp_path, _fp32_step()), "precision"), one(r_h100, "tf32")
+    assert bf16.share == pytest.approx(0.8)
+    # AND the prediction: the GEMM takes 80 × 0.068 = 5.44 µs in bf16, 80 × 0.135 = 10.8 µs in TF32
+    assert bf16.saved_ms["profiled"] == pytest.approx(0.080 - 0.00544, abs=1e-5)
+    assert tf32.saved_ms["profiled"] == pytest.approx(0.080 - 0.0108, abs=1e-5)
+
+
+def _fp32_step() -> TraceBuilder:
+    t = TraceBuilder(device_properties=H100)
+    t.step(1, 0, 5)
+    device_bound(t, [(FP32_GEMM, 80), ("relu", 10)])
+    return t
+
+
+def test_zero_grad_and_the_optimizer_loop_on_a_host_bound_step(tmp_path):
+    # GIVEN a host-bound step [0, 100): forward 0-40, Optimizer.step#SGD.step 40-80 with per-parameter
+    #       ops (no foreach), Optimizer.zero_grad#SGD.zero_grad 80-100 holding two aten::zero_ with a fill
+    #       each; every kernel is 1 µs, run as soon as it is launched
+    t = TraceBuilder(device_properties=H100)
+    t.step(1, 0, 100)
+    corr = iter(range(1, 100))
+
+    def op_with_kernel(name: str, ts: float, dur: float) -> None:
+        t.op(name, ts, dur)
+        c = next(corr)
+        t.launch(ts + 1, 1, corr=c)
+        t.kernel(f"{name}_kernel", ts + 3, 1, corr=c)
+
+    op_with_kernel("aten::linear", 0, 40)
+    t.annotation("Optimizer.step#SGD.step", 40, 40)
+    op_with_kernel("aten::add_", 41, 19)
+    op_with_kernel("aten::add_", 60, 19)
+    t.annotation("Optimizer.zero_grad#SGD.zero_grad", 80, 20)
+    op_with_kernel("aten::zero_", 81, 9)
+    op_with_kernel("aten::zero_", 90, 9)
+    r = analysis(tmp_path, t)
+    zg, opt = one(r, "zero_grad"), one(r, "optimizer_loop")
+    # THEN zero_grad's region is 20 µs of the 100 µs step, the optimizer's 40 µs
+    assert zg.share == pytest.approx(0.2) and opt.share == pytest.approx(0.4)
+    assert "2 zero_ calls per step" in zg.evidence and "set_to_none=True" in zg.knob
+    assert opt.knob == "torch.optim.SGD(..., fused=True)" and opt.bound
+    # AND removing zero_grad's region (its host time and its fills) saves its 20 µs of the host-bound step
+    #     but for the launch latency its fills keep (a removed kernel still starts after its launch: the
+    #     step then ends ~2 µs after the last host event); the optimizer's bound is its 40 µs, the same way
+    assert 0.017 <= zg.saved_ms["profiled"] <= 0.020 + 1e-9
+    assert 0.037 <= opt.saved_ms["profiled"] <= 0.040 + 1e-9
+    # AND with a foreach op in the step there is no per-parameter advice
+    t.op("aten::_foreach_add_", 99, 0.5)
+    assert "optimizer_loop" not in [a.kind for a in analysis(tmp_path, t, "b.pt.trace.json").advice]
+
+
+def test_pageable_copies_block_the_host(tmp_path):
+    # GIVEN two steps of 100 µs, each: a pageable copy whose call blocks the host 0-30 (the copy 5-28 on
+    #       the device), then a launch at 30 of a 60 µs kernel that runs 40-100
+    t = TraceBuilder(device_properties=H100)
+    for n, base in ((1, 0), (2, 100)):
+        t.step(n, base, base + 100)
+        t.op("aten::copy_", base, 30)
+        t.runtime("cudaMemcpyAsync", base + 1, 28, corr=10 + n)
+        t.memcpy(base + 5, 23, corr=10 + n, nbytes=4 << 20)
+        t.launch(base + 31, 2, corr=20 + n)
+        t.kernel("k", base + 40, 60, corr=20 + n)
+    r = analysis(tmp_path, t)
+    a = one(r, "pageable_copy")
+    # THEN the host blocked 28 µs per 100 µs step in the copies' calls
+    assert a.share == pytest.approx(0.28) and "1 pageable copies per step" in a.evidence
+    assert a.whatif == ("--pin-memory",) and "pin_memory=True" in a.knob
+    # AND the prediction: the calls return at once, so the kernel's launch no longer waits for them:
+    #     a saving, never more than the step
+    assert 0 < a.saved_ms["profiled"] <= a.step_ms["profiled"]
+
+
+def test_shares_are_of_their_own_step_and_savings_within_it(tmp_path):
+    """The 115 % share: the seed's dataloader_train trace, whose profiled step (3.98 ms) is longer than its
+    unprofiled one (2.96 ms), had its profiled host-bound share moved onto the unprofiled step."""
+    r = tk.analyze(ROOT / "fixtures/h200/dataloader_train").report
+    assert r.advice
+    for a in r.advice:
+        assert 0.0 <= a.share <= 1.0, a
+        for basis in ("profiled", "unprofiled"):
+            if a.saved_ms and a.saved_ms.get(basis) is not None:
+                assert a.saved_ms[basis] <= a.step_ms[basis], a
+
+
+def test_the_article_trace_gets_the_precision_rule_with_a_prediction():
+    # The seed article's MLP on an H200 (fp32 GEMMs on the CUDA cores): precision and TF32 advice, each
+    # with a replayed saving below its step, ranked by the unprofiled saving
+    r = tk.analyze(ROOT / "fixtures/h200/heavy_mlp").report
+    kinds = [a.kind for a in r.advice]
+    assert {"precision", "tf32"} <= set(kinds)
+    saved = [a.unprofiled_saved_ms for a in r.advice if a.unprofiled_saved_ms is not None]
+    assert saved == sorted(saved, reverse=True) and all(s > 0 for s in saved)
+    doc = json.loads(json.dumps(r.to_json()))
+    back = Report.from_json(doc)
+    assert back.advice == r.advice
+
+
+def test_strict_false_fires_every_rule_with_evidence(tmp_path):
+    # GIVEN a layout conversion of 1 µs in a 100 µs step (1 %, under the 2 % threshold)
+    t = TraceBuilder(device_properties=H100)
+    t.step(1, 0, 20)
+    device_bound(t, [("conv", 89), ("nchwToNhwcKernel", 1)])
+    r = analysis(tmp_path, t)
+    assert "layout" not in [a.kind for a in r.advice]
+    assert "layout" in [a.kind for a in advise(r, strict=False)]
+
+
+def test_the_command_and_the_flags_round_trip():
+    a = Advice("k", "m", "e", whatif=("--kernels", "a|b=0", "--pin-memory"))
+    assert command(a, "runs/x.parquet") == "tracekit whatif runs/x.parquet --kernels 'a|b=0' --pin-memory"
+    s = scenario_of(a.whatif)
+    assert dict(s.kernels) == {"a|b": 0.0} and s.pin_memory
+    with pytest.raises(TracekitError):
+        scenario_of(("--bogus",))
+
+
+def test_pin_memory_without_pageable_copies_is_one_line(tmp_path, capsys):
+    t = TraceBuilder()
+    t.step(1, 0, 100)
+    t.launch(1, 2, corr=1)
+    t.kernel("k", 10, 50, corr=1)
+    code, _, err = run_main(["whatif", str(t.write(tmp_path / "rank0.pt.trace.json")), "--pin-memory"], capsys)
+    assert code == 2 and "no copy from pageable memory" in err and len(err.strip().splitlines()) == 1
