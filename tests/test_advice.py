@@ -50,12 +50,20 @@ def device_bound(t: TraceBuilder, kernels: list[tuple[str, float]], start: float
 @pytest.mark.parametrize(
     ("name", "fp32", "tf32"),
     [
-        ("sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize64x64x8_stage3_warpsize1x4x1_ffma_aligna4", True, False),
+        (
+            "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize64x64x8_stage3_warpsize1x4x1_ffma_aligna4",
+            True,
+            False,
+        ),
         ("void cutlass::Kernel2<cutlass_80_simt_sgemm_256x128_8x4_nt_align1>(...)", True, False),
         ("void sgemm_largek_lds64<true, false, 5, 5, 4, 4, 4, 34>(float*, float const*)", True, False),
         ("void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_128x128_16x3_nn_align4>(...)", False, True),
         ("sm90_xmma_fprop_implicit_gemm_tf32f32_tf32f32_f32_nhwckrsc_nchw_tilesize128x128x32", False, True),
-        ("void cutlass::Kernel2<cutlass_75_tensorop_bf16_s1688gemm_bf16_128x128_tn_align1>(...)", False, False),
+        (
+            "void cutlass::Kernel2<cutlass_75_tensorop_bf16_s1688gemm_bf16_128x128_tn_align1>(...)",
+            False,
+            False,
+        ),
         ("sm90_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc_tilesize128x128x64", False, False),
         ("volta_h884gemm_64x64_ldg8_nn", False, False),
         ("void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<float>>", False, False),
@@ -73,7 +81,7 @@ def test_pageable_and_layout_names():
     assert re.search(LAYOUT_RE, "void cudnn::ops::nchwToNhwcKernel<float, float, float, false, true>(...)")
 
 
-# -- rules with hand-computed evidence and predictions --------------------------------------------------------
+# -- rules with hand-computed evidence and predictions ---------------------------------------------------
 def test_layout_conversions_on_a_device_bound_step(tmp_path):
     # GIVEN a step whose host launches five kernels at once (host window [0, 20)) and whose device runs
     #       them back to back from 10 µs: conv 30, nchwToNhwc 10, conv 30, nhwcToNchw 10, conv 10 → 100 µs
@@ -81,7 +89,13 @@ def test_layout_conversions_on_a_device_bound_step(tmp_path):
     t.step(1, 0, 20)
     end = device_bound(
         t,
-        [("conv_a", 30), ("cudnn::ops::nchwToNhwcKernel", 10), ("conv_b", 30), ("nhwcToNchwKernel", 10), ("c", 10)],
+        [
+            ("conv_a", 30),
+            ("cudnn::ops::nchwToNhwcKernel", 10),
+            ("conv_b", 30),
+            ("nhwcToNchwKernel", 10),
+            ("c", 10),
+        ],
     )
     assert end == 100
     r = analysis(tmp_path, t)
@@ -226,5 +240,7 @@ def test_pin_memory_without_pageable_copies_is_one_line(tmp_path, capsys):
     t.step(1, 0, 100)
     t.launch(1, 2, corr=1)
     t.kernel("k", 10, 50, corr=1)
-    code, _, err = run_main(["whatif", str(t.write(tmp_path / "rank0.pt.trace.json")), "--pin-memory"], capsys)
+    code, _, err = run_main(
+        ["whatif", str(t.write(tmp_path / "rank0.pt.trace.json")), "--pin-memory"], capsys
+    )
     assert code == 2 and "no copy from pageable memory" in err and len(err.strip().splitlines()) == 1

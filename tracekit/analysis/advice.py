@@ -63,7 +63,9 @@ BF16_OVER_FP32 = 0.068
 TF32_OVER_FP32 = 0.135  # TF32 494.7 over FP32 66.9 (docs/results/whatif.md's tf32 pair: within 0.07)
 # Devices with bf16 tensor cores: compute capability 8.0 and later (Ampere, Ada, Hopper, Blackwell).
 BF16_MIN_CAPABILITY = 8.0
-_BF16_NAMES = re.compile(r"\b(A100|A10|A30|A40|A800|H100|H200|H800|H20|L4|L40|B100|B200|GB200|RTX (30|40|50)\d\d)")
+_BF16_NAMES = re.compile(
+    r"\b(A100|A10|A30|A40|A800|H100|H200|H800|H20|L4|L40|B100|B200|GB200|RTX (30|40|50)\d\d)"
+)
 
 ZERO_GRAD_REGION = r"^Optimizer\.zero_grad#"
 OPTIMIZER_STEP_REGION = r"^Optimizer\.step#(\w+)\.step"
@@ -105,7 +107,9 @@ class Evidence:
         return share > 0 and (not self.strict or share >= threshold)
 
 
-def advise(report: Report, kernels: Optional[Iterable[KernelStat]] = None, strict: bool = True) -> list[Advice]:
+def advise(
+    report: Report, kernels: Optional[Iterable[KernelStat]] = None, strict: bool = True
+) -> list[Advice]:
     """The advice that fires, largest share first (the whatif stage re-ranks it by predicted saving).
     `kernels`: every kernel name's statistics (default: the report's top ones); `strict=False`: every
     rule with any evidence, whatever its threshold."""
@@ -125,8 +129,6 @@ def _fraction(report: Report, causes: tuple[str, ...]) -> float:
     return idle / total if total else 0.0
 
 
-
-
 # -- the input pipeline -----------------------------------------------------------------------------------
 def loader_rule(ev: Evidence) -> list[Advice]:
     """The loader stalls: by the unprofiled steps' measured waits where the capture timed them (the
@@ -138,7 +140,9 @@ def loader_rule(ev: Evidence) -> list[Advice]:
         cfg = ip.loader or {}
         workers = cfg.get("num_workers") if cfg.get("dataloader") else None
         setting = (
-            f" ({workers} workers, prefetch_factor {cfg.get('prefetch_factor')})" if workers is not None else ""
+            f" ({workers} workers, prefetch_factor {cfg.get('prefetch_factor')})"
+            if workers is not None
+            else ""
         )
         evidence = (
             f"without the profiler the steps wait {ip.unprofiled_wait_mean_ms:.3g} ms of "
@@ -148,16 +152,16 @@ def loader_rule(ev: Evidence) -> list[Advice]:
             evidence += f"; the profiled window shows {ip.profiled_wait_share:.0%}"
         step, wait = ip.unprofiled_step_mean_ms, ip.unprofiled_wait_mean_ms
         consumer = max(step - wait, 1e-9)
-        cpus = ((report.capture.get("host") or {}) if isinstance(report.capture.get("host"), dict) else {}).get(
-            "cpu_count"
-        )
+        cpus = (
+            (report.capture.get("host") or {}) if isinstance(report.capture.get("host"), dict) else {}
+        ).get("cpu_count")
         note = (
             "prefetch_factor changes how many batches wait in the queue, not how fast the workers make "
             "them: it hides a burst, never a loader slower than the step"
         )
         if workers == 0:
             n = max(1, math.ceil(wait / consumer - 1e-9))
-            msg = "The steps wait for their batch, loaded in the training process: load it in DataLoader workers."
+            msg = "The steps wait for their batch, loaded in the training process: load it in workers."
         elif workers is not None:
             # steady state: the pool makes a batch per step (period = step); to keep up with the consumer
             # it needs workers × step / consumer of them
@@ -235,7 +239,7 @@ def pageable_rule(ev: Evidence) -> list[Advice]:
             "launch",
             share,
             "profiled",
-            knob="DataLoader(..., pin_memory=True) (or tensor.pin_memory()) and .to(device, non_blocking=True)",
+            knob="DataLoader(..., pin_memory=True) (or tensor.pin_memory()); .to(device, non_blocking=True)",
             whatif=("--pin-memory",),
             prediction_note="the copies' device time is kept: a copy from pinned memory is also faster, "
             "which the trace cannot say (no pinned copy's bandwidth in it): a lower bound",
@@ -347,7 +351,9 @@ def sync_rule(ev: Evidence) -> list[Advice]:
     if top.function and top.source:
         where = f"{top.source} ({top.function})"
     if top.op in SYNC_ITEM_OPS:
-        msg = f"A host read of a device value (.item()) at {where} drains the GPU queue: remove it or defer it."
+        msg = (
+            f"A host read of a device value (.item()) at {where} drains the GPU queue: remove it or defer it."
+        )
         knob = f"remove the .item() at {where}, or read the value every N steps"
         flags: tuple[str, ...] = ("--ops", "^aten::(item|_local_scalar_dense)$=0")
         note = "every .item() in the steps removed (the trace names ops, not lines)"
@@ -360,7 +366,7 @@ def sync_rule(ev: Evidence) -> list[Advice]:
         Advice(
             "sync_drain",
             msg,
-            f"the device idles in host syncs; top source {top.idle_ms_per_step:.3f} ms/step over {top.gaps} gaps",
+            f"the device idles in host syncs; top source {top.idle_ms_per_step:.3f} ms/step, {top.gaps} gaps",
             "sync",
             sy,
             "profiled",
@@ -390,7 +396,9 @@ def graphs_rule(ev: Evidence) -> list[Advice]:
         knob = "torch.compile(model, mode='reduce-overhead')"
     else:
         msg = "Many tiny kernels and the host cannot keep up: capture the step as a CUDA graph."
-        knob = "torch.cuda.CUDAGraph() around the whole step (static inputs), or torch.compile(mode='reduce-overhead')"
+        knob = (
+            "torch.cuda.graph() around the whole step (static inputs); torch.compile(mode='reduce-overhead')"
+        )
     return [
         Advice(
             "cuda_graphs",
@@ -505,7 +513,10 @@ def straggler_rule(ev: Evidence) -> list[Advice]:
         if total and ev.fires(wait / total, COLLECTIVE_MIN_FRACTION) and d.straggler_rank is not None:
             waiting.setdefault(d.straggler_rank, []).append((wait / total, d.rank, d.device))
     out = []
-    note = "not predicted here: what balancing saves depends on what makes the rank slow; `tracekit whatif --rank-host R=F` replays that rank's host F times as long"
+    note = (
+        "not predicted here: what balancing saves depends on what makes the rank slow; "
+        "`tracekit whatif --rank-host R=F` replays that rank's host F times as long"
+    )
     for straggler, devs in sorted(waiting.items(), key=lambda kv: (-len(kv[1]), kv[0])):
         if len(devs) == 1:
             frac, rank, device = devs[0]
@@ -599,7 +610,9 @@ def command(advice: Advice, capture: Any = "CAPTURE") -> Optional[str]:
 
     if not advice.whatif:
         return None
-    return " ".join(["tracekit", "whatif", shlex.quote(str(capture)), *(shlex.quote(f) for f in advice.whatif)])
+    return " ".join(
+        ["tracekit", "whatif", shlex.quote(str(capture)), *(shlex.quote(f) for f in advice.whatif)]
+    )
 
 
 __all__ = ["advise", "command", "RULES", "Evidence"]

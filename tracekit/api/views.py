@@ -12,8 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence, Union
 
+import numpy as np
 import pandas as pd
 
+from tracekit.analysis.advice import command as advice_command
 from tracekit.analysis.model import CAUSES, HOST_STATES, Report
 from tracekit.data.files import Location
 from tracekit.data.store import Capture
@@ -151,6 +153,49 @@ class Analysis:
         ]
         return pd.DataFrame(rows, columns=["source", "function", "op", "call", "idle_ms_per_step", "gaps"])
 
+    def advice(self) -> pd.DataFrame:
+        """The advice, largest predicted saving first: the rule, the knob, the share of its step (`basis`),
+        the step time the replay predicts saved per step, unprofiled and profiled (NaN: not predicted or
+        not computed; `bound`: an upper bound), the steps they are savings of, and the `tracekit whatif`
+        command that reproduces the prediction."""
+        cols = [
+            "kind",
+            "knob",
+            "share",
+            "basis",
+            "saved_unprofiled_ms",
+            "step_unprofiled_ms",
+            "saved_profiled_ms",
+            "step_profiled_ms",
+            "bound",
+            "command",
+            "message",
+            "evidence",
+            "note",
+        ]
+        where = self.report.capture.get("path") or "CAPTURE"
+        rows = []
+        for a in self.report.advice:
+            saved, step = a.saved_ms or {}, a.step_ms or {}
+            rows.append(
+                {
+                    "kind": a.kind,
+                    "knob": a.knob,
+                    "share": a.share,
+                    "basis": a.basis,
+                    "saved_unprofiled_ms": saved.get("unprofiled", np.nan),
+                    "step_unprofiled_ms": step.get("unprofiled", np.nan),
+                    "saved_profiled_ms": saved.get("profiled", np.nan),
+                    "step_profiled_ms": step.get("profiled", np.nan),
+                    "bound": a.bound,
+                    "command": advice_command(a, where),
+                    "message": a.message,
+                    "evidence": a.evidence,
+                    "note": a.prediction_note,
+                }
+            )
+        return pd.DataFrame(rows, columns=cols)
+
     def op_stats(self) -> pd.DataFrame:
         """Framework ops: calls and CPU µs per call and ms per step."""
         rows = []
@@ -212,7 +257,9 @@ class Analysis:
             )
             causes = causes.reset_index()
         notes = [a.message for a in self.report.advice]
-        return _html(title, [("ms per step", causes), ("sync sources", self.sync_sources())], notes)
+        adv = self.advice()[["kind", "knob", "saved_unprofiled_ms", "step_unprofiled_ms", "command"]]
+        tables = [("ms per step", causes), ("sync sources", self.sync_sources()), ("advice", adv)]
+        return _html(title, tables, notes)
 
     def __repr__(self) -> str:
         return self.text()

@@ -13,11 +13,11 @@ from typing import Any, Iterator, Optional
 
 import numpy as np
 
+from tracekit.analysis.advice import PAGEABLE_RE
 from tracekit.analysis.events import STATE_NAMES
 from tracekit.analysis.steps import Work, assign_work
 from tracekit.analysis.steps import bounds as step_bounds
 from tracekit.data import schema as S
-from tracekit.analysis.advice import PAGEABLE_RE
 from tracekit.whatif.graph import DROPPED, Graph
 from tracekit.whatif.loops import HOST_CLASS, WAIT_CLASS, ReplayGraph, longest_paths
 from tracekit.whatif.scenario import Scenario, ScenarioError
