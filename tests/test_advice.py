@@ -244,3 +244,22 @@ def test_pin_memory_without_pageable_copies_is_one_line(tmp_path, capsys):
         ["whatif", str(t.write(tmp_path / "rank0.pt.trace.json")), "--pin-memory"], capsys
     )
     assert code == 2 and "no copy from pageable memory" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_pinned_copy_takes_its_size_at_the_pinned_bandwidth(tmp_path):
+    # GIVEN a step: a 55 MB pageable copy that takes 5000 µs on the device (11 GB/s), 2-5002, its call
+    #       blocking the host 0-5003; then the launch of a 1000 µs kernel that runs 5010-6010
+    t = TraceBuilder(device_properties=H100)
+    t.step(1, 0, 5010)
+    t.runtime("cudaMemcpyAsync", 0, 5003, corr=1)
+    t.memcpy(2, 5000, corr=1, nbytes=55_000_000)
+    t.launch(5004, 1, corr=2)
+    t.kernel("k", 5010, 1000, corr=2)
+    r = analysis(tmp_path, t)
+    a = one(r, "pageable_copy")
+    assert a.share == pytest.approx(5003 / 6010)
+    # THEN from pinned memory the call returns at once and the copy takes 1 µs + 55e6 B / 55 GB/s =
+    #      1001 µs: the kernel follows it on the stream, 3999 µs earlier (give or take the µs of launch
+    #      latency the replay keeps)
+    assert a.saved_ms["profiled"] == pytest.approx(3.999, abs=0.01)
+    assert a.step_ms["profiled"] == pytest.approx(6.010, abs=1e-6)

@@ -63,7 +63,7 @@ class Frames:
     """The frames of one capture. Times are int64 ns; `end` = ts + dur."""
 
     host: pd.DataFrame  # rank, pid, tid, ts, end, state, cat, name, correlation, external_id, py_*
-    device: pd.DataFrame  # rank, device, stream, ts, end, cat, name, correlation, nccl
+    device: pd.DataFrame  # rank, device, stream, ts, end, cat, name, correlation, nccl, bytes
     steps: pd.DataFrame  # rank, step, pid, tid, ts, end (disjoint per rank, sorted), cycle (steps.cycles)
     launches: pd.DataFrame  # rank, correlation, pid, tid, ts, end, row, graph (one per correlation)
     has_device: bool
@@ -85,6 +85,7 @@ FRAME_COLUMNS = (
     "stream",
     "correlation",
     "step",
+    "bytes",
 )
 # The host events' categories (`_host_frame`); device activities are S.DEVICE_ACTIVITY_CATS.
 _HOST_CATS = (S.CAT_CPU_OP, S.CAT_RUNTIME, S.CAT_DRIVER, S.CAT_USER_ANNOTATION, S.CAT_PYTHON_FUNCTION)
@@ -148,7 +149,11 @@ def load_frames(
     if release is not None:
         release()
     row, ccodes, ccats = _framed(t)
-    columns = {name: t[name] for name in _Cols.READ}
+    # a table without `bytes` (built by hand, or by another tool) has no copy sizes: all null
+    columns = {
+        name: t[name] if name in t.column_names else pa.chunked_array([pa.nulls(t.num_rows, pa.int64())])
+        for name in _Cols.READ
+    }
     del t  # each column goes once its framed rows are converted (when the caller let the table go)
     cols = _Cols.of(columns, row, ccodes, ccats)
     if release is not None:
@@ -204,9 +209,10 @@ class _Cols:
     correlation: np.ndarray
     device: np.ndarray
     stream: np.ndarray
+    nbytes: np.ndarray  # bytes a copy or memset moved (NaN for the rest)
 
     # the table columns `of` reads at the framed rows
-    READ = ("name", "ts_ns", "dur_ns", "rank", "pid", "tid", "correlation", "device", "stream")
+    READ = ("name", "ts_ns", "dur_ns", "rank", "pid", "tid", "correlation", "device", "stream", "bytes")
 
     @classmethod
     def of(cls, columns: dict, row: np.ndarray, ccodes: np.ndarray, ccats: np.ndarray) -> _Cols:
@@ -247,6 +253,7 @@ class _Cols:
             correlation=take("correlation", _floats),
             device=take("device", _floats),
             stream=take("stream", _floats),
+            nbytes=take("bytes", _floats),
         )
 
 
@@ -264,6 +271,7 @@ def _device_frame(c: _Cols) -> pd.DataFrame:
             "device": np.where(np.isnan(device), c.pid[di], np.nan_to_num(device)).astype(np.int64),
             "stream": np.where(np.isnan(stream), c.tid[di], np.nan_to_num(stream)).astype(np.int64),
             "nccl": _classify(c.ncodes, c.ncats, NCCL_RE.search)[di],
+            "bytes": c.nbytes[di],
             "row": c.row[di],  # index in the capture table
         },
         copy=False,  # (see _host_frame)

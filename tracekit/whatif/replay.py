@@ -18,7 +18,7 @@ from tracekit.analysis.events import STATE_NAMES
 from tracekit.analysis.steps import Work, assign_work
 from tracekit.analysis.steps import bounds as step_bounds
 from tracekit.data import schema as S
-from tracekit.whatif.graph import DROPPED, Graph
+from tracekit.whatif.graph import DROPPED, LAUNCH_EDGE, Graph
 from tracekit.whatif.loops import HOST_CLASS, WAIT_CLASS, ReplayGraph, longest_paths
 from tracekit.whatif.scenario import Scenario, ScenarioError
 
@@ -84,12 +84,25 @@ def op_factors(g: Graph, host, ops: dict) -> tuple[np.ndarray, np.ndarray]:
     return edge_f, act_f
 
 
-def pinned_factors(g: Graph, host) -> np.ndarray:
-    """`--pin-memory`: per edge, 0 for the host segments inside the runtime calls that launched a copy
-    from pageable memory (a pageable copy's call waits for its stream, then stages the data: the host
-    blocks; from pinned memory with non_blocking=True it returns at once). The copies keep their device
-    time. A capture without such a copy is a mistake (ScenarioError)."""
+# A copy from pinned memory: COPY_LATENCY_NS + bytes / PINNED_GBPS (the median of pinned host-to-device
+# copies of >= 1 MiB, and of every copy under 4 KiB, on the H200 captures in fixtures/:
+# `python benchmarks/copy_bandwidth.py fixtures/h200*/*`, benchmarks/RESULTS.md).
+PINNED_GBPS = 55.0
+COPY_LATENCY_NS = 1_000
+
+
+def pinned_factors(g: Graph, host) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`--pin-memory`: (per edge factors, per device activity factors, per edge ns added to the weight).
+    The host segments inside the runtime calls that launched a copy from pageable memory take 0 (such a
+    call waits for its stream, then stages the data: the host blocks; from pinned memory with
+    non_blocking=True it returns at once). Each such copy takes what a pinned copy of its size takes
+    (COPY_LATENCY_NS + bytes / PINNED_GBPS, never longer than it took; its observed time where the trace
+    has no size), and starts as far after its call's start as it did: the copy started inside the
+    blocking call, so its launch edge (from the call's end) had a negative lag that the call's own length
+    would otherwise carry into the changed replay. A capture without such a copy is a mistake
+    (ScenarioError)."""
     edge_f = np.ones(g.src.size, np.float64)
+    act_f = np.ones(len(g.device), np.float64)
     names = g.device["name"].astype(str)
     pageable = names.str.contains(PAGEABLE_RE, regex=True).to_numpy()
     launch = g.device["launch_node"].to_numpy(np.int64)
@@ -102,7 +115,22 @@ def pinned_factors(g: Graph, host) -> np.ndarray:
     is_call = host["cat"].isin((S.CAT_RUNTIME, S.CAT_DRIVER)).to_numpy()
     m = is_call & np.isin(g.host_end_node, ends)
     edge_f[(g.ecls == HOST_CLASS) & _covered(g, m)[g.src]] = 0.0
-    return edge_f
+    # the launch edges of the pageable copies: from the call's end, now at its start
+    call_start = dict(zip(g.host_end_node[m].tolist(), g.host_start_node[m].tolist()))
+    starts = g.device_base + 2 * np.flatnonzero(pageable & (launch >= 0))
+    lau = np.flatnonzero((g.kind == LAUNCH_EDGE) & np.isin(g.dst, starts))
+    add = np.zeros(g.src.size, np.int64)
+    for e in lau.tolist():
+        s = call_start.get(int(g.src[e]))
+        if s is not None:
+            add[e] = int(g.obs[g.src[e]] - g.obs[s])
+    if "bytes" in g.device:
+        nbytes = g.device["bytes"].to_numpy(np.float64)
+        dur = (g.device["end"] - g.device["ts"]).to_numpy(np.float64)
+        pinned = COPY_LATENCY_NS + nbytes / PINNED_GBPS  # bytes / (GB/s) = ns
+        ok = pageable & ~np.isnan(nbytes) & (dur > 0)
+        act_f[ok] = np.minimum(pinned[ok] / dur[ok], 1.0)
+    return edge_f, act_f, add
 
 
 @dataclass(frozen=True)
@@ -127,14 +155,19 @@ def factors(g: Graph, host, scenario: Scenario) -> Factors:
     if scenario.ops:
         edge, op_act = op_factors(g, host, dict(scenario.ops))
         act = act * op_act
+    w_add = None
     if scenario.pin_memory:
-        pin = pinned_factors(g, host)
+        pin, pin_act, w_add = pinned_factors(g, host)
         edge = pin if not edge.size else edge * pin
+        act = act * pin_act
     if not scenario.cuda_graphs:
-        return Factors(act, edge)
+        return Factors(act, edge, w=None if w_add is None else g.w + w_add)
     regions = graph_regions(g, host, scenario.graph_region)
     edge = regions.edge_f if not edge.size else edge * regions.edge_f
-    return Factors(act, edge, regions.edge_add, regions.w, regions)
+    w = regions.w
+    if w_add is not None:
+        w = (g.w if w is None else w) + w_add
+    return Factors(act, edge, regions.edge_add, w, regions)
 
 
 @dataclass(frozen=True)
