@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import json
 import re
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import tracekit as tk
 from tests.clirun import run_main
@@ -263,3 +266,38 @@ def test_a_pinned_copy_takes_its_size_at_the_pinned_bandwidth(tmp_path):
     #      latency the replay keeps)
     assert a.saved_ms["profiled"] == pytest.approx(3.999, abs=0.01)
     assert a.step_ms["profiled"] == pytest.approx(6.010, abs=1e-6)
+
+
+KINDS = ("conv", "nchwToNhwcKernel", FP32_GEMM, "Memcpy HtoD (Pageable -> Device)")
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(KINDS), st.integers(1, 40), st.integers(0, 30), st.integers(1, 30)),
+        min_size=1,
+        max_size=8,
+    ),
+    st.integers(1, 3),
+)
+def test_random_timelines_keep_shares_and_savings_within_their_steps(kernels, steps):
+    """Every advice on random steps: a share within 0-1 of its step, savings never above theirs."""
+    t = TraceBuilder(device_properties=H100)
+    corr = 0
+    for n in range(steps):
+        base = n * 400
+        t.step(n + 1, base, base + 200)
+        ts = base + 5
+        for name, dur, gap, host in kernels:
+            corr += 1
+            call = "cudaMemcpyAsync" if name.startswith("Memcpy") else "cudaLaunchKernel"
+            t.runtime(call, ts - 3, host if call == "cudaMemcpyAsync" else 2, corr=corr)
+            t.kernel(name, ts, dur, corr=corr, cat="gpu_memcpy" if name.startswith("Memcpy") else "kernel")
+            ts += dur + gap
+    with tempfile.TemporaryDirectory() as tmp:
+        r = analysis(Path(tmp), t)
+    for a in list(r.advice) + advise(r, strict=False):
+        assert 0.0 <= a.share <= 1.0
+        for basis, saved in (a.saved_ms or {}).items():
+            if saved is not None:
+                assert saved <= a.step_ms[basis] + 1e-9 and a.step_ms[basis] > 0
