@@ -301,3 +301,31 @@ def test_random_timelines_keep_shares_and_savings_within_their_steps(kernels, st
         for basis, saved in (a.saved_ms or {}).items():
             if saved is not None:
                 assert saved <= a.step_ms[basis] + 1e-9 and a.step_ms[basis] > 0
+
+
+def test_a_loader_that_paces_the_step_is_named_in_the_other_advice(tmp_path):
+    from tests.test_analysis_loader import _loader_bound
+    from tracekit.parse.parser import parse_paths
+
+    # GIVEN host-bound 50 µs steps (a 1 µs fetch, then five 5 µs kernels each launched by a 2 µs call after
+    #       8 µs of Python) whose unprofiled steps (~100 µs) wait ~80 µs for their batch
+    t = TraceBuilder(device_properties=H100)
+    for n in range(3):
+        base = n * 50
+        t.step(n, base, base + 50)
+        t.dataloader(base, 1, kind="_MultiProcessingDataLoaderIter")
+        for k in range(5):
+            c = 10 * n + k + 1
+            t.launch(base + 10 * k + 8, 2, corr=c)
+            t.kernel(f"k{k}", base + 10 * k + 11, 5, corr=c)
+    cap = parse_paths([t.write(tmp_path / "lb.pt.trace.json")])
+    cap.meta["manifest"] = {"schedule": {"wait": 1, "warmup": 1, "active": 3, "repeat": 2, "skip_first": 0}}
+    cap.meta["manifest"].update(_loader_bound())
+    r = tk.analyze(cap).report
+    loader, graphs = one(r, "dataloader_workers"), one(r, "cuda_graphs")
+    # THEN the CUDA graph saves host time in the profiled replay, but without the profiler the producer
+    #      paces the step: the advice says so, and the loader's own advice ranks first by its saving
+    assert graphs.saved_ms["profiled"] > 0
+    assert graphs.saved_ms["unprofiled"] < 0.5 * graphs.saved_ms["profiled"]
+    assert "the input pipeline paces the step" in graphs.prediction_note
+    assert r.advice[0] is loader and loader.saved_ms["unprofiled"] > graphs.saved_ms["unprofiled"]

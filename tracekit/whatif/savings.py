@@ -133,6 +133,10 @@ def with_savings(
     return replace(report, devices=devices, savings=info, advice=advice)
 
 
+# An advice whose unprofiled saving is below this part of its profiled one, on a capture whose input
+# pipeline paces the unprofiled step, says that the loader is why.
+PACED_FRACTION = 0.5
+
 # The flags of `tracekit whatif` that advice uses (tracekit.analysis.advice), and which of them name host
 # events (their factors read the host events: the Replayer keeps those columns).
 HOST_FLAGS = ("--ops", "--cuda-graphs", "--pin-memory")
@@ -190,11 +194,19 @@ def predict_advice(rp: Replayer, advice: Sequence[Any], cost_us: float) -> tuple
         except ScenarioError as exc:
             out.append(replace(a, prediction_note=f"not predicted: {exc}"))
             continue
+        saved_u = base_u - slowest_ms(un.dur)
+        note = a.prediction_note
+        if rp.producers and a.cause != "dataloader" and saved_u < PACED_FRACTION * (base_p - profiled):
+            paced = (
+                "without the profiler the input pipeline paces the step: little is saved until it keeps up"
+            )
+            note = f"{note}; {paced}" if note else paced
         out.append(
             replace(
                 a,
-                saved_ms={"profiled": base_p - profiled, "unprofiled": base_u - slowest_ms(un.dur)},
+                saved_ms={"profiled": base_p - profiled, "unprofiled": saved_u},
                 step_ms={"profiled": base_p, "unprofiled": base_u},
+                prediction_note=note,
             )
         )
     return tuple(rank_advice(out))
