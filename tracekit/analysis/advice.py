@@ -130,6 +130,66 @@ def _fraction(report: Report, causes: tuple[str, ...]) -> float:
 
 
 # -- the input pipeline -----------------------------------------------------------------------------------
+def _unprofiled_loader(report: Report, ip: InputPipeline) -> Advice:
+    """The loader advice from the unprofiled steps' waits: the workers that keep up with the step
+    without its wait (the pool makes one batch per step, so W × step / (step − wait) of them), capped at
+    the host's CPUs less one."""
+    cfg = ip.loader or {}
+    workers = cfg.get("num_workers") if cfg.get("dataloader") else None
+    setting = (
+        f" ({workers} workers, prefetch_factor {cfg.get('prefetch_factor')})" if workers is not None else ""
+    )
+    evidence = (
+        f"without the profiler the steps wait {ip.unprofiled_wait_mean_ms:.3g} ms of "
+        f"{ip.unprofiled_step_mean_ms:.3g} ms for their batch ({ip.unprofiled_wait_share:.0%}){setting}"
+    )
+    if ip.hidden:
+        evidence += f"; the profiled window shows {ip.profiled_wait_share:.0%}"
+    step, wait = ip.unprofiled_step_mean_ms, ip.unprofiled_wait_mean_ms
+    consumer = max(step - wait, 1e-9)
+    cpus = ((report.capture.get("host") or {}) if isinstance(report.capture.get("host"), dict) else {}).get(
+        "cpu_count"
+    )
+    note = (
+        "prefetch_factor changes how many batches wait in the queue, not how fast the workers make "
+        "them: it hides a burst, never a loader slower than the step"
+    )
+    if workers == 0:
+        n = max(1, math.ceil(wait / consumer - 1e-9))
+        msg = "The steps wait for their batch, loaded in the training process: load it in workers."
+    elif workers is not None:
+        # steady state: the pool makes a batch per step (period = step); to keep up with the consumer
+        # it needs workers × step / consumer of them
+        n = max(workers + 1, math.ceil(workers * step / consumer - 1e-9))
+        msg = "The steps wait for their batch: more DataLoader workers, or a cheaper __getitem__."
+        if not cfg.get("persistent_workers"):
+            note += (
+                "; persistent_workers=True also saves the workers' start at each epoch, which a "
+                "trace that spans no epoch start cannot show"
+            )
+    else:
+        n = None
+        msg = "The steps wait for their batch: more DataLoader workers, or a cheaper __getitem__."
+    if n is not None and isinstance(cpus, int) and cpus > 1:
+        if n > cpus - 1:
+            note += f"; {n} workers wanted, the host has {cpus} CPUs (the trainer keeps one)"
+        n = min(n, cpus - 1)
+    knob = f"DataLoader(num_workers={n})" if n is not None else "DataLoader(num_workers=...)"
+    flags: tuple[str, ...] = ("--loader-workers", str(n)) if n is not None else ("--set", "dataloader=0")
+    return Advice(
+        "dataloader_workers",
+        msg,
+        evidence,
+        "dataloader",
+        ip.unprofiled_wait_share,
+        "unprofiled",
+        knob=knob,
+        whatif=flags,
+        prediction_note=note,
+        bound=n is None,
+    )
+
+
 def loader_rule(ev: Evidence) -> list[Advice]:
     """The loader stalls: by the unprofiled steps' measured waits where the capture timed them (the
     profiled window can hide a stall: tracekit.analysis.loader), else by the trace's dataloader idle."""
@@ -137,64 +197,7 @@ def loader_rule(ev: Evidence) -> list[Advice]:
     ip: Optional[InputPipeline] = report.input_pipeline
     it = report.dataloader
     if ip is not None and ev.fires(ip.unprofiled_wait_share, DATALOADER_MIN_FRACTION):
-        cfg = ip.loader or {}
-        workers = cfg.get("num_workers") if cfg.get("dataloader") else None
-        setting = (
-            f" ({workers} workers, prefetch_factor {cfg.get('prefetch_factor')})"
-            if workers is not None
-            else ""
-        )
-        evidence = (
-            f"without the profiler the steps wait {ip.unprofiled_wait_mean_ms:.3g} ms of "
-            f"{ip.unprofiled_step_mean_ms:.3g} ms for their batch ({ip.unprofiled_wait_share:.0%}){setting}"
-        )
-        if ip.hidden:
-            evidence += f"; the profiled window shows {ip.profiled_wait_share:.0%}"
-        step, wait = ip.unprofiled_step_mean_ms, ip.unprofiled_wait_mean_ms
-        consumer = max(step - wait, 1e-9)
-        cpus = (
-            (report.capture.get("host") or {}) if isinstance(report.capture.get("host"), dict) else {}
-        ).get("cpu_count")
-        note = (
-            "prefetch_factor changes how many batches wait in the queue, not how fast the workers make "
-            "them: it hides a burst, never a loader slower than the step"
-        )
-        if workers == 0:
-            n = max(1, math.ceil(wait / consumer - 1e-9))
-            msg = "The steps wait for their batch, loaded in the training process: load it in workers."
-        elif workers is not None:
-            # steady state: the pool makes a batch per step (period = step); to keep up with the consumer
-            # it needs workers × step / consumer of them
-            n = max(workers + 1, math.ceil(workers * step / consumer - 1e-9))
-            msg = "The steps wait for their batch: more DataLoader workers, or a cheaper __getitem__."
-            if not cfg.get("persistent_workers"):
-                note += (
-                    "; persistent_workers=True also saves the workers' start at each epoch, which a "
-                    "trace that spans no epoch start cannot show"
-                )
-        else:
-            n = None
-            msg = "The steps wait for their batch: more DataLoader workers, or a cheaper __getitem__."
-        if n is not None and isinstance(cpus, int) and cpus > 1:
-            if n > cpus - 1:
-                note += f"; {n} workers wanted, the host has {cpus} CPUs (the trainer keeps one)"
-            n = min(n, cpus - 1)
-        knob = f"DataLoader(num_workers={n})" if n is not None else "DataLoader(num_workers=...)"
-        flags: tuple[str, ...] = ("--loader-workers", str(n)) if n is not None else ("--set", "dataloader=0")
-        return [
-            Advice(
-                "dataloader_workers",
-                msg,
-                evidence,
-                "dataloader",
-                ip.unprofiled_wait_share,
-                "unprofiled",
-                knob=knob,
-                whatif=flags,
-                prediction_note=note,
-                bound=n is None,
-            )
-        ]
+        return [_unprofiled_loader(report, ip)]
     dl = _fraction(report, ("dataloader",))
     if not ev.fires(dl, DATALOADER_MIN_FRACTION):
         return []
@@ -572,7 +575,7 @@ def cpu_rule(ev: Evidence) -> list[Advice]:
             gaps / total,
             "profiled",
             knob="fewer, larger tensor operations per step; torch.compile(model)",
-            prediction_note="not predicted: a CPU-only capture has no device to replay against",
+            prediction_note="not predicted: there is no device to replay the step against",
         )
     ]
 
