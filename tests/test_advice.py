@@ -260,7 +260,7 @@ def test_a_pinned_copy_takes_its_size_at_the_pinned_bandwidth(tmp_path):
     t.kernel("k", 5010, 1000, corr=2)
     r = analysis(tmp_path, t)
     a = one(r, "pageable_copy")
-    assert a.share == pytest.approx(5003 / 6010)
+    assert a.share == pytest.approx(5003 / 6010)  # the call blocks longer than the copy runs
     # THEN from pinned memory the call returns at once and the copy takes 1 µs + 55e6 B / 55 GB/s =
     #      1001 µs: the kernel follows it on the stream, 3999 µs earlier (give or take the µs of launch
     #      latency the replay keeps)
@@ -329,3 +329,25 @@ def test_a_loader_that_paces_the_step_is_named_in_the_other_advice(tmp_path):
     assert graphs.saved_ms["unprofiled"] < 0.5 * graphs.saved_ms["profiled"]
     assert "the input pipeline paces the step" in graphs.prediction_note
     assert r.advice[0] is loader and loader.saved_ms["unprofiled"] > graphs.saved_ms["unprofiled"]
+
+
+def test_a_blocking_copy_as_torch_makes_it(tmp_path):
+    # GIVEN torch's copy_ with non_blocking=False from pageable memory: in aten::copy_ 0-5010 the
+    #       cudaMemcpyAsync 1-3 stages the 55 MB copy (on the device 5-5005), then cudaStreamSynchronize
+    #       4-5008 waits for it; then a 1000 µs kernel launched at 5011 runs 5015-6015
+    t = TraceBuilder(device_properties=H100)
+    t.step(1, 0, 5015)
+    t.op("aten::copy_", 0, 5010)
+    t.runtime("cudaMemcpyAsync", 1, 2, corr=1)
+    t.memcpy(5, 5000, corr=1, nbytes=55_000_000)
+    t.sync(4, 5004, name="cudaStreamSynchronize")
+    t.launch(5011, 1, corr=2)
+    t.kernel("k", 5015, 1000, corr=2)
+    r = analysis(tmp_path, t)
+    a = one(r, "pageable_copy")
+    # THEN the copy accounts for its 5000 µs of the 6015 µs step (the device idles 10 µs in the sync)
+    assert a.share == pytest.approx(5000 / 6015)
+    assert "the host blocked 0.002 ms/step in their calls, the device idled 0.010 ms/step" in a.evidence
+    # AND pinned and non_blocking, the call and the sync return at once and the copy takes 1001 µs: the
+    #     kernel follows it ~4000 µs earlier
+    assert a.saved_ms["profiled"] == pytest.approx(4.0, abs=0.02)

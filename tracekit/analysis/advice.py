@@ -70,6 +70,7 @@ _BF16_NAMES = re.compile(
 ZERO_GRAD_REGION = r"^Optimizer\.zero_grad#"
 OPTIMIZER_STEP_REGION = r"^Optimizer\.step#(\w+)\.step"
 SYNC_ITEM_OPS = ("aten::item", "aten::_local_scalar_dense")
+COPY_OPS = ("aten::to", "aten::_to_copy", "aten::copy_")  # a copy with non_blocking=False syncs its stream
 
 
 @dataclass(frozen=True)
@@ -230,7 +231,10 @@ def pageable_rule(ev: Evidence) -> list[Advice]:
     """Host↔device copies from pageable memory: the copy call blocks the host (it waits for the stream,
     then stages the data), so the host cannot run ahead of the device."""
     dev_ms, api_ms, count, _ = ev.kernel_ms(PAGEABLE_RE)
-    share = ev.share(api_ms)
+    # torch's copy_ with non_blocking=False syncs its stream after the copy: the device idles there too.
+    # The share: the copies' device time or the time they block, whichever is longer
+    synced = sum(s.idle_ms_per_step for s in ev.report.sync_sources if s.op in COPY_OPS)
+    share = ev.share(max(dev_ms, api_ms + synced))
     if not count or not ev.fires(share, PAGEABLE_MIN_FRACTION):
         return []
     return [
@@ -238,7 +242,8 @@ def pageable_rule(ev: Evidence) -> list[Advice]:
             "pageable_copy",
             "Copies from pageable memory block the host: pin the host buffers and copy without blocking.",
             f"{count:.3g} pageable copies per step, {dev_ms:.3f} ms/step on the device; the host blocked "
-            f"{api_ms:.3f} ms/step in their calls",
+            f"{api_ms:.3f} ms/step in their calls, the device idled {synced:.3f} ms/step in the copies' "
+            "stream syncs",
             "launch",
             share,
             "profiled",
@@ -353,12 +358,17 @@ def sync_rule(ev: Evidence) -> list[Advice]:
     where = top.source or top.op or top.call
     if top.function and top.source:
         where = f"{top.source} ({top.function})"
-    if top.op in SYNC_ITEM_OPS:
+    if top.op in COPY_OPS:
+        msg = f"A blocking copy ({top.op}) at {where} waits for the GPU: copy without blocking."
+        knob = ".to(device, non_blocking=True) from pinned memory (DataLoader(pin_memory=True))"
+        flags: tuple[str, ...] = ("--set", "sync=0")
+        note = "every host wait in the steps removed (the calls keep their own overhead)"
+    elif top.op in SYNC_ITEM_OPS:
         msg = (
             f"A host read of a device value (.item()) at {where} drains the GPU queue: remove it or defer it."
         )
         knob = f"remove the .item() at {where}, or read the value every N steps"
-        flags: tuple[str, ...] = ("--ops", "^aten::(item|_local_scalar_dense)$=0")
+        flags = ("--ops", "^aten::(item|_local_scalar_dense)$=0")
         note = "every .item() in the steps removed (the trace names ops, not lines)"
     else:
         msg = f"Host synchronisation ({top.call}) at {where} drains the GPU queue: remove it or defer it."

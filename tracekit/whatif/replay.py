@@ -14,7 +14,7 @@ from typing import Any, Iterator, Optional
 import numpy as np
 
 from tracekit.analysis.advice import PAGEABLE_RE
-from tracekit.analysis.events import STATE_NAMES
+from tracekit.analysis.events import STATE_NAMES, SYNC
 from tracekit.analysis.steps import Work, assign_work
 from tracekit.analysis.steps import bounds as step_bounds
 from tracekit.data import schema as S
@@ -115,6 +115,13 @@ def pinned_factors(g: Graph, host) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     is_call = host["cat"].isin((S.CAT_RUNTIME, S.CAT_DRIVER)).to_numpy()
     m = is_call & np.isin(g.host_end_node, ends)
     edge_f[(g.ecls == HOST_CLASS) & _covered(g, m)[g.src]] = 0.0
+    # the stream sync a blocking copy makes after its call (torch's copy_ with non_blocking=False):
+    # inside the framework op around the call, a sync call's time and wait go too
+    syncs = _syncs_beside(host, m, is_call)
+    if syncs.any():
+        cov = _covered(g, syncs)
+        edge_f[(g.ecls == HOST_CLASS) & cov[g.src]] = 0.0
+        edge_f[(g.ecls == WAIT_CLASS) & cov[np.maximum(g.dst - 1, 0)]] = 0.0
     # the launch edges of the pageable copies: from the call's end, now at its start
     call_start = dict(zip(g.host_end_node[m].tolist(), g.host_start_node[m].tolist()))
     starts = g.device_base + 2 * np.flatnonzero(pageable & (launch >= 0))
@@ -131,6 +138,29 @@ def pinned_factors(g: Graph, host) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         ok = pageable & ~np.isnan(nbytes) & (dur > 0)
         act_f[ok] = np.minimum(pinned[ok] / dur[ok], 1.0)
     return edge_f, act_f, add
+
+
+def _syncs_beside(host, calls: np.ndarray, is_call: np.ndarray) -> np.ndarray:
+    """The blocking runtime calls (host state sync) inside the innermost framework op around each of
+    `calls` on its thread (a mask over `host`, by position)."""
+    out = np.zeros(len(host), bool)
+    thread = (
+        host["rank"].to_numpy(np.int64) * (1 << 42)
+        + host["pid"].to_numpy(np.int64) * (1 << 21)
+        + host["tid"].to_numpy(np.int64)
+    )
+    ts, end = host["ts"].to_numpy(np.int64), host["end"].to_numpy(np.int64)
+    ops = np.flatnonzero((host["cat"] == S.CAT_CPU_OP).to_numpy())
+    sync = np.flatnonzero(is_call & (host["state"] == SYNC).to_numpy())
+    if not ops.size or not sync.size:
+        return out
+    for c in np.flatnonzero(calls).tolist():  # a few per step
+        around = ops[(thread[ops] == thread[c]) & (ts[ops] <= ts[c]) & (end[ops] >= end[c])]
+        if not around.size:
+            continue
+        k = around[np.argmax(ts[around])]  # the innermost op: the latest to start
+        out[sync[(thread[sync] == thread[c]) & (ts[sync] >= ts[k]) & (end[sync] <= end[k])]] = True
+    return out
 
 
 @dataclass(frozen=True)
