@@ -43,6 +43,15 @@ NOT_PREDICTED = {
 TARGET_FRACTION, TARGET_MS = 0.30, 1.0
 
 
+def parse_folder(run: Path, out: Path) -> None:
+    """`tracekit parse RUN -o OUT` (the run folder's manifest.json goes into the capture's metadata)."""
+    subprocess.run(
+        [sys.executable, "-m", "tracekit", "parse", str(run), "-o", str(out), "--force"],
+        check=True,
+        capture_output=True,
+    )
+
+
 def parse_runs(data: Path) -> None:
     """Parse each run folder of the tars into DATA_DIR/<config>.parquet (skipped where it exists)."""
     for tar in sorted(data.glob("runs_*.tar")):
@@ -50,13 +59,8 @@ def parse_runs(data: Path) -> None:
             tf.extractall(tmp, filter="data")
             for run in sorted((Path(tmp) / "runs").iterdir()):
                 out = data / f"{run.name}.parquet"
-                if out.exists():
-                    continue
-                subprocess.run(
-                    [sys.executable, "-m", "tracekit", "parse", str(run), "-o", str(out)],
-                    check=True,
-                    capture_output=True,
-                )
+                if not out.exists():
+                    parse_folder(run, out)
 
 
 def prediction(capture: Path, rule: str, flags: Optional[tuple[str, ...]]) -> dict[str, Any]:
