@@ -175,41 +175,57 @@ def predict_advice(rp: Replayer, advice: Sequence[Any], cost_us: float) -> tuple
     base_p = slowest_ms(rp.replayed.dur)
     observed = slowest_ms(rp.observed.dur)
     error = base_p / observed - 1 if observed else 0.0
-    un_base, _ = rp.unprofiled(IDENTITY, cost_us)
-    base_u = slowest_ms(un_base.dur)
-    out = []
-    for a in advice:
+    out = list(advice)
+    todo = []
+    for i, a in enumerate(advice):
         if not a.whatif:
-            out.append(a)
             continue
         if abs(error) > MAX_REPLAY_ERROR:
-            note = f"not predicted: the unchanged replay misses the observed step by {error:+.1%}"
-            out.append(replace(a, prediction_note=note))
+            out[i] = _noted(
+                a, f"not predicted: the unchanged replay misses the observed step by {error:+.1%}"
+            )
             continue
         try:
             scenario = scenario_of(a.whatif)
-            f = rp.check(scenario)
-            profiled = rp.step_ms(scenario, 0.0, f)
-            un, _ = rp.unprofiled(scenario, cost_us, f)
+            todo.append((i, scenario, rp.check(scenario)))
         except ScenarioError as exc:
-            out.append(replace(a, prediction_note=f"not predicted: {exc}"))
-            continue
-        saved_u = base_u - slowest_ms(un.dur)
-        note = a.prediction_note
-        if rp.producers and a.cause != "dataloader" and saved_u < PACED_FRACTION * (base_p - profiled):
-            paced = (
-                "without the profiler the input pipeline paces the step: little is saved until it keeps up"
-            )
-            note = f"{note}; {paced}" if note else paced
-        out.append(
-            replace(
+            out[i] = _noted(a, f"not predicted: {exc}")
+    if todo:
+        un_base, _ = rp.unprofiled(IDENTITY, cost_us)
+        base_u = slowest_ms(un_base.dur)
+        for i, scenario, f in todo:
+            profiled, unprofiled = _replayed_ms(rp, scenario, f, cost_us)
+            a, saved_u = out[i], base_u - unprofiled
+            if rp.producers and a.cause != "dataloader" and saved_u < PACED_FRACTION * (base_p - profiled):
+                a = _noted(
+                    a,
+                    "without the profiler the input pipeline paces the step: little is saved until it "
+                    "keeps up",
+                )
+            out[i] = replace(
                 a,
                 saved_ms={"profiled": base_p - profiled, "unprofiled": saved_u},
                 step_ms={"profiled": base_p, "unprofiled": base_u},
-                prediction_note=note,
             )
-        )
     return tuple(rank_advice(out))
+
+
+def _replayed_ms(rp: Replayer, scenario: Scenario, f: Any, cost_us: float) -> tuple[float, float]:
+    """(profiled, unprofiled) step under a scenario: one pass for both where no producer paces the
+    unprofiled steps (they differ only in the profiler's cost)."""
+    if rp.producers:
+        un, _ = rp.unprofiled(scenario, cost_us, f)
+        return rp.step_ms(scenario, 0.0, f), slowest_ms(un.dur)
+    ws = [weights(rp.graph, scenario, c * 1000.0, f) for c in (0.0, cost_us)]
+    out = []
+    for rep in replay_many(rp.graph, ws):
+        out.append(slowest_ms(rp.steps.times(rep).dur))
+        del rep
+    return out[0], out[1]
+
+
+def _noted(a: Any, note: str) -> Any:
+    return replace(a, prediction_note=f"{a.prediction_note}; {note}" if a.prediction_note else note)
 
 
 def rank_advice(advice: Sequence[Any]) -> list:
