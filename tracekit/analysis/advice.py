@@ -209,11 +209,18 @@ def loader_rule(ev: Evidence) -> list[Advice]:
         msg = "DataLoader stalls: more DataLoader workers, or a cheaper __getitem__."
         knob = "DataLoader(num_workers=...)"
     kind = it.iterator if it and it.iterator else "unknown iterator"
+    evidence = f"the device idles while the host fetches the batch ({kind})"
+    per_step = [
+        s.idle_ns.get("dataloader", 0) / s.dur_ns for d in report.devices for s in d.samples if s.dur_ns
+    ]
+    typical = float(np.median(per_step)) if per_step else 0.0
+    if typical < dl / 2:  # the replay's savings are of the median step: say where the wait is
+        evidence += f"; most of it in a few steps (the median step waits {typical:.0%})"
     return [
         Advice(
             "dataloader_workers",
             msg,
-            f"the device idles while the host fetches the batch ({kind})",
+            evidence,
             "dataloader",
             dl,
             "profiled",
