@@ -16,6 +16,8 @@ from dataclasses import dataclass, field, fields, is_dataclass
 from enum import Enum
 from typing import Any, Mapping, Optional
 
+from tracekit.parse.iterations import RULE
+
 REPORT_VERSION = 1
 
 
@@ -188,6 +190,22 @@ class HostStep:
     def step_time_ns(self) -> int:
         """The step (tracekit.analysis.steps); the host window where a report predates it."""
         return self.step_ns or self.dur_ns
+
+
+@dataclass(frozen=True)
+class StepRule:
+    """How one rank's steps were found (tracekit.parse.iterations): ProfilerStep spans, the user's
+    --step marker, a repeated annotation, module or op sequence, or none (one window: cannot tell)."""
+
+    rank: int
+    rule: str
+    marker: Optional[str] = None
+    steps: int = 0
+    units_per_step: int = 0
+
+    def says(self) -> str:
+        """The sentence the report says of it (the rule's own, parse.iterations.RULES)."""
+        return RULE[self.rule].says.format(marker=self.marker, units=self.units_per_step)
 
 
 @dataclass(frozen=True)
@@ -602,6 +620,7 @@ class Report:
     job: Optional[JobSummary] = None  # jobs of several ranks: the figures across ranks
     # None: the savings were not asked for (tracekit.api.analyze adds them; DeviceReport.savings_ms_per_step)
     savings: Optional[SavingsInfo] = None
+    step_rules: tuple[StepRule, ...] = ()  # how each rank's steps were found
     version: int = REPORT_VERSION
     # In-memory evidence for check_invariants and `analyze --store` (not part of the JSON):
     # idle pieces (rank, device, step, ts_ns, dur_ns, cause) and busy intervals (rank, device, ts_ns, dur_ns)
@@ -653,6 +672,7 @@ class Report:
             "compiled": _plain(self.compiled) if self.compiled is not None else None,
             **({"input_pipeline": self.input_pipeline.to_json()} if self.input_pipeline else {}),
             **({"job": _plain(self.job)} if self.job is not None else {}),
+            "step_rules": [_plain(r) for r in self.step_rules],
         }
 
     @classmethod

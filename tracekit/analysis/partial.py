@@ -38,6 +38,7 @@ from tracekit.analysis.model import (
     HostStep,
     IdleGap,
     OpStat,
+    StepRule,
     StepSample,
     SyncSource,
 )
@@ -117,6 +118,7 @@ class Partial:
     idle_intervals: Optional[pd.DataFrame] = None  # with Params.evidence
     busy_intervals: Optional[pd.DataFrame] = None
     checked: tuple[str, ...] = ()  # invariants a worker checked on this part (tracekit.scale.tasks)
+    step_rules: tuple[StepRule, ...] = ()  # how each rank's steps were found
 
 
 def analyze_partial(
@@ -163,7 +165,13 @@ def analyze_partial(
         busy_intervals=(pd.concat(busy_rows, ignore_index=True) if busy_rows else _EMPTY_BUSY)
         if params.evidence
         else None,
+        step_rules=step_rules(fr.step_rules),
     )
+
+
+def step_rules(found: dict) -> tuple[StepRule, ...]:
+    """The report's StepRules of the frames' `step_rules` (rank -> parse.iterations.Iterations)."""
+    return tuple(StepRule(r, it.rule, it.marker, it.steps, it.units) for r, it in sorted(found.items()))
 
 
 def idle_by_device(frames: Any, sync_tolerance_ns: int = DEFAULT_SYNC_TOLERANCE_NS) -> dict:

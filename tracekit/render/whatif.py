@@ -151,7 +151,7 @@ def _step_notes(r: WhatIfResult) -> list[str]:
         host, step = d.to_json()["observed_host_window_ms"], d.observed_step_ms
         if step and abs(host / step - 1) > HOST_WINDOW_DIFFERS:
             notes.append(
-                f"{where}: host windows (ProfilerStep) median {host:.3f} ms, the steps {step:.3f} ms"
+                f"{where}: host windows median {host:.3f} ms, the steps {step:.3f} ms"
             )
         if d.outlier_steps:
             notes.append(
