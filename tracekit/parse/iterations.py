@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from typing import Iterator, Optional, Sequence
 
 import numpy as np
 
@@ -53,6 +53,8 @@ PROFILER_STEP = re.compile(r"ProfilerStep#\d+$")
 
 MIN_REPEATS = 3  # a candidate must start at least this many times
 FIRST_WINDOW_MAX_RATIO = 2.0  # a different first window stays a step up to this many units per unit
+NGRAM_MAX = 8  # the longest run of units tried as a candidate (`_repeated`)
+COVERED = 0.9  # a candidate whose windows cover this share of the units ends the search for longer runs
 
 
 @dataclass(frozen=True)
@@ -257,23 +259,58 @@ def _top_level(ts: np.ndarray, end: np.ndarray) -> np.ndarray:
 
 def _repeated(u: Units, seq: np.ndarray) -> Optional[tuple[np.ndarray, int]]:
     """(the rows of `u` that start each iteration, units per iteration) of the token sequence `seq`
-    (rows of `u` in time order), or None (module docstring: the candidates and `_consistent`)."""
+    (rows of `u` in time order), or None (module docstring: the candidates and `_consistent`).
+
+    A candidate is a run of n units (n = 1, then 2, … NGRAM_MAX), anchored at its last unit: a pass of
+    Linear, ReLU, Linear, ReLU, Linear repeats no single op once per pass, but the pair (Linear, Linear)
+    where one pass ends and the next begins. Of the candidates whose windows are consistent, the one
+    whose windows cover most units wins (the loop that explains most of the trace, not 100 identical
+    set-up ops before it), then the one with most starts (the shortest period), then the earliest."""
     if seq.size < MIN_REPEATS:
         return None
     tokens = u.kind[seq].astype(np.int64) * (len(u.names) + 1) + u.code[seq]
-    _, inverse, counts = np.unique(tokens, return_inverse=True, return_counts=True)
+    _, tokens = np.unique(tokens, return_inverse=True)
+    tokens = tokens.astype(np.int64)
+    ids = tokens
+    best: Optional[tuple[tuple, np.ndarray, int]] = None
+    for n in range(1, min(NGRAM_MAX, seq.size) + 1):
+        if n > 1:  # the n-grams: the (n-1)-gram at i and the unit at i + n - 1
+            _, ids = np.unique(ids[:-1] * (tokens.size + 1) + tokens[n - 1 :], return_inverse=True)
+        for pos, m in _consistent_candidates(tokens, ids.astype(np.int64), n - 1):
+            key = (pos.size * m, pos.size, -int(pos[0]))
+            if best is None or key > best[0]:
+                best = (key, pos, m)
+        if best is not None and best[0][0] >= COVERED * seq.size:
+            break
+    return None if best is None else (seq[best[1]], best[2])
+
+
+def _consistent_candidates(
+    tokens: np.ndarray, ids: np.ndarray, shift: int
+) -> Iterator[tuple[np.ndarray, int]]:
+    """(starts, units per window) of each candidate of `ids` (an id per position, anchored `shift`
+    units later) whose windows are consistent (`_consistent`), with the identical windows before its
+    first start added (`_extended`)."""
+    _, inverse, counts = np.unique(ids, return_inverse=True, return_counts=True)
     by_value = np.argsort(inverse, kind="stable")  # each value's positions, in order, one run per value
     run_start = np.r_[0, np.cumsum(counts)[:-1]]
-    first_at = by_value[run_start]
-    # most starts first (the shortest period), then the earliest
-    for v in np.lexsort((first_at, -counts)):
-        if counts[v] < MIN_REPEATS:
-            break
-        pos = by_value[run_start[v] : run_start[v] + counts[v]]
-        kept = _consistent(inverse, pos)
+    for v in np.flatnonzero(counts >= MIN_REPEATS):
+        pos = by_value[run_start[v] : run_start[v] + counts[v]] + shift
+        kept = _consistent(tokens, pos)
         if kept is not None:
-            return seq[kept[0]], kept[1]
-    return None
+            yield _extended(tokens, *kept), kept[1]
+
+
+def _extended(tokens: np.ndarray, pos: np.ndarray, m: int) -> np.ndarray:
+    """`pos` with the starts of the identical windows just before its first (an n-gram's anchor misses
+    the first pass: no pass ends before it)."""
+    window = tokens[pos[-1] - m : pos[-1]] if pos.size > 1 else tokens[pos[0] : pos[0] + m]
+    extra = []
+    first = int(pos[0])
+    while first - m >= 0 and np.array_equal(tokens[first - m : first], window):
+        first -= m
+        extra.append(first)
+    return np.r_[np.asarray(extra[::-1], np.int64), pos] if extra else pos
 
 
 def _consistent(tokens: np.ndarray, pos: np.ndarray) -> Optional[tuple[np.ndarray, int]]:
