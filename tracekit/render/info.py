@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, Optional, TextIO
 
 from tracekit.data.describe import CaptureDescription
+from tracekit.parse.iterations import RULE
 
 
 class InfoTextRenderer:
@@ -83,7 +84,20 @@ def render_text(doc: Any) -> str:
             lines.append(
                 f"  rank {rank}: {len(mine)} step(s), {names}; "
                 f"step time mean {sum(ms) / len(ms):.3f} ms, min {min(ms):.3f}, max {max(ms):.3f}"
+                + _found_by(doc, rank)
             )
     lines.append("rows by kind: " + ", ".join(f"{k} {v:,}" for k, v in doc["rows_by_kind"].items()))
     lines.append("events by category: " + ", ".join(f"{k} {v:,}" for k, v in doc["events_by_cat"].items()))
     return "\n".join(lines)
+
+
+def _found_by(doc: dict, rank: int) -> str:
+    """'; found by repeated annotation 'X'' for a rank whose parse recorded how it found its steps."""
+    rule = next((t["step_rule"] for t in doc["traces"] if t["rank"] == rank and t.get("step_rule")), None)
+    if not rule or rule.get("rule") not in RULE:
+        return ""
+    return (
+        "; "
+        + ("" if rule["rule"] == "none" else "found by ")
+        + RULE[rule["rule"]].says.format(marker=rule.get("marker"), units=rule.get("units_per_step", 0))
+    )
