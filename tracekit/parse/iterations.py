@@ -124,7 +124,13 @@ class Iterations:
         return RULE[self.rule].says.format(marker=self.marker, units=self.units)
 
     def to_json(self) -> dict:
-        return {"rule": self.rule, "marker": self.marker, "steps": self.steps, "units_per_step": self.units}
+        return {
+            "rule": self.rule,
+            "marker": self.marker,
+            "steps": self.steps,
+            "units_per_step": self.units,
+            "says": self.says(),
+        }
 
 
 NOTHING = Iterations("none")

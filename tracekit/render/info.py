@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any, Optional, TextIO
 
 from tracekit.data.describe import CaptureDescription
-from tracekit.parse.iterations import RULE
 
 
 class InfoTextRenderer:
@@ -92,12 +91,9 @@ def render_text(doc: Any) -> str:
 
 
 def _found_by(doc: dict, rank: int) -> str:
-    """'; found by repeated annotation 'X'' for a rank whose parse recorded how it found its steps."""
+    """'; found by repeated annotation 'X'' for a rank whose parse recorded how it found its steps (its
+    sentence, tracekit.parse.iterations: info imports no parser)."""
     rule = next((t["step_rule"] for t in doc["traces"] if t["rank"] == rank and t.get("step_rule")), None)
-    if not rule or rule.get("rule") not in RULE:
+    if not rule or not rule.get("says"):
         return ""
-    return (
-        "; "
-        + ("" if rule["rule"] == "none" else "found by ")
-        + RULE[rule["rule"]].says.format(marker=rule.get("marker"), units=rule.get("units_per_step", 0))
-    )
+    return "; " + ("" if rule.get("rule") == "none" else "found by ") + str(rule["says"])
