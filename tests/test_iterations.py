@@ -219,3 +219,38 @@ def test_cpu_traces_without_markers(name, steps, rule, tmp_path):
     doc = report.to_json()
     assert doc["step_rules"][0]["rule"] == rule
     json.dumps(doc)
+
+
+# -- a CUDA graph capture is named, not read as a device waiting on its host ----------------------------
+
+
+def test_a_graph_capture_is_named_with_its_recorded_launches(tmp_path):
+    # GIVEN  host |BeginCapture 10..11|launch 20|launch 30|launch 40|EndCapture 50..51|Instantiate 60..80|
+    #        device: one kernel before the capture (0..5), nothing during it; the step is [0, 100)
+    t = TraceBuilder()
+    t.step(1, 0, 100)
+    t.launch(1, 1, corr=1)
+    t.kernel("before", 2, 3, corr=1)
+    t.runtime("cudaStreamBeginCapture", 10, 1)
+    for i, at in enumerate((20, 30, 40)):
+        t.launch(at, 2, corr=10 + i)  # recorded: no kernel ever runs for them
+    t.runtime("cudaStreamEndCapture", 50, 1)
+    t.runtime("cudaGraphInstantiateWithFlags", 60, 20)
+    cap = parse_paths([t.write(tmp_path / "t.json")])
+    report = analyze(cap)
+    check_invariants(report, cap)
+    # THEN one capture span [10, 80) µs: 70 % of the step, 3 launches recorded
+    (g,) = report.graph_captures
+    assert (g.captures, g.capture_ns, g.launches, g.call) == (1, 70 * US, 3, "cudaStreamBeginCapture")
+    assert g.share_of_steps == pytest.approx(0.7)
+    assert [a.kind for a in report.advice] == ["graph_capture"]
+    assert report.to_json()["graph_captures"][0]["launches"] == 3
+
+
+def test_no_capture_no_capture_info(tmp_path):
+    t = TraceBuilder()
+    t.step(1, 0, 100)
+    t.launch(1, 1, corr=1)
+    t.kernel("k", 2, 3, corr=1)
+    report = analyze(parse_paths([t.write(tmp_path / "t.json")]))
+    assert report.graph_captures == () and report.to_json()["graph_captures"] == []

@@ -23,6 +23,7 @@ TINY_KERNEL_MAX_US = 20.0  # "tiny": median kernel time below 20 µs
 GRAPHED_MAX_FRACTION = 0.5  # no CUDA-graph advice when half the kernels already run in graph launches
 COLLECTIVE_MIN_FRACTION = 0.10  # collective wait ≥ 10 % of step time
 CPU_DISPATCH_MIN_FRACTION = 0.30  # CPU-only: dispatch gaps ≥ 30 % of step time
+CAPTURE_MIN_FRACTION = 0.50  # a graph capture ≥ 50 % of a rank's steps: a capture trace, not a loop's
 
 
 def _fraction(report: Report, causes: tuple[str, ...]) -> float:
@@ -97,6 +98,21 @@ def _loader_advice(report: Report, dl: float) -> Advice | None:
 
 
 def _advise(report: Report) -> list[Advice]:
+    capture = max(report.graph_captures, key=lambda g: g.share_of_steps, default=None)
+    if capture is not None and capture.share_of_steps >= CAPTURE_MIN_FRACTION:
+        # the idle time is the capture's (analysis/graph_capture.py): no cause's advice applies to it
+        return [
+            Advice(
+                "graph_capture",
+                "This trace records a graph capture, not its replay: the device idles while the kernels "
+                "are recorded. Profile steps that replay the graph to see where their time goes.",
+                f"rank {capture.rank}: {capture.share_of_steps:.0%} of the steps inside {capture.call} … "
+                f"EndCapture and the instantiate ({capture.launches} kernel launches recorded, not run)",
+                None,
+                capture.share_of_steps,
+                "profiled",
+            )
+        ]
     out: list[Advice] = []
     dl = _fraction(report, ("dataloader",))
     loader = _loader_advice(report, dl)

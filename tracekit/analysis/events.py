@@ -428,10 +428,10 @@ def _steps(
     if extra:
         steps = pd.concat([steps, *extra], ignore_index=True)
     steps = steps.astype(np.int64).sort_values(["rank", "ts"]).reset_index(drop=True)
-    nxt = steps.groupby("rank")["ts"].shift(-1)
-    steps["end"] = np.where(
-        nxt.notna(), np.minimum(steps["end"], nxt.fillna(0).astype(np.int64)), steps["end"]
-    )
+    # a window ends by the next one's start (in int64: a shifted column of floats rounds ns since the epoch)
+    rank_of, ts_of, end_of = (steps[c].to_numpy(np.int64) for c in ("rank", "ts", "end"))
+    followed = np.r_[rank_of[1:] == rank_of[:-1], False]
+    steps["end"] = np.where(followed, np.minimum(end_of, np.r_[ts_of[1:], 0]), end_of)
     steps = steps[steps["end"] > steps["ts"]].reset_index(drop=True)
     check_step_numbers(steps)
     rank, step, ts = (steps[c].to_numpy(np.int64) for c in ("rank", "step", "ts"))

@@ -78,6 +78,7 @@ def merge(parts: Iterable[Partial], meta: dict, params: Params = Params(), path:
         idle_intervals=_concat([p.idle_intervals for p in parts]),
         busy_intervals=_concat([p.busy_intervals for p in parts]),
         step_rules=tuple(sorted((r for p in parts for r in p.step_rules), key=lambda r: r.rank)),
+        graph_captures=tuple(sorted((g for p in parts for g in p.graph_captures), key=lambda g: g.rank)),
     )
     return replace(report, advice=tuple(advise(report)))
 

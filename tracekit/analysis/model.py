@@ -209,6 +209,18 @@ class StepRule:
 
 
 @dataclass(frozen=True)
+class GraphCaptureInfo:
+    """A rank's CUDA/HIP graph capture (tracekit.analysis.graph_capture): kernels recorded, not run."""
+
+    rank: int
+    captures: int  # capture spans (BeginCapture … EndCapture, and the instantiate after)
+    capture_ns: int  # their union's time inside the rank's steps
+    launches: int  # kernel launch calls recorded in them
+    share_of_steps: float  # capture_ns over the rank's steps
+    call: str = ""  # the begin call's name (cudaStreamBeginCapture, hipStreamBeginCapture, ...)
+
+
+@dataclass(frozen=True)
 class HostReport:
     """The host side of every rank: per-step samples of the step thread."""
 
@@ -621,6 +633,7 @@ class Report:
     # None: the savings were not asked for (tracekit.api.analyze adds them; DeviceReport.savings_ms_per_step)
     savings: Optional[SavingsInfo] = None
     step_rules: tuple[StepRule, ...] = ()  # how each rank's steps were found
+    graph_captures: tuple[GraphCaptureInfo, ...] = ()  # ranks whose trace records a graph capture
     version: int = REPORT_VERSION
     # In-memory evidence for check_invariants and `analyze --store` (not part of the JSON):
     # idle pieces (rank, device, step, ts_ns, dur_ns, cause) and busy intervals (rank, device, ts_ns, dur_ns)
@@ -673,6 +686,7 @@ class Report:
             **({"input_pipeline": self.input_pipeline.to_json()} if self.input_pipeline else {}),
             **({"job": _plain(self.job)} if self.job is not None else {}),
             "step_rules": [_plain(r) for r in self.step_rules],
+            "graph_captures": [_plain(g) for g in self.graph_captures],
         }
 
     @classmethod

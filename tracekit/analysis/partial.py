@@ -29,12 +29,14 @@ from tracekit.analysis.attribution import (
     gap_causes,
 )
 from tracekit.analysis.events import STATE_NAMES, load_frames
+from tracekit.analysis.graph_capture import capture_info, capture_spans
 from tracekit.analysis.host import Threads, dataloader_kinds, host_steps, op_stats
 from tracekit.analysis.launch import kernel_partials
 from tracekit.analysis.model import (
     CAUSES,
     DeviceReport,
     GapHistogram,
+    GraphCaptureInfo,
     HostStep,
     IdleGap,
     OpStat,
@@ -119,6 +121,7 @@ class Partial:
     busy_intervals: Optional[pd.DataFrame] = None
     checked: tuple[str, ...] = ()  # invariants a worker checked on this part (tracekit.scale.tasks)
     step_rules: tuple[StepRule, ...] = ()  # how each rank's steps were found
+    graph_captures: tuple[GraphCaptureInfo, ...] = ()  # ranks whose trace records a graph capture
 
 
 def analyze_partial(
@@ -166,6 +169,7 @@ def analyze_partial(
         if params.evidence
         else None,
         step_rules=step_rules(fr.step_rules),
+        graph_captures=capture_info(capture_spans(fr.host), steps),
     )
 
 

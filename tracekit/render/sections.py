@@ -57,6 +57,13 @@ def header(report: Report) -> list[str]:
     steps = steps_line(report)
     if steps:
         lines.append(steps)
+    for g in report.graph_captures:
+        lines.append(
+            f"graph capture: rank {g.rank} records {g.captures} graph capture(s) ({g.call} … EndCapture, "
+            f"then instantiate): {g.launches} kernel launches recorded, not run; {_ms(g.capture_ns)} ms, "
+            f"{g.share_of_steps:.1%} of the steps, in which the device idles because kernels are recorded, "
+            "not because the host held it back"
+        )
     if report.job is not None and len(report.ranks) > MANY_RANKS:
         j = report.job
         slowest = "" if j.slowest_rank is None else f", rank {j.slowest_rank} the slowest most often"
