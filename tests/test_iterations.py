@@ -13,6 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import tracekit as tk
+from tests.clirun import run_main
 from tests.tracebuilder import TraceBuilder
 from tracekit.analysis.invariants import check_invariants
 from tracekit.analysis.pipeline import analyze
@@ -254,3 +256,56 @@ def test_no_capture_no_capture_info(tmp_path):
     t.kernel("k", 2, 3, corr=1)
     report = analyze(parse_paths([t.write(tmp_path / "t.json")]))
     assert report.graph_captures == () and report.to_json()["graph_captures"] == []
+
+
+# -- --step on the commands that read steps --------------------------------------------------------------
+
+FORWARD20 = str(NOMARKERS / "forward20.pt.trace.json.gz")
+
+
+@pytest.mark.parametrize("command", ["analyze", "whatif", "info"])
+def test_step_names_the_marker_on_every_command(command, capsys):
+    extra = ["--no-savings"] if command == "analyze" else []
+    code, out, err = run_main([command, FORWARD20, "--step", "^aten::arange$", "--json", *extra], capsys)
+    assert code == 0, err
+    doc = json.loads(out)
+    if command == "analyze":
+        assert doc["step_rules"][0]["rule"] == "marker" and len(doc["host"]["steps"]) == 20
+    elif command == "whatif":
+        assert doc["devices"][0]["steps"] == 20
+    else:
+        assert len(doc["steps"]) == 20 and doc["traces"][0]["step_rule"]["rule"] == "marker"
+
+
+def test_diff_with_a_step_marker(capsys):
+    code, out, err = run_main(["diff", FORWARD20, FORWARD20, "--step", "^aten::arange$", "--json"], capsys)
+    assert code == 0, err
+    assert "step" in out
+
+
+@pytest.mark.parametrize(
+    ("regex", "says"),
+    [
+        ("nope", r"--step 'nope' matches no annotation, module or op name; names that repeat: aten::"),
+        ("(", r"--step '\(' is not a regular expression"),
+        ("", r"--step '': give a regex"),
+    ],
+)
+def test_a_bad_step_is_one_line_and_exit_2(regex, says, capsys):
+    code, out, err = run_main(["analyze", FORWARD20, "--step", regex, "--no-savings"], capsys)
+    assert code == 2 and out == ""
+    assert re.search(says, err) and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_a_stored_analysis_is_reused_only_with_the_same_steps(tmp_path, capsys):
+    capture = tmp_path / "f.parquet"
+    assert run_main(["parse", FORWARD20, "-o", str(capture)], capsys)[0] == 0
+    assert (
+        run_main(["analyze", str(capture), "--store", "--no-savings", "--step", "^aten::arange$"], capsys)[0]
+        == 0
+    )
+    # diff reuses a stored analysis: not the --step one for a diff without --step
+    report = tk.analyze(capture, reuse_stored=True, savings=False).report
+    assert report.step_rules[0].rule == "op_sequence"
+    report = tk.analyze(capture, reuse_stored=True, savings=False, step="^aten::arange$").report
+    assert report.step_rules[0].rule == "marker"

@@ -97,22 +97,27 @@ def _loader_advice(report: Report, dl: float) -> Advice | None:
     )
 
 
-def _advise(report: Report) -> list[Advice]:
+def _capture_advice(report: Report) -> Advice | None:
+    """A trace whose steps are mostly a CUDA/HIP graph capture: profile the replay instead."""
     capture = max(report.graph_captures, key=lambda g: g.share_of_steps, default=None)
-    if capture is not None and capture.share_of_steps >= CAPTURE_MIN_FRACTION:
-        # the idle time is the capture's (analysis/graph_capture.py): no cause's advice applies to it
-        return [
-            Advice(
-                "graph_capture",
-                "This trace records a graph capture, not its replay: the device idles while the kernels "
-                "are recorded. Profile steps that replay the graph to see where their time goes.",
-                f"rank {capture.rank}: {capture.share_of_steps:.0%} of the steps inside {capture.call} … "
-                f"EndCapture and the instantiate ({capture.launches} kernel launches recorded, not run)",
-                None,
-                capture.share_of_steps,
-                "profiled",
-            )
-        ]
+    if capture is None or capture.share_of_steps < CAPTURE_MIN_FRACTION:
+        return None
+    return Advice(
+        "graph_capture",
+        "This trace records a graph capture, not its replay: the device idles while the kernels "
+        "are recorded. Profile steps that replay the graph to see where their time goes.",
+        f"rank {capture.rank}: {capture.share_of_steps:.0%} of the steps inside {capture.call} … "
+        f"EndCapture and the instantiate ({capture.launches} kernel launches recorded, not run)",
+        None,
+        capture.share_of_steps,
+        "profiled",
+    )
+
+
+def _advise(report: Report) -> list[Advice]:
+    capture = _capture_advice(report)
+    if capture is not None:  # the idle time is the capture's (analysis/graph_capture.py): no cause's advice
+        return [capture]
     out: list[Advice] = []
     dl = _fraction(report, ("dataloader",))
     loader = _loader_advice(report, dl)

@@ -18,7 +18,16 @@ import pyarrow.compute as pc
 
 from tracekit.analysis.steps import check_step_numbers, cycles
 from tracekit.data import schema as S
-from tracekit.parse.iterations import ANNOTATION, MODULE, MODULE_PREFIX, OP, Iterations, Units, find
+from tracekit.parse.iterations import (
+    ANNOTATION,
+    MODULE,
+    MODULE_PREFIX,
+    OP,
+    Iterations,
+    Units,
+    compile_marker,
+    find,
+)
 
 # The DataLoader iterator's fetch, a user_annotation such as
 # `enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__` (group 1: the iterator class).
@@ -140,7 +149,7 @@ def load_frames(
     table: pa.Table,
     cycle_starts: dict | None = None,
     release: Callable[[], None] | None = None,
-    marker: re.Pattern | None = None,
+    marker: str | None = None,
 ) -> Frames:
     """Split the capture table into host/device/step/launch frames (vectorised; strings stay
     categorical and are classified once per distinct value). `cycle_starts`: rank -> the start times
@@ -386,14 +395,15 @@ def _steps(
     host: pd.DataFrame,
     dev: pd.DataFrame,
     cycle_starts: dict | None,
-    marker: re.Pattern | None = None,
+    marker: str | None = None,
 ) -> tuple[pd.DataFrame, dict]:
     """(step windows per rank, rank -> the parse.iterations.Iterations that says how they were found):
     the parser's ProfilerStep rows (`_step_rows`), else ProfilerStep#N annotations; where a rank has
     none, or `marker` (--step) is given, the iterations found (tracekit.parse.iterations: the parser
     found the same ones, but for a capture written before it did); else one step spanning the rank's
     events (DESIGN.md "Words"). Windows of one rank are made disjoint (cut at the next one's start)."""
-    steps = _profiler_steps(rows, host) if marker is None else _NO_STEPS.copy()
+    pattern = compile_marker(marker) if marker is not None else None
+    steps = _profiler_steps(rows, host) if pattern is None else _NO_STEPS.copy()
     rules = {
         int(r): Iterations("ProfilerStep", starts=g["ts"].to_numpy(np.int64))
         for r, g in steps.groupby("rank")
@@ -402,7 +412,7 @@ def _steps(
     extra = []
     for r in sorted(ranks - set(rules)):  # one loop per rank without ProfilerStep spans
         h = host[host["rank"] == r]
-        found = find(units_of_host(h), marker, (cycle_starts or {}).get(int(r), ()))
+        found = find(units_of_host(h), pattern, (cycle_starts or {}).get(int(r), ()))
         rules[int(r)] = found
         if found.steps:
             extra.append(

@@ -80,16 +80,20 @@ class CaptureContext:
     manifest: dict = field(default_factory=dict)
     device_names: dict = field(default_factory=dict)
     cycle_starts: dict = field(default_factory=dict)  # rank -> its trace files' starts (steps.cycles)
+    step_marker: Optional[str] = None  # --step: the steps' marker (Capture.step_marker)
 
     @classmethod
-    def of(cls, meta: dict) -> CaptureContext:
+    def of(cls, meta: dict, step_marker: Optional[str] = None) -> CaptureContext:
         names = {}
         for t in meta.get("traces") or []:
             for p in (t.get("metadata") or {}).get("deviceProperties") or []:
                 if "id" in p and "name" in p:
                     names[(int(t.get("rank", 0)), int(p["id"]))] = p["name"]
         return cls(
-            manifest=dict(meta.get("manifest") or {}), device_names=names, cycle_starts=cycle_starts_of(meta)
+            manifest=dict(meta.get("manifest") or {}),
+            device_names=names,
+            cycle_starts=cycle_starts_of(meta),
+            step_marker=step_marker,
         )
 
     def for_ranks(self, ranks: set[int]) -> CaptureContext:
@@ -98,6 +102,7 @@ class CaptureContext:
             self.manifest,
             {k: v for k, v in self.device_names.items() if k[0] in ranks},
             {r: v for r, v in self.cycle_starts.items() if r in ranks},
+            self.step_marker,
         )
 
 
@@ -134,7 +139,9 @@ def analyze_partial(
 ) -> Partial:
     """Attribute every nanosecond of device idle time in every step of the ranks in `table`.
     `frames`, `threads`: the table's (tracekit.analysis.pipeline.prepare), when the caller has them."""
-    fr = frames if frames is not None else load_frames(table, context.cycle_starts)
+    fr = (
+        frames if frames is not None else load_frames(table, context.cycle_starts, marker=context.step_marker)
+    )
     threads = threads if threads is not None else Threads(fr.host, fr.steps)
     dev, steps = fr.device, fr.steps
     wins = step_windows(steps, dev, launch_times(dev, fr.launches))  # the one step definition

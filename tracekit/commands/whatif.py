@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from tracekit.cli import app, emit, executor, output_options, ray_option
+from tracekit.cli import app, emit, executor, output_options, ray_option, step_option
 from tracekit.render.output import Output
 
 WHATIF_RAY_HELP = (
@@ -98,6 +98,7 @@ def whatif(
     trace: Optional[Path] = typer.Option(
         None, "--trace", help="Write the predicted timeline as a Chrome trace (OUT.pt.trace.json.gz)."
     ),
+    step: Optional[str] = step_option(),
     ray: Optional[str] = ray_option(WHATIF_RAY_HELP),
     *,
     out: Output,
@@ -120,6 +121,7 @@ def whatif(
         unprofiled_step_ms=unprofiled_step_ms,
         cuda_graphs=cuda_graphs,
         cuda_graphs_region=cuda_graphs_region,
+        step=step,
     )
     opts.scenario()  # a bad flag fails before the --trace check and before anything is read
     if trace is not None:

@@ -68,10 +68,10 @@ class Rule:
 
 RULES = (
     Rule("ProfilerStep", "ProfilerStep spans (prof.step())"),
-    Rule("marker", "spans matching --step {marker!r}"),
-    Rule("annotation", "repeated annotation {marker!r}"),
-    Rule("module", "repeated module {marker!r}"),
-    Rule("op_sequence", "repeated op sequence ({units} ops per step, from {marker!r})"),
+    Rule("marker", "spans matching --step '{marker}'"),
+    Rule("annotation", "repeated annotation '{marker}'"),
+    Rule("module", "repeated module '{marker}'"),
+    Rule("op_sequence", "repeated op sequence ({units} ops per step, from '{marker}')"),
     Rule("none", "one window: cannot tell (no ProfilerStep, no repeated annotation, module or op sequence)"),
 )
 RULE = {r.name: r for r in RULES}
