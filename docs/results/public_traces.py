@@ -61,7 +61,10 @@ def row(path: Path) -> list[str]:
         f"{100 * dev.gpu_utilization:.1f}%",
         f"{top} {idle[top]:.3f} ms",
         replay,
-        "",
+        "; ".join(
+            f"graph capture: {g.launches} launches recorded, {g.share_of_steps:.0%} of the steps"
+            for g in r.graph_captures
+        ),
     ]
 
 
