@@ -1,8 +1,8 @@
 """What tracekit says of each public trace (docs/results/public_traces.md): which rule found the steps,
 how many, the median step, GPU utilisation, the largest idle cause, whether the unchanged replay
-reproduces the observed step, and what the trace recorded (a CUDA/HIP graph capture, runtime).
+reproduces the observed step, and whether the trace records a CUDA/HIP graph capture.
 
-    .venv/bin/python docs/results/public_traces.py [FOLDER]    # default: the first folder of PUBLIC that exists
+    .venv/bin/python docs/results/public_traces.py [FOLDER]   # default: the first of PUBLIC there
 
 FOLDER holds <project>/<trace>.json[.gz] (SOURCES.md beside them says where each comes from). Prints a
 Markdown table; a trace tracekit refuses is a row with its one-line error (never a traceback).
