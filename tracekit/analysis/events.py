@@ -16,6 +16,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tracekit.analysis.no_work import cut_windows
 from tracekit.analysis.steps import check_step_numbers, cycles
 from tracekit.data import schema as S
 from tracekit.parse.iterations import (
@@ -78,9 +79,10 @@ class Frames:
     launches: pd.DataFrame  # rank, correlation, pid, tid, ts, end, row, graph (one per correlation)
     has_device: bool
     peak_memory: dict  # (rank, device) → max "Total Allocated" of [memory] instants, bytes
-    step_rules: dict = field(
-        default_factory=dict
-    )  # rank → parse.iterations.Iterations: how its steps were found
+    # rank → parse.iterations.Iterations: how its steps were found
+    step_rules: dict = field(default_factory=dict)
+    # rank, ts, end of each stretch with no work between two steps (tracekit.analysis.no_work): in no step
+    no_work: pd.DataFrame = field(default_factory=lambda: _NO_STRETCHES.copy())
 
 
 # The columns `load_frames` reads (`_Cols` and the step rows).
@@ -175,7 +177,7 @@ def load_frames(
         pa.default_memory_pool().release_unused()
     dev = _device_frame(cols)
     host, runtime, hi = _host_frame(cols, has_device=bool(len(dev)))
-    steps, rules = _steps(step_rows, host, dev, cycle_starts, marker)
+    steps, rules, no_work = _steps(step_rows, host, dev, cycle_starts, marker)
     return Frames(
         host=host,
         device=dev,
@@ -184,6 +186,7 @@ def load_frames(
         has_device=bool(len(dev)),
         peak_memory=peak,
         step_rules=rules,
+        no_work=no_work,
     )
 
 
@@ -396,8 +399,9 @@ def _steps(
     dev: pd.DataFrame,
     cycle_starts: dict | None,
     marker: str | None = None,
-) -> tuple[pd.DataFrame, dict]:
-    """(step windows per rank, rank -> the parse.iterations.Iterations that says how they were found):
+) -> tuple[pd.DataFrame, dict, pd.DataFrame]:
+    """(step windows per rank, rank -> the parse.iterations.Iterations that says how they were found,
+    the stretches with no work between steps: tracekit.analysis.no_work, each ending a cycle):
     the parser's ProfilerStep rows (`_step_rows`), else ProfilerStep#N annotations; where a rank has
     none, or `marker` (--step) is given, the iterations found (tracekit.parse.iterations: the parser
     found the same ones, but for a capture written before it did); else one step spanning the rank's
@@ -410,11 +414,21 @@ def _steps(
     }
     ranks = set(host["rank"].unique()) | set(dev["rank"].unique())
     extra = []
+    breaks = {int(r): list(v) for r, v in (cycle_starts or {}).items()}
+    stretches = [_NO_STRETCHES]
     for r in sorted(ranks - set(rules)):  # one loop per rank without ProfilerStep spans
         h = host[host["rank"] == r]
         found = find(units_of_host(h), pattern, (cycle_starts or {}).get(int(r), ()))
         rules[int(r)] = found
         if found.steps:
+            ends = found.ends
+            thread = h[(h["pid"] == found.pid) & (h["tid"] == found.tid)]
+            cut = cut_windows(found.starts, found.ends, thread, found.rule)
+            if cut is not None:  # a server's requests: the stretches with no work between them
+                ends = cut.ends
+                after = found.starts[1:][cut.cut[:-1]].tolist()
+                breaks[int(r)] = sorted({*breaks.get(int(r), [int(found.starts[0])]), *after})
+                stretches.append(pd.DataFrame({"rank": int(r), "ts": cut.stretch_ts, "end": cut.stretch_end}))
             extra.append(
                 pd.DataFrame(
                     {
@@ -423,7 +437,7 @@ def _steps(
                         "pid": found.pid,
                         "tid": found.tid,
                         "ts": found.starts,
-                        "end": found.ends,
+                        "end": ends,
                     }
                 )
             )
@@ -445,11 +459,12 @@ def _steps(
     steps = steps[steps["end"] > steps["ts"]].reset_index(drop=True)
     check_step_numbers(steps)
     rank, step, ts = (steps[c].to_numpy(np.int64) for c in ("rank", "step", "ts"))
-    steps["cycle"] = cycles(rank, step, ts, cycle_starts)
-    return steps, rules
+    steps["cycle"] = cycles(rank, step, ts, breaks)
+    return steps, rules, pd.concat(stretches, ignore_index=True).astype(np.int64)
 
 
 _NO_STEPS = pd.DataFrame({c: pd.Series(dtype=np.int64) for c in ("rank", "step", "pid", "tid", "ts", "end")})
+_NO_STRETCHES = pd.DataFrame({c: pd.Series(dtype=np.int64) for c in ("rank", "ts", "end")})
 
 
 def _profiler_steps(rows: pa.Table, host: pd.DataFrame) -> pd.DataFrame:

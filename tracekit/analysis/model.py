@@ -221,6 +221,16 @@ class GraphCaptureInfo:
 
 
 @dataclass(frozen=True)
+class NoWorkInfo:
+    """A rank's stretches with no work between its steps (tracekit.analysis.no_work): in no step."""
+
+    rank: int
+    stretches: int
+    no_work_ns: int  # their total
+    median_ns: int  # the median stretch
+
+
+@dataclass(frozen=True)
 class HostReport:
     """The host side of every rank: per-step samples of the step thread."""
 
@@ -634,6 +644,7 @@ class Report:
     savings: Optional[SavingsInfo] = None
     step_rules: tuple[StepRule, ...] = ()  # how each rank's steps were found
     graph_captures: tuple[GraphCaptureInfo, ...] = ()  # ranks whose trace records a graph capture
+    no_work: tuple[NoWorkInfo, ...] = ()  # ranks with stretches of no work between their steps
     version: int = REPORT_VERSION
     # In-memory evidence for check_invariants and `analyze --store` (not part of the JSON):
     # idle pieces (rank, device, step, ts_ns, dur_ns, cause) and busy intervals (rank, device, ts_ns, dur_ns)
@@ -687,6 +698,7 @@ class Report:
             **({"job": _plain(self.job)} if self.job is not None else {}),
             "step_rules": [_plain(r) for r in self.step_rules],
             "graph_captures": [_plain(g) for g in self.graph_captures],
+            "no_work": [_plain(n) for n in self.no_work],
         }
 
     @classmethod

@@ -39,6 +39,7 @@ from tracekit.analysis.model import (
     GraphCaptureInfo,
     HostStep,
     IdleGap,
+    NoWorkInfo,
     OpStat,
     StepRule,
     StepSample,
@@ -127,6 +128,7 @@ class Partial:
     checked: tuple[str, ...] = ()  # invariants a worker checked on this part (tracekit.scale.tasks)
     step_rules: tuple[StepRule, ...] = ()  # how each rank's steps were found
     graph_captures: tuple[GraphCaptureInfo, ...] = ()  # ranks whose trace records a graph capture
+    no_work: tuple[NoWorkInfo, ...] = ()  # ranks with stretches of no work between steps
 
 
 def analyze_partial(
@@ -177,7 +179,17 @@ def analyze_partial(
         else None,
         step_rules=step_rules(fr.step_rules),
         graph_captures=capture_info(capture_spans(fr.host), steps),
+        no_work=no_work_info(fr.no_work),
     )
+
+
+def no_work_info(stretches: pd.DataFrame) -> tuple[NoWorkInfo, ...]:
+    """Per rank, its no-work stretches (Frames.no_work) counted and summed."""
+    out = []
+    for r, g in stretches.groupby("rank"):  # one loop per rank with some
+        dur = (g["end"] - g["ts"]).to_numpy(np.int64)
+        out.append(NoWorkInfo(int(r), int(dur.size), int(dur.sum()), int(np.median(dur))))
+    return tuple(out)
 
 
 def step_rules(found: dict) -> tuple[StepRule, ...]:

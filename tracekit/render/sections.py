@@ -57,6 +57,11 @@ def header(report: Report) -> list[str]:
     steps = steps_line(report)
     if steps:
         lines.append(steps)
+    for n in report.no_work:
+        lines.append(
+            f"no work: rank {n.rank}: {n.stretches} stretch(es) between requests, {_ms(n.no_work_ns)} ms in "
+            f"all (median {_ms(n.median_ns)} ms), in no step: the thread ran nothing and nothing was queued"
+        )
     for g in report.graph_captures:
         lines.append(
             f"graph capture: rank {g.rank} records {g.captures} graph capture(s) ({g.call} … EndCapture, "
