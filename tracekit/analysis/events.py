@@ -82,7 +82,7 @@ class Frames:
     # rank → parse.iterations.Iterations: how its steps were found
     step_rules: dict = field(default_factory=dict)
     # rank, ts, end of each stretch with no work between two steps (tracekit.analysis.no_work): in no step
-    no_work: pd.DataFrame = field(default_factory=lambda: _NO_STRETCHES.copy())
+    no_work: pd.DataFrame = field(default_factory=lambda: _no_stretches())
 
 
 # The columns `load_frames` reads (`_Cols` and the step rows).
@@ -415,7 +415,7 @@ def _steps(
     ranks = set(host["rank"].unique()) | set(dev["rank"].unique())
     extra = []
     breaks = {int(r): list(v) for r, v in (cycle_starts or {}).items()}
-    stretches = [_NO_STRETCHES]
+    stretches = [_no_stretches()]
     for r in sorted(ranks - set(rules)):  # one loop per rank without ProfilerStep spans
         h = host[host["rank"] == r]
         found = find(units_of_host(h), pattern, (cycle_starts or {}).get(int(r), ()))
@@ -464,7 +464,10 @@ def _steps(
 
 
 _NO_STEPS = pd.DataFrame({c: pd.Series(dtype=np.int64) for c in ("rank", "step", "pid", "tid", "ts", "end")})
-_NO_STRETCHES = pd.DataFrame({c: pd.Series(dtype=np.int64) for c in ("rank", "ts", "end")})
+
+
+def _no_stretches() -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype=np.int64) for c in ("rank", "ts", "end")})
 
 
 def _profiler_steps(rows: pa.Table, host: pd.DataFrame) -> pd.DataFrame:
