@@ -46,8 +46,8 @@ def test_info_text(tmp_path, capsys):
     assert "devices: rank 0 device 0, rank 1 device 0" in lines
     assert "steps: 4" in lines
     assert (
-        "  rank 1: 2 step(s), ProfilerStep#5 .. ProfilerStep#6; step time mean 1.500 ms, min 1.000, max 2.000"
-        in lines
+        "  rank 1: 2 step(s), ProfilerStep#5 .. ProfilerStep#6; step time mean 1.500 ms, min 1.000, "
+        "max 2.000; found by ProfilerStep spans (prof.step())" in lines
     )
     assert "rows by kind: event 8, step 4" in lines
 

@@ -164,6 +164,24 @@ def test_old_kineto_categories_are_normalised(tmp_path):
     ]
 
 
+def test_old_kineto_torch_annotations_written_as_operators_are_annotations(tmp_path):
+    # torch 1.8/1.9 Kineto wrote ProfilerStep#N and the DataLoader fetch as "Operator" spans
+    events = [
+        {"ph": "X", "cat": "Operator", "name": "ProfilerStep#5", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+        {"ph": "X", "cat": "Operator", "name": "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
+         "pid": 1, "tid": 1, "ts": 1, "dur": 9},
+        {"ph": "X", "cat": "Operator", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 20, "dur": 5},
+    ]  # fmt: skip
+    c = parse_paths([write(tmp_path, {"traceEvents": events})])
+    cats = [(r["kind"], r["cat"], r["name"]) for r in rows(c)]
+    assert cats[:3] == [
+        ("event", "user_annotation", "ProfilerStep#5"),
+        ("event", "user_annotation", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"),
+        ("event", "cpu_op", "aten::mm"),
+    ]
+    assert [r["name"] for r in c.table.to_pylist() if r["kind"] == "step"] == ["ProfilerStep#5"]
+
+
 def test_rocm_string_streams_and_odd_ids(tmp_path):
     events = [
         {"ph": "X", "cat": "cuda_runtime", "name": "hipLaunchKernel", "pid": 5, "tid": 5, "ts": 1, "dur": 1,

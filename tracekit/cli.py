@@ -169,6 +169,18 @@ def ray_option(help: str = RAY_HELP):
     return typer.Option(None, "--ray", metavar="[ADDRESS]", help=help)
 
 
+STEP_HELP = (
+    "A regex of the event name that starts each step: a record_function / annotation, a module "
+    "('nn.Module: Net_0') or an op. Default: the ProfilerStep spans of prof.step(), else the iterations "
+    "tracekit finds (a repeated annotation, module or op sequence; the report says which)."
+)
+
+
+def step_option():
+    """The `--step REGEX` option of the commands that read steps (AnalyzeOptions.step)."""
+    return typer.Option(None, "--step", metavar="REGEX", help=STEP_HELP)
+
+
 def output_options(force_help: str = "Overwrite --output if it exists.") -> Callable[[Callable], Callable]:
     """The output flags every command that prints a result shares: `--json`, `--markdown`, `-o/--output`,
     `--force`, `--width` (tracekit.render.output.Output says what they do). The decorated command takes

@@ -39,6 +39,7 @@ TINY_KERNEL_MAX_US = 20.0  # "tiny": median kernel time below 20 µs
 GRAPHED_MAX_FRACTION = 0.5  # no CUDA-graph advice when half the kernels already run in graph launches
 COLLECTIVE_MIN_FRACTION = 0.10  # collective wait ≥ 10 % of step time
 CPU_DISPATCH_MIN_FRACTION = 0.30  # CPU-only: dispatch gaps ≥ 30 % of step time
+CAPTURE_MIN_FRACTION = 0.50  # a graph capture ≥ 50 % of a rank's steps: a capture trace, not a loop's
 PAGEABLE_MIN_FRACTION = 0.02  # host blocked in pageable copies ≥ 2 % of step time
 LAYOUT_MIN_FRACTION = 0.02  # layout conversions ≥ 2 % of step time on the device
 PRECISION_MIN_FRACTION = 0.10  # fp32 / TF32 GEMMs and convolutions ≥ 10 % of step time on the device
@@ -117,6 +118,9 @@ def advise(
     ks = tuple(kernels) if kernels is not None else report.kernel_stats
     steps = sum(d.steps for d in report.devices)
     total = float(sum(s.dur_ns for d in report.devices for s in d.samples))
+    capture = _capture_advice(report)
+    if capture is not None:  # the idle time is the capture's (analysis/graph_capture.py): no cause's advice
+        return [capture]
     ev = Evidence(report, ks, steps, total, strict)
     out: list[Advice] = []
     for rule in RULES:
@@ -188,6 +192,23 @@ def _unprofiled_loader(report: Report, ip: InputPipeline) -> Advice:
         whatif=flags,
         prediction_note=note,
         bound=n is None,
+    )
+
+
+def _capture_advice(report: Report) -> Advice | None:
+    """A trace whose steps are mostly a CUDA/HIP graph capture: profile the replay instead."""
+    capture = max(report.graph_captures, key=lambda g: g.share_of_steps, default=None)
+    if capture is None or capture.share_of_steps < CAPTURE_MIN_FRACTION:
+        return None
+    return Advice(
+        "graph_capture",
+        "This trace records a graph capture, not its replay: the device idles while the kernels "
+        "are recorded. Profile steps that replay the graph to see where their time goes.",
+        f"rank {capture.rank}: {capture.share_of_steps:.0%} of the steps inside {capture.call} … "
+        f"EndCapture and the instantiate ({capture.launches} kernel launches recorded, not run)",
+        None,
+        capture.share_of_steps,
+        "profiled",
     )
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
@@ -16,8 +16,19 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tracekit.analysis.no_work import cut_windows
 from tracekit.analysis.steps import check_step_numbers, cycles
 from tracekit.data import schema as S
+from tracekit.parse.iterations import (
+    ANNOTATION,
+    MODULE,
+    MODULE_PREFIX,
+    OP,
+    Iterations,
+    Units,
+    compile_marker,
+    find,
+)
 
 # The DataLoader iterator's fetch, a user_annotation such as
 # `enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__` (group 1: the iterator class).
@@ -68,6 +79,10 @@ class Frames:
     launches: pd.DataFrame  # rank, correlation, pid, tid, ts, end, row, graph (one per correlation)
     has_device: bool
     peak_memory: dict  # (rank, device) → max "Total Allocated" of [memory] instants, bytes
+    # rank → parse.iterations.Iterations: how its steps were found
+    step_rules: dict = field(default_factory=dict)
+    # rank, ts, end of each stretch with no work between two steps (tracekit.analysis.no_work): in no step
+    no_work: pd.DataFrame = field(default_factory=lambda: _no_stretches())
 
 
 # The columns `load_frames` reads (`_Cols` and the step rows).
@@ -134,11 +149,15 @@ def _floats(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
 
 
 def load_frames(
-    table: pa.Table, cycle_starts: dict | None = None, release: Callable[[], None] | None = None
+    table: pa.Table,
+    cycle_starts: dict | None = None,
+    release: Callable[[], None] | None = None,
+    marker: str | None = None,
 ) -> Frames:
     """Split the capture table into host/device/step/launch frames (vectorised; strings stay
     categorical and are classified once per distinct value). `cycle_starts`: rank -> the start times
-    of its trace files (`steps.cycle_starts_of(meta)`), where a rank has several. `release`: called
+    of its trace files (`steps.cycle_starts_of(meta)`), where a rank has several. `marker`: --step's
+    pattern, the steps' marker instead of ProfilerStep (tracekit.parse.iterations). `release`: called
     once the table's rows the frames take are cut out of it, for the caller to let the table go before
     they are converted (the frames' peak memory is then theirs alone, not the table's beside them)."""
     names = [c for c in FRAME_COLUMNS if c in table.column_names]
@@ -163,13 +182,16 @@ def load_frames(
         pa.default_memory_pool().release_unused()
     dev = _device_frame(cols)
     host, runtime, hi = _host_frame(cols, has_device=bool(len(dev)))
+    steps, rules, no_work = _steps(step_rows, host, dev, cycle_starts, marker)
     return Frames(
         host=host,
         device=dev,
-        steps=_steps(step_rows, host, dev, cycle_starts),
+        steps=steps,
         launches=_launch_frame(cols, runtime, hi),
         has_device=bool(len(dev)),
         peak_memory=peak,
+        step_rules=rules,
+        no_work=no_work,
     )
 
 
@@ -379,10 +401,88 @@ def _step_rows(t: pa.Table) -> pa.Table:
     return t.filter(pa.array(_classify(kcodes, kcats, lambda v: v == S.KIND_STEP)))
 
 
-def _steps(rows: pa.Table, host: pd.DataFrame, dev: pd.DataFrame, cycle_starts: dict | None) -> pd.DataFrame:
-    """Step windows per rank: the parser's step rows (`_step_rows`); else ProfilerStep#N annotations;
-    else one step spanning the rank's events (DESIGN.md "Words"). Windows of one rank are made disjoint
-    (a window is cut at the next one's start)."""
+def _steps(
+    rows: pa.Table,
+    host: pd.DataFrame,
+    dev: pd.DataFrame,
+    cycle_starts: dict | None,
+    marker: str | None = None,
+) -> tuple[pd.DataFrame, dict, pd.DataFrame]:
+    """(step windows per rank, rank -> the parse.iterations.Iterations that says how they were found,
+    the stretches with no work between steps: tracekit.analysis.no_work, each ending a cycle):
+    the parser's ProfilerStep rows (`_step_rows`), else ProfilerStep#N annotations; where a rank has
+    none, or `marker` (--step) is given, the iterations found (tracekit.parse.iterations: the parser
+    found the same ones, but for a capture written before it did); else one step spanning the rank's
+    events (DESIGN.md "Words"). Windows of one rank are made disjoint (cut at the next one's start)."""
+    pattern = compile_marker(marker) if marker is not None else None
+    steps = _profiler_steps(rows, host) if pattern is None else _NO_STEPS.copy()
+    rules = {
+        int(r): Iterations("ProfilerStep", starts=g["ts"].to_numpy(np.int64))
+        for r, g in steps.groupby("rank")
+    }
+    ranks = set(host["rank"].unique()) | set(dev["rank"].unique())
+    extra = []
+    breaks = {int(r): list(v) for r, v in (cycle_starts or {}).items()}
+    stretches = [_no_stretches()]
+    for r in sorted(ranks - set(rules)):  # one loop per rank without ProfilerStep spans
+        h = host[host["rank"] == r]
+        found = find(units_of_host(h), pattern, (cycle_starts or {}).get(int(r), ()))
+        rules[int(r)] = found
+        if found.steps:
+            ends = found.ends
+            thread = h[(h["pid"] == found.pid) & (h["tid"] == found.tid)]
+            cut = cut_windows(found.starts, found.ends, thread, found.rule)
+            if cut is not None:  # a server's requests: the stretches with no work between them
+                ends = cut.ends
+                after = found.starts[1:][cut.cut[:-1]].tolist()
+                breaks[int(r)] = sorted({*breaks.get(int(r), [int(found.starts[0])]), *after})
+                stretches.append(pd.DataFrame({"rank": int(r), "ts": cut.stretch_ts, "end": cut.stretch_end}))
+            extra.append(
+                pd.DataFrame(
+                    {
+                        "rank": r,
+                        "step": np.arange(found.steps),
+                        "pid": found.pid,
+                        "tid": found.tid,
+                        "ts": found.starts,
+                        "end": ends,
+                    }
+                )
+            )
+            continue
+        d = dev[dev["rank"] == r]
+        lo = min([x["ts"].min() for x in (h, d) if len(x)])
+        hi = max([x["end"].max() for x in (h, d) if len(x)])
+        top = h.groupby(["pid", "tid"]).size().idxmax() if len(h) else (0, 0)
+        extra.append(
+            pd.DataFrame([{"rank": r, "step": 0, "pid": top[0], "tid": top[1], "ts": lo, "end": hi}])
+        )
+    if extra:
+        steps = pd.concat([steps, *extra], ignore_index=True)
+    steps = steps.astype(np.int64).sort_values(["rank", "ts"]).reset_index(drop=True)
+    # a window ends by the next one's start (in int64: a shifted column of floats rounds ns since the epoch)
+    rank_of, ts_of, end_of = (steps[c].to_numpy(np.int64) for c in ("rank", "ts", "end"))
+    followed = np.r_[rank_of[1:] == rank_of[:-1], False]
+    steps["end"] = np.where(followed, np.minimum(end_of, np.r_[ts_of[1:], 0]), end_of)
+    steps = steps[steps["end"] > steps["ts"]].reset_index(drop=True)
+    check_step_numbers(steps)
+    rank, step, ts = (steps[c].to_numpy(np.int64) for c in ("rank", "step", "ts"))
+    steps["cycle"] = cycles(rank, step, ts, breaks)
+    return steps, rules, pd.concat(stretches, ignore_index=True).astype(np.int64)
+
+
+_NO_STEPS = pd.DataFrame({c: pd.Series(dtype=np.int64) for c in ("rank", "step", "pid", "tid", "ts", "end")})
+
+
+def _no_stretches() -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype=np.int64) for c in ("rank", "ts", "end")})
+
+
+def _profiler_steps(rows: pa.Table, host: pd.DataFrame) -> pd.DataFrame:
+    """The ProfilerStep windows: the parser's step rows of that name, else the annotations."""
+    if rows.num_rows:
+        names = pd.Series(rows["name"].to_pylist(), dtype=object).astype(str)
+        rows = rows.filter(pa.array(names.str.match(_STEP_RE).to_numpy(bool)))  # not the steps found
     if rows.num_rows:
         if "step" in rows.column_names and not rows["step"].null_count:
             step = _ints(rows["step"])
@@ -413,28 +513,31 @@ def _steps(rows: pa.Table, host: pd.DataFrame, dev: pd.DataFrame, cycle_starts: 
                 "end": ann["end"],
             }
         )
-    ranks = set(host["rank"].unique()) | set(dev["rank"].unique())
-    missing = sorted(ranks - set(steps["rank"].unique()))
-    extra = []
-    for r in missing:  # one loop per rank without steps
-        h = host[host["rank"] == r]
-        d = dev[dev["rank"] == r]
-        lo = min([x["ts"].min() for x in (h, d) if len(x)])
-        hi = max([x["end"].max() for x in (h, d) if len(x)])
-        top = h.groupby(["pid", "tid"]).size().idxmax() if len(h) else (0, 0)
-        extra.append({"rank": r, "step": 0, "pid": top[0], "tid": top[1], "ts": lo, "end": hi})
-    if extra:
-        steps = pd.concat([steps, pd.DataFrame(extra)], ignore_index=True)
-    steps = steps.astype(np.int64).sort_values(["rank", "ts"]).reset_index(drop=True)
-    nxt = steps.groupby("rank")["ts"].shift(-1)
-    steps["end"] = np.where(
-        nxt.notna(), np.minimum(steps["end"], nxt.fillna(0).astype(np.int64)), steps["end"]
+    return steps[steps["step"] >= 0] if len(steps) else _NO_STEPS.copy()
+
+
+def units_of_host(host: pd.DataFrame) -> Units:
+    """The units tracekit.parse.iterations reads (annotations, modules, cpu_ops) of a host frame."""
+    names = host["name"].astype("category")
+    cats = [str(c) for c in names.cat.categories]
+    is_module = np.array([c.startswith(MODULE_PREFIX) for c in cats] + [False], bool)
+    codes = names.cat.codes.to_numpy().astype(np.int64)
+    codes[codes < 0] = len(cats)
+    cat = host["cat"].astype(object).to_numpy()
+    kind = np.full(len(host), -1, np.int8)
+    kind[cat == S.CAT_USER_ANNOTATION] = ANNOTATION
+    kind[(cat == S.CAT_PYTHON_FUNCTION) & is_module[codes]] = MODULE
+    kind[cat == S.CAT_CPU_OP] = OP
+    at = np.flatnonzero(kind >= 0)
+    return Units(
+        pid=host["pid"].to_numpy(np.int64)[at],
+        tid=host["tid"].to_numpy(np.int64)[at],
+        ts=host["ts"].to_numpy(np.int64)[at],
+        end=host["end"].to_numpy(np.int64)[at],
+        kind=kind[at],
+        code=codes[at],
+        names=[*cats, ""],
     )
-    steps = steps[steps["end"] > steps["ts"]].reset_index(drop=True)
-    check_step_numbers(steps)
-    rank, step, ts = (steps[c].to_numpy(np.int64) for c in ("rank", "step", "ts"))
-    steps["cycle"] = cycles(rank, step, ts, cycle_starts)
-    return steps
 
 
 def python_frames(host: pd.DataFrame) -> pd.DataFrame:

@@ -79,6 +79,9 @@ def merge(parts: Iterable[Partial], meta: dict, params: Params = Params(), path:
         job=job_summary(devices),
         idle_intervals=_concat([p.idle_intervals for p in parts]),
         busy_intervals=_concat([p.busy_intervals for p in parts]),
+        step_rules=tuple(sorted((r for p in parts for r in p.step_rules), key=lambda r: r.rank)),
+        graph_captures=tuple(sorted((g for p in parts for g in p.graph_captures), key=lambda g: g.rank)),
+        no_work=tuple(sorted((n for p in parts for n in p.no_work), key=lambda n: n.rank)),
     )
     return replace(report, advice=tuple(advise(report, kernels)))
 

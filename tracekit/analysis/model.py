@@ -16,6 +16,8 @@ from dataclasses import dataclass, field, fields, is_dataclass
 from enum import Enum
 from typing import Any, Mapping, Optional
 
+from tracekit.parse.iterations import RULE
+
 REPORT_VERSION = 1
 
 
@@ -188,6 +190,44 @@ class HostStep:
     def step_time_ns(self) -> int:
         """The step (tracekit.analysis.steps); the host window where a report predates it."""
         return self.step_ns or self.dur_ns
+
+
+@dataclass(frozen=True)
+class StepRule:
+    """How one rank's steps were found (tracekit.parse.iterations): ProfilerStep spans, the user's
+    --step marker, a repeated annotation, module or op sequence, or none (one window: cannot tell)."""
+
+    rank: int
+    rule: str
+    marker: Optional[str] = None
+    steps: int = 0
+    units_per_step: int = 0
+
+    def says(self) -> str:
+        """The sentence the report says of it (the rule's own, parse.iterations.RULES)."""
+        return RULE[self.rule].says.format(marker=self.marker, units=self.units_per_step)
+
+
+@dataclass(frozen=True)
+class GraphCaptureInfo:
+    """A rank's CUDA/HIP graph capture (tracekit.analysis.graph_capture): kernels recorded, not run."""
+
+    rank: int
+    captures: int  # capture spans (BeginCapture … EndCapture, and the instantiate after)
+    capture_ns: int  # their union's time inside the rank's steps
+    launches: int  # kernel launch calls recorded in them
+    share_of_steps: float  # capture_ns over the rank's steps
+    call: str = ""  # the begin call's name (cudaStreamBeginCapture, hipStreamBeginCapture, ...)
+
+
+@dataclass(frozen=True)
+class NoWorkInfo:
+    """A rank's stretches with no work between its steps (tracekit.analysis.no_work): in no step."""
+
+    rank: int
+    stretches: int
+    no_work_ns: int  # their total
+    median_ns: int  # the median stretch
 
 
 @dataclass(frozen=True)
@@ -622,6 +662,9 @@ class Report:
     job: Optional[JobSummary] = None  # jobs of several ranks: the figures across ranks
     # None: the savings were not asked for (tracekit.api.analyze adds them; DeviceReport.savings_ms_per_step)
     savings: Optional[SavingsInfo] = None
+    step_rules: tuple[StepRule, ...] = ()  # how each rank's steps were found
+    graph_captures: tuple[GraphCaptureInfo, ...] = ()  # ranks whose trace records a graph capture
+    no_work: tuple[NoWorkInfo, ...] = ()  # ranks with stretches of no work between their steps
     version: int = REPORT_VERSION
     # In-memory evidence for check_invariants and `analyze --store` (not part of the JSON):
     # idle pieces (rank, device, step, ts_ns, dur_ns, cause) and busy intervals (rank, device, ts_ns, dur_ns)
@@ -676,6 +719,9 @@ class Report:
             "compiled": _plain(self.compiled) if self.compiled is not None else None,
             **({"input_pipeline": self.input_pipeline.to_json()} if self.input_pipeline else {}),
             **({"job": _plain(self.job)} if self.job is not None else {}),
+            "step_rules": [_plain(r) for r in self.step_rules],
+            "graph_captures": [_plain(g) for g in self.graph_captures],
+            "no_work": [_plain(n) for n in self.no_work],
         }
 
     @classmethod

@@ -29,15 +29,19 @@ from tracekit.analysis.attribution import (
     gap_causes,
 )
 from tracekit.analysis.events import STATE_NAMES, load_frames
+from tracekit.analysis.graph_capture import capture_info, capture_spans
 from tracekit.analysis.host import Threads, dataloader_kinds, host_steps, op_stats
 from tracekit.analysis.launch import kernel_partials
 from tracekit.analysis.model import (
     CAUSES,
     DeviceReport,
     GapHistogram,
+    GraphCaptureInfo,
     HostStep,
     IdleGap,
+    NoWorkInfo,
     OpStat,
+    StepRule,
     StepSample,
     SyncSource,
 )
@@ -77,16 +81,20 @@ class CaptureContext:
     manifest: dict = field(default_factory=dict)
     device_names: dict = field(default_factory=dict)
     cycle_starts: dict = field(default_factory=dict)  # rank -> its trace files' starts (steps.cycles)
+    step_marker: Optional[str] = None  # --step: the steps' marker (Capture.step_marker)
 
     @classmethod
-    def of(cls, meta: dict) -> CaptureContext:
+    def of(cls, meta: dict, step_marker: Optional[str] = None) -> CaptureContext:
         names = {}
         for t in meta.get("traces") or []:
             for p in (t.get("metadata") or {}).get("deviceProperties") or []:
                 if "id" in p and "name" in p:
                     names[(int(t.get("rank", 0)), int(p["id"]))] = p["name"]
         return cls(
-            manifest=dict(meta.get("manifest") or {}), device_names=names, cycle_starts=cycle_starts_of(meta)
+            manifest=dict(meta.get("manifest") or {}),
+            device_names=names,
+            cycle_starts=cycle_starts_of(meta),
+            step_marker=step_marker,
         )
 
     def for_ranks(self, ranks: set[int]) -> CaptureContext:
@@ -95,6 +103,7 @@ class CaptureContext:
             self.manifest,
             {k: v for k, v in self.device_names.items() if k[0] in ranks},
             {r: v for r, v in self.cycle_starts.items() if r in ranks},
+            self.step_marker,
         )
 
 
@@ -118,6 +127,9 @@ class Partial:
     idle_intervals: Optional[pd.DataFrame] = None  # with Params.evidence
     busy_intervals: Optional[pd.DataFrame] = None
     checked: tuple[str, ...] = ()  # invariants a worker checked on this part (tracekit.scale.tasks)
+    step_rules: tuple[StepRule, ...] = ()  # how each rank's steps were found
+    graph_captures: tuple[GraphCaptureInfo, ...] = ()  # ranks whose trace records a graph capture
+    no_work: tuple[NoWorkInfo, ...] = ()  # ranks with stretches of no work between steps
 
 
 def analyze_partial(
@@ -130,7 +142,9 @@ def analyze_partial(
 ) -> Partial:
     """Attribute every nanosecond of device idle time in every step of the ranks in `table`.
     `frames`, `threads`: the table's (tracekit.analysis.pipeline.prepare), when the caller has them."""
-    fr = frames if frames is not None else load_frames(table, context.cycle_starts)
+    fr = (
+        frames if frames is not None else load_frames(table, context.cycle_starts, marker=context.step_marker)
+    )
     threads = threads if threads is not None else Threads(fr.host, fr.steps)
     dev, steps = fr.device, fr.steps
     wins = step_windows(steps, dev, launch_times(dev, fr.launches))  # the one step definition
@@ -165,7 +179,24 @@ def analyze_partial(
         busy_intervals=(pd.concat(busy_rows, ignore_index=True) if busy_rows else _EMPTY_BUSY)
         if params.evidence
         else None,
+        step_rules=step_rules(fr.step_rules),
+        graph_captures=capture_info(capture_spans(fr.host), steps),
+        no_work=no_work_info(fr.no_work),
     )
+
+
+def no_work_info(stretches: pd.DataFrame) -> tuple[NoWorkInfo, ...]:
+    """Per rank, its no-work stretches (Frames.no_work) counted and summed."""
+    out = []
+    for r, g in stretches.groupby("rank"):  # one loop per rank with some
+        dur = (g["end"] - g["ts"]).to_numpy(np.int64)
+        out.append(NoWorkInfo(int(r), int(dur.size), int(dur.sum()), int(np.median(dur))))
+    return tuple(out)
+
+
+def step_rules(found: dict) -> tuple[StepRule, ...]:
+    """The report's StepRules of the frames' `step_rules` (rank -> parse.iterations.Iterations)."""
+    return tuple(StepRule(r, it.rule, it.marker, it.steps, it.units) for r, it in sorted(found.items()))
 
 
 def idle_by_device(frames: Any, sync_tolerance_ns: int = DEFAULT_SYNC_TOLERANCE_NS) -> dict:

@@ -58,7 +58,7 @@ def analyze(
     meta = capture.meta or {}
     part = analyze_partial(
         capture.table,
-        CaptureContext.of(meta),
+        CaptureContext.of(meta, getattr(capture, "step_marker", None)),
         params,
         frames=context.fr if context is not None else None,
         threads=context.threads if context is not None else None,
@@ -86,7 +86,16 @@ class Context:
 def prepare(capture: Any, sync_tolerance_ns: int, frames: Any = None, release: Any = None) -> Context:
     """The frames of the capture (`frames`: given, e.g. a replayed timeline's) and its host threads.
     `release`: `load_frames`'s, called once the table is no longer needed for the frames."""
-    fr = frames if frames is not None else load_frames(capture.table, cycle_starts_of(capture.meta), release)
+    fr = (
+        frames
+        if frames is not None
+        else load_frames(
+            capture.table,
+            cycle_starts_of(capture.meta),
+            release,
+            marker=getattr(capture, "step_marker", None),
+        )
+    )
     return Context(fr=fr, threads=Threads(fr.host, fr.steps), sync_tolerance_ns=sync_tolerance_ns)
 
 

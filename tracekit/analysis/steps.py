@@ -30,6 +30,7 @@ import pandas as pd
 
 from tracekit.analysis.launch import launch_rows
 from tracekit.errors import TraceFormatError
+from tracekit.parse.iterations import file_starts
 
 _MIN = np.iinfo(np.int64).min
 
@@ -62,14 +63,8 @@ def cycles(
 
 
 def cycle_starts_of(meta: dict | None) -> dict:
-    """rank -> the start times of its trace files (the capture metadata's `traces[].host_span_ns`), for
-    the ranks with several files; {} when the metadata does not say."""
-    out: dict = {}
-    for t in (meta or {}).get("traces") or []:
-        span = t.get("host_span_ns")
-        if span:
-            out.setdefault(int(t.get("rank", 0)), []).append(int(span[0]))
-    return {r: sorted(v) for r, v in out.items() if len(v) > 1}
+    """rank -> the start times of its trace files, for the ranks with several (parse.iterations)."""
+    return file_starts((meta or {}).get("traces"))
 
 
 def check_step_numbers(steps: pd.DataFrame) -> None:

@@ -103,17 +103,20 @@ def load(
     return cap
 
 
-def describe(path: PathLike) -> Any:
+def describe(path: PathLike, step: Optional[str] = None) -> Any:
     """What a capture (or a trace file / run folder, parsed now) holds: manifest, sources, ranks,
     devices, steps, row counts (`tracekit info`); a tracekit.data.describe.CaptureDescription.
 
     A capture is described from its metadata and row-group statistics, reading only the few columns
-    the counts need, a row group at a time (constant memory); trace files are parsed first."""
+    the counts need, a row group at a time (constant memory); trace files are parsed first. `step`:
+    the steps a --step marker gives (AnalyzeOptions.step), found in the capture's events."""
     from tracekit.data.describe import describe as describe_capture
     from tracekit.data.store import check_schema, is_capture, read_meta
     from tracekit.data.summary import summarize
 
     where = _location(path)
+    if step is not None:
+        return _described_with(where, step)
     if is_capture(where):
         meta = read_meta(where)
         check_schema(where, meta)
@@ -122,6 +125,34 @@ def describe(path: PathLike) -> Any:
 
     capture = load_capture(where)  # type: ignore[arg-type]
     return describe_capture(capture.meta, capture.summary(), path)
+
+
+def _described_with(where: Location, step: str) -> Any:
+    """`describe` with the steps of the --step marker `step`: the capture's host events read, the steps
+    found (tracekit.parse.iterations), the description's steps and each rank's rule replaced."""
+    from tracekit.analysis.events import ANALYSIS_COLUMNS, ANALYSIS_KINDS, load_frames
+    from tracekit.analysis.steps import cycle_starts_of
+    from tracekit.api.options import check_step
+    from tracekit.data.describe import describe as describe_capture
+
+    check_step(step)
+    capture = load(where, columns=ANALYSIS_COLUMNS, kinds=ANALYSIS_KINDS)
+    fr = load_frames(capture.table, cycle_starts_of(capture.meta), marker=step)
+    summary = capture.summary()
+    rows = [
+        {"rank": int(r.rank), "step": int(r.step), "name": step, "dur_ns": int(r.end - r.ts)}
+        for r in fr.steps.itertuples(index=False)
+    ]
+    meta = dict(capture.meta)
+    first: set = set()
+    traces = []
+    for t in meta.get("traces") or []:
+        rank = int(t.get("rank", 0))
+        rule = fr.step_rules.get(rank)
+        traces.append({**t, "step_rule": rule.to_json() if rule is not None and rank not in first else None})
+        first.add(rank)
+    meta["traces"] = traces
+    return describe_capture(meta, {**summary, "step_rows": rows}, where)
 
 
 # -- parse ----------------------------------------------------------------------------------------------
@@ -201,6 +232,8 @@ def analyze(
     if isinstance(source, Capture):
         if opts.store:
             raise TracekitError("store needs a capture on disk: pass its path, not a loaded capture")
+        if opts.step is not None:  # the caller's Capture is never changed
+            source = replace(source, step_marker=opts.step)
         return _view(_analyze_here(source, opts), source)
     inputs = [_location(p) for p in (source if isinstance(source, (list, tuple)) else [source])]
     if not inputs:
@@ -217,7 +250,7 @@ def _analyze_capture(path: Location, opts: AnalyzeOptions, executor: Optional[Ex
     from tracekit.scale.executor import LocalExecutor
 
     meta = read_meta(path)  # read once (a round trip on object storage)
-    stored = _stored_report(meta) if opts.reuse_stored else None
+    stored = _stored_report(meta, opts.step) if opts.reuse_stored else None
     if stored is not None:
         return _view(stored)
     ranks = len(capture_ranks(meta))
@@ -234,6 +267,7 @@ def _analyze_capture(path: Location, opts: AnalyzeOptions, executor: Optional[Ex
             store=opts.store,
             rank=opts.rank,
             meta=meta,
+            step_marker=opts.step,
         )
         return _view(_skipped(report, opts), stored=path if opts.store else None)
     # Only the columns the analysis (and the savings' replay) read, unless --store rewrites the file.
@@ -244,6 +278,7 @@ def _analyze_capture(path: Location, opts: AnalyzeOptions, executor: Optional[Ex
         if opts.store
         else read_capture(path, columns=loaded_columns(opts.savings), kinds=ANALYSIS_KINDS)
     )
+    capture.step_marker = opts.step
     return _view(_analyze_here(capture, opts, own=True), capture, stored=path if opts.store else None)
 
 
@@ -273,6 +308,7 @@ def _analyze_traces(inputs: list[Location], opts: AnalyzeOptions, executor: Opti
     files = find_trace_files(inputs)
     if len(files) == 1 or (opts.savings and len(files) <= WHOLE_MAX_RANKS):
         capture = parse_paths(inputs)  # type: ignore[arg-type]
+        capture.step_marker = opts.step
         return _view(_analyze_here(capture, opts, own=True), capture)
     executor = executor or LocalExecutor()
     job.check_local_staging(executor, inputs)
@@ -284,6 +320,7 @@ def _analyze_traces(inputs: list[Location], opts: AnalyzeOptions, executor: Opti
             executor=executor,
             check=opts.check,
             rank=opts.rank,
+            step_marker=opts.step,
         )
     # The report names the inputs, not the temporary capture.
     report = replace(report, capture={k: v for k, v in report.capture.items() if k != "path"})
@@ -314,7 +351,7 @@ def _analyze_here(capture: Capture, opts: AnalyzeOptions, own: bool = False) -> 
         if opts.savings or opts.rank is None
         else None
     )
-    parts = _parts(capture, CaptureContext.of(meta), work, opts.rank, whole)
+    parts = _parts(capture, CaptureContext.of(meta, capture.step_marker), work, opts.rank, whole)
     report = merge(parts, meta, work, path=capture.path)
     if opts.check:
         report = replace(report, checked=tuple(check_invariants(report, capture)))
@@ -356,8 +393,9 @@ def _skipped(report: Report, opts: AnalyzeOptions) -> Report:
     return replace(report, savings=SavingsInfo(skipped=SAVINGS_SKIPPED)) if opts.savings else report
 
 
-def _stored_report(meta: dict) -> Optional[Report]:
-    """The analysis `analyze --store` kept in the capture, when this tracekit wrote it."""
+def _stored_report(meta: dict, step: Optional[str] = None) -> Optional[Report]:
+    """The analysis `analyze --store` kept in the capture, when this tracekit wrote it with the same
+    steps' marker (`step`: --step's, None for the steps the capture defines)."""
     from tracekit.analysis.model import REPORT_VERSION, Report
     from tracekit.version import __version__
 
@@ -367,7 +405,9 @@ def _stored_report(meta: dict) -> Optional[Report]:
         and stored.get("tracekit_report") == REPORT_VERSION
         and stored.get("tracekit_version", meta.get("tracekit_version")) == __version__
     ):
-        return Report.from_json(stored)
+        report = Report.from_json(stored)
+        markers = {r.marker if r.rule == "marker" else None for r in report.step_rules}
+        return report if markers <= {step} else None
     return None
 
 
@@ -401,7 +441,8 @@ def diff(
 
     opts = options_of(DiffOptions, options, fields)
     check_arguments(len(captures), opts.labels, opts.confidence)  # before any capture is analysed
-    reports = [_side(c, opts.analysis, executor) for c in captures]
+    sides = opts.analysis if opts.step is None else replace(opts.analysis, step=opts.step)
+    reports = [_side(c, sides, executor) for c in captures]
     names = opts.labels or default_labels(reports, [_default_label(c) for c in captures])
     result = diff_reports(
         reports, list(names), confidence=opts.confidence, top_ops=opts.top_ops, compared=opts.compare
@@ -490,6 +531,8 @@ def whatif(
     scenario = opts.scenario()  # a bad flag fails before anything is read
     capture = source if isinstance(source, Capture) else _whatif_capture(source, executor)
     release = capture is not source and not keep_trace  # a capture read here, and no trace to write
+    if opts.step is not None:  # a loaded Capture passed in is never changed
+        capture = replace(capture, step_marker=opts.step)
     rp = Replayer.of(capture, release=release)
     other = None
     if opts.python_from is not None or opts.python_speedup is not None:
@@ -582,10 +625,12 @@ def tensorboard(
         yield run_dir, f"wrote {len(written)} event file{'s' if len(written) != 1 else ''}"
 
 
-def annotate(capture_path: PathLike, output: PathLike, *, force: bool = False) -> Any:
+def annotate(
+    capture_path: PathLike, output: PathLike, *, force: bool = False, step: Optional[str] = None
+) -> Any:
     """Write `output`: the trace behind `capture_path` plus a track of its idle gaps, every one with its
     cause and evidence (the analysis of `analyze`, all gaps kept, no savings); gzip when it ends .gz.
-    Returns a tracekit.export.annotate.Annotated."""
+    `step`: the steps' marker (AnalyzeOptions.step). Returns a tracekit.export.annotate.Annotated."""
     from tracekit.data.store import check_output
     from tracekit.export.annotate import trace_of, write_annotated
     from tracekit.parse.parser import parse_paths
@@ -596,5 +641,7 @@ def annotate(capture_path: PathLike, output: PathLike, *, force: bool = False) -
     if trace.resolve() == output.resolve():
         raise TracekitError(f"{output}: is the input trace; write the annotated trace to another file")
     cap = parse_paths([trace])
-    report = analyze(cap, AnalyzeOptions(savings=False, top_gaps=sys.maxsize, evidence=True)).report
+    report = analyze(
+        cap, AnalyzeOptions(savings=False, top_gaps=sys.maxsize, evidence=True, step=step)
+    ).report
     return write_annotated(trace, cap, report, output, replace=force)

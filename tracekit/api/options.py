@@ -23,6 +23,22 @@ __all__ = ["AnalyzeOptions", "DiffOptions", "WhatIfOptions", "ParseOptions", "op
 T = TypeVar("T")
 
 
+def check_step(step: Optional[str]) -> None:
+    """--step's value: a regular expression (one line naming it when it is not)."""
+    import re
+
+    if step is None:
+        return
+    if not step:
+        raise TracekitError(
+            "--step '': give a regex of the annotation (record_function) that starts each step"
+        )
+    try:
+        re.compile(step)
+    except re.error as e:
+        raise TracekitError(f"--step {step!r} is not a regular expression: {e}") from None
+
+
 @dataclass(frozen=True)
 class AnalyzeOptions:
     """How `tracekit.api.analyze` analyses a capture.
@@ -35,7 +51,9 @@ class AnalyzeOptions:
     and busy intervals in a report analysed in this process (`Report.idle_intervals`, what
     `check_invariants(report, capture)` checks; `tracekit analyze` turns it off); workers never ship
     them. `reuse_stored`: read the analysis a previous `analyze --store` kept in the capture when
-    this tracekit wrote it (what diff does), instead of analysing again."""
+    this tracekit wrote it (what diff does), instead of analysing again. `step`: a regex of the event
+    name (a record_function / annotation, a module or an op) that starts each step, instead of
+    ProfilerStep or the iterations tracekit finds (tracekit.parse.iterations)."""
 
     sync_tolerance_us: float = 2.0
     savings: bool = True
@@ -45,8 +63,10 @@ class AnalyzeOptions:
     top_gaps: Optional[int] = None
     evidence: bool = True
     reuse_stored: bool = False
+    step: Optional[str] = None
 
     def __post_init__(self) -> None:
+        check_step(self.step)
         if not self.sync_tolerance_us >= 0:
             raise TracekitError(f"sync tolerance {self.sync_tolerance_us:g} µs: give a time >= 0")
         if self.rank is not None and self.rank < 0:
@@ -71,15 +91,17 @@ class DiffOptions:
     of the intervals (both checked by tracekit.compare.diff.check_arguments). `compare`: what the
     comparison varies on purpose (a knob, a manifest field). `top_ops`: framework ops listed.
     `analysis`: how each side is analysed when it is not an Analysis already (no savings; a stored
-    analysis is reused)."""
+    analysis is reused). `step`: the steps' marker of every side (AnalyzeOptions.step)."""
 
     labels: Optional[tuple[str, ...]] = None
     confidence: float = 0.95
     compare: tuple[str, ...] = ()
     top_ops: int = 10
     analysis: AnalyzeOptions = AnalyzeOptions(savings=False, evidence=False, reuse_stored=True)
+    step: Optional[str] = None
 
     def __post_init__(self) -> None:
+        check_step(self.step)
         # tuples, so that the options stay hashable and nobody changes them under a running diff
         if self.labels is not None:
             object.__setattr__(self, "labels", tuple(self.labels))
@@ -95,7 +117,7 @@ class WhatIfOptions:
     device work launched as one CUDA graph, or with `cuda_graphs_region` (a regex) each outermost matching
     host event's; `loader_workers` (N DataLoader workers instead of the capture's: tracekit.whatif.loader);
     `unprofiled_step_ms`: the step time measured without the profiler, for traces without a tracekit
-    manifest."""
+    manifest. `step`: the steps' marker (AnalyzeOptions.step)."""
 
     sets: tuple[str, ...] = ()
     kernels: tuple[str, ...] = ()
@@ -110,8 +132,10 @@ class WhatIfOptions:
     # B (a capture or run folder, several joined with ','): the capture under B's interpreter, from the
     # manifests' calibrations (tracekit.whatif.python); B's measured step is shown beside the prediction.
     python_from: Optional[str] = None
+    step: Optional[str] = None
 
     def __post_init__(self) -> None:
+        check_step(self.step)
         for name in ("sets", "kernels", "ops", "rank_host"):
             value = getattr(self, name)
             object.__setattr__(self, name, (value,) if isinstance(value, str) else tuple(value))

@@ -6,7 +6,7 @@ from typing import List, Optional
 
 import typer
 
-from tracekit.cli import app, emit, executor, output_options, ray_option
+from tracekit.cli import app, emit, executor, output_options, ray_option, step_option
 from tracekit.render.output import Output
 
 
@@ -46,6 +46,7 @@ def analyze(
         help="Beside each cause, the step time saved if it alone were removed, profiled and unprofiled "
         "(a replay of the capture's dependency graph, as `tracekit whatif --set CAUSE=0`).",
     ),
+    step: Optional[str] = step_option(),
     ray: Optional[str] = ray_option(),
     *,
     out: Output,
@@ -67,6 +68,7 @@ def analyze(
         store=store,
         rank=rank,
         evidence=False,
+        step=step,
     )
     with executor(ray) as ex:
         analysis = api.analyze(inputs, opts, executor=ex)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 import typer
 
-from tracekit.cli import app
+from tracekit.cli import app, step_option
 
 
 @app.command()
@@ -16,11 +17,12 @@ def annotate(
     ),
     output: Path = typer.Option(..., "-o", "--output", help="The annotated trace (.json or .json.gz)."),
     force: bool = typer.Option(False, "--force", help="Overwrite OUTPUT if it exists."),
+    step: Optional[str] = step_option(),
 ) -> None:
     """Write the trace with an idle-gap track (cause + evidence) for TensorBoard's trace view / Perfetto."""
     from tracekit import api
 
-    done = api.annotate(capture, output, force=force)
+    done = api.annotate(capture, output, force=force, step=step)
     causes = ", ".join(f"{c} {n}" for c, n in sorted(done.gaps_by_cause.items(), key=lambda kv: -kv[1]))
     typer.echo(
         f"tracekit: wrote {done.output}: {done.source.name} + {done.gaps} idle gaps ({causes or 'none'})"

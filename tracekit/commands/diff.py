@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from tracekit.cli import app, emit, executor, output_options, ray_option
+from tracekit.cli import app, emit, executor, output_options, ray_option, step_option
 from tracekit.render.output import Output
 
 
@@ -41,6 +41,7 @@ def diff(
     top_ops: int = typer.Option(
         10, "--top-ops", min=0, help="Framework ops listed (largest change per call first)."
     ),
+    step: Optional[str] = step_option(),
     ray: Optional[str] = ray_option(),
     *,
     out: Output,
@@ -60,7 +61,7 @@ def diff(
         check_output(plot, out.force, [p for c in captures for p in str(c).split(",") if p])
     sides = [[p for p in str(c).split(",") if p] for c in captures]  # A1,A2: runs pooled into one side
     opts = api.DiffOptions(
-        labels=tuple(label) or None, confidence=confidence, compare=tuple(compare), top_ops=top_ops
+        labels=tuple(label) or None, confidence=confidence, compare=tuple(compare), top_ops=top_ops, step=step
     )
     with executor(ray) as ex:
         result = api.diff(*sides, options=opts, executor=ex).result

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 import typer
 
-from tracekit.cli import app, emit, output_options
+from tracekit.cli import app, emit, output_options, step_option
 from tracekit.render.output import Output
 
 
@@ -14,6 +16,7 @@ def info(
     capture: str = typer.Argument(
         ..., help="A capture (.parquet or a capture folder), or a trace file / run folder; a path or a URI."
     ),
+    step: Optional[str] = step_option(),
     *,
     out: Output,
 ) -> None:
@@ -23,4 +26,4 @@ def info(
     the counts need, a row group at a time (constant memory); trace files are parsed first."""
     from tracekit import api
 
-    emit(out, api.describe(capture))
+    emit(out, api.describe(capture, step=step))

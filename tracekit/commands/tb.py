@@ -3,21 +3,23 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 import typer
 
-from tracekit.cli import app
+from tracekit.cli import app, step_option
 
 
 @app.command()
 def tb(
     logdir: Path = typer.Argument(..., help="The OUT folder of `tracekit capture`, or one run folder."),
     force: bool = typer.Option(False, "--force", help="Rewrite runs that already have tracekit event files."),
+    step: Optional[str] = step_option(),
 ) -> None:
     """Write per-step scalars and the markdown report beside each capture's traces, for TensorBoard: the
     report `tracekit analyze` prints (with the savings)."""
     from tracekit import api
 
-    for run_dir, done in api.tensorboard(logdir, force=force):
+    for run_dir, done in api.tensorboard(logdir, force=force, analysis=api.AnalyzeOptions(step=step)):
         typer.echo(f"tracekit: {run_dir}: {done}")
     typer.echo(f"open them with: tracekit view {logdir}")

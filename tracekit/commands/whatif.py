@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from tracekit.cli import app, emit, executor, output_options, ray_option
+from tracekit.cli import app, emit, executor, output_options, ray_option, step_option
 from tracekit.render.output import Output
 
 WHATIF_RAY_HELP = (
@@ -62,6 +62,16 @@ PIN_MEMORY = typer.Option(
 )
 
 
+UNPROFILED_STEP_MS = typer.Option(
+    None,
+    "--unprofiled-step-ms",
+    help="The step time measured without the profiler (for traces without a tracekit manifest).",
+)
+TRACE = typer.Option(
+    None, "--trace", help="Write the predicted timeline as a Chrome trace (OUT.pt.trace.json.gz)."
+)
+
+
 @app.command()
 @output_options("Overwrite --output and the --trace file if they exist.")
 def whatif(
@@ -100,14 +110,9 @@ def whatif(
     cuda_graphs_region: Optional[str] = CUDA_GRAPHS_REGION,
     loader_workers: Optional[int] = LOADER_WORKERS,
     pin_memory: bool = PIN_MEMORY,
-    unprofiled_step_ms: Optional[float] = typer.Option(
-        None,
-        "--unprofiled-step-ms",
-        help="The step time measured without the profiler (for traces without a tracekit manifest).",
-    ),
-    trace: Optional[Path] = typer.Option(
-        None, "--trace", help="Write the predicted timeline as a Chrome trace (OUT.pt.trace.json.gz)."
-    ),
+    unprofiled_step_ms: Optional[float] = UNPROFILED_STEP_MS,
+    trace: Optional[Path] = TRACE,
+    step: Optional[str] = step_option(),
     ray: Optional[str] = ray_option(WHATIF_RAY_HELP),
     *,
     out: Output,
@@ -131,6 +136,7 @@ def whatif(
         unprofiled_step_ms=unprofiled_step_ms,
         cuda_graphs=cuda_graphs,
         cuda_graphs_region=cuda_graphs_region,
+        step=step,
     )
     opts.scenario()  # a bad flag fails before the --trace check and before anything is read
     if trace is not None:

@@ -55,6 +55,8 @@ def describe(meta: Mapping[str, Any], s: Any, path: Any) -> CaptureDescription:
                 "gzip_damage": t.get("gzip_damage"),
                 "skipped_events": t.get("skipped_events") or {},
                 "dropped_values": t.get("dropped_values") or {},
+                # how the parser found the rank's steps (tracekit.parse.iterations; absent before it did)
+                "step_rule": t.get("step_rule"),
             }
         )
     steps = [

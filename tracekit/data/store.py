@@ -76,6 +76,9 @@ class Capture:
     table: pa.Table
     meta: dict = field(default_factory=dict)
     path: Location | None = None  # where it was read from: a local path or a URI
+    # the user's --step (a regex of the event name that starts each step, instead of ProfilerStep:
+    # tracekit.parse.iterations); an option of this analysis, never stored in the capture
+    step_marker: str | None = None
 
     @property
     def manifest(self) -> dict | None:

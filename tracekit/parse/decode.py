@@ -38,7 +38,7 @@ import pyarrow as pa
 from msgspec.structs import astuple
 
 from tracekit.data import arrow as _arrow
-from tracekit.data.schema import SCHEMA
+from tracekit.data.schema import CAT_USER_ANNOTATION, SCHEMA
 from tracekit.errors import InputNotFound, TraceFormatError, TruncatedTraceError
 
 T = TypeVar("T")
@@ -862,7 +862,7 @@ def assemble(
     ph, cat, name, ints, texts = decoded.ph, decoded.cat, decoded.name, decoded.ints, decoded.texts
     ts_ns, ts_state, dur_ns = decoded.ts_ns, decoded.ts_state, decoded.dur_ns
     max_abs_ts, fractional = decoded.max_abs_ts, decoded.fractional
-    cat = _normalise_cats(cat)
+    cat = _operator_steps(cat, _normalise_cats(cat), name)
     is_flow = _in(ph, ("s", "f"))
     is_meta = _in(ph, ("M",))
     is_memory = _in(name, (MEMORY_NAME,))
@@ -1034,6 +1034,30 @@ def _json_text(v: Any) -> str | None:
         return str(v)
     except RecursionError:  # nested almost as deep as msgspec takes (~1,000 levels): no text for it
         return None
+
+
+# The record_function spans torch itself writes: the step, the DataLoader fetch, the optimizer's calls.
+_TORCH_ANNOTATION = re.compile(r"ProfilerStep#\d+$|enumerate\(DataLoader\)#|Optimizer\.(step|zero_grad)#")
+
+
+def _operator_steps(raw: Strings, cat: Strings, name: Strings) -> Strings:
+    """torch 1.8/1.9 Kineto wrote torch's own record_function spans (ProfilerStep#N, the DataLoader
+    fetch, Optimizer.step#…) as "Operator" (read as cpu_op): they are annotations (user_annotation), not
+    ops around every op of the step."""
+    codes, uniques = raw
+    if "Operator" not in uniques:
+        return cat
+    ncodes, nuniques = name
+    is_step = np.array([n is not None and _TORCH_ANNOTATION.match(n) is not None for n in nuniques] + [False])
+    rows = (codes == uniques.index("Operator")) & np.take(is_step, ncodes)
+    if not rows.any():
+        return cat
+    ccodes, cuniques = cat
+    cuniques = list(cuniques)
+    if CAT_USER_ANNOTATION not in cuniques:
+        cuniques.append(CAT_USER_ANNOTATION)
+    ccodes = np.where(rows, np.int32(cuniques.index(CAT_USER_ANNOTATION)), ccodes).astype(ccodes.dtype)
+    return ccodes, cuniques
 
 
 def _normalise_cats(cat: Strings) -> Strings:

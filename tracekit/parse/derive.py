@@ -2,7 +2,8 @@
 
 - ``step``: one row per ``ProfilerStep#N`` span (cat ``user_annotation``) on the host thread that owns
   them. The ``gpu_user_annotation`` copies Kineto puts on the device timeline are never steps. A rank
-  with no step span gets one step (step 0, name ``trace``) spanning that rank's events.
+  with no step span gets the iterations `tracekit.parse.iterations` finds (steps 0, 1, …, named by the
+  event that starts each), else one step (step 0, name ``trace``) spanning that rank's events.
 
 Device busy intervals and host dispatch gaps are not stored: the analysis computes them from the event
 rows (tracekit.analysis; the dispatch gaps' one definition is tracekit.analysis.dispatch), and storing
@@ -24,11 +25,13 @@ import pyarrow as pa
 from tracekit.data import arrow as _arrow
 from tracekit.data.schema import (
     CAT_CPU_OP,
+    CAT_PYTHON_FUNCTION,
     CAT_USER_ANNOTATION,
     DEVICE_ACTIVITY_CATS,
     KIND_STEP,
     SCHEMA,
 )
+from tracekit.parse import iterations as _iterations
 
 # At most 18 digits: a step number fits the int64 step column (a longer one is not a profiler's step
 # span; 20 digits used to end in OverflowError).
@@ -50,6 +53,8 @@ def needed_for_derive(events: pa.Table) -> pa.Table:
     earliest start and latest end (a trace without steps gets one step spanning exactly those)."""
     frame = _frame(events)
     mask = frame.mask("ph", lambda v: v == "X") & frame.mask("cat", lambda v: v in _DERIVE_CATS)
+    # the modules' python_function events, which parse.iterations may find the iterations by
+    mask |= frame.mask("cat", lambda v: v == CAT_PYTHON_FUNCTION) & frame.mask("name", _is_module)
     timed = ~frame.mask("ph", lambda v: v == "M")
     rank, ts = frame.ints("rank"), frame.ints("ts_ns")
     end = ts + np.maximum(frame.ints("dur_ns"), 0)
@@ -68,9 +73,20 @@ def needed_for_derive(events: pa.Table) -> pa.Table:
 # ---------------------------------------------------------------------------------------------------
 
 
-def derive_steps(events: pa.Table | Frame) -> pa.Table:
-    """Step windows: ProfilerStep#N spans on their owning thread; else one step spanning the rank."""
+def _is_module(name: str) -> bool:
+    return name.startswith(_iterations.MODULE_PREFIX)
+
+
+def derive_steps(events: pa.Table | Frame, breaks: dict | None = None) -> pa.Table:
+    """Step windows: ProfilerStep#N spans on their owning thread; else the iterations found
+    (parse.iterations); else one step spanning the rank. `breaks`: rank -> its trace files' starts."""
+    return derive_step_rows(events, breaks)[0]
+
+
+def derive_step_rows(events: pa.Table | Frame, breaks: dict | None = None) -> tuple[pa.Table, dict]:
+    """(derive_steps' rows, rank -> the rule that found them: parse.iterations.Iterations.to_json())."""
     frame = _frame(events)
+    rules: dict = {}
     rank = frame.ints("rank")
     is_x = frame.mask("ph", lambda v: v == "X")
     is_step = is_x & frame.mask("cat", lambda v: v == CAT_USER_ANNOTATION)
@@ -97,8 +113,23 @@ def derive_steps(events: pa.Table | Frame) -> pa.Table:
                 rows["dur_ns"].append(int(dur[i]))
                 rows["name"].append(n)
                 rows["step"].append(_step_number(n))
+            rules[int(r)] = {
+                **_iterations.Iterations("ProfilerStep").to_json(),
+                "steps": len(by_thread[owner]),
+            }
             continue
-        # No step spans: one step over the rank's timed events (metadata rows excluded).
+        found = _iterations.find(units_of_frame(frame, rank == r), breaks=(breaks or {}).get(int(r), ()))
+        rules[int(r)] = found.to_json()
+        if found.steps:
+            rows["rank"] += [int(r)] * found.steps
+            rows["pid"] += [found.pid] * found.steps
+            rows["tid"] += [found.tid] * found.steps
+            rows["ts_ns"] += found.starts.tolist()
+            rows["dur_ns"] += (found.ends - found.starts).tolist()
+            rows["name"] += list(found.names)
+            rows["step"] += list(range(found.steps))
+            continue
+        # Nothing found: one step over the rank's timed events (metadata rows excluded).
         in_rank = (rank == r) & ~frame.mask("ph", lambda v: v == "M")
         if not in_rank.any():
             in_rank = rank == r
@@ -112,7 +143,43 @@ def derive_steps(events: pa.Table | Frame) -> pa.Table:
         rows["dur_ns"].append(end - start)
         rows["name"].append(TRACE_STEP_NAME)
         rows["step"].append(0)
-    return _rows(KIND_STEP, rows)
+    return _rows(KIND_STEP, rows), rules
+
+
+def record_rules(traces: list[dict], rules: dict) -> None:
+    """Each rank's step rule (derive_step_rows) into its first trace entry's `step_rule`, where
+    `tracekit info` reads it."""
+    first: dict[int, dict] = {}
+    for t in traces:
+        first.setdefault(int(t.get("rank", 0)), t)
+    for r, rule in rules.items():
+        if r in first:
+            first[r]["step_rule"] = rule
+
+
+def units_of_frame(frame: Frame, rows: np.ndarray) -> _iterations.Units:
+    """The units parse.iterations reads (annotations, modules, cpu_ops) among the `rows` (a mask)."""
+    is_x = frame.mask("ph", lambda v: v == "X")
+    kind = np.full(frame.num_rows, -1, np.int8)
+    kind[frame.mask("cat", lambda v: v == CAT_USER_ANNOTATION)] = _iterations.ANNOTATION
+    kind[frame.mask("cat", lambda v: v == CAT_PYTHON_FUNCTION) & frame.mask("name", _is_module)] = (
+        _iterations.MODULE
+    )
+    kind[frame.mask("cat", lambda v: v == CAT_CPU_OP)] = _iterations.OP
+    at = np.flatnonzero(rows & is_x & (kind >= 0))
+    codes, names = frame.codes("name")
+    code = codes[at].astype(np.int64)
+    code[code < 0] = len(names)  # a null name reads as ""
+    ts = frame.ints("ts_ns")[at]
+    return _iterations.Units(
+        pid=frame.ints("pid")[at],
+        tid=frame.ints("tid")[at],
+        ts=ts,
+        end=ts + np.maximum(frame.ints("dur_ns")[at], 0),
+        kind=kind[at],
+        code=code,
+        names=[*(n if n is not None else "" for n in names), ""],
+    )
 
 
 def _step_number(name: str) -> int:

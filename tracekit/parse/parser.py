@@ -68,7 +68,8 @@ from tracekit.errors import (
 from tracekit.parse import decode as _decode
 from tracekit.parse import fast as _fast
 from tracekit.parse import sanity as _sanity
-from tracekit.parse.derive import Frame, FrameBuilder, derive_steps, needed_for_derive
+from tracekit.parse.derive import Frame, FrameBuilder, derive_step_rows, needed_for_derive, record_rules
+from tracekit.parse.iterations import file_starts
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 MANIFEST_NAME = "manifest.json"  # written by `tracekit capture` beside the traces; not a trace
@@ -109,7 +110,8 @@ def parse_paths(paths: list[Path], *, salvage: bool = False, progress: Optional[
     events = pa.concat_tables(tables) if tables else SCHEMA.empty_table()
     _require_events(files, traces)
     frame = Frame(events)
-    steps = derive_steps(frame)
+    steps, rules = derive_step_rows(frame, file_starts(traces))
+    record_rules(traces, rules)
     _sanity.check(frame, steps, traces)
     table = pa.concat_tables([events, steps])
     meta = {"sources": sources, "traces": traces, "manifest": find_manifest(paths)}
@@ -229,7 +231,8 @@ def _stream_once(
         check_rank_files(traces)
         _require_events(files, traces)
         needed = kept.frame()  # its columns converted once, for derive and sanity
-        derived = derive_steps(needed)
+        derived, rules = derive_step_rows(needed, file_starts(traces))
+        record_rules(traces, rules)
         writer.write(derived)
         _sanity.check(needed, derived, traces)
         writer.meta = {"sources": sources, "traces": traces, "manifest": manifest}

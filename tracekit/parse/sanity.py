@@ -133,10 +133,13 @@ def _steps(steps: pa.Table, where: str) -> list[str]:
         return []
     names = steps.column("name").to_pylist()
     ts, dur = _arrow.values(steps.column("ts_ns")), _arrow.values(steps.column("dur_ns"))
-    counts: dict[str, int] = {}
-    for name in names:
-        counts[name] = counts.get(name, 0) + 1
-    name, k = max(counts.items(), key=lambda x: x[1])
+    # by number: the steps found without ProfilerStep spans (parse.iterations) share their marker's name
+    numbers = _arrow.values(steps.column("step")).tolist()
+    counts: dict[int, int] = {}
+    for number in numbers:
+        counts[number] = counts.get(number, 0) + 1
+    number, k = max(counts.items(), key=lambda x: x[1])
+    name = names[numbers.index(number)]
     if k > 1:
         raise TraceFormatError(
             f"{where}: step {name} {k} times on the step thread (the profiler numbers each step once; "

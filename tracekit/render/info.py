@@ -83,7 +83,17 @@ def render_text(doc: Any) -> str:
             lines.append(
                 f"  rank {rank}: {len(mine)} step(s), {names}; "
                 f"step time mean {sum(ms) / len(ms):.3f} ms, min {min(ms):.3f}, max {max(ms):.3f}"
+                + _found_by(doc, rank)
             )
     lines.append("rows by kind: " + ", ".join(f"{k} {v:,}" for k, v in doc["rows_by_kind"].items()))
     lines.append("events by category: " + ", ".join(f"{k} {v:,}" for k, v in doc["events_by_cat"].items()))
     return "\n".join(lines)
+
+
+def _found_by(doc: dict, rank: int) -> str:
+    """'; found by repeated annotation 'X'' for a rank whose parse recorded how it found its steps (its
+    sentence, tracekit.parse.iterations: info imports no parser)."""
+    rule = next((t["step_rule"] for t in doc["traces"] if t["rank"] == rank and t.get("step_rule")), None)
+    if not rule or not rule.get("says"):
+        return ""
+    return "; " + ("" if rule.get("rule") == "none" else "found by ") + str(rule["says"])

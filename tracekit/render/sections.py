@@ -55,6 +55,21 @@ def header(report: Report) -> list[str]:
         lines.append(f"sources: {len(sources)} files ({sources[0]} … {sources[-1]})")
     elif sources:
         lines.append("sources: " + ", ".join(sources))
+    steps = steps_line(report)
+    if steps:
+        lines.append(steps)
+    for n in report.no_work:
+        lines.append(
+            f"no work: rank {n.rank}: {n.stretches} stretch(es) between requests, {_ms(n.no_work_ns)} ms in "
+            f"all (median {_ms(n.median_ns)} ms), in no step: the thread ran nothing and nothing was queued"
+        )
+    for g in report.graph_captures:
+        lines.append(
+            f"graph capture: rank {g.rank} records {g.captures} graph capture(s) ({g.call} … EndCapture, "
+            f"then instantiate): {g.launches} kernel launches recorded, not run; {_ms(g.capture_ns)} ms, "
+            f"{g.share_of_steps:.1%} of the steps, in which the device idles because kernels are recorded, "
+            "not because the host held it back"
+        )
     if report.job is not None and len(report.ranks) > MANY_RANKS:
         j = report.job
         slowest = "" if j.slowest_rank is None else f", rank {j.slowest_rank} the slowest most often"
@@ -63,6 +78,41 @@ def header(report: Report) -> list[str]:
             f"per step) median {j.step_median_ms:.3f} ms, max {j.step_max_ms:.3f} ms{slowest}"
         )
     return lines
+
+
+def steps_line(report: Report, most: int = 3) -> str | None:
+    """Which rule found the steps (tracekit.parse.iterations), one line: the same for every rank, or
+    rank by rank (the first `most` kinds)."""
+    groups: dict[tuple, list[int]] = {}
+    for r in report.step_rules:
+        groups.setdefault(
+            (r.rule, r.marker, r.units_per_step, r.steps if r.rule != "none" else 0), []
+        ).append(r.rank)
+    if not groups:
+        return None
+
+    def said(key: tuple, ranks: list[int]) -> str:
+        rule = next(r for r in report.step_rules if r.rank == ranks[0])
+        if rule.rule == "none":
+            return rule.says()
+        return f"{rule.steps}, found by {rule.says()}"
+
+    if len(groups) == 1:
+        ((key, ranks),) = groups.items()
+        return "steps: " + said(key, ranks) + (f" (each of {len(ranks)} ranks)" if len(ranks) > 1 else "")
+    parts = [f"rank {_ranks(ranks)}: {said(k, ranks)}" for k, ranks in list(groups.items())[:most]]
+    more = f"; {len(groups) - most} more kinds" if len(groups) > most else ""
+    return "steps: " + "; ".join(parts) + more
+
+
+def _ranks(ranks: list[int]) -> str:
+    return (
+        str(ranks[0])
+        if len(ranks) == 1
+        else f"{ranks[0]}-{ranks[-1]}"
+        if ranks == list(range(ranks[0], ranks[-1] + 1))
+        else ",".join(map(str, ranks))
+    )
 
 
 def many_ranks(report: Report) -> bool:
@@ -169,7 +219,7 @@ def device_sections(report: Report) -> list[Section]:
             )
             notes.append(
                 "a step lasts until both its host window and the device work launched in it are done; "
-                f"host windows (ProfilerStep) median {_ms(statistics.median(host))} ms: {why}"
+                f"host windows median {_ms(statistics.median(host))} ms: {why}"
             )
         if any(s.collective_wait_ns for s in d.samples) or d.straggler_rank is not None:
             straggler = "none" if d.straggler_rank is None else f"rank {d.straggler_rank}"
@@ -267,7 +317,7 @@ def host_section(h: HostReport, rank: int | None = None, ranks: int | None = Non
     notes = [
         f"{len(h.steps)} step(s) over {len({(s.rank, s.pid, s.tid) for s in h.steps})} step thread(s); "
         f"step median {_ms(statistics.median(period)) if period else '0.000'} ms, mean "
-        f"{_ms(statistics.fmean(period)) if period else '0.000'} ms; host window (ProfilerStep, the table's "
+        f"{_ms(statistics.fmean(period)) if period else '0.000'} ms; host window (the table's "
         f"100 %) mean {step_ms:.3f} ms",
         f"host dispatch gaps per step: {h.dispatch_gaps_per_step:.1f} gaps, "
         f"{h.dispatch_gap_ms_per_step:.3f} ms, "

@@ -150,9 +150,7 @@ def _step_notes(r: WhatIfResult) -> list[str]:
         where = f"{d.rank}:{d.device}" if d.device >= 0 else f"{d.rank}:host"
         host, step = d.to_json()["observed_host_window_ms"], d.observed_step_ms
         if step and abs(host / step - 1) > HOST_WINDOW_DIFFERS:
-            notes.append(
-                f"{where}: host windows (ProfilerStep) median {host:.3f} ms, the steps {step:.3f} ms"
-            )
+            notes.append(f"{where}: host windows median {host:.3f} ms, the steps {step:.3f} ms")
         if d.outlier_steps:
             notes.append(
                 f"{where}: outlier step(s), far from the median: "

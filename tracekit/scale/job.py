@@ -292,6 +292,7 @@ def analyze_capture(
     store: bool = False,
     rank: Optional[int] = None,
     meta: Optional[dict] = None,
+    step_marker: Optional[str] = None,
 ) -> Report:
     """Analyse the capture at `path` (file or folder) in `executor`'s workers, each reading its own
     ranks (a few per task, `rank_groups`); the driver holds only the compact per-task results and
@@ -316,7 +317,7 @@ def analyze_capture(
     if store and meta.get("form") != "folder":
         raise TracekitError(f"{path}: analyze_capture stores into capture folders only")
     executor = executor or LocalExecutor()
-    context = CaptureContext.of(meta)
+    context = CaptureContext.of(meta, step_marker)
     work = replace(params, evidence=params.evidence or check or store)
     n_workers = getattr(executor, "workers", 1)
     rest = [r for r in ranks if r != rank]

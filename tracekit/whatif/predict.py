@@ -89,7 +89,12 @@ class Replayer:
             fr = frames
         else:
             let_go = partial(keep_sync_records, capture) if release else None
-            fr = load_frames(capture.table, cycle_starts_of(capture.meta), release=let_go)
+            fr = load_frames(
+                capture.table,
+                cycle_starts_of(capture.meta),
+                release=let_go,
+                marker=getattr(capture, "step_marker", None),
+            )
         th = threads if threads is not None else Threads(fr.host, fr.steps)
         g = build_graph(fr, th, recorded_stream_waits(capture.table))
         kept = fr if keep_frames else None

@@ -51,6 +51,7 @@ def replayed_frames(fr: Frames, g: Graph, rep: np.ndarray) -> Frames:
         launches=launches,
         has_device=fr.has_device,
         peak_memory=fr.peak_memory,
+        step_rules=fr.step_rules,
     )
 
 
