@@ -1,4 +1,4 @@
-"""Invariants as code (STYLE.md 5). `check_invariants(report)` raises InvariantError naming the first
+"""Invariants as code (docs/STYLE.md 5). `check_invariants(report)` raises InvariantError naming the first
 broken rule; tests call it after every analysis, and `tracekit analyze --check` runs it."""
 
 from __future__ import annotations
