@@ -6,10 +6,7 @@ from pathlib import Path
 
 import typer
 
-from tracekit.cli import app
 
-
-@app.command()
 def annotate(
     capture: Path = typer.Argument(
         ..., help="A trace file, a run folder with one trace, or a .parquet capture beside its run folder."

@@ -7,7 +7,6 @@ from typing import List, Optional
 
 import typer
 
-from tracekit.cli import app
 from tracekit.errors import CaptureError
 
 REPEAT = typer.Option(
@@ -25,7 +24,6 @@ NO_PARSE = typer.Option(
 )
 
 
-@app.command(context_settings={"allow_interspersed_args": True})
 def capture(
     targets: Optional[List[str]] = typer.Argument(
         None,

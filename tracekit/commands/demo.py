@@ -8,10 +8,7 @@ from typing import List, Optional
 
 import typer
 
-from tracekit.cli import app
 
-
-@app.command()
 def demo(
     workload: str = typer.Argument(
         "heavy_mlp", help="Built-in workload to capture (see `tracekit workloads`)."

@@ -7,11 +7,10 @@ from typing import List, Optional
 
 import typer
 
-from tracekit.cli import app, emit, executor, output_options, ray_option
+from tracekit.commands.flags import emit, executor, output_options, ray_option
 from tracekit.render.output import Output
 
 
-@app.command()
 @output_options("Overwrite --output and the --plot file if they exist.")
 def diff(
     captures: List[str] = typer.Argument(

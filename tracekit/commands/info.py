@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import typer
 
-from tracekit.cli import app, emit, output_options
+from tracekit.commands.flags import emit, output_options
 from tracekit.render.output import Output
 
 
-@app.command()
 @output_options()
 def info(
     capture: str = typer.Argument(

@@ -9,10 +9,9 @@ from typing import Callable, List, Optional
 
 import typer
 
-from tracekit.cli import app, executor, ray_option
+from tracekit.commands.flags import executor, ray_option
 
 
-@app.command()
 def parse(
     inputs: List[str] = typer.Argument(
         ...,

@@ -6,10 +6,7 @@ from pathlib import Path
 
 import typer
 
-from tracekit.cli import app
 
-
-@app.command()
 def tb(
     logdir: Path = typer.Argument(..., help="The OUT folder of `tracekit capture`, or one run folder."),
     force: bool = typer.Option(False, "--force", help="Rewrite runs that already have tracekit event files."),

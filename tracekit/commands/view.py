@@ -7,11 +7,9 @@ from pathlib import Path
 
 import typer
 
-from tracekit.cli import app
 from tracekit.data import signals
 
 
-@app.command()
 def view(
     logdir: Path = typer.Argument(..., help="The OUT folder of `tracekit capture` (a TensorBoard logdir)."),
     port: int = typer.Option(0, "--port", help="Port on 127.0.0.1; 0 picks a free one."),

@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from tracekit.cli import app, emit, executor, output_options, ray_option
+from tracekit.commands.flags import emit, executor, output_options, ray_option
 from tracekit.render.output import Output
 
 WHATIF_RAY_HELP = (
@@ -62,7 +62,6 @@ PIN_MEMORY = typer.Option(
 )
 
 
-@app.command()
 @output_options("Overwrite --output and the --trace file if they exist.")
 def whatif(
     inputs: List[str] = typer.Argument(

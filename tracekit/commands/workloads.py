@@ -6,10 +6,7 @@ import json
 
 import typer
 
-from tracekit.cli import app
 
-
-@app.command()
 def workloads(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """List the built-in workloads and their knobs (set them with `tracekit capture --set KEY=VALUE`)."""
     from tracekit.capture.knobs import COMMON_KNOBS
