@@ -138,7 +138,7 @@ class RayExecutor:
     # -- internals ------------------------------------------------------------------------------
 
     def _start_local(self) -> None:
-        from tracekit.parse.parser import usable_cpus
+        from tracekit.data.pool import usable_cpus
 
         # Ray's session folder holds Unix sockets (path limit ~107 bytes): keep its parent short.
         self._temp_dir = tempfile.mkdtemp(prefix="tkray-", dir="/tmp" if os.path.isdir("/tmp") else None)

@@ -35,6 +35,11 @@ class ParseTask:
     out_path: str
     salvage: bool = False
 
+    @property
+    def what(self) -> str:
+        """The files, as a dead worker's error names them."""
+        return ", ".join(str(f[1] if isinstance(f, tuple) else Path(str(f)).name) for f in self.files)
+
 
 @dataclass(frozen=True)
 class AnalyzeTask:
@@ -50,6 +55,11 @@ class AnalyzeTask:
     meta: dict = field(default_factory=dict)
     check: bool = False
     store: bool = False
+
+    @property
+    def what(self) -> str:
+        """The ranks, as a dead worker's error names them."""
+        return f"rank{'s' if len(self.ranks) > 1 else ''} {', '.join(map(str, self.ranks))}"
 
 
 def parse_rank(
