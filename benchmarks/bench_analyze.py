@@ -85,7 +85,7 @@ def timed(fn) -> tuple[float, float, object]:
 
 def phases(cap) -> dict[str, list[float]]:
     """One run of `api.analyze` cut into its steps: [wall s, CPU s] each."""
-    from tracekit.whatif import Replayer
+    from tracekit.whatif.predict import Replayer
     from tracekit.whatif.savings import cause_savings
 
     out = {}

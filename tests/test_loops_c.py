@@ -140,11 +140,11 @@ def test_a_whatif_gives_the_same_result_with_the_python_loops(monkeypatch):
     """GIVEN a real capture WHEN it is replayed with the C loops and with their Python definitions (what
     runs where the extension did not build) THEN every figure of the result is the same."""
     from tracekit.parse.parser import load_capture
-    from tracekit.whatif import whatif
-    from tracekit.whatif.scenario import parse_scenario
+    from tracekit.whatif.predict import whatif
+    from tracekit.whatif.scenario import WhatIfOptions
 
     cap = load_capture(ROOT / "fixtures" / "h200_probe" / "tiny.pt.trace.json.gz")
-    scenario = parse_scenario(sets=["interpreter=0.5", "sync=0"], kernels=["Mul=0.5"])
+    scenario = WhatIfOptions(set=["interpreter=0.5", "sync=0"], kernels=["Mul=0.5"])
     assert loops.backend().startswith("C")
     with_c = whatif(cap, scenario, attribute=False)[0].to_json()
     monkeypatch.setenv("TRACEKIT_LOOPS", "python")

@@ -8,7 +8,7 @@
     a.steps(), a.ranks(), a.sync_sources(), a.op_stats(), a.host()
     d = tk.diff("a.parquet", "b.parquet")               # a Comparison
     d.figures()                                         # pandas: each figure in A and B, change, interval
-    w = tk.whatif("a.parquet", sets=["sync=0"])         # a WhatIf: w.devices(), w.text()
+    w = tk.whatif("a.parquet", set=["sync=0"])          # a WhatIf: w.devices(), w.text()
 
 Each verb takes one frozen options object (`tracekit.api.options`: AnalyzeOptions, DiffOptions,
 WhatIfOptions, ParseOptions), or its fields as keyword arguments. To add an option: a field there, its
@@ -474,7 +474,7 @@ def whatif(
     keep_trace: bool = True,
     **fields: Any,
 ) -> WhatIf:
-    """Predict the step time if a cause were removed or changed (WhatIfOptions: `sets=["sync=0"]`, ...):
+    """Predict the step time if a cause were removed or changed (WhatIfOptions: `set=["sync=0"]`, ...):
     replay the capture as a dependency graph (host threads, launches, streams, syncs, collectives),
     unchanged and changed, with and without the profiler's own cost. `source`: a loaded Capture, a
     capture, trace files or run folders; with `executor` (Ray), a job's trace files are parsed as its
@@ -483,30 +483,24 @@ def whatif(
     frames hold it (`tracekit whatif` without `--trace`: the peak on the 1 GB benchmark trace's capture
     1.75 -> 1.25 GiB, benchmarks/RESULTS.md); a loaded Capture passed in is never changed."""
     from tracekit.api.views import WhatIf
-    from tracekit.whatif import Replayer
-    from tracekit.whatif import whatif as run_whatif
+    from tracekit.whatif.check import python_scenario, with_python_check
+    from tracekit.whatif.predict import Replayer
+    from tracekit.whatif.predict import whatif as run_whatif
 
-    opts = options_of(WhatIfOptions, options, fields)
-    scenario = opts.scenario()  # a bad flag fails before anything is read
+    scenario = options_of(WhatIfOptions, options, fields)  # a bad flag fails before anything is read
     capture = source if isinstance(source, Capture) else _whatif_capture(source, executor)
     release = capture is not source and not keep_trace  # a capture read here, and no trace to write
     rp = Replayer.of(capture, release=release)
-    other = None
-    if opts.python_from is not None or opts.python_speedup is not None:
-        from tracekit.whatif.check import python_scenario
-
-        scenario, other = python_scenario(scenario, capture.manifest, opts.python_from, opts.python_speedup)
+    scenario, other = python_scenario(scenario, capture.manifest)
     result, predicted = run_whatif(
         capture,
         scenario,
-        unprofiled_step_ms=opts.unprofiled_step_ms,
+        unprofiled_step_ms=scenario.unprofiled_step_ms,
         replayer=rp,
         last_use=release and scenario.python is None,  # (the Python check replays again)
     )
     if scenario.python is not None:
-        from tracekit.whatif.check import with_python_check
-
-        result = with_python_check(result, capture, rp, scenario, other, opts.unprofiled_step_ms)
+        result = with_python_check(result, capture, rp, scenario, other, scenario.unprofiled_step_ms)
     return WhatIf(result, capture, rp, predicted, traceable=not release)
 
 

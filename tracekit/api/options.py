@@ -1,7 +1,8 @@
 """The options of each verb, one frozen object each: what a flag of `tracekit analyze|diff|whatif|parse`
-means is defined here once, and the CLI, the notebook API, `demo`, `tb` and `annotate` all pass it to
-the same function of `tracekit.api`. A new option is a field here (with its default and its check) plus
-its flag in the command.
+means is defined once, and the CLI, the notebook API, `demo`, `tb` and `annotate` all pass it to the
+same function of `tracekit.api`. A field that is a flag declares it (tracekit.flags: its flag, help and
+check), and the command's Typer options are made from it (tracekit.commands.flags.with_options): a new
+option is one field. `WhatIfOptions` is the what-if's scenario itself (tracekit.whatif.scenario).
 
 Importing this module loads no pandas (the CLI's parse path stays light); the analysis parameters are
 built on demand (`AnalyzeOptions.params`).
@@ -10,49 +11,93 @@ built on demand (`AnalyzeOptions.params`).
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar
 
 from tracekit.errors import TracekitError
+from tracekit.flags import Flag, option, parse_fields
+from tracekit.whatif.scenario import WhatIfOptions
 
 if TYPE_CHECKING:
     from tracekit.analysis.partial import Params
-    from tracekit.whatif.scenario import Scenario
 
 __all__ = ["AnalyzeOptions", "DiffOptions", "WhatIfOptions", "ParseOptions", "options_of"]
 
 T = TypeVar("T")
 
 
+def _at_least(what: str, unit: str, advice: str) -> Callable[[Any], Any]:
+    """A check that a number (or None) is >= 0; the error names the value and says what to give."""
+
+    def check(value: Any) -> Any:
+        if value is not None and not value >= 0:
+            raise TracekitError(f"{what} {value:g}{unit}: {advice}")
+        return value
+
+    return check
+
+
 @dataclass(frozen=True)
 class AnalyzeOptions:
-    """How `tracekit.api.analyze` analyses a capture.
+    """How `tracekit.api.analyze` analyses a capture; the fields with a flag are `tracekit analyze`'s.
 
-    `sync_tolerance_us`: how close (µs) a sync call must be to the start of an idle gap to have drained
-    it (rule 4). `savings`: also predict the step time each host cause costs by replaying the capture
-    without it (whole captures of at most `WHOLE_MAX_RANKS` ranks; tracekit.whatif.savings). `check`:
-    verify the invariants. `store`: keep the result in the capture. `rank`: that rank's report in full.
+    `check`: verify the invariants. `store`: keep the result in the capture. `rank`: that rank's report
+    in full. `sync_tolerance_us`: how close (µs) a sync call must be to the start of an idle gap to have
+    drained it (rule 4). `savings`: also predict the step time each host cause costs by replaying the
+    capture without it (whole captures of at most `WHOLE_MAX_RANKS` ranks; tracekit.whatif.savings).
     `top_gaps`: longest gaps kept as evidence (None: the analysis' default). `evidence`: keep the idle
     and busy intervals in a report analysed in this process (`Report.idle_intervals`, what
     `check_invariants(report, capture)` checks; `tracekit analyze` turns it off); workers never ship
     them. `reuse_stored`: read the analysis a previous `analyze --store` kept in the capture when
     this tracekit wrote it (what diff does), instead of analysing again."""
 
-    sync_tolerance_us: float = 2.0
-    savings: bool = True
-    check: bool = False
-    store: bool = False
-    rank: Optional[int] = None
+    check: bool = option(
+        False,
+        Flag("--check", "Verify the invariants (causes sum to idle, idle never overlaps busy).", bool),
+    )
+    store: bool = option(
+        False,
+        Flag(
+            "--store",
+            "Store the result in the capture (idle rows + report) so diff does not recompute.",
+            bool,
+        ),
+    )
+    rank: Optional[int] = option(
+        None,
+        Flag(
+            "--rank",
+            "Show this rank in full (a job of more than 8 ranks is otherwise summarised across ranks).",
+            Optional[int],
+            parse=_at_least("rank", "", "ranks are numbered from 0"),
+            typer={"min": 0},
+        ),
+    )
+    sync_tolerance_us: float = option(
+        2.0,
+        Flag(
+            "--sync-tolerance-us",
+            "How close (µs) a sync call must be to the start of an idle gap to have drained it.",
+            float,
+            parse=_at_least("sync tolerance", " µs", "give a time >= 0"),
+            typer={"min": 0.0, "max": 1e6},
+        ),
+    )
+    savings: bool = option(
+        True,
+        Flag(
+            "--savings/--no-savings",
+            "Beside each cause, the step time saved if it alone were removed, profiled and unprofiled "
+            "(a replay of the capture's dependency graph, as `tracekit whatif --set CAUSE=0`).",
+            bool,
+        ),
+    )
     top_gaps: Optional[int] = None
     evidence: bool = True
     reuse_stored: bool = False
 
     def __post_init__(self) -> None:
-        if not self.sync_tolerance_us >= 0:
-            raise TracekitError(f"sync tolerance {self.sync_tolerance_us:g} µs: give a time >= 0")
-        if self.rank is not None and self.rank < 0:
-            raise TracekitError(f"rank {self.rank}: ranks are numbered from 0")
-        if self.top_gaps is not None and self.top_gaps < 0:
-            raise TracekitError(f"top_gaps {self.top_gaps}: give a count >= 0")
+        parse_fields(self)
+        _at_least("top_gaps", "", "give a count >= 0")(self.top_gaps)
 
     def params(self, *, evidence: Optional[bool] = None) -> Params:
         """The analysis parameters (tracekit.analysis.partial.Params) these options give."""
@@ -65,89 +110,67 @@ class AnalyzeOptions:
         )
 
 
+def _tuple(value: Any) -> tuple:
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
+def _labels(value: Any) -> Optional[tuple]:
+    """None, or a name per capture (the command line's none given is None)."""
+    return _tuple(value) or None if value is not None else None
+
+
 @dataclass(frozen=True)
 class DiffOptions:
-    """How `tracekit.api.diff` compares captures. `labels`: a name per capture, in order. `confidence`:
-    of the intervals (both checked by tracekit.compare.diff.check_arguments). `compare`: what the
-    comparison varies on purpose (a knob, a manifest field). `top_ops`: framework ops listed.
-    `analysis`: how each side is analysed when it is not an Analysis already (no savings; a stored
-    analysis is reused)."""
+    """How `tracekit.api.diff` compares captures; the fields with a flag are `tracekit diff`'s. `labels`:
+    a name per capture, in order. `confidence`: of the intervals (both checked by
+    tracekit.compare.diff.check_arguments). `compare`: what the comparison varies on purpose (a knob, a
+    manifest field). `top_ops`: framework ops listed. `analysis`: how each side is analysed when it is
+    not an Analysis already (no savings; a stored analysis is reused). Tuples, so that the options stay
+    hashable and nobody changes them under a running diff."""
 
-    labels: Optional[tuple[str, ...]] = None
-    confidence: float = 0.95
-    compare: tuple[str, ...] = ()
-    top_ops: int = 10
+    labels: Optional[tuple[str, ...]] = option(
+        None,
+        Flag(
+            "--label",
+            "A name per capture, in order (default: run name).",
+            list[str],
+            parse=_labels,
+        ),
+    )
+    compare: tuple[str, ...] = option(
+        (),
+        Flag(
+            "--compare",
+            "What the comparison varies on purpose: a knob (amp) or a manifest field (torch.version); "
+            "its difference is then compared, not a reason to call the captures not comparable.",
+            list[str],
+            parse=_tuple,
+        ),
+    )
+    confidence: float = option(0.95, Flag("--confidence", "Confidence of the intervals, e.g. 0.95.", float))
+    top_ops: int = option(
+        10,
+        Flag("--top-ops", "Framework ops listed (largest change per call first).", int, typer={"min": 0}),
+    )
     analysis: AnalyzeOptions = AnalyzeOptions(savings=False, evidence=False, reuse_stored=True)
 
     def __post_init__(self) -> None:
-        # tuples, so that the options stay hashable and nobody changes them under a running diff
-        if self.labels is not None:
-            object.__setattr__(self, "labels", tuple(self.labels))
-        object.__setattr__(self, "compare", tuple(self.compare))
-
-
-@dataclass(frozen=True)
-class WhatIfOptions:
-    """The scenario of `tracekit.api.whatif`, as the flags of `tracekit whatif` write it: `sets`
-    ("CAUSE=FACTOR", or "sync=0"), `kernels` and `ops` ("REGEX=FACTOR"), `rank_host` ("RANK=FACTOR"),
-    `python_speedup` (S: a bytecode speed-up, translated into host time through the manifest's
-    calibration; without one interpreter=1/S), `python_from` (B: see below); `cuda_graphs`: each step's
-    device work launched as one CUDA graph, or with `cuda_graphs_region` (a regex) each outermost matching
-    host event's; `loader_workers` (N DataLoader workers instead of the capture's: tracekit.whatif.loader);
-    `unprofiled_step_ms`: the step time measured without the profiler, for traces without a tracekit
-    manifest."""
-
-    sets: tuple[str, ...] = ()
-    kernels: tuple[str, ...] = ()
-    ops: tuple[str, ...] = ()
-    rank_host: tuple[str, ...] = ()
-    python_speedup: Optional[float] = None
-    unprofiled_step_ms: Optional[float] = None
-    cuda_graphs: bool = False
-    cuda_graphs_region: Optional[str] = None
-    loader_workers: Optional[int] = None
-    pin_memory: bool = False  # the pageable copies made from pinned memory, without blocking the host
-    # B (a capture or run folder, several joined with ','): the capture under B's interpreter, from the
-    # manifests' calibrations (tracekit.whatif.python); B's measured step is shown beside the prediction.
-    python_from: Optional[str] = None
-
-    def __post_init__(self) -> None:
-        for name in ("sets", "kernels", "ops", "rank_host"):
-            value = getattr(self, name)
-            object.__setattr__(self, name, (value,) if isinstance(value, str) else tuple(value))
-        if self.python_from is not None and self.python_speedup is not None:
-            raise TracekitError("--python-from and --python-speedup both given; choose one")
-        if self.unprofiled_step_ms is not None and not self.unprofiled_step_ms > 0:
-            raise TracekitError(
-                f"--unprofiled-step-ms {self.unprofiled_step_ms:g}: give the step time in ms, > 0"
-            )
-
-    def scenario(self) -> Scenario:
-        """The scenario (tracekit.whatif.scenario.Scenario); a bad value is a ScenarioError naming it."""
-        from tracekit.whatif.scenario import parse_scenario
-
-        return parse_scenario(
-            self.sets,
-            self.kernels,
-            self.rank_host,
-            self.python_speedup,
-            self.ops,
-            self.cuda_graphs,
-            self.cuda_graphs_region,
-            self.loader_workers,
-            self.pin_memory,
-        )
+        parse_fields(self)
 
 
 @dataclass(frozen=True)
 class ParseOptions:
-    """Where and how `tracekit.api.parse` writes a capture. `folder`: a folder of one Parquet file per
-    rank (None: when `output` ends with a path separator or is an existing folder, or when several trace
-    files are parsed on Ray). `force`: overwrite. `salvage`: keep the complete events of a cut-off trace."""
+    """Where and how `tracekit.api.parse` writes a capture; the fields with a flag are `tracekit parse`'s.
+    `force`: overwrite. `salvage`: keep the complete events of a cut-off trace. `folder`: a folder of one
+    Parquet file per rank (None: when `output` ends with a path separator or is an existing folder, or
+    when several trace files are parsed on Ray)."""
 
+    force: bool = option(False, Flag("--force", "Overwrite the output if it exists.", bool))
+    salvage: bool = option(
+        False,
+        Flag("--salvage", "Keep every complete event of a truncated trace instead of refusing it.", bool),
+    )
     folder: Optional[bool] = None
-    force: bool = False
-    salvage: bool = False
 
 
 def options_of(cls: type[T], options: Optional[T], given: dict[str, Any]) -> T:

@@ -7,11 +7,13 @@ from typing import List, Optional
 
 import typer
 
-from tracekit.commands.flags import emit, executor, output_options, ray_option
+from tracekit.api.options import DiffOptions
+from tracekit.commands.flags import OptionsFrom, emit, executor, output_options, ray_option, with_options
 from tracekit.render.output import Output
 
 
 @output_options("Overwrite --output and the --plot file if they exist.")
+@with_options
 def diff(
     captures: List[str] = typer.Argument(
         ...,
@@ -22,13 +24,6 @@ def diff(
     plot: Optional[Path] = typer.Option(
         None, "--plot", help="Also write a PNG: one stacked bar per capture (busy and each idle cause)."
     ),
-    label: List[str] = typer.Option([], "--label", help="A name per capture, in order (default: run name)."),
-    compare: List[str] = typer.Option(
-        [],
-        "--compare",
-        help="What the comparison varies on purpose: a knob (amp) or a manifest field (torch.version); "
-        "its difference is then compared, not a reason to call the captures not comparable.",
-    ),
     by: Optional[str] = typer.Option(
         None,
         "--by",
@@ -36,10 +31,7 @@ def diff(
         "run folders) by a manifest field: python (python.version), torch, device, a knob name, or a "
         "dotted field; one side per value, in natural order, the first the baseline.",
     ),
-    confidence: float = typer.Option(0.95, "--confidence", help="Confidence of the intervals, e.g. 0.95."),
-    top_ops: int = typer.Option(
-        10, "--top-ops", min=0, help="Framework ops listed (largest change per call first)."
-    ),
+    opts: DiffOptions = OptionsFrom(DiffOptions),  # type: ignore[assignment]  # its flags
     ray: Optional[str] = ray_option(),
     *,
     out: Output,
@@ -58,9 +50,6 @@ def diff(
             raise TracekitError(f"--plot {plot}: the plot is a PNG; name it with .png")
         check_output(plot, out.force, [p for c in captures for p in str(c).split(",") if p])
     sides = [[p for p in str(c).split(",") if p] for c in captures]  # A1,A2: runs pooled into one side
-    opts = api.DiffOptions(
-        labels=tuple(label) or None, confidence=confidence, compare=tuple(compare), top_ops=top_ops
-    )
     with executor(ray) as ex:
         result = api.diff(*sides, options=opts, executor=ex).result
     emit(out, result)

@@ -1,5 +1,7 @@
 """What several commands share: the output flags and how a result is written (`output_options`, `emit`),
-the `--ray` option and where per-rank work runs (`ray_option`, `executor`).
+the `--ray` option and where per-rank work runs (`ray_option`, `executor`), and a command's options
+object made from its flags (`OptionsFrom`, `with_options`: one Typer option per field that declares a
+tracekit.flags.Flag).
 
 Imports no command module and not tracekit.cli (the commands import this; the CLI imports the commands).
 """
@@ -15,6 +17,7 @@ from typing import Any, Callable, Iterator, Optional
 
 import typer
 
+from tracekit.flags import default_of, flags_of
 from tracekit.render.output import Output
 
 RAY_HELP = (
@@ -75,6 +78,42 @@ def output_options(force_help: str = "Overwrite --output if it exists.") -> Call
         return command
 
     return decorate
+
+
+class OptionsFrom:
+    """The default of a command's parameter that takes an options object (`opts: WhatIfOptions =
+    OptionsFrom(WhatIfOptions)`): `with_options` puts the object's flags in its place."""
+
+    def __init__(self, cls: type) -> None:
+        self.cls = cls
+
+
+def with_options(fn: Callable) -> Callable:
+    """Each parameter of `fn` whose default is OptionsFrom(cls) becomes, in its place, one Typer option per
+    flag field of `cls` (its flag, help and command-line type: tracekit.flags.Flag); the command is
+    called with `cls(**those values)`, whose own parsing validates them."""
+    hints = typing.get_type_hints(fn)
+    params, made = [], {}
+    for p in inspect.signature(fn).parameters.values():
+        if not isinstance(p.default, OptionsFrom):
+            params.append(p.replace(annotation=hints[p.name]))
+            continue
+        cls = p.default.cls
+        made[p.name] = (cls, [f.name for f, _ in flags_of(cls)])
+        for f, flag in flags_of(cls):
+            default = [] if typing.get_origin(flag.cli) is list else default_of(f)
+            option = typer.Option(default, flag.name, help=flag.help, **flag.typer)
+            params.append(inspect.Parameter(f.name, p.kind, default=option, annotation=flag.cli))
+
+    @functools.wraps(fn)
+    def command(*args: Any, **kwargs: Any) -> Any:
+        for name, (cls, names) in made.items():
+            kwargs[name] = cls(**{n: kwargs.pop(n) for n in names})
+        return fn(*args, **kwargs)
+
+    command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    command.__annotations__ = {p.name: p.annotation for p in params}
+    return command
 
 
 # The parameters that name what a command reads: its output is never one of them (Output.inputs).

@@ -20,10 +20,10 @@ from tracekit.whatif.loader import WAITED_MIN_SHARE, LoaderPrediction, Producer,
 from tracekit.whatif.model import DevicePrediction, Unprofiled, WhatIfResult
 from tracekit.whatif.profiler import DEFAULT_COST_US, MEASURED_RANGE_US, CostEstimate, estimate_cost
 from tracekit.whatif.replay import Factors, StepModel, StepTimes, factors, replay, weights
-from tracekit.whatif.scenario import Scenario, ScenarioError
+from tracekit.whatif.scenario import ScenarioError, WhatIfOptions
 
-IDENTITY = Scenario()
-NO_FETCH = Scenario(set={"dataloader": 0.0})  # the consumer of the producer model: no fetch time
+IDENTITY = WhatIfOptions()
+NO_FETCH = WhatIfOptions(set={"dataloader": 0.0})  # the consumer of the producer model: no fetch time
 # The capture's columns the replay reads (the analysis frames, the recorded stream waits, the peak memory)
 # and the Chrome trace of the predicted timeline writes: `tracekit whatif` loads no others (on the 3.5 M-row
 # benchmark capture, 0.34 of the table's 0.62 GiB).
@@ -102,7 +102,7 @@ class Replayer:
             rp.replayed  # noqa: B018 (made now: a whatif lets the graph's edges go after its replays)
         return rp
 
-    def check(self, scenario: Scenario) -> Factors:
+    def check(self, scenario: WhatIfOptions) -> Factors:
         """The scenario's factors on this capture's names; ScenarioError for a rank, kernel pattern or op
         pattern not in the capture."""
         ranks = sorted({k[0] for k in self.steps.keys})
@@ -115,12 +115,12 @@ class Replayer:
         host = self.frames.host if self.frames is not None else self.host_events
         return factors(self.graph, host, scenario)
 
-    def run(self, scenario: Scenario, cost_us: float = 0.0, f: Factors | None = None) -> np.ndarray:
+    def run(self, scenario: WhatIfOptions, cost_us: float = 0.0, f: Factors | None = None) -> np.ndarray:
         if f is None:
             f = self.check(scenario)
         return replay(self.graph, weights(self.graph, scenario, cost_ns=cost_us * 1000.0, f=f))
 
-    def step_ms(self, scenario: Scenario, cost_us: float = 0.0, f: Factors | None = None) -> float:
+    def step_ms(self, scenario: WhatIfOptions, cost_us: float = 0.0, f: Factors | None = None) -> float:
         """The job's step time (the slowest device's median step, ms) under a scenario."""
         return slowest_ms(self.steps.times(self.run(scenario, cost_us, f)).dur)
 
@@ -162,7 +162,7 @@ class Replayer:
         )
 
     def unprofiled(
-        self, scenario: Scenario, cost_us: float, f: Factors | None = None
+        self, scenario: WhatIfOptions, cost_us: float, f: Factors | None = None
     ) -> tuple[StepTimes, list[LoaderPrediction]]:
         """The step times without the profiler under `scenario`: the replay with the cost removed, and on
         ranks with a producer (tracekit.whatif.loader) each step max(consumer + fetch, producer period)."""
@@ -207,13 +207,13 @@ class Replayer:
         return out
 
 
-def _no_fetch(scenario: Scenario) -> Scenario:
+def _no_fetch(scenario: WhatIfOptions) -> WhatIfOptions:
     return replace(scenario, set={**scenario.set, "dataloader": 0.0})
 
 
 def whatif(
     capture: Any,
-    scenario: Scenario,
+    scenario: WhatIfOptions,
     *,
     unprofiled_step_ms: Optional[float] = None,
     default_cost_us: float = DEFAULT_COST_US,
@@ -322,7 +322,7 @@ def slowest_ms(durations: list) -> float:
     return max((median_ns(d) / 1e6 for d in durations if d.size), default=0.0)
 
 
-def _check_finite(scenario: Scenario, *times: StepTimes) -> None:
+def _check_finite(scenario: WhatIfOptions, *times: StepTimes) -> None:
     """A predicted step that is negative, or within a factor 2 of int64's end, has overflowed (or may
     have) the replay's int64 ns (factors multiply: --kernels and --ops on one kernel): never print it."""
     if any(d.size and (int(d.min()) < 0 or int(d.max()) > 2**62) for t in times for d in t.dur):
