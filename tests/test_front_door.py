@@ -12,6 +12,7 @@ import pytest
 from tests.clirun import run_main
 from tracekit import api
 from tracekit.analysis.model import Report
+from tracekit.api import run
 from tracekit.errors import TracekitError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,7 +42,7 @@ def test_the_savings_are_a_typed_field_and_survive_the_json(sync_analysis):
 def test_a_job_analysed_by_ranks_says_its_savings_were_skipped(tmp_path, monkeypatch):
     # GIVEN a capture on disk with more ranks than are analysed whole (here: more than 0)
     capture = api.parse([SYNC], tmp_path / "c.parquet").output
-    monkeypatch.setattr(api, "WHOLE_MAX_RANKS", 0)
+    monkeypatch.setattr(run, "WHOLE_MAX_RANKS", 0)
     # WHEN it is analysed with the savings asked for, THEN it is analysed by ranks and says why it has none
     report = api.analyze(capture).report
     assert report.savings is not None and not report.savings.computed

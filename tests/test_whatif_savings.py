@@ -116,8 +116,9 @@ def test_a_capture_analysed_in_process_from_its_columns_alone(tmp_path, name):
     """GIVEN a real capture WHEN `tracekit analyze` analyses it in this process (reading only the
     analysis' and the replay's columns, letting the table go once the frames are built) THEN the
     report, savings included, is the one of the whole table analysed with every column kept."""
-    from tracekit.api import analyze, loaded_columns
+    from tracekit.api import analyze
     from tracekit.api.options import AnalyzeOptions
+    from tracekit.api.run import loaded_columns
     from tracekit.data.store import read_capture
     from tracekit.parse.parser import parse_to_file
 

@@ -43,7 +43,7 @@ class AnalyzeOptions:
     `check`: verify the invariants. `store`: keep the result in the capture. `rank`: that rank's report
     in full. `sync_tolerance_us`: how close (µs) a sync call must be to the start of an idle gap to have
     drained it (rule 4). `savings`: also predict the step time each host cause costs by replaying the
-    capture without it (whole captures of at most `WHOLE_MAX_RANKS` ranks; tracekit.whatif.savings).
+    capture without it (a job analysed whole: tracekit.api.run.analyzed_whole; tracekit.whatif.savings).
     `top_gaps`: longest gaps kept as evidence (None: the analysis' default). `evidence`: keep the idle
     and busy intervals in a report analysed in this process (`Report.idle_intervals`, what
     `check_invariants(report, capture)` checks; `tracekit analyze` turns it off); workers never ship

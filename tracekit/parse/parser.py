@@ -250,7 +250,24 @@ def load_capture(
         if columns is None:
             return read_capture(path, kinds=kinds)
         return read_capture(path, columns=[c for c in columns if c in SCHEMA.names], kinds=kinds)
-    cap = parse_paths([path])
+    return _narrowed(parse_paths([path]), columns)
+
+
+def load_paths(
+    paths: Sequence[Location],
+    *,
+    salvage: bool = False,
+    columns: Sequence[str] | None = None,
+    kinds: Sequence[str] | None = None,
+) -> Capture:
+    """One capture from a capture on disk (`load_capture`) or from trace files / run folders of one job
+    parsed now; `salvage` parses even a single capture's worth of trace as a cut-off trace may need."""
+    if len(paths) == 1 and not salvage:
+        return load_capture(paths[0], columns=columns, kinds=kinds)  # type: ignore[arg-type]
+    return _narrowed(parse_paths(list(paths), salvage=salvage), columns)  # type: ignore[arg-type]
+
+
+def _narrowed(cap: Capture, columns: Sequence[str] | None) -> Capture:
     if columns is not None:
         cap.table = cap.table.select([c for c in columns if c in cap.table.column_names])
     return cap

@@ -41,6 +41,11 @@ class LocalExecutor:
         return pool.forked_map(fn, items, self.workers, name=_what)
 
 
+def on_this_machine(executor: Optional[Executor]) -> bool:
+    """Whether `executor` runs its tasks on this machine (None: the default, this machine's pool)."""
+    return executor is None or isinstance(executor, LocalExecutor)
+
+
 def _what(item: object) -> str:
     return str(getattr(item, "what", None) or "a task")
 
