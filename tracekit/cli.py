@@ -25,8 +25,8 @@ from tracekit.version import __version__
 
 def _coerce_lazily() -> None:
     """Typer >= 0.29 coerces each parameter's value through a pydantic TypeAdapter, built on its first
-    value: importing pydantic and building the adapters was ~0.1 CPU-s of every command's start-up (a
-    fifth of a tiny `tracekit parse`, benchmarks/RESULTS.md). A value that already is what a plain `str`
+    value: importing pydantic and building the adapters was a large part of every command's start-up
+    (benchmarks/RESULTS.md, "Start-up"). A value that already is what a plain `str`
     or `bool` parameter (or a list of `str`) takes, as the command line gives it, comes out of that
     adapter unchanged (`_parse_cli_str` and `_parse_cli_bool` return it, pydantic's lax str/bool accept
     it), so it is passed on as it is, and the adapter is built (pydantic imported) for the first value
@@ -157,7 +157,7 @@ def _optional_values(argv: list[str]) -> list[str]:
     `--ray=local`, and `--ray X` becomes `--ray=X` only when X is a Ray address (local, auto,
     HOST:PORT, ray://...) and no file of that name exists, so `--ray run/` still reads run/ as input."""
     if "--ray" not in argv:
-        return list(argv)  # the Ray module (logging, socket: ~10 ms) is for the commands that name it
+        return list(argv)  # the Ray module (it imports logging, socket) is for the commands that name it
     from tracekit.scale.ray_backend import looks_like_address
 
     out: list[str] = []

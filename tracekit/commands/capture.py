@@ -7,6 +7,7 @@ from typing import List, Optional
 
 import typer
 
+from tracekit.capture.knobs import KnobError, parse_assignments
 from tracekit.errors import CaptureError
 
 REPEAT = typer.Option(
@@ -65,7 +66,6 @@ def capture(
 ) -> None:
     """Capture a workload under torch.profiler in each interpreter and parse it into Parquet."""
     from tracekit import api
-    from tracekit.capture.knobs import KnobError, parse_assignments
 
     targets = list(targets or [])
     if script is None:

@@ -8,6 +8,9 @@ from typing import List, Optional
 
 import typer
 
+from tracekit.capture.knobs import KnobError, parse_assignments
+from tracekit.errors import CaptureError
+
 
 def demo(
     workload: str = typer.Argument(
@@ -23,8 +26,6 @@ def demo(
 
     Re-running overwrites the previous demo run in OUT. Open the traces with `tracekit view OUT`."""
     from tracekit import api
-    from tracekit.capture.knobs import KnobError, parse_assignments
-    from tracekit.errors import CaptureError
     from tracekit.render.registry import get_renderer
 
     try:

@@ -9,6 +9,9 @@ import typer
 
 from tracekit.api.options import DiffOptions
 from tracekit.commands.flags import OptionsFrom, emit, executor, output_options, ray_option, with_options
+from tracekit.compare.group import find_runs, group_runs
+from tracekit.data.store import check_output
+from tracekit.errors import NotComparableError, TracekitError
 from tracekit.render.output import Output
 
 
@@ -39,8 +42,6 @@ def diff(
     """Compare captures: step time, throughput, GPU utilisation, idle per cause, host dispatch gaps and
     framework op time per call, each with an interval; says plainly when captures are not comparable."""
     from tracekit import api
-    from tracekit.data.store import check_output
-    from tracekit.errors import TracekitError
     from tracekit.render.diff import PlotRenderer
 
     if by is not None:
@@ -60,8 +61,6 @@ def diff(
 
 def _grouped(folders: List[str], by: str) -> List[str]:
     """The runs in `folders`, one comma-joined side per value of `by` (tracekit.compare.group)."""
-    from tracekit.compare.group import find_runs, group_runs
-    from tracekit.errors import NotComparableError
 
     runs = [r for folder in folders for r in find_runs(folder)]
     if not runs:

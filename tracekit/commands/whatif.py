@@ -8,6 +8,8 @@ from typing import List, Optional
 import typer
 
 from tracekit.commands.flags import OptionsFrom, emit, executor, output_options, ray_option, with_options
+from tracekit.data.store import check_output
+from tracekit.errors import TracekitError
 from tracekit.render.output import Output
 from tracekit.whatif.scenario import WhatIfOptions
 
@@ -37,8 +39,6 @@ def whatif(
     graph (host threads, launches, streams, syncs, collectives), unchanged and changed, with and
     without the profiler's own cost."""
     from tracekit import api
-    from tracekit.data.store import check_output
-    from tracekit.errors import TracekitError
 
     if trace is not None:
         check_output(trace, out.force, inputs)

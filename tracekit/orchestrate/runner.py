@@ -33,8 +33,11 @@ from tracekit.capture.knobs import (
 )
 from tracekit.capture.recorder import MANIFEST_NAME, TRACE_SUFFIX
 from tracekit.capture.workload import knobs_of
+from tracekit.compare.stats import DEFAULT_CONFIDENCE, runs_for_interval
+from tracekit.data.store import write_capture
 from tracekit.errors import CaptureError, OutputExistsError, TracekitError
 from tracekit.orchestrate import interpreters
+from tracekit.parse.parser import parse_paths
 
 Echo = Callable[[str], None]
 Summarize = Callable[[Path, Any], object]  # (run folder, its parsed Capture)
@@ -254,7 +257,6 @@ def _check_interpreters(runs: Sequence[Run], repeat: int) -> None:
 
 def _announce(runs: Sequence[Run], repeat: int, echo: Echo) -> None:
     """The run order, and whether `repeat` runs per interpreter can give a bounded interval in a diff."""
-    from tracekit.compare.stats import DEFAULT_CONFIDENCE, runs_for_interval
 
     need = runs_for_interval(DEFAULT_CONFIDENCE)
     echo(f"tracekit: {len(runs)} runs, interleaved: {' '.join(r.name for r in runs)}")
@@ -383,8 +385,6 @@ def trace_files(run_dir: Path) -> list[Path]:
 
 
 def _parse_run(run: Run, manifest: dict, force: bool, echo: Echo, summarize: Summarize | None) -> Path:
-    from tracekit.data.store import write_capture
-    from tracekit.parse.parser import parse_paths
 
     files = trace_files(run.run_dir)
     if not files:

@@ -10,7 +10,7 @@ cast, never through a double (1.7e15 µs with three decimals has 19 significant 
 splits big files into chunks at event boundaries and calls it per chunk, in worker processes.
 
 When the optional C extension is built (tracekit/parse/_fastscan.c, wrapper `fast.py`), it scans a
-chunk into columns first, ~10x faster. What it does not read itself it hands back per value (a number
+chunk into columns first, several times faster. What it does not read itself it hands back per value (a number
 as text, converted by `time_value` / `_as_int` here) or per event (decoded here by `decode_items`);
 only invalid JSON sends a whole chunk to msgspec. Both paths build the batch with `assemble`, so they
 give identical tables.
@@ -402,8 +402,8 @@ def locate_events(buf: bytes | mmap.mmap, max_tail: int = 8 << 20) -> tuple[dict
     """Fast path: (metadata, start, end) with buf[start:end] the traceEvents array ('[' ... ']').
 
     Reads only the text around the array: the metadata before it (Kineto writes most keys first) and
-    after it, a little first, more only when needed (copying 64 MiB to search it took 0.15 s of a
-    1 GB parse). Returns None whenever the layout is not the plain one (then split_document, which
+    after it, a little first, more only when needed (copying a large tail to search it is a visible
+    part of a large parse). Returns None whenever the layout is not the plain one (then split_document, which
     validates the whole file, is used); the chunk decoders validate the array itself."""
     for head_size in (1 << 20, 64 << 20):
         head = bytes(buf[: min(len(buf), head_size)])

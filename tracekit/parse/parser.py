@@ -764,10 +764,9 @@ def _decode_range_for_parent(
     job: tuple[int, int, str, str, int], encode: Optional[bool]
 ) -> tuple[EncodedRows | bytes, bytes, dict]:
     """_decode_range in a worker process, its tables made ready to cross to the parent: the event table
-    encoded as the capture file's row groups (`encode`: see _Job; ~0.35 MB per 24 MiB chunk, what the
-    parent appends to the file), else packed as LZ4 Arrow IPC (~15x smaller than a pickled table: most
-    columns are mostly null). The part derive_steps and sanity need always travels packed (the parent
-    keeps it)."""
+    encoded as the capture file's row groups (`encode`: see _Job; what the parent appends to the file),
+    else packed as LZ4 Arrow IPC (much smaller than a pickled table: most columns are mostly null).
+    The part derive_steps and sanity need always travels packed (the parent keeps it)."""
     table, needed, stats = _decode_range(job)
     first = encode_rows(table, part=encode) if encode is not None else _pack(table)
     return first, _pack(needed), stats
@@ -809,8 +808,8 @@ def _decode_ranges(
     hold less than half of CHUNK_BYTES, every range is decoded in this process (tables, not encoded).
     `display`: the file as the user named it (what a worker that dies was decoding)."""
     jobs = [(a, b, unit, where, rank) for a, b in ranges]
-    # Events that fit in half a chunk are decoded here: forking and feeding a pool costs more (~40 ms of
-    # CPU: a third of a tiny `tracekit parse`, benchmarks/RESULTS.md) than the second core gains.
+    # Events that fit in half a chunk are decoded here: forking and feeding a pool costs more CPU than
+    # the second core gains (benchmarks/RESULTS.md).
     small = sum(b - a for a, b in ranges) < CHUNK_BYTES // 2
     n = min(_pool.workers(), len(jobs)) if parallel and not small else 1
     _SHARED["buf"] = buf
@@ -848,7 +847,7 @@ _prefer_jemalloc = _arrow.prefer_jemalloc
 
 def _keep_heap_pages() -> None:
     """glibc: serve allocations up to 32 MiB from the heap and keep freed heap memory, so each chunk's
-    lists reuse the previous chunk's pages instead of mapping fresh ones (~15% fewer page faults in the
+    lists reuse the previous chunk's pages instead of mapping fresh ones (fewer page faults in the
     workers, which inherit this at fork). A no-op without glibc."""
     try:
         import ctypes

@@ -55,8 +55,8 @@ from tracekit.scale import tasks
 from tracekit.scale.executor import Executor, LocalExecutor, on_this_machine
 
 if TYPE_CHECKING:
-    # The analysis (pandas, +0.7 s of start-up) is imported by the functions that analyse: `tracekit
-    # parse` reaches parse_job through this module and must not pay for it.
+    # The analysis (pandas among its imports: benchmarks/RESULTS.md, "Issue 36") is imported by the
+    # functions that analyse: `tracekit parse` reaches parse_job through this module and must not pay for it.
     from tracekit.analysis.model import Report
     from tracekit.analysis.partial import Params
 
@@ -268,8 +268,8 @@ def rank_meta(meta: dict, ranks: list[int]) -> dict:
 
 
 # Ranks analysed by one task: a few together cost less per rank (the analysis is vectorised across
-# ranks; ~30 ms of fixed cost per task), as long as every worker still gets several tasks and a task's
-# events stay well within a worker's memory.
+# ranks, and each task has a fixed cost: benchmarks/rank_costs.py), as long as every worker still gets
+# several tasks and a task's events stay well within a worker's memory.
 MAX_RANKS_PER_TASK = 16
 MAX_ROWS_PER_TASK = 4_000_000
 

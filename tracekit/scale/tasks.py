@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union
 
-from tracekit.data.files import Location
+from tracekit.data.files import Location, is_uri, name_of
+from tracekit.data.schema import KIND_IDLE
 from tracekit.errors import TracekitError, TraceWarning
-from tracekit.parse.parser import Progress
+from tracekit.parse.parser import Progress, parse_files_to, rank_hint
 
 if TYPE_CHECKING:
     from tracekit.analysis.partial import CaptureContext, Params
@@ -75,8 +76,6 @@ def parse_rank(
     all cores instead). Returns {"rank", "rows", "steps", "sources", "traces", "failed", "out"}; a
     single file that cannot be parsed gives a summary with `failed` set and nothing written (the
     job's other ranks go on)."""
-    from tracekit.data.files import is_uri, name_of
-    from tracekit.parse.parser import parse_files_to, rank_hint
 
     def named(f: TraceFile) -> tuple:  # a URI stays a str (a Path would merge its '//')
         where, display = f if isinstance(f, tuple) else (f, name_of(f))
@@ -154,8 +153,6 @@ def analyze_rank_task(task: AnalyzeTask):
 def _without_idle_rows(table):
     import pyarrow as pa
     import pyarrow.compute as pc
-
-    from tracekit.data.schema import KIND_IDLE
 
     return table.filter(pc.not_equal(pc.cast(table["kind"], pa.string()), KIND_IDLE))
 

@@ -7,16 +7,17 @@ import statistics
 from dataclasses import replace
 from typing import Any, Mapping, Optional
 
+from tracekit.data import files
+from tracekit.data.store import is_capture, read_meta
+from tracekit.errors import TracekitError
+from tracekit.parse.parser import find_manifest
+from tracekit.whatif.predict import whatif
 from tracekit.whatif.python import from_manifests, from_speedup
 from tracekit.whatif.scenario import ScenarioError, WhatIfOptions
 
 
 def read_manifests(spec: str) -> tuple[str, list[Mapping[str, Any]]]:
     """B's label and manifests: a capture (.parquet or folder), a run folder, or several joined with ','."""
-    from tracekit.data import files
-    from tracekit.data.store import is_capture, read_meta
-    from tracekit.errors import TracekitError
-    from tracekit.parse.parser import find_manifest
 
     out = []
     for loc in [p for p in spec.split(",") if p]:
@@ -74,7 +75,6 @@ def with_python_check(
     unprofiled_ms: Optional[float],
 ) -> Any:
     """`result` with notes: the bytecode-only bound, and B's measured step time with the misses."""
-    from tracekit.whatif.predict import whatif
 
     bound = dict(scenario.python or {})
     bound["interpreter_factor"] = bound.get("bound_factor", 1.0)

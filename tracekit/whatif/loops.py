@@ -87,7 +87,7 @@ def topological_order(n, src, dst, obs, cycle=None, indeg=None) -> tuple[np.ndar
     is not expected; if one remains, its earliest node (observed) is taken first and counted.
     `cycle`: each node's profiler cycle (None: one), when no edge joins two: the order is then one
     cycle after the other (Kahn's queue seeded from every cycle at once interleaves them all, and a
-    replay in that order ran 5x slower on the 273-cycle benchmark capture: its reads scattered).
+    replay in that order scatters its reads: benchmarks/RESULTS.md, "Issue 17 follow-up").
     `indeg`: each node's number of incoming edges, when the caller has it (else counted here)."""
     out_ptr, out_order = grouped(n, src)
     # each node's incoming edges (given: the caller's np.diff of grouped(n, dst)'s pointers)

@@ -13,7 +13,10 @@ from tracekit.analysis import intervals as iv
 from tracekit.analysis.attribution import DEFAULT_SYNC_TOLERANCE_NS
 from tracekit.analysis.events import FRAME_COLUMNS, load_frames
 from tracekit.analysis.host import Threads
-from tracekit.analysis.steps import cycle_starts_of, median_ns
+from tracekit.analysis.model import ProfilerOverhead
+from tracekit.analysis.pipeline import _capture_info as info
+from tracekit.analysis.pipeline import idle_by_device
+from tracekit.analysis.steps import cycle_starts_of, median_ns, spread_ns
 from tracekit.whatif.cudagraph import GRAPH_GAP_NS, GRAPH_GAP_RANGE_NS, GRAPH_LAUNCH_NS
 from tracekit.whatif.graph import EDGE_KINDS, Graph, build_graph, keep_sync_records, recorded_stream_waits
 from tracekit.whatif.loader import WAITED_MIN_SHARE, LoaderPrediction, Producer, predict, producers
@@ -21,12 +24,12 @@ from tracekit.whatif.model import DevicePrediction, Unprofiled, WhatIfResult
 from tracekit.whatif.profiler import DEFAULT_COST_US, MEASURED_RANGE_US, CostEstimate, estimate_cost
 from tracekit.whatif.replay import Factors, StepModel, StepTimes, factors, replay, weights
 from tracekit.whatif.scenario import ScenarioError, WhatIfOptions
+from tracekit.whatif.timeline import replayed_frames
 
 IDENTITY = WhatIfOptions()
 NO_FETCH = WhatIfOptions(set={"dataloader": 0.0})  # the consumer of the producer model: no fetch time
 # The capture's columns the replay reads (the analysis frames, the recorded stream waits, the peak memory)
-# and the Chrome trace of the predicted timeline writes: `tracekit whatif` loads no others (on the 3.5 M-row
-# benchmark capture, 0.34 of the table's 0.62 GiB).
+# and the Chrome trace of the predicted timeline writes: `tracekit whatif` loads no others.
 COLUMNS = (
     *FRAME_COLUMNS,
     "sync_kind",
@@ -350,8 +353,6 @@ def _busy(rp: Replayer, key, rep: np.ndarray, t: StepTimes, i: int) -> int:
 def _attribute(rp: Replayer, rep: np.ndarray) -> dict:
     """The attribution (tracekit analyze) of the predicted timeline: idle ns per step by cause. It runs on
     the capture's own frames at the replayed times (no second copy of the capture's table)."""
-    from tracekit.analysis.pipeline import idle_by_device
-    from tracekit.whatif.timeline import replayed_frames
 
     if rp.frames is None or not len(rp.graph.device):
         return {}
@@ -430,8 +431,6 @@ def _notes(rp: Replayer, devices: list[DevicePrediction]) -> list[str]:
 def _representative(rp: Replayer, devices: list[DevicePrediction]) -> Optional[str]:
     """The analysis' representativeness check (model.ProfilerOverhead) on the slowest device's observed
     steps against the manifest's unprofiled ones, as a note (None when they agree or are missing)."""
-    from tracekit.analysis.model import ProfilerOverhead
-    from tracekit.analysis.steps import spread_ns
 
     m = (rp.capture.manifest or {}) if rp.capture is not None else {}
     un = m.get("unprofiled_step_ms")
@@ -459,7 +458,6 @@ def _representative(rp: Replayer, devices: list[DevicePrediction]) -> Optional[s
 def _capture_info(capture: Any) -> dict:
     if capture is None:
         return {}
-    from tracekit.analysis.pipeline import _capture_info as info
 
     c = info(capture)
     return {k: c[k] for k in ("workload", "run", "device", "python", "torch", "path", "sources") if k in c}

@@ -18,6 +18,7 @@ from tracekit.analysis.events import STATE_NAMES, SYNC
 from tracekit.analysis.steps import Work, assign_work
 from tracekit.analysis.steps import bounds as step_bounds
 from tracekit.data import schema as S
+from tracekit.whatif.cudagraph import graph_regions
 from tracekit.whatif.graph import DROPPED, LAUNCH_EDGE, Graph
 from tracekit.whatif.loops import HOST_CLASS, WAIT_CLASS, ReplayGraph, longest_paths
 from tracekit.whatif.scenario import ScenarioError, WhatIfOptions
@@ -178,7 +179,6 @@ class Factors:
 
 
 def factors(g: Graph, host, scenario: WhatIfOptions) -> Factors:
-    from tracekit.whatif.cudagraph import graph_regions
 
     act = activity_factors(g, dict(scenario.kernels))
     edge = np.zeros(0, np.float64)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Optional, Sequence
 
 from tracekit.analysis.events import STATE_NAMES
+from tracekit.analysis.model import SavingsInfo
 from tracekit.analysis.steps import median_ns
 from tracekit.flags import from_argv
 from tracekit.whatif.graph import WAIT
@@ -115,9 +116,7 @@ def with_savings(
     """The analysis report (tracekit.analysis.model.Report) with each device's savings filled in, and the
     profiler cost they assume in its `savings`. `frames`, `threads`: the analysis' own (reused); or
     `context`, the analysis' tracekit.analysis.pipeline.Context, whose frames and threads are taken
-    (`hand_over`) and let go once the graph is built: the savings' replays then hold the graph alone
-    (on the 1 GB benchmark trace's capture, the frames and threads were ~0.1 GiB beside it)."""
-    from tracekit.analysis.model import SavingsInfo
+    (`hand_over`) and let go once the graph is built: the savings' replays then hold the graph alone."""
 
     if not report.devices:
         return report

@@ -7,11 +7,13 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
+import msgspec
 import numpy as np
 import pyarrow as pa
 
 from tracekit.analysis.events import Frames
 from tracekit.data import schema as S
+from tracekit.data.store import atomic_path
 from tracekit.whatif.graph import Graph, host_positions
 from tracekit.whatif.replay import map_times
 
@@ -168,9 +170,6 @@ def chrome_trace(table: pa.Table, title: str) -> dict:
 def write_chrome_trace(doc: dict, path: Path, *, replace: bool = True) -> Path:
     """Write the trace (gzip when the name ends in .gz), atomically (over an existing file only with
     `replace`). Times are written as µs with three decimals from the integer ns, never through a float."""
-    import msgspec
-
-    from tracekit.data.store import atomic_path
 
     raw = msgspec.json.encode(_with_us_text(doc))
     with atomic_path(Path(path), replace=replace) as tmp:
@@ -189,7 +188,6 @@ def _with_us_text(doc: dict) -> dict:
 
 
 def msgspec_raw_us(ns: int):
-    import msgspec
 
     ns = int(ns)
     sign = "-" if ns < 0 else ""
