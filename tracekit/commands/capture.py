@@ -7,6 +7,7 @@ from typing import List, Optional
 
 import typer
 
+from tracekit import api
 from tracekit.capture.knobs import KnobError, parse_assignments
 from tracekit.errors import CaptureError
 
@@ -65,7 +66,6 @@ def capture(
     force: bool = typer.Option(False, "--force", help="Overwrite existing outputs."),
 ) -> None:
     """Capture a workload under torch.profiler in each interpreter and parse it into Parquet."""
-    from tracekit import api
 
     targets = list(targets or [])
     if script is None:

@@ -7,6 +7,7 @@ from typing import List, Optional
 
 import typer
 
+from tracekit import api
 from tracekit.api.options import DiffOptions
 from tracekit.commands.flags import OptionsFrom, emit, executor, output_options, ray_option, with_options
 from tracekit.compare.group import find_runs, group_runs
@@ -41,8 +42,7 @@ def diff(
 ) -> None:
     """Compare captures: step time, throughput, GPU utilisation, idle per cause, host dispatch gaps and
     framework op time per call, each with an interval; says plainly when captures are not comparable."""
-    from tracekit import api
-    from tracekit.render.diff import PlotRenderer
+    from tracekit.render.diff import PlotRenderer  # --plot only (benchmarks/import_costs.py)
 
     if by is not None:
         captures = _grouped(captures, by)

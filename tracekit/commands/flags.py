@@ -140,7 +140,7 @@ def emit(out: Output, result: Any) -> None:
 @contextlib.contextmanager
 def executor(ray: Optional[str]) -> Iterator:
     """Where a command's per-rank work runs: worker processes here, or Ray (`--ray`); closed after."""
-    from tracekit.scale.executor import get_executor
+    from tracekit.scale.executor import get_executor  # not for `info` (benchmarks/import_costs.py)
 
     ex = get_executor(ray)
     try:

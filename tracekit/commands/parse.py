@@ -9,6 +9,7 @@ from typing import Callable, List, Optional
 
 import typer
 
+from tracekit import api
 from tracekit.api.options import ParseOptions
 from tracekit.commands.flags import OptionsFrom, executor, ray_option, with_options
 
@@ -41,7 +42,6 @@ def parse(
 
     Decoding runs in one process per CPU this command may run on (its affinity: `taskset -c 0,1`
     gives two); TRACEKIT_WORKERS=N sets the number."""
-    from tracekit import api
 
     started = time.perf_counter()
     with executor(ray) as ex:

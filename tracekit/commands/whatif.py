@@ -7,6 +7,7 @@ from typing import List, Optional
 
 import typer
 
+from tracekit import api
 from tracekit.commands.flags import OptionsFrom, emit, executor, output_options, ray_option, with_options
 from tracekit.data.store import check_output
 from tracekit.errors import TracekitError
@@ -38,7 +39,6 @@ def whatif(
     """Predict the step time if a cause were removed or changed: replay the capture as a dependency
     graph (host threads, launches, streams, syncs, collectives), unchanged and changed, with and
     without the profiler's own cost."""
-    from tracekit import api
 
     if trace is not None:
         check_output(trace, out.force, inputs)

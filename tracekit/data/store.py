@@ -36,7 +36,7 @@ import pyarrow.parquet as pq
 from tracekit.data import arrow, files, signals, stitch
 from tracekit.data.files import Location
 from tracekit.data.schema import METADATA_KEY, SCHEMA, SCHEMA_VERSION, file_metadata, metadata_doc
-from tracekit.data.summary import Summary, kind_codes, rows_metadata
+from tracekit.data.summary import Summary, kind_codes, only_value, rows_metadata, summarize_table
 from tracekit.errors import CaptureFileError, OutputExistsError, OutputWriteError, Terminated
 
 
@@ -107,7 +107,6 @@ class Capture:
     def summary(self) -> dict:
         """What the capture holds: ranks, devices, steps, and row counts by kind and by category (the
         same document as tracekit.data.summary.summarize of the capture on disk)."""
-        from tracekit.data.summary import summarize_table
 
         return summarize_table(self.table)
 
@@ -646,7 +645,6 @@ def _read_kinds(fh: Any, columns: Optional[list[str]], kinds: Optional[Sequence[
     """`columns` of the row groups of an open Parquet file that may hold rows of `kinds`
     (tracekit.data.summary's reading of the `kind` statistics CaptureWriter writes); all of them with
     `kinds` None. (ParquetFile, not read_table: that one imports pandas, ~0.5 s.)"""
-    from tracekit.data.summary import only_value
 
     pf = pq.ParquetFile(fh)
     if kinds is None:

@@ -767,7 +767,7 @@ _ARG_INDEX = {name: i for i, name in enumerate(_Args.__struct_fields__)}
 
 
 def _columns(events: list, unit: str, dropped: collections.Counter) -> tuple[pa.RecordBatch, dict]:
-    import pyarrow.compute as pc  # the msgspec path only: the import costs ~50 ms
+    import pyarrow.compute as pc  # the msgspec path only (its import: benchmarks/import_costs.py)
 
     skipped: collections.Counter = collections.Counter()
     if None in events or NOT_EVENT in events:  # JSON null items; items that are not events
@@ -1002,7 +1002,7 @@ def _empty() -> pa.RecordBatch:
 
 def _strings(values: tuple | list) -> pa.Array:
     """A dictionary-encoded string column; non-string values are written as JSON text."""
-    import pyarrow.compute as pc  # the msgspec path only: the import costs ~50 ms
+    import pyarrow.compute as pc  # the msgspec path only (its import: benchmarks/import_costs.py)
 
     try:
         arr = pa.array(values, pa.string())
@@ -1107,7 +1107,7 @@ def _times(values: tuple | list) -> tuple[pa.Array, np.ndarray]:
 
 def to_int64_ns(value: pa.Array, unit: str) -> pa.Array:
     """decimal128(38, 3) times in `unit` ("us" or "ns") → int64 ns; out-of-range values become null."""
-    import pyarrow.compute as pc  # the msgspec path only: the import costs ~50 ms
+    import pyarrow.compute as pc  # the msgspec path only (its import: benchmarks/import_costs.py)
 
     if unit == "ns":
         rounded = pc.round(value, 0, round_mode="half_to_even")

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import ctypes
 import decimal
 import functools
 import json
@@ -850,8 +851,6 @@ def _keep_heap_pages() -> None:
     lists reuse the previous chunk's pages instead of mapping fresh ones (fewer page faults in the
     workers, which inherit this at fork). A no-op without glibc."""
     try:
-        import ctypes
-
         libc = ctypes.CDLL("libc.so.6")
         libc.mallopt(-3, 32 << 20)  # M_MMAP_THRESHOLD
         libc.mallopt(-1, 1 << 30)  # M_TRIM_THRESHOLD

@@ -43,7 +43,7 @@ def render_text(doc: Any) -> str:
         )
     manifest = doc["manifest"]
     if manifest:
-        from tracekit.render.sections import manifest_parts
+        from tracekit.render.sections import manifest_parts  # text only (benchmarks/import_costs.py)
 
         lines.append("manifest: " + ", ".join(manifest_parts(manifest)))
     else:

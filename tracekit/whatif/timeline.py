@@ -10,6 +10,7 @@ from pathlib import Path
 import msgspec
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from tracekit.analysis.events import Frames
 from tracekit.data import schema as S
@@ -58,7 +59,6 @@ def replayed_frames(fr: Frames, g: Graph, rep: np.ndarray) -> Frames:
 
 def replayed_table(table: pa.Table, g: Graph, rep: np.ndarray) -> pa.Table:
     """The capture's host and device events (kind event, ph X) and its step rows, at replayed times."""
-    import pyarrow.compute as pc
 
     d = g.device
     base = g.device_base
