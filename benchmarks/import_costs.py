@@ -25,6 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
 CLI = "tracekit.cli, tracekit.commands.flags, tracekit.api"
 # (the module imported inside a function, what is imported already where it is, who skips it)
 DEFERRED = [
+    ("tracekit.api", "tracekit.cli, tracekit.commands.flags", "--help (the commands import it when run)"),
+    ("tracekit.data.store", "tracekit.cli, tracekit.commands.flags", "--help (render.output, commands)"),
     ("tracekit.api.run", CLI, "tracekit.api's analyze/whatif: info and parse never load the analysis"),
     ("tracekit.api.views", CLI, "tracekit.api's verbs that return a view: info and parse (pandas)"),
     ("tracekit.compare.diff", CLI, "tracekit.api.diff: every other command"),

@@ -7,8 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from tracekit import api
-from tracekit.api.options import AnalyzeOptions
+from tracekit.analysis.options import AnalyzeOptions
 from tracekit.commands.flags import OptionsFrom, emit, executor, output_options, ray_option, with_options
 from tracekit.render.output import Output
 
@@ -35,6 +34,7 @@ def analyze(
     With more than 8 ranks the text and Markdown reports summarise the job (step time, each figure's
     spread across ranks, stragglers, the ranks that differ); --rank R shows one rank in full, --json
     keeps every rank."""
+    from tracekit import api  # --help imports every command: benchmarks/import_costs.py
 
     opts = replace(opts, evidence=False)  # a report printed keeps no intervals
     with executor(ray) as ex:

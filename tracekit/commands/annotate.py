@@ -6,8 +6,6 @@ from pathlib import Path
 
 import typer
 
-from tracekit import api
-
 
 def annotate(
     capture: Path = typer.Argument(
@@ -17,6 +15,7 @@ def annotate(
     force: bool = typer.Option(False, "--force", help="Overwrite OUTPUT if it exists."),
 ) -> None:
     """Write the trace with an idle-gap track (cause + evidence) for TensorBoard's trace view / Perfetto."""
+    from tracekit import api  # --help imports every command: benchmarks/import_costs.py
 
     done = api.annotate(capture, output, force=force)
     causes = ", ".join(f"{c} {n}" for c, n in sorted(done.gaps_by_cause.items(), key=lambda kv: -kv[1]))

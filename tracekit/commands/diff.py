@@ -7,11 +7,8 @@ from typing import List, Optional
 
 import typer
 
-from tracekit import api
-from tracekit.api.options import DiffOptions
 from tracekit.commands.flags import OptionsFrom, emit, executor, output_options, ray_option, with_options
-from tracekit.compare.group import find_runs, group_runs
-from tracekit.data.store import check_output
+from tracekit.compare.options import DiffOptions
 from tracekit.errors import NotComparableError, TracekitError
 from tracekit.render.output import Output
 
@@ -42,6 +39,8 @@ def diff(
 ) -> None:
     """Compare captures: step time, throughput, GPU utilisation, idle per cause, host dispatch gaps and
     framework op time per call, each with an interval; says plainly when captures are not comparable."""
+    from tracekit import api  # --help imports every command: benchmarks/import_costs.py
+    from tracekit.data.store import check_output
     from tracekit.render.diff import PlotRenderer  # --plot only (benchmarks/import_costs.py)
 
     if by is not None:
@@ -61,6 +60,7 @@ def diff(
 
 def _grouped(folders: List[str], by: str) -> List[str]:
     """The runs in `folders`, one comma-joined side per value of `by` (tracekit.compare.group)."""
+    from tracekit.compare.group import find_runs, group_runs
 
     runs = [r for folder in folders for r in find_runs(folder)]
     if not runs:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import typer
 
-from tracekit import api
 from tracekit.commands.flags import emit, output_options
 from tracekit.render.output import Output
 
@@ -21,5 +20,6 @@ def info(
 
     A capture is described from its metadata and row-group statistics, reading only the few columns
     the counts need, a row group at a time (constant memory); trace files are parsed first."""
+    from tracekit import api  # --help imports every command: benchmarks/import_costs.py
 
     emit(out, api.describe(capture))

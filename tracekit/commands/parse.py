@@ -9,9 +9,8 @@ from typing import Callable, List, Optional
 
 import typer
 
-from tracekit import api
-from tracekit.api.options import ParseOptions
 from tracekit.commands.flags import OptionsFrom, executor, ray_option, with_options
+from tracekit.parse.options import ParseOptions
 
 
 @with_options
@@ -42,6 +41,7 @@ def parse(
 
     Decoding runs in one process per CPU this command may run on (its affinity: `taskset -c 0,1`
     gives two); TRACEKIT_WORKERS=N sets the number."""
+    from tracekit import api  # --help imports every command: benchmarks/import_costs.py
 
     started = time.perf_counter()
     with executor(ray) as ex:

@@ -6,8 +6,6 @@ from pathlib import Path
 
 import typer
 
-from tracekit import api
-
 
 def tb(
     logdir: Path = typer.Argument(..., help="The OUT folder of `tracekit capture`, or one run folder."),
@@ -15,6 +13,7 @@ def tb(
 ) -> None:
     """Write per-step scalars and the markdown report beside each capture's traces, for TensorBoard: the
     report `tracekit analyze` prints (with the savings)."""
+    from tracekit import api  # --help imports every command: benchmarks/import_costs.py
 
     for run_dir, done in api.tensorboard(logdir, force=force):
         typer.echo(f"tracekit: {run_dir}: {done}")

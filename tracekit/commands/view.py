@@ -8,7 +8,6 @@ from pathlib import Path
 import typer
 
 from tracekit.data import signals
-from tracekit.export.tensorboard import TensorBoardServer, event_files, find_trace_runs, iter_event_runs
 
 
 def view(
@@ -16,6 +15,12 @@ def view(
     port: int = typer.Option(0, "--port", help="Port on 127.0.0.1; 0 picks a free one."),
 ) -> None:
     """Open captures in TensorBoard: tracekit's scalars and report, and the PyTorch Profiler tab."""
+    from tracekit.export.tensorboard import (  # --help imports every command: benchmarks/import_costs.py
+        TensorBoardServer,
+        event_files,
+        find_trace_runs,
+        iter_event_runs,
+    )
 
     server = TensorBoardServer(logdir, port=port)
     # A plain `kill` stops it as Ctrl-C does (data/signals.py), so the profiler plugin's loader processes

@@ -7,9 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from tracekit import api
 from tracekit.commands.flags import OptionsFrom, emit, executor, output_options, ray_option, with_options
-from tracekit.data.store import check_output
 from tracekit.errors import TracekitError
 from tracekit.render.output import Output
 from tracekit.whatif.scenario import WhatIfOptions
@@ -39,6 +37,8 @@ def whatif(
     """Predict the step time if a cause were removed or changed: replay the capture as a dependency
     graph (host threads, launches, streams, syncs, collectives), unchanged and changed, with and
     without the profiler's own cost."""
+    from tracekit import api  # --help imports every command: benchmarks/import_costs.py
+    from tracekit.data.store import check_output
 
     if trace is not None:
         check_output(trace, out.force, inputs)

@@ -1,6 +1,7 @@
 """Where a command's result goes: one definition of `--json`, `--markdown`, `-o/--output`, `--force` and
 `--width`, the same on analyze, diff, whatif and info (tracekit.commands.flags.output_options makes the
-flags).
+flags). The data store and the renderers are imported when a result is written: the commands import
+this module, and `tracekit --help` imports every command (benchmarks/import_costs.py).
 
     out = Output.of(as_json, as_markdown, path, force, width)   # checks the flags, and -o, up front
     out.emit(result)                                            # stdout, or atomically to the file
@@ -19,9 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence, TextIO
 
-from tracekit.data.store import atomic_path, check_output
 from tracekit.errors import TracekitError
-from tracekit.render.registry import format_of_suffix, get_renderer, renderers
 
 FILE_WIDTH = 100  # text written to a file, unless --width or the renderer's file_width
 
@@ -45,6 +44,7 @@ class Output:
         inputs: Sequence[Any] = (),
     ) -> Output:
         """The flags as one Output; both formats at once, or an existing -o without --force, is an error."""
+        from tracekit.data.store import check_output
 
         if as_json and as_markdown:
             raise TracekitError("--json and --markdown both given; pick one")
@@ -56,6 +56,7 @@ class Output:
 
     def format_for(self, kind: type) -> str:
         """The format of a result of type `kind` here: the flag's, else the file's suffix, else text."""
+        from tracekit.render.registry import format_of_suffix
 
         if self.fmt is not None or self.path is None:
             return self.fmt or "text"
@@ -64,6 +65,8 @@ class Output:
 
     def emit(self, result: Any, stream: Optional[TextIO] = None) -> Optional[Path]:
         """Write `result` to `stream` (default stdout), or atomically to the file; returns the file."""
+        from tracekit.data.store import atomic_path, check_output
+        from tracekit.render.registry import get_renderer, renderers
 
         fmt = self.format_for(type(result))
         if self.path is None:
