@@ -22,11 +22,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-CLI = "tracekit.cli, tracekit.commands.flags, tracekit.api"
+HELP = "tracekit.cli, tracekit.commands.flags"  # what `tracekit --help` imports before the commands
+CLI = f"{HELP}, tracekit.api"
 # (the module imported inside a function, what is imported already where it is, who skips it)
 DEFERRED = [
-    ("tracekit.api", "tracekit.cli, tracekit.commands.flags", "--help (the commands import it when run)"),
-    ("tracekit.data.store", "tracekit.cli, tracekit.commands.flags", "--help (render.output, commands)"),
+    ("tracekit.api", HELP, "--help (the commands import it when run)"),
+    ("tracekit.data.store", HELP, "--help (render.output, commands)"),
+    ("tracekit.capture.workload", HELP, "--help (capture, demo, workloads)"),
     ("tracekit.api.run", CLI, "tracekit.api's analyze/whatif: info and parse never load the analysis"),
     ("tracekit.api.views", CLI, "tracekit.api's verbs that return a view: info and parse (pandas)"),
     ("tracekit.compare.diff", CLI, "tracekit.api.diff: every other command"),

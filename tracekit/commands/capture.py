@@ -7,7 +7,6 @@ from typing import List, Optional
 
 import typer
 
-from tracekit.capture.knobs import KnobError, parse_assignments
 from tracekit.errors import CaptureError
 
 REPEAT = typer.Option(
@@ -66,6 +65,7 @@ def capture(
 ) -> None:
     """Capture a workload under torch.profiler in each interpreter and parse it into Parquet."""
     from tracekit import api  # --help imports every command: benchmarks/import_costs.py
+    from tracekit.capture.knobs import KnobError, parse_assignments
 
     targets = list(targets or [])
     if script is None:

@@ -8,7 +8,6 @@ from typing import List, Optional
 
 import typer
 
-from tracekit.capture.knobs import KnobError, parse_assignments
 from tracekit.errors import CaptureError
 from tracekit.render.registry import get_renderer
 
@@ -27,6 +26,7 @@ def demo(
 
     Re-running overwrites the previous demo run in OUT. Open the traces with `tracekit view OUT`."""
     from tracekit import api  # --help imports every command: benchmarks/import_costs.py
+    from tracekit.capture.knobs import KnobError, parse_assignments
 
     try:
         knobs = parse_assignments(knob)

@@ -6,12 +6,13 @@ import json
 
 import typer
 
-from tracekit.capture.knobs import COMMON_KNOBS
-from tracekit.capture.workload import describe
-
 
 def workloads(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """List the built-in workloads and their knobs (set them with `tracekit capture --set KEY=VALUE`)."""
+    from tracekit.capture.knobs import (
+        COMMON_KNOBS,  # --help imports every command: benchmarks/import_costs.py
+    )
+    from tracekit.capture.workload import describe
 
     docs = describe()
     if as_json:
