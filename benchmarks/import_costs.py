@@ -41,7 +41,7 @@ DEFERRED = [
     (
         "tracekit.analysis.partial",
         f"{CLI}, tracekit.scale.job",
-        "parse (api.options.params, scale.job/tasks)",
+        "parse (AnalyzeOptions.params, scale.job/tasks)",
     ),
     ("tracekit.scale.executor", CLI, "info (commands.flags.executor: the commands that run per-rank work)"),
     ("tracekit.render.diff", f"{CLI}, tracekit.scale.job", "diff without --plot"),
@@ -53,7 +53,6 @@ DEFERRED = [
         "tracekit.parse.parser, tracekit.scale.tasks",
         "parse (decode's msgspec path, tasks)",
     ),
-    ("pyarrow._compute", "tracekit.parse.parser", "parse (data.arrow.filter_rows)"),
 ]
 
 

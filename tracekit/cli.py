@@ -26,7 +26,7 @@ from tracekit.version import __version__
 def _coerce_lazily() -> None:
     """Typer >= 0.29 coerces each parameter's value through a pydantic TypeAdapter, built on its first
     value: importing pydantic and building the adapters was a large part of every command's start-up
-    (benchmarks/RESULTS.md, "Start-up"). A value that already is what a plain `str`
+    (benchmarks/RESULTS.md, "Issue 36"). A value that already is what a plain `str`
     or `bool` parameter (or a list of `str`) takes, as the command line gives it, comes out of that
     adapter unchanged (`_parse_cli_str` and `_parse_cli_bool` return it, pydantic's lax str/bool accept
     it), so it is passed on as it is, and the adapter is built (pydantic imported) for the first value
@@ -116,7 +116,7 @@ def _register_commands(argv: Optional[list[str]] = None) -> None:
     """Register the commands of the table (tracekit.commands.COMMANDS) on `app`. Given the command line,
     only the command it names first (`tracekit parse ...`), when there is one: the other modules cost a
     command's start-up (their imports, and Typer reading every command's signature: benchmarks/RESULTS.md,
-    "Start-up"), and a command's own parsing, errors and --help never look at its siblings. Anything else
+    "Issue 36"), and a command's own parsing, errors and --help never look at its siblings. Anything else
     (`--help`, `--version`, a misspelt command, no argument) registers them all, in the table's order."""
     names = [argv[0]] if argv and argv[0] in COMMANDS else list(COMMANDS)
     for name in names:

@@ -26,6 +26,7 @@ from typing import Optional
 
 import numpy as np
 import pyarrow as pa
+from pyarrow._compute import call_function
 
 
 def from_numpy(
@@ -63,7 +64,6 @@ def filter_rows(table: pa.Table, mask: np.ndarray) -> pa.Table:
     """`table.filter(bools(mask))`, without importing pyarrow.compute: Table.filter reaches Arrow's
     filter kernel through that module's Python wrappers, generated at its import (start-up time, in the
     parent and in each decode worker); `call_function` is the kernel's own entry point."""
-    from pyarrow._compute import call_function
 
     return call_function("filter", [table, bools(mask)])
 
