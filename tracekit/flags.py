@@ -115,10 +115,10 @@ def from_argv(cls: Any, argv: Sequence[str]) -> dict[str, Any]:
     wrong type, is a ValueError naming it."""
     by_name: dict[str, tuple[str, Flag, bool]] = {}
     for f, flag in flags_of(cls):
-        on, _, off = flag.name.partition("/")
-        by_name[on] = (f.name, flag, True)
-        if off:
-            by_name[off] = (f.name, flag, False)
+        yes, _, no = flag.name.partition("/")
+        by_name[yes] = (f.name, flag, True)
+        if no:
+            by_name[no] = (f.name, flag, False)
     out: dict[str, Any] = {}
     words = iter(argv)
     for word in words:
