@@ -188,7 +188,7 @@ def test_each_whatif_flag_is_declared_once_and_read_everywhere(tmp_path, capsys)
     what changes) a key of the result's scenario."""
     from tracekit import api
     from tracekit.errors import TracekitError
-    from tracekit.flags import flags_of
+    from tracekit.flags import flags_of, from_argv
     from tracekit.whatif.scenario import ScenarioError, WhatIfOptions
 
     code, help_text, _ = run_main(["whatif", "--help"], capsys)
@@ -210,3 +210,14 @@ def test_each_whatif_flag_is_declared_once_and_read_everywhere(tmp_path, capsys)
     assert result.scenario == WhatIfOptions(set={"sync": 0.0}, kernels={"gemm": 0.5}).to_json()
     with pytest.raises(TracekitError, match="unknown option sets"):
         api.whatif(path, sets=["sync=0"])
+    # the same table reads command-line words (what advice's flags are replayed from)
+    words = ["--set", "sync=0", "--loader-workers", "3", "--set", "launch=0.5", "--pin-memory"]
+    assert from_argv(WhatIfOptions, words) == {
+        "set": ["sync=0", "launch=0.5"],
+        "loader_workers": 3,
+        "pin_memory": True,
+    }
+    assert from_argv(api.AnalyzeOptions, ["--no-savings", "--rank", "2"]) == {"savings": False, "rank": 2}
+    for bad in (["--bogus"], ["--loader-workers"], ["--loader-workers", "x"]):
+        with pytest.raises(ValueError):
+            from_argv(WhatIfOptions, bad)
