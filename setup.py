@@ -21,8 +21,8 @@ setup(
             extra_compile_args=["-O2"],
             optional=True,
         ),
-        # The what-if replay's loops (tracekit.whatif.loops; numba's compilation of the same Python
-        # loops when it cannot be compiled).
+        # The what-if replay's loops (tracekit.whatif.loops; their Python definitions run when this
+        # cannot be compiled, much slower on a large capture).
         Extension(
             "tracekit.whatif._loops",
             sources=["tracekit/whatif/_loops.c"],

@@ -64,7 +64,7 @@ def one_round(path: str) -> dict:
     from tracekit.analysis.merge import merge
     from tracekit.analysis.partial import CaptureContext, Params, analyze_partial
     from tracekit.analysis.pipeline import prepare
-    from tracekit.api import loaded_columns
+    from tracekit.api.run import loaded_columns
     from tracekit.data.store import read_capture
     from tracekit.whatif.graph import sync_records
     from tracekit.whatif.predict import Replayer

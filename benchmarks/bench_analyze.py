@@ -85,7 +85,7 @@ def timed(fn) -> tuple[float, float, object]:
 
 def phases(cap) -> dict[str, list[float]]:
     """One run of `api.analyze` cut into its steps: [wall s, CPU s] each."""
-    from tracekit.whatif import Replayer
+    from tracekit.whatif.predict import Replayer
     from tracekit.whatif.savings import cause_savings
 
     out = {}
@@ -112,7 +112,7 @@ def main() -> None:
     args = ap.parse_args()
     path = tiled_capture(args.rows)
     read_s, _, cap = timed(lambda: read_capture(path))
-    api_analyze(cap)  # the numba loops load from their cache (or compile) once per process
+    api_analyze(cap)  # a first run pays the imports and first-touch costs once per process
     full, bare = [], []
     report = None
     for _ in range(args.repeat):  # alternately, so that the machine's load falls on both alike

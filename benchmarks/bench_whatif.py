@@ -1,7 +1,7 @@
 """Benchmark: `tracekit whatif` on the ~3.5 M-row tiled capture of bench_analyze.py (target ≤ 10 s and
 ≤ 2 GB on the 2-core dev machine). Runs the command end to end in a fresh process per repeat (the
-numba-compiled loops come from their on-disk cache after the first run, which is reported apart) and
-reports each run's CPU seconds, wall time and peak RSS (the child's own, from wait4).
+first run, which warms the page cache and writes the bytecode, is reported apart) and reports each
+run's CPU seconds, wall time and peak RSS (the child's own, from wait4).
 
     .venv/bin/python benchmarks/bench_whatif.py [--rows 3500000] [--repeat 3] [--against OLD_TREE]
 
@@ -68,7 +68,7 @@ def main() -> None:
     print(f"capture: {capture.name}; tracekit whatif {' '.join(ARGS)}; load {os.getloadavg()[0]:.1f}")
     for label, tree in trees.items():
         first = run_once(capture, tree)[0]
-        print(f"{label}: first run (may compile the numba loops): {first:.1f} s")
+        print(f"{label}: first run (cold caches): {first:.1f} s")
     runs: dict[str, list] = {label: [] for label in trees}
     for _ in range(a.repeat):  # alternately
         for label, tree in trees.items():

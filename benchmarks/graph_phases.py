@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     from tracekit.analysis.events import ANALYSIS_KINDS
     from tracekit.analysis.partial import CaptureContext, Params, analyze_partial
     from tracekit.analysis.pipeline import prepare
-    from tracekit.api import loaded_columns
+    from tracekit.api.run import loaded_columns
     from tracekit.data.store import read_capture
     from tracekit.whatif import graph as G
     from tracekit.whatif import predict as P

@@ -11,7 +11,7 @@ import statistics
 from pathlib import Path
 
 from tracekit.api import load as load_inputs
-from tracekit.whatif import Replayer
+from tracekit.whatif.predict import Replayer
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -27,12 +27,12 @@ def main(argv: list[str] | None = None) -> int:
     from tracekit.analysis.events import ANALYSIS_KINDS
     from tracekit.analysis.partial import Params
     from tracekit.analysis.pipeline import prepare
-    from tracekit.api import loaded_columns
+    from tracekit.api.run import loaded_columns
     from tracekit.data.store import read_capture
     from tracekit.whatif import replay as R
     from tracekit.whatif.graph import sync_records
     from tracekit.whatif.predict import Replayer
-    from tracekit.whatif.scenario import SCALED_CAUSES, Scenario
+    from tracekit.whatif.scenario import SCALED_CAUSES, WhatIfOptions
 
     c = importlib.import_module("tracekit.whatif._loops")
     cap = read_capture(args.capture, columns=loaded_columns(True), kinds=ANALYSIS_KINDS)
@@ -40,7 +40,9 @@ def main(argv: list[str] | None = None) -> int:
         cap, Params().sync_tolerance_ns, release=lambda: setattr(cap, "table", sync_records(cap.table))
     )
     g = Replayer.of(cap, whole.fr, whole.threads, keep_frames=False, unchanged=False).graph
-    ws = [R.weights(g, Scenario(set={k: 0.0}), 1000.0 * (i % 2)) for i, k in enumerate(SCALED_CAUSES[:4])]
+    ws = [
+        R.weights(g, WhatIfOptions(set={k: 0.0}), 1000.0 * (i % 2)) for i, k in enumerate(SCALED_CAUSES[:4])
+    ]
     scen = (
         np.ascontiguousarray(np.stack([w.host_f for w in ws]), np.float64),
         ws[0].rank_f,

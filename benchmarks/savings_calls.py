@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     from tracekit.analysis.events import ANALYSIS_KINDS
     from tracekit.analysis.partial import Params
     from tracekit.analysis.pipeline import prepare
-    from tracekit.api import loaded_columns
+    from tracekit.api.run import loaded_columns
     from tracekit.data.store import read_capture
     from tracekit.whatif.graph import sync_records
     from tracekit.whatif.predict import Replayer

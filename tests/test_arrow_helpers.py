@@ -133,7 +133,11 @@ print(*sorted(sys.modules), sep=chr(10))
     assert not [m for m in imported if m.split(".")[0] in ("pandas", "pydantic", "pydantic_core")]
     assert "pyarrow.compute" not in imported
     assert "numpy.ma" not in imported  # np.unique's import of it: tracekit.data.arrow.distinct
-    assert {m for m in imported if m.startswith("tracekit.commands.")} == {"tracekit.commands.parse"}
+    # the parse command's module and the flags it shares, no other command's
+    assert {m for m in imported if m.startswith("tracekit.commands.")} == {
+        "tracekit.commands.parse",
+        "tracekit.commands.flags",
+    }
 
 
 @settings(max_examples=60, deadline=None)

@@ -154,7 +154,7 @@ def test_stored_analysis_is_used_when_this_tracekit_wrote_it(tmp_path, monkeypat
     def no_analysis(*_args, **_kwargs):
         raise AssertionError("analysed again instead of using the stored analysis")
 
-    import tracekit.api as api_module
+    import tracekit.api.run as api_module
     import tracekit.scale.job as job
 
     monkeypatch.setattr(job, "analyze_capture", no_analysis)  # by ranks

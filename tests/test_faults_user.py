@@ -414,10 +414,11 @@ def test_whatif_factors_beyond_the_replays_range(capture, capsys, argv, needle):
 
 def test_whatif_largest_factors_give_a_positive_prediction(capture, capsys):
     from tracekit.data.store import read_capture
-    from tracekit.whatif import parse_scenario, whatif
+    from tracekit.whatif.predict import whatif
+    from tracekit.whatif.scenario import WhatIfOptions
 
     cap = read_capture(capture)
-    result, _ = whatif(cap, parse_scenario(["launch=1e6", "framework=1e6"], python_speedup=1e-6))
+    result, _ = whatif(cap, WhatIfOptions(["launch=1e6", "framework=1e6"], python_speedup=1e-6))
     for d in result.devices:
         assert all(p > r > 0 for p, r in zip(d.predicted_step_ns, d.replayed_step_ns))
 

@@ -12,7 +12,9 @@ import pytest
 from tests.clirun import run_main
 from tracekit import api
 from tracekit.analysis.model import Report
+from tracekit.api import run
 from tracekit.errors import TracekitError
+from tracekit.scale.executor import LocalExecutor
 
 ROOT = Path(__file__).resolve().parent.parent
 SYNC = ROOT / "fixtures" / "h200_probe" / "sync.pt.trace.json.gz"
@@ -41,7 +43,7 @@ def test_the_savings_are_a_typed_field_and_survive_the_json(sync_analysis):
 def test_a_job_analysed_by_ranks_says_its_savings_were_skipped(tmp_path, monkeypatch):
     # GIVEN a capture on disk with more ranks than are analysed whole (here: more than 0)
     capture = api.parse([SYNC], tmp_path / "c.parquet").output
-    monkeypatch.setattr(api, "WHOLE_MAX_RANKS", 0)
+    monkeypatch.setattr(run, "WHOLE_MAX_RANKS", 0)
     # WHEN it is analysed with the savings asked for, THEN it is analysed by ranks and says why it has none
     report = api.analyze(capture).report
     assert report.savings is not None and not report.savings.computed
@@ -49,6 +51,29 @@ def test_a_job_analysed_by_ranks_says_its_savings_were_skipped(tmp_path, monkeyp
     assert "step time saved per cause: not computed" in api.analyze(capture).text()
     # without the savings asked for, nothing is said
     assert api.analyze(capture, savings=False).report.savings is None
+
+
+def test_whole_or_rank_by_rank_is_one_rule_for_captures_and_trace_files(tmp_path, monkeypatch):
+    """GIVEN the one rule (api.run.analyzed_whole) WHEN it is asked by hand THEN with the savings a job of
+    up to WHOLE_MAX_RANKS ranks is whole, without them one rank on this machine only; AND a job given as
+    trace files follows it as the same job given as a capture does."""
+
+    class Remote:  # an executor elsewhere (Ray's stands in)
+        workers = 4
+
+        def map(self, fn, items):
+            return map(fn, items)
+
+    assert run.analyzed_whole(run.WHOLE_MAX_RANKS, True, None)
+    assert not run.analyzed_whole(run.WHOLE_MAX_RANKS + 1, True, None)
+    assert run.analyzed_whole(1, True, Remote())  # the savings need the whole job, wherever it runs
+    assert run.analyzed_whole(1, False, None) and run.analyzed_whole(1, False, LocalExecutor(2))
+    assert not run.analyzed_whole(1, False, Remote()) and not run.analyzed_whole(2, False, None)
+    capture = api.parse([SYNC], tmp_path / "c.parquet").output
+    monkeypatch.setattr(run, "WHOLE_MAX_RANKS", 0)
+    for source in (capture, SYNC):
+        report = api.analyze(source).report
+        assert report.savings is not None and not report.savings.computed, source
 
 
 def test_options_come_as_one_object_or_as_keywords_never_unknown_ones():

@@ -14,8 +14,9 @@ from tracekit.analysis.invariants import check_invariants
 from tracekit.analysis.model import Report
 from tracekit.analysis.pipeline import analyze
 from tracekit.api import load as load_inputs
-from tracekit.whatif import Replayer, parse_scenario, whatif
 from tracekit.whatif.cudagraph import GRAPH_GAP_NS, GRAPH_GAP_RANGE_NS
+from tracekit.whatif.predict import Replayer, whatif
+from tracekit.whatif.scenario import WhatIfOptions
 
 ROOT = Path(__file__).parent.parent / "fixtures" / "h200_graphs"
 RUNS = ("mlp_eager", "mlp_graph", "mlp_compile", "mlp_graph_seed")
@@ -110,7 +111,7 @@ def test_whatif_cuda_graphs_on_the_eager_capture_predicts_the_graph(eager_dir, g
     # GIVEN an eager capture and the same step captured as one CUDA graph (unprofiled: CUDA events)
     eager, graphed = load_inputs(eager_dir), load_inputs(graph_dir)
     measured = statistics.median(graphed.manifest["unprofiled_step_ms"])
-    result, _ = whatif(eager, parse_scenario(cuda_graphs=True), attribute=False)
+    result, _ = whatif(eager, WhatIfOptions(cuda_graphs=True), attribute=False)
     (d,) = result.devices
     # THEN the prediction without the profiler is within 20 % of the graph's unprofiled step (the median
     # over steps: the step across the two profiler cycles holds the profiler's own pause)
@@ -123,7 +124,7 @@ def test_whatif_cuda_graphs_on_the_eager_capture_predicts_the_graph(eager_dir, g
 def test_whatif_cuda_graphs_on_a_graphed_capture_changes_little(real):
     # a capture that is one graph per step already: its host is a graph launch, its gaps the floor
     _, graphed = real("mlp_graph_seed")
-    result, _ = whatif(graphed, parse_scenario(cuda_graphs=True), attribute=False)
+    result, _ = whatif(graphed, WhatIfOptions(cuda_graphs=True), attribute=False)
     (d,) = result.devices
     assert statistics.median(d.predicted_step_ns) == pytest.approx(
         statistics.median(d.replayed_step_ns), rel=0.02

@@ -17,10 +17,14 @@ import tracekit as tk
 from tests.clirun import run_main
 from tests.tracebuilder import TraceBuilder
 from tracekit.analysis.invariants import check_invariants
+from tracekit.analysis.options import STEP, AnalyzeOptions
 from tracekit.analysis.pipeline import analyze
+from tracekit.compare.options import DiffOptions
 from tracekit.errors import TracekitError
+from tracekit.flags import flags_of
 from tracekit.parse.iterations import ANNOTATION, MODULE, OP, Units, find
 from tracekit.parse.parser import parse_paths
+from tracekit.whatif.scenario import WhatIfOptions
 
 ROOT = Path(__file__).resolve().parent.parent
 NOMARKERS = ROOT / "fixtures" / "cpu_nomarkers"
@@ -309,3 +313,13 @@ def test_a_stored_analysis_is_reused_only_with_the_same_steps(tmp_path, capsys):
     assert report.step_rules[0].rule == "op_sequence"
     report = tk.analyze(capture, reuse_stored=True, savings=False, step="^aten::arange$").report
     assert report.step_rules[0].rule == "marker"
+
+
+def test_step_is_one_flag_that_every_command_reading_steps_takes(capsys):
+    for cls in (AnalyzeOptions, DiffOptions, WhatIfOptions):
+        assert [flag for f, flag in flags_of(cls) if f.name == "step"] == [STEP]
+        with pytest.raises(TracekitError, match=r"--step '\(' is not a regular expression"):
+            cls(step="(")
+    for command in ("analyze", "whatif", "diff", "info", "tb", "annotate"):
+        code, out, _ = run_main([command, "--help"], capsys)
+        assert code == 0 and "--step" in out and "REGEX" in out, command

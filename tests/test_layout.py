@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parent.parent / "tracekit"
 
 # Lower stages first. A module may import only from its own stage or an earlier one.
 STAGES = [
-    ("version", "errors"),
+    ("version", "errors", "flags"),
     ("data",),
     ("capture",),  # target side: stdlib + torch only (checked below)
     ("parse",),
@@ -21,7 +21,8 @@ STAGES = [
     ("orchestrate",),
     ("scale",),
     ("api",),
-    ("commands", "cli", "__main__", "__init__"),
+    ("commands",),  # the table of commands and their modules; they import no tracekit.cli
+    ("cli", "__main__", "__init__"),
 ]
 RANK = {name: i for i, names in enumerate(STAGES) for name in names}
 
@@ -37,15 +38,19 @@ def _modules() -> dict[str, Path]:
     return mods
 
 
-def _imports(path: Path) -> set[str]:
+def _imports(path: Path, mods: dict[str, Path]) -> set[str]:
     out = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             out.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            out.add(node.module)
-            out.update(f"{node.module}.{a.name}" for a in node.names)
-    # `from tracekit.x import name` also names tracekit.x.name, a module when x is a package
+            # `from tracekit.x import name` also names tracekit.x.name, a module when x is a package
+            named = {f"{node.module}.{a.name}" for a in node.names}
+            out.update(named)
+            # The package face `tracekit` runs before any of its modules: importing a module through it
+            # (`from tracekit import api`) is no dependency on the face; importing a name of it is.
+            if node.module != "tracekit" or not named <= set(mods):
+                out.add(node.module)
     return {m for m in out if m == "tracekit" or m.startswith("tracekit.")}
 
 
@@ -58,7 +63,7 @@ def _graph() -> dict[str, set[str]]:
     mods = _modules()
     graph = {}
     for name, path in mods.items():
-        graph[name] = {m for m in _imports(path) if m in mods and m != name}
+        graph[name] = {m for m in _imports(path, mods) if m in mods and m != name}
     return graph
 
 
@@ -111,6 +116,23 @@ def test_no_import_cycles():
         if v not in index:
             visit(v)
     assert not cycles, cycles
+
+
+def test_every_command_of_the_table_is_a_function_of_its_module():
+    """tracekit.cli registers the rows of tracekit.commands.COMMANDS (imported by name, so the import
+    graph above does not see them): each names a module of the commands stage that defines it, and every
+    command module is in the table."""
+    from tracekit.commands import COMMANDS
+
+    mods = _modules()
+    for name, row in COMMANDS.items():
+        assert row.name == name and _stage(row.module) == "commands" and row.module in mods, row
+        body = ast.parse(mods[row.module].read_text()).body
+        defined = {node.name for node in body if isinstance(node, ast.FunctionDef)}
+        assert name in defined, f"{row.module} defines no function {name}"
+    helpers = {"tracekit.commands", "tracekit.commands.flags"}
+    listed = {row.module for row in COMMANDS.values()}
+    assert {m for m in mods if _stage(m) == "commands"} - helpers == listed
 
 
 def test_the_capture_side_imports_only_itself():

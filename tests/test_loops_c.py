@@ -1,12 +1,11 @@
 """The replay's loops in C (tracekit/whatif/_loops.c) against their definition, the Python loops of
 tracekit.whatif.loops (loops.PYTHON), on random graphs: the same orders, weights and replayed times,
-with 32- and 64-bit indices, cycles, dropped bounds and every edge class; and a replaying command that
-does not import numba when the extension is there."""
+with 32- and 64-bit indices, cycles, dropped bounds and every edge class; and a what-if that gives the
+same result with either (TRACEKIT_LOOPS=python: what runs where the extension did not build)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,6 +17,7 @@ from tracekit.whatif import loops
 _loops = pytest.importorskip("tracekit.whatif._loops", reason="the C extension did not build")
 C = loops._c_versions(_loops)
 PY = loops.PYTHON
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def random_graph(seed: int, n: int, m: int, acyclic: bool, ix: type):
@@ -136,15 +136,20 @@ def test_a_key_out_of_range_is_refused_before_anything_is_written(bad):
         assert (order == 7).all()
 
 
-def test_a_replay_does_not_import_numba_when_the_extension_is_there(tmp_path):
-    code = (
-        "import sys, numpy as np\n"
-        "from tracekit.whatif import loops\n"
-        "loops.topological_order(3, np.array([0, 1], np.int32), np.array([1, 2], np.int32), np.arange(3))\n"
-        "print('numba' in sys.modules)\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
+def test_a_whatif_gives_the_same_result_with_the_python_loops(monkeypatch):
+    """GIVEN a real capture WHEN it is replayed with the C loops and with their Python definitions (what
+    runs where the extension did not build) THEN every figure of the result is the same."""
+    from tracekit.parse.parser import load_capture
+    from tracekit.whatif.predict import whatif
+    from tracekit.whatif.scenario import WhatIfOptions
+
+    cap = load_capture(ROOT / "fixtures" / "h200_probe" / "tiny.pt.trace.json.gz")
+    scenario = WhatIfOptions(set=["interpreter=0.5", "sync=0"], kernels=["Mul=0.5"])
+    assert loops.backend().startswith("C")
+    with_c = whatif(cap, scenario, attribute=False)[0].to_json()
+    monkeypatch.setenv("TRACEKIT_LOOPS", "python")
+    assert loops.backend() == "Python"
+    assert whatif(cap, scenario, attribute=False)[0].to_json() == with_c
 
 
 @settings(max_examples=80, deadline=None)

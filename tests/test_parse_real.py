@@ -239,7 +239,7 @@ def test_a_decode_worker_that_dies_is_one_error_not_a_hang(tmp_path, monkeypatch
     import os
 
     import tracekit.parse.parser as parse_mod
-    from tracekit.errors import ParseAbortedError
+    from tracekit.errors import WorkerError
 
     real = parse_mod._decode_range
 
@@ -257,7 +257,7 @@ def test_a_decode_worker_that_dies_is_one_error_not_a_hang(tmp_path, monkeypatch
     monkeypatch.setenv("TRACEKIT_WORKERS", "2")
     # Called inside the worker (the forked child has the patched module), never pickled.
     monkeypatch.setattr(parse_mod, "_decode_range", dies_on_third_chunk)
-    with pytest.raises(ParseAbortedError, match="worker process died"):
+    with pytest.raises(WorkerError, match="worker process died .* while working on sampled_rank-0.json.gz;"):
         parse_mod.parse_to_file(files, tmp_path / "c.parquet")
     assert list(tmp_path.iterdir()) == []
 
@@ -266,7 +266,7 @@ def test_a_decode_worker_that_dies_is_one_error_not_a_hang(tmp_path, monkeypatch
 def test_decode_workers_follow_the_cpus_this_process_may_use(monkeypatch):
     """One decode worker per CPU of the process' affinity (taskset, a scheduler's CPU set), not per CPU
     of the machine; TRACEKIT_WORKERS still wins."""
-    from tracekit.parse import parser
+    from tracekit.data import pool as parser
 
     monkeypatch.delenv("TRACEKIT_WORKERS", raising=False)
     before = os.sched_getaffinity(0)

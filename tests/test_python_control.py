@@ -16,7 +16,7 @@ from tracekit.compare.diff import diff
 from tracekit.compare.group import _natural, find_runs, group_runs, merge_reports
 from tracekit.errors import NotComparableError
 from tracekit.whatif.python import from_manifests, from_speedup
-from tracekit.whatif.scenario import Scenario, ScenarioError
+from tracekit.whatif.scenario import ScenarioError, WhatIfOptions
 
 DUR = [10.0, 10.1, 9.9, 10.05, 9.95, 10.0]
 
@@ -144,8 +144,8 @@ def test_python_from_scales_interpreter_time_by_the_torch_call_ratio_less_the_ma
     assert model.figures["machine_ratio"] == pytest.approx(1.1)
     assert model.interpreter_factor == pytest.approx(0.9)  # 1800/2000
     assert model.bound_factor == pytest.approx(0.7)  # 28/40
-    assert Scenario(python=model.to_json()).cause_factor("interpreter") == pytest.approx(0.9)
-    assert Scenario(python=model.to_json()).cause_factor("framework") == 1.0
+    assert WhatIfOptions(python=model.to_json()).cause_factor("interpreter") == pytest.approx(0.9)
+    assert WhatIfOptions(python=model.to_json()).cause_factor("framework") == 1.0
     with pytest.raises(ScenarioError, match=r"--python-from py3\.11: py3\.11's manifest has no calibration"):
         from_manifests(a, [{}], "py3.11")
 
@@ -159,7 +159,7 @@ def test_python_speedup_speeds_up_only_the_bytecode_part_of_the_host_path():
     # WITHOUT a calibration only the bound is known, and it is used
     plain = from_speedup({}, 2.0)
     assert plain.interpreter_factor == 0.5 and not plain.calibrated
-    assert math.isclose(Scenario(python=plain.to_json()).cause_factor("interpreter"), 0.5)
+    assert math.isclose(WhatIfOptions(python=plain.to_json()).cause_factor("interpreter"), 0.5)
 
 
 def test_interpreter_figures_are_divided_by_the_control_of_the_same_calibration():

@@ -339,6 +339,21 @@ def test_a_worker_that_dies_is_one_error():
         list(LocalExecutor(2).map(_die, range(8)))
 
 
+class _Rank(int):
+    @property
+    def what(self) -> str:
+        return f"rank {int(self)}"
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="fork")
+def test_a_worker_that_dies_is_named_by_the_tasks_in_flight():
+    """GIVEN tasks that name their rank WHEN the worker of rank 3 dies THEN the error names rank 3 among
+    the few in flight (the pool cannot tell which worker held which), not the whole job."""
+    with pytest.raises(WorkerError, match=r"while working on (one of )?(rank \d+, )*rank 3[,;]") as err:
+        list(LocalExecutor(2).map(_die, [_Rank(r) for r in range(40)]))
+    assert "rank 39" not in str(err.value)  # never handed out: at most pool.window(2) in flight
+
+
 def test_ray_without_its_backend_is_one_clear_error():
     import importlib.util
 

@@ -13,8 +13,9 @@ import pytest
 
 from tests.tracebuilder import TraceBuilder
 from tracekit.parse.parser import parse_paths
-from tracekit.whatif import Replayer, parse_scenario, whatif
 from tracekit.whatif.graph import COLL, JOIN, WAIT, XSTREAM
+from tracekit.whatif.predict import Replayer, whatif
+from tracekit.whatif.scenario import WhatIfOptions
 
 US = 1000
 
@@ -26,7 +27,7 @@ def replayer(tmp_path: Path, *builders: TraceBuilder) -> Replayer:
 
 def predict(rp: Replayer, **flags) -> list[float]:
     """Predicted mean step (µs) per device."""
-    result, _ = whatif(rp.capture, parse_scenario(**flags), replayer=rp, attribute=False)
+    result, _ = whatif(rp.capture, WhatIfOptions(**flags), replayer=rp, attribute=False)
     return [d.predicted_step_ms * 1000 for d in result.devices]
 
 
@@ -61,9 +62,9 @@ def test_interpreter_removed_host_chain_and_launch_edge(tmp_path):
     # WHEN interpreter=0: the op runs [0,20), its launch [5,10), the kernel 5 µs after it (the observed
     # launch → start lag, kept) [15,35); the host window ends at 20
     # THEN the step ends when the kernel does: 35
-    assert predict(rp, sets=["interpreter=0"]) == [35.0]
+    assert predict(rp, set=["interpreter=0"]) == [35.0]
     # interpreter halved: op [5,25), launch [10,15), kernel [20,40), window 5 + 20 + 35 = 60
-    assert predict(rp, sets=["interpreter=0.5"]) == [60.0]
+    assert predict(rp, set=["interpreter=0.5"]) == [60.0]
     # --python-speedup 2 is interpreter=1/2
     assert predict(rp, python_speedup=2.0) == [60.0]
 
@@ -71,9 +72,9 @@ def test_interpreter_removed_host_chain_and_launch_edge(tmp_path):
 def test_framework_and_launch_scale_their_own_segments(tmp_path):
     rp = replayer(tmp_path, op_with_launch())
     # framework=0: the op's own time [10,15) and [20,30) goes; the launch call stays: window 100 - 15
-    assert predict(rp, sets=["framework=0"]) == [85.0]
+    assert predict(rp, set=["framework=0"]) == [85.0]
     # launch=0: the launch call's 5 µs goes: 95
-    assert predict(rp, sets=["launch=0"]) == [95.0]
+    assert predict(rp, set=["launch=0"]) == [95.0]
 
 
 def sync_trace() -> TraceBuilder:
@@ -100,7 +101,7 @@ def test_sync_zero_keeps_the_work_not_the_wait(tmp_path):
     # WHEN sync=0: the call keeps its own overhead (3 µs default: too few samples to measure) and
     # returns at 23; the host window ends at 98, the kernel still at 120
     # THEN the step ends with the kernel: 120
-    assert predict(rp, sets=["sync=0"]) == [120.0]
+    assert predict(rp, set=["sync=0"]) == [120.0]
 
 
 def test_stream_order_keeps_the_observed_gap(tmp_path):
@@ -146,7 +147,7 @@ def test_backward_on_the_engine_thread_joins_the_step_thread(tmp_path):
     # WHEN framework=0.5: mm [0,5), interp [5,15), the engine op starts when backward() is called (15)
     # and takes 20: [15,35); the step thread resumes at 35, interp 5, add_ [40,42.5), interp 10
     # THEN 52.5
-    assert predict(rp, sets=["framework=0.5"]) == [52.5]
+    assert predict(rp, set=["framework=0.5"]) == [52.5]
 
 
 def test_dataloader_removed(tmp_path):
@@ -161,7 +162,7 @@ def test_dataloader_removed(tmp_path):
     rp = replayer(tmp_path, t)
     # WHEN dataloader=0: everything inside the fetch goes (its ops too): mm [0,10), launch [2,4), k [6,26);
     # the window ends at 40
-    assert predict(rp, sets=["dataloader=0"]) == [40.0]
+    assert predict(rp, set=["dataloader=0"]) == [40.0]
 
 
 def test_collective_ends_after_the_last_rank_starts(tmp_path):
@@ -179,12 +180,12 @@ def test_collective_ends_after_the_last_rank_starts(tmp_path):
     assert (rp.graph.kind == COLL).sum() == 4  # every rank's start → every rank's end
     # WHEN rank 1's host is twice as fast: its launch [40,41), the kernel 3 µs later [44, ...);
     # both ranks end at 44 + 15 = 59; rank 1's host window ends at 60 (its tail shrinks to 19)
-    result, _ = whatif(rp.capture, parse_scenario(rank_host=["1=0.5"]), replayer=rp, attribute=False)
+    result, _ = whatif(rp.capture, WhatIfOptions(rank_host=["1=0.5"]), replayer=rp, attribute=False)
     ends = {d.rank: d.predicted_step_ms * 1000 for d in result.devices}
     # rank 0's host window is unchanged (120): its step stays 120; rank 1's: max(60, 59) = 60
     assert ends == {0: 120.0, 1: 60.0}
     dev0 = rp.graph.device
-    rep = rp.run(parse_scenario(rank_host=["1=0.5"]))
+    rep = rp.run(WhatIfOptions(rank_host=["1=0.5"]))
     end_nodes = rp.graph.device_base + 2 * dev0.index.to_numpy() + 1
     assert sorted(rep[end_nodes] - rep[end_nodes].min()) == [0, 0]
     assert (rep[end_nodes] - rp.graph.obs[end_nodes]).tolist() == [-41 * US, -41 * US]
@@ -199,7 +200,7 @@ def test_profiler_cost_fitted_to_the_unprofiled_step(tmp_path):
     rp = replayer(tmp_path, t)
     # WHEN the step without the profiler took 60 µs: each segment loses c/2, 20 x (5 - c/2) = 60
     # THEN c = 4 µs per event
-    result, _ = whatif(rp.capture, parse_scenario(), replayer=rp, unprofiled_step_ms=0.060, attribute=False)
+    result, _ = whatif(rp.capture, WhatIfOptions(), replayer=rp, unprofiled_step_ms=0.060, attribute=False)
     u = result.unprofiled
     assert u.source == "flag"
     assert u.profiler_cost_us_per_event == pytest.approx(4.0, abs=0.05)
@@ -207,7 +208,7 @@ def test_profiler_cost_fitted_to_the_unprofiled_step(tmp_path):
     # and the scenario's unprofiled prediction uses it: framework=0 leaves 10 interpreter segments
     result, _ = whatif(
         rp.capture,
-        parse_scenario(sets=["framework=0"]),
+        WhatIfOptions(set=["framework=0"]),
         replayer=rp,
         unprofiled_step_ms=0.060,
         attribute=False,
@@ -217,7 +218,7 @@ def test_profiler_cost_fitted_to_the_unprofiled_step(tmp_path):
 
 def test_without_unprofiled_time_the_default_cost_is_said(tmp_path):
     rp = replayer(tmp_path, op_with_launch())
-    result, _ = whatif(rp.capture, parse_scenario(), replayer=rp, attribute=False)
+    result, _ = whatif(rp.capture, WhatIfOptions(), replayer=rp, attribute=False)
     assert result.unprofiled.source == "default"
     assert "default profiler cost" in result.unprofiled.note
 
@@ -226,7 +227,7 @@ def test_predicted_idle_is_attributed_on_the_predicted_timeline(tmp_path):
     rp = replayer(tmp_path, op_with_launch())
     # WHEN interpreter=0 the host window is [0,20): the device is idle [0,15) (10 framework-ish lead-in:
     # [0,5) fw, [5,10) launch call, [10,15) launch pending) and busy [15,20)
-    result, _ = whatif(rp.capture, parse_scenario(sets=["interpreter=0"]), replayer=rp)
+    result, _ = whatif(rp.capture, WhatIfOptions(set=["interpreter=0"]), replayer=rp)
     idle = {k: v / US for k, v in result.devices[0].predicted_idle_ns_per_step.items() if v}
     assert idle == {"framework": 5.0, "launch": 10.0}
 
@@ -256,11 +257,11 @@ def test_ops_removed_take_their_host_time_waits_and_device_work(tmp_path):
     assert predict(rp, ops=["aten::item=0"]) == [126.0]
     # sync=0 alone keeps the op's own work and its copy: 40 + 5 + 5 + 3 (the call's own time) + 5, then
     # 60 µs of Python: 118; the copy still ends at 128
-    assert predict(rp, sets=["sync=0"]) == [128.0]
+    assert predict(rp, set=["sync=0"]) == [128.0]
 
 
 def test_ops_pattern_must_name_an_op(tmp_path):
-    from tracekit.whatif import ScenarioError
+    from tracekit.whatif.scenario import ScenarioError
 
     rp = replayer(tmp_path, item_trace())
     with pytest.raises(ScenarioError, match="no framework op"):

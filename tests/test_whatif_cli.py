@@ -113,7 +113,7 @@ def test_predicted_timeline_reads_back(tmp_path, capsys):
     )
     assert code == 0, err
     cap = parse_paths([out])
-    from tracekit.whatif import Replayer
+    from tracekit.whatif.predict import Replayer
 
     rp = Replayer.of(cap)
     predicted = json.loads(stdout)["devices"][0]["predicted_step_ms"]
@@ -161,21 +161,63 @@ def test_a_prediction_without_its_trace_lets_the_table_go_and_predicts_the_same(
     such a prediction is one clear error; a Capture the caller loaded keeps its table."""
     from tracekit import api
     from tracekit.errors import TracekitError
-    from tracekit.whatif.scenario import parse_scenario
+    from tracekit.whatif.scenario import WhatIfOptions
 
     source = Path(__file__).parent.parent / "fixtures" / "h200" / name
-    kept = api.whatif(source, sets=["sync=0"])
-    lean = api.whatif(source, sets=["sync=0"], keep_trace=False)
+    kept = api.whatif(source, set=["sync=0"])
+    lean = api.whatif(source, set=["sync=0"], keep_trace=False)
     assert json.dumps(lean.to_json(), sort_keys=True) == json.dumps(kept.to_json(), sort_keys=True)
     assert lean.capture.table.num_rows < kept.capture.table.num_rows
     # its replay was the last: the graph's edges went before the predicted timeline's attribution
     assert lean.replayer.graph.src.size == 0 and kept.replayer.graph.src.size > 0
     with pytest.raises(RuntimeError, match="let go"):
-        lean.replayer.run(parse_scenario(sets=["sync=0"]))
+        lean.replayer.run(WhatIfOptions(set=["sync=0"]))
     with pytest.raises(TracekitError, match="keep_trace=False"):
         lean.write_trace(tmp_path / "x.pt.trace.json.gz")
     assert not (tmp_path / "x.pt.trace.json.gz").exists()
     mine = api.load(source)
     rows = mine.table.num_rows
-    api.whatif(mine, sets=["sync=0"], keep_trace=False).write_trace(tmp_path / "y.pt.trace.json.gz")
+    api.whatif(mine, set=["sync=0"], keep_trace=False).write_trace(tmp_path / "y.pt.trace.json.gz")
     assert mine.table.num_rows == rows and (tmp_path / "y.pt.trace.json.gz").exists()
+
+
+def test_each_whatif_flag_is_declared_once_and_read_everywhere(tmp_path, capsys):
+    """GIVEN WhatIfOptions, whose fields declare the flags WHEN the CLI, the API and the JSON read it THEN
+    every flag field is a `tracekit whatif` option, an API keyword of the same name, parsed the same from
+    the command line's text as from a Python value, and (unless it is how the prediction is made, not
+    what changes) a key of the result's scenario."""
+    from tracekit import api
+    from tracekit.errors import TracekitError
+    from tracekit.flags import flags_of, from_argv
+    from tracekit.whatif.scenario import ScenarioError, WhatIfOptions
+
+    code, help_text, _ = run_main(["whatif", "--help"], capsys)
+    assert code == 0
+    declared = list(flags_of(WhatIfOptions))
+    assert declared and all(flag.name in help_text for _, flag in declared)
+    assert {f.name for f, flag in declared if flag.json} | {"python"} >= set(WhatIfOptions().to_json())
+    as_typed = WhatIfOptions(set=["sync=0", "launch=0.5"], kernels="gemm=0.5", rank_host=["1=2"])
+    as_values = WhatIfOptions(set={"sync": 0, "launch": 0.5}, kernels={"gemm": 0.5}, rank_host={1: 2.0})
+    assert as_typed == as_values and as_typed.to_json() == as_values.to_json()
+    assert as_typed.describe() == "sync=0, launch=0.5, kernels 'gemm'=0.5, rank 1 host=2"
+    assert WhatIfOptions(graph_region="x").cuda_graphs and not WhatIfOptions(graph_region="x").is_identity
+    assert WhatIfOptions(set=["launch=1"], unprofiled_step_ms=3.0).is_identity
+    for bad in (["launch=-1"], {"launch": -1.0}):
+        with pytest.raises(ScenarioError, match=r"--set launch=-1: the factor must be"):
+            WhatIfOptions(set=bad)
+    path = trace(tmp_path)
+    result = api.whatif(path, set=["sync=0"], kernels=["gemm=0.5"], unprofiled_step_ms=0.25).result
+    assert result.scenario == WhatIfOptions(set={"sync": 0.0}, kernels={"gemm": 0.5}).to_json()
+    with pytest.raises(TracekitError, match="unknown option sets"):
+        api.whatif(path, sets=["sync=0"])
+    # the same table reads command-line words (what advice's flags are replayed from)
+    words = ["--set", "sync=0", "--loader-workers", "3", "--set", "launch=0.5", "--pin-memory"]
+    assert from_argv(WhatIfOptions, words) == {
+        "set": ["sync=0", "launch=0.5"],
+        "loader_workers": 3,
+        "pin_memory": True,
+    }
+    assert from_argv(api.AnalyzeOptions, ["--no-savings", "--rank", "2"]) == {"savings": False, "rank": 2}
+    for bad in (["--bogus"], ["--loader-workers"], ["--loader-workers", "x"]):
+        with pytest.raises(ValueError):
+            from_argv(WhatIfOptions, bad)

@@ -11,9 +11,9 @@ import pytest
 from tests.clirun import run_main
 from tests.test_whatif import predict, replayer
 from tests.tracebuilder import TraceBuilder
-from tracekit.whatif import whatif
 from tracekit.whatif.cudagraph import GRAPH_GAP_NS, GRAPH_LAUNCH_NS
-from tracekit.whatif.scenario import ScenarioError, parse_scenario
+from tracekit.whatif.predict import whatif
+from tracekit.whatif.scenario import ScenarioError, WhatIfOptions
 
 G = GRAPH_LAUNCH_NS / 1000
 F = GRAPH_GAP_NS / 1000
@@ -49,7 +49,7 @@ def test_a_region_named_by_op_is_its_own_graph(tmp_path):
     # THEN the host window (the longer side) is 100 - 20 + G
     (step,) = predict(rp, graph_region="^aten::b$")
     assert step == pytest.approx(100 - 20 + G)
-    result, _ = whatif(rp.capture, parse_scenario(graph_region="^aten::b$"), replayer=rp, attribute=False)
+    result, _ = whatif(rp.capture, WhatIfOptions(graph_region="^aten::b$"), replayer=rp, attribute=False)
     info = result.graph["cuda_graphs"]
     assert (info["regions"], info["kernels"], info["kernels_outside"]) == (1, 1, 2)
     assert any(n.startswith("CUDA graphs: 1 graph(s)") for n in result.notes)
@@ -93,7 +93,7 @@ def test_a_sync_in_the_region_is_kept_and_said(tmp_path):
     t.kernel("gemm", 20, 100, corr=1)
     t.sync(20, 105)
     rp = replayer(tmp_path, t)
-    result, _ = whatif(rp.capture, parse_scenario(cuda_graphs=True), replayer=rp, attribute=False)
+    result, _ = whatif(rp.capture, WhatIfOptions(cuda_graphs=True), replayer=rp, attribute=False)
     # THEN the host waits for the kernel as before (the sync stays): G, k 5 µs later for 100, the sync
     # returns 5 µs after it; the rest of the host's time is gone
     assert result.devices[0].predicted_step_ms * 1000 == pytest.approx(G + 5 + 100 + 5)
@@ -112,7 +112,7 @@ def test_a_region_that_matches_nothing_is_one_line(tmp_path, capsys):
     with pytest.raises(ScenarioError, match=r"1 host event\(s\) match 'view', but no device work"):
         predict(rp2, graph_region="view")
     with pytest.raises(ScenarioError, match="is not a regular expression"):
-        parse_scenario(graph_region="(")
+        WhatIfOptions(graph_region="(")
     path = host_bound().write(tmp_path / "c.pt.trace.json")
     code, out, err = run_main(["whatif", str(path), "--cuda-graphs-region", "nope"], capsys)
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "Traceback" not in err
@@ -136,7 +136,7 @@ def test_a_dataloader_fetch_in_the_step_stays_and_the_prediction_says_lower_boun
     t.launch(62, 2, corr=1)
     t.kernel("k", 66, 20, corr=1)
     rp = replayer(tmp_path, t)
-    result, _ = whatif(rp.capture, parse_scenario(cuda_graphs=True), replayer=rp, attribute=False)
+    result, _ = whatif(rp.capture, WhatIfOptions(cuda_graphs=True), replayer=rp, attribute=False)
     # THEN the fetch keeps its 60 µs; the graph launch follows it, k 2 µs (its lag) after it for 20 µs
     assert result.devices[0].predicted_step_ms * 1000 == pytest.approx(60 + G + 2 + 20)
     assert result.graph["cuda_graphs"]["dataloader_fetches_kept"] == 1

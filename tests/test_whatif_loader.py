@@ -10,9 +10,10 @@ import pytest
 
 from tests.tracebuilder import TraceBuilder
 from tracekit.parse.parser import parse_paths
-from tracekit.whatif import Replayer, parse_scenario, whatif
 from tracekit.whatif.loader import Producer, predict, producers
+from tracekit.whatif.predict import Replayer, whatif
 from tracekit.whatif.savings import cause_savings
+from tracekit.whatif.scenario import WhatIfOptions
 
 
 def _manifest(step_ms, wait_ms, end_ms=None, workers=3, cpus=16):
@@ -52,7 +53,7 @@ LOADER_BOUND = _manifest([0.100] * 4, [0.062] * 4)  # a batch every 100 µs; the
 
 
 def _unprofiled(rp, **flags):
-    result, _ = whatif(rp.capture, parse_scenario(**flags), replayer=rp, attribute=False)
+    result, _ = whatif(rp.capture, WhatIfOptions(**flags), replayer=rp, attribute=False)
     return result.unprofiled
 
 
@@ -106,7 +107,7 @@ def test_a_loader_bound_capture_is_predicted_from_its_producer(tmp_path):
     assert lp["period_ms"] == pytest.approx(0.100) and lp["paces_step"]
     assert 0 < lp["fetch_ms"] <= 0.002  # the trace's ready fetch, less the profiler's cost
     # WHEN the loader is removed: the consumer alone (the unprofiled step less its wait)
-    assert _unprofiled(rp, sets=["dataloader=0"]).predicted_step_ms == pytest.approx(0.038, rel=0.01)
+    assert _unprofiled(rp, set=["dataloader=0"]).predicted_step_ms == pytest.approx(0.038, rel=0.01)
     # WHEN twice the workers: a batch every 50 µs still paces the 40 µs consumer; four times: it does not
     assert _unprofiled(rp, loader_workers=6).predicted_step_ms == pytest.approx(0.050, rel=0.01)
     four = _unprofiled(rp, loader_workers=12)
@@ -114,7 +115,7 @@ def test_a_loader_bound_capture_is_predicted_from_its_producer(tmp_path):
     # WHEN loading moves into the training process: three workers' time per batch, serial
     assert _unprofiled(rp, loader_workers=0).predicted_step_ms == pytest.approx(0.338, rel=0.01)
     # AND the profiled prediction is the trace's replay, untouched by the producer
-    result, _ = whatif(rp.capture, parse_scenario(loader_workers=6), replayer=rp, attribute=False)
+    result, _ = whatif(rp.capture, WhatIfOptions(loader_workers=6), replayer=rp, attribute=False)
     assert result.devices[0].predicted_step_ms == pytest.approx(0.040)
 
 
@@ -137,7 +138,7 @@ def test_loader_workers_must_not_be_negative():
     from tracekit.whatif.scenario import ScenarioError
 
     with pytest.raises(ScenarioError, match="--loader-workers -1: give a worker count"):
-        parse_scenario(loader_workers=-1)
+        WhatIfOptions(loader_workers=-1)
 
 
 LOADER_CAPTURES = Path(__file__).resolve().parent.parent / "docs" / "results" / "loader"
@@ -157,6 +158,6 @@ def test_a_real_loader_bound_capture_is_named_and_its_loader_removed_as_measured
     assert report.input_pipeline.unprofiled_wait_share > 0.5
     # AND the unprofiled prediction of --set dataloader=0 is within 30 % of the measured batch-on-GPU step
     cap = load(a)
-    u = _unprofiled(Replayer.of(cap), sets=["dataloader=0"])
+    u = _unprofiled(Replayer.of(cap), set=["dataloader=0"])
     measured = fmean(load(LOADER_CAPTURES / "resnet_gpu.parquet").manifest["unprofiled_step_ms"])
     assert abs(u.predicted_step_ms / measured - 1) < 0.30, (u.predicted_step_ms, measured)

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from tests.tracebuilder import TraceBuilder
 from tracekit.parse.parser import parse_paths
-from tracekit.whatif import Replayer, parse_scenario
+from tracekit.whatif.predict import Replayer
+from tracekit.whatif.scenario import WhatIfOptions
 
 # one host "layer": (interpreter gap, op length, launches a kernel?, kernel length, device lag, sync?)
 layer = st.tuples(
@@ -50,7 +51,7 @@ def build(layers: list[tuple], steps: int = 2) -> Replayer:
 
 
 def steps(rp: Replayer, **flags) -> list[int]:
-    t = rp.steps.times(rp.run(parse_scenario(**flags)))
+    t = rp.steps.times(rp.run(WhatIfOptions(**flags)))
     return [int(x) for d in t.dur for x in d]
 
 
@@ -72,7 +73,7 @@ def test_factor_one_changes_nothing(layers):
     rp = build(layers)
     base = steps(rp)
     ones = ["interpreter=1", "framework=1", "launch=1", "dataloader=1", "sync=1"]
-    assert steps(rp, sets=ones, rank_host=["0=1"], python_speedup=1.0) == base
+    assert steps(rp, set=ones, rank_host=["0=1"], python_speedup=1.0) == base
     if len(rp.graph.device):
         assert steps(rp, kernels=[".=1"]) == base
 
@@ -92,7 +93,7 @@ def test_monotonic_in_factors(layers, what, f1, f2):
             return
         a, b = steps(rp, kernels=[f".={lo}"]), steps(rp, kernels=[f".={hi}"])
     else:
-        a, b = steps(rp, sets=[f"{what}={lo}"]), steps(rp, sets=[f"{what}={hi}"])
+        a, b = steps(rp, set=[f"{what}={lo}"]), steps(rp, set=[f"{what}={hi}"])
     assert sum(a) <= sum(b) + 2  # ns rounding of scaled weights
 
 
@@ -100,7 +101,7 @@ def test_monotonic_in_factors(layers, what, f1, f2):
 @given(st.lists(layer, min_size=1, max_size=6))
 def test_removing_waits_never_slows_the_step(layers):
     rp = build(layers)
-    assert sum(steps(rp, sets=["sync=0"])) <= sum(steps(rp))
+    assert sum(steps(rp, set=["sync=0"])) <= sum(steps(rp))
 
 
 def reference_weights(g, scenario, cost_ns, f):
@@ -162,7 +163,7 @@ def test_compiled_replay_applies_the_scenario_edge_by_edge(layers, fi, ff, fk, n
     rp = build(layers)
     sets = [f"interpreter={fi}", f"framework={ff}", "launch=0.5"] + (["sync=0"] if no_wait else [])
     kernels = [f"gemm={fk}"] if rp.graph.device["name"].astype(str).str.contains("gemm").any() else []
-    sc = parse_scenario(sets=sets, kernels=kernels, rank_host=["0=0.8"], ops=ops)
+    sc = WhatIfOptions(set=sets, kernels=kernels, rank_host=["0=0.8"], ops=ops)
     af = rp.check(sc)
     want = reference_replay(rp.graph, reference_weights(rp.graph, sc, cost_ns, af))
     assert list(rp.run(sc, cost_ns / 1000.0, af)) == list(want)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tracekit.api import load as load_inputs
-from tracekit.whatif import Replayer
+from tracekit.whatif.predict import Replayer
 
 ROOT = Path(__file__).parent.parent
 CAPTURES = sorted(p for p in (ROOT / "fixtures" / "h200").iterdir() if (p / "manifest.json").exists())
@@ -66,13 +66,13 @@ def test_predicted_timeline_attributed_from_frames_as_from_its_table(name):
     as analysing the replayed capture table (what `--trace` writes) from scratch."""
     from tracekit.analysis.pipeline import analyze
     from tracekit.data.store import Capture
-    from tracekit.whatif import parse_scenario
     from tracekit.whatif.predict import _attribute
+    from tracekit.whatif.scenario import WhatIfOptions
     from tracekit.whatif.timeline import replayed_table
 
     cap = load_inputs(*[ROOT / "fixtures" / "h200" / name])
     rp = Replayer.of(cap)
-    for sc in (parse_scenario(), parse_scenario(sets=["interpreter=0.3", "sync=0"], kernels=[".=0.5"])):
+    for sc in (WhatIfOptions(), WhatIfOptions(set=["interpreter=0.3", "sync=0"], kernels=[".=0.5"])):
         rep = rp.run(sc)
         table = Capture(table=replayed_table(cap.table, rp.graph, rep), meta={})
         want = {(d.rank, d.device): d.idle_ns_per_step() for d in analyze(table).devices}

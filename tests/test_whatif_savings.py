@@ -15,7 +15,7 @@ from tests.tracebuilder import TraceBuilder
 from tracekit.analysis.model import Report
 from tracekit.api import analyze
 from tracekit.parse.parser import parse_paths
-from tracekit.whatif import Replayer
+from tracekit.whatif.predict import Replayer
 from tracekit.whatif.savings import cause_savings
 
 SCHEMA = json.loads((Path(__file__).parent.parent / "tracekit" / "render" / "report.schema.json").read_text())
@@ -116,8 +116,9 @@ def test_a_capture_analysed_in_process_from_its_columns_alone(tmp_path, name):
     """GIVEN a real capture WHEN `tracekit analyze` analyses it in this process (reading only the
     analysis' and the replay's columns, letting the table go once the frames are built) THEN the
     report, savings included, is the one of the whole table analysed with every column kept."""
-    from tracekit.api import analyze, loaded_columns
+    from tracekit.api import analyze
     from tracekit.api.options import AnalyzeOptions
+    from tracekit.api.run import loaded_columns
     from tracekit.data.store import read_capture
     from tracekit.parse.parser import parse_to_file
 
@@ -169,11 +170,11 @@ def test_replays_batched_in_one_pass_equal_each_replay(name):
     from tracekit.analysis.steps import median_ns
     from tracekit.api import load
     from tracekit.whatif.replay import REPLAY_BATCH, replay, replay_many, weights
-    from tracekit.whatif.scenario import SCALED_CAUSES, Scenario
+    from tracekit.whatif.scenario import SCALED_CAUSES, WhatIfOptions
 
     rp = Replayer.of(load(Path(__file__).parent.parent / "fixtures" / "h200" / name))
-    af = rp.check(Scenario())
-    scenarios = [Scenario()] + [Scenario(set={c: 0.0}) for c in SCALED_CAUSES]
+    af = rp.check(WhatIfOptions())
+    scenarios = [WhatIfOptions()] + [WhatIfOptions(set={c: 0.0}) for c in SCALED_CAUSES]
     ws = [weights(rp.graph, sc, cost, af) for sc in scenarios for cost in (0.0, 7300.0)]
     assert len(ws) > REPLAY_BATCH  # several passes, the last one partial
     for w, rep in zip(ws, replay_many(rp.graph, ws)):
@@ -181,9 +182,9 @@ def test_replays_batched_in_one_pass_equal_each_replay(name):
     s = cause_savings(rp, unprofiled_step_ms=None)
     for key, by_label in s.per_device.items():
         for label, cost_us in (("profiled", 0.0), ("unprofiled", s.profiler_cost_us_per_event)):
-            base = rp.steps.times(replay(rp.graph, weights(rp.graph, Scenario(), cost_us * 1000.0, af)))
+            base = rp.steps.times(replay(rp.graph, weights(rp.graph, WhatIfOptions(), cost_us * 1000.0, af)))
             for cause in SCALED_CAUSES:
-                sc = Scenario(set={cause: 0.0})
+                sc = WhatIfOptions(set={cause: 0.0})
                 pred = rp.steps.times(replay(rp.graph, weights(rp.graph, sc, cost_us * 1000.0, af)))
                 i = pred.keys.index(key)
                 # the savings are differences of median steps (tracekit.analysis.steps.median_ns)

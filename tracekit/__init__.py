@@ -7,7 +7,7 @@ The Python API (docs/api.md), the same one the CLI commands call:
     a.causes()                                          # pandas DataFrames: steps, causes, ranks, ...
     d = tk.diff("a.parquet", "b.parquet")
     d.figures()
-    w = tk.whatif("a.parquet", sets=["sync=0"])       # the step time if the syncs no longer waited
+    w = tk.whatif("a.parquet", set=["sync=0"])        # the step time if the syncs no longer waited
     w.devices()
 
 Imports are lazy: `import tracekit` costs nothing until one of these is used.

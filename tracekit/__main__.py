@@ -13,12 +13,9 @@ def settle_process(command: str) -> None:
     command's code in process call it too, so that they measure what the command runs)."""
     if command in ("parse", "info"):
         # NumPy's OpenBLAS starts a thread per core when numpy is imported, each spinning a while for
-        # work: ~40 ms of CPU of a tiny `tracekit parse` (benchmarks/RESULTS.md), which does no linear
-        # algebra (its decode workers are processes), nor does `info`. Not for the commands that run
-        # the user's code.
-        # (One malloc arena for every thread, set here before, lowered the peak while the parse's
-        # derived rows had a helper thread; with no busy or dispatch-gap rows to write, that thread is
-        # gone and the setting changed nothing: the same CPU and peak RSS, benchmarks/RESULTS.md.)
+        # work: CPU a tiny `tracekit parse` pays (benchmarks/RESULTS.md), which does no linear algebra
+        # (its decode workers are processes), nor does `info`. Not for the commands that run the
+        # user's code.
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 

@@ -1,22 +1,23 @@
 """The thin CLI: flags become library calls, TracekitError becomes one line on stderr and exit code 2.
 
 Each command body stays short; the work lives in the pipeline modules (capture, parse, analysis, diff,
-render). Commands are registered on `app` below, one function each.
+render). The commands are the rows of tracekit.commands.COMMANDS, registered on `app` below.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
+import importlib
 import inspect
 import os
 import sys
 import typing
 import warnings
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Optional
 
 import typer
 
+from tracekit.commands import COMMANDS
 from tracekit.data import signals
 from tracekit.errors import TracekitError, TraceWarning
 from tracekit.version import __version__
@@ -24,8 +25,8 @@ from tracekit.version import __version__
 
 def _coerce_lazily() -> None:
     """Typer >= 0.29 coerces each parameter's value through a pydantic TypeAdapter, built on its first
-    value: importing pydantic and building the adapters was ~0.1 CPU-s of every command's start-up (a
-    fifth of a tiny `tracekit parse`, benchmarks/RESULTS.md). A value that already is what a plain `str`
+    value: importing pydantic and building the adapters was a large part of every command's start-up
+    (benchmarks/RESULTS.md, "Issue 36"). A value that already is what a plain `str`
     or `bool` parameter (or a list of `str`) takes, as the command line gives it, comes out of that
     adapter unchanged (`_parse_cli_str` and `_parse_cli_bool` return it, pydantic's lax str/bool accept
     it), so it is passed on as it is, and the adapter is built (pydantic imported) for the first value
@@ -111,38 +112,32 @@ def _root(
     """tracekit: PyTorch profiler trace analysis."""
 
 
-# Commands live in tracekit/commands/*.py, one module each named as its command, and register
-# themselves on `app`.
 def _register_commands(argv: Optional[list[str]] = None) -> None:
-    """Import the command modules. Given the command line, only the module of the command it names
-    first (`tracekit parse ...`), when there is one: the other ten cost a command's start-up ~25 ms
-    (their imports, and Typer reading every command's signature), and a command's own parsing, errors
-    and --help never look at its siblings. Anything else (`--help`, `--version`, a misspelt command,
-    no argument) registers them all."""
-    import importlib
-    import pkgutil
-
-    from tracekit import commands
-
-    names = sorted(info.name for info in pkgutil.iter_modules(commands.__path__))
-    if argv and argv[0] in names:
-        names = [argv[0]]
+    """Register the commands of the table (tracekit.commands.COMMANDS) on `app`. Given the command line,
+    only the command it names first (`tracekit parse ...`), when there is one: the other modules cost a
+    command's start-up (their imports, and Typer reading every command's signature: benchmarks/RESULTS.md,
+    "Issue 36"), and a command's own parsing, errors and --help never look at its siblings. Anything else
+    (`--help`, `--version`, a misspelt command, no argument) registers them all, in the table's order."""
+    names = [argv[0]] if argv and argv[0] in COMMANDS else list(COMMANDS)
     for name in names:
-        importlib.import_module(f"tracekit.commands.{name}")
-    # Help lists the commands in registration order: the modules' order, whichever was imported first.
-    order = {f"tracekit.commands.{name}": i for i, name in enumerate(names)}
-    app.registered_commands.sort(key=lambda c: order.get(getattr(c.callback, "__module__", ""), len(order)))
-    for c in app.registered_commands:
-        if c.help is None and c.callback is not None and c.callback.__doc__:
-            c.help = reflowed(c.callback.__doc__)
+        if name in _registered:
+            continue
+        row = COMMANDS[name]
+        fn = getattr(importlib.import_module(row.module), name)
+        app.command(name, help=reflowed(fn.__doc__) if fn.__doc__ else None, **row.settings)(fn)
+        _registered.add(name)
+    # Help lists the commands in registration order: the table's, whichever was registered first.
+    order = list(COMMANDS)
+    app.registered_commands.sort(key=lambda c: order.index(c.name) if c.name in order else len(order))
+
+
+_registered: set[str] = set()
 
 
 def reflowed(doc: str) -> str:
     """A command's docstring as its --help shows it: each paragraph one line, which the terminal wraps
     (Typer 0.29 joins the first paragraph's lines but prints the others' line breaks where the source
     has them, between its own: ragged text). Paragraphs with indented lines (examples) keep theirs."""
-    import inspect
-
     out = []
     for para in inspect.cleandoc(doc).split("\n\n"):
         lines = para.split("\n")
@@ -157,122 +152,12 @@ def get_app() -> typer.Typer:
     return app
 
 
-RAY_HELP = (
-    "Run the per-rank work as Ray tasks. Alone: a local Ray on this machine's cores; "
-    "'--ray auto', '--ray HOST:PORT' or '--ray ray://HOST:PORT': join that running cluster "
-    "(pip install 'tracekit\\[ray]')."
-)
-
-
-def ray_option(help: str = RAY_HELP):
-    """The `--ray [ADDRESS]` option of the commands that run per-rank work (see `_optional_values`)."""
-    return typer.Option(None, "--ray", metavar="[ADDRESS]", help=help)
-
-
-STEP_HELP = (
-    "A regex of the event name that starts each step: a record_function / annotation, a module "
-    "('nn.Module: Net_0') or an op. Default: the ProfilerStep spans of prof.step(), else the iterations "
-    "tracekit finds (a repeated annotation, module or op sequence; the report says which)."
-)
-
-
-def step_option():
-    """The `--step REGEX` option of the commands that read steps (AnalyzeOptions.step)."""
-    return typer.Option(None, "--step", metavar="REGEX", help=STEP_HELP)
-
-
-def output_options(force_help: str = "Overwrite --output if it exists.") -> Callable[[Callable], Callable]:
-    """The output flags every command that prints a result shares: `--json`, `--markdown`, `-o/--output`,
-    `--force`, `--width` (tracekit.render.output.Output says what they do). The decorated command takes
-    `out: Output` in their place; `emit(out, result)` writes the result."""
-    from pathlib import Path
-
-    from tracekit.render.output import Output
-
-    flags = [
-        ("as_json", bool, typer.Option(False, "--json", help="Print the result as JSON (docs/DESIGN.md).")),
-        ("as_markdown", bool, typer.Option(False, "--markdown", help="Print the result as Markdown.")),
-        (
-            "output",
-            Optional[Path],
-            typer.Option(
-                None,
-                "-o",
-                "--output",
-                help="Write the result to this file; its format follows its suffix (.txt .json .md) "
-                "unless --json or --markdown.",
-            ),
-        ),
-        ("force", bool, typer.Option(False, "--force", help=force_help)),
-        (
-            "width",
-            Optional[int],
-            typer.Option(None, "--width", min=40, help="Width of the text output (default: the terminal's)."),
-        ),
-    ]
-
-    def decorate(fn: Callable) -> Callable:
-        hints = typing.get_type_hints(fn)
-        params = [p.replace(annotation=hints[p.name]) for p in inspect.signature(fn).parameters.values()]
-        params = [p for p in params if p.name != "out"]
-        params += [
-            inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=d, annotation=t) for n, t, d in flags
-        ]
-
-        @functools.wraps(fn)
-        def command(*args: Any, **kwargs: Any) -> Any:
-            given = [kwargs.pop(name) for name, _, _ in flags]
-            out = Output.of(*given, inputs=_inputs_of(kwargs))  # type: ignore[misc]  # given: the flags, in order
-            return fn(*args, out=out, **kwargs)
-
-        command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
-        command.__annotations__ = {p.name: p.annotation for p in params}
-        return command
-
-    return decorate
-
-
-# The parameters that name what a command reads: its output is never one of them (Output.inputs).
-_INPUT_PARAMETERS = ("inputs", "captures", "capture", "logdir")
-
-
-def _inputs_of(kwargs: dict) -> list:
-    """The input paths among a command's arguments ("A1,A2" sides of diff split)."""
-    found: list = []
-    for name in _INPUT_PARAMETERS:
-        value = kwargs.get(name)
-        for item in value if isinstance(value, (list, tuple)) else [value] if value is not None else []:
-            found += [p for p in str(item).split(",") if p]
-    return found
-
-
-def emit(out: Any, result: Any) -> None:
-    """Write a command's result where `out` (an Output) says; a file written is named on stderr."""
-    written = out.emit(result)
-    if written is not None:
-        typer.echo(f"wrote {written}", err=True)
-
-
-@contextlib.contextmanager
-def executor(ray: Optional[str]) -> Iterator:
-    """Where a command's per-rank work runs: worker processes here, or Ray (`--ray`); closed after."""
-    from tracekit.scale.executor import get_executor
-
-    ex = get_executor(ray)
-    try:
-        yield ex
-    finally:
-        close = getattr(ex, "close", None)
-        if close is not None:
-            close()
-
-
 def _optional_values(argv: list[str]) -> list[str]:
     """`--ray` takes an optional value, which Typer's options cannot: a bare `--ray` becomes
     `--ray=local`, and `--ray X` becomes `--ray=X` only when X is a Ray address (local, auto,
     HOST:PORT, ray://...) and no file of that name exists, so `--ray run/` still reads run/ as input."""
     if "--ray" not in argv:
-        return list(argv)  # the Ray module (logging, socket: ~10 ms) is for the commands that name it
+        return list(argv)  # the Ray module (it imports logging, socket) is for the commands that name it
     from tracekit.scale.ray_backend import looks_like_address
 
     out: list[str] = []

@@ -42,10 +42,6 @@ class OutputWriteError(TracekitError):
     nothing half-written is left behind."""
 
 
-class ParseAbortedError(TracekitError):
-    """Parsing stopped for a reason outside the trace (a decode worker process died)."""
-
-
 class CaptureError(TracekitError):
     """Running a workload under the profiler failed (interpreter without torch, workload crash...)."""
 
@@ -55,7 +51,8 @@ class NotComparableError(TracekitError):
 
 
 class WorkerError(TracekitError):
-    """A worker process of a parallel job died (killed, out of memory), or its engine is unavailable."""
+    """A worker process died (killed, out of memory): a parse's decode worker or a job's per-rank task
+    (tracekit.data.pool names what it was working on), or the workers' engine is unavailable."""
 
 
 class ClusterError(TracekitError):

@@ -20,7 +20,8 @@ sys.path.insert(0, str(ROOT))
 
 from tracekit.analysis.pipeline import analyze  # noqa: E402
 from tracekit.api import load  # noqa: E402
-from tracekit.whatif import Replayer, parse_scenario, whatif  # noqa: E402
+from tracekit.whatif.predict import Replayer, whatif  # noqa: E402
+from tracekit.whatif.scenario import WhatIfOptions  # noqa: E402
 
 HOST_ZERO = ["interpreter=0", "framework=0", "launch=0"]  # the closest scenario before --cuda-graphs
 
@@ -32,8 +33,8 @@ def _unprofiled_ms(capture) -> float:
 def pair(name: str, rnd: int, a_dir: Path, b_dir: Path) -> dict:
     a, b = load(a_dir), load(b_dir)
     rp = Replayer.of(a)
-    graphs, _ = whatif(a, parse_scenario(cuda_graphs=True), replayer=rp, attribute=False)
-    zero, _ = whatif(a, parse_scenario(sets=HOST_ZERO), replayer=rp, attribute=False)
+    graphs, _ = whatif(a, WhatIfOptions(cuda_graphs=True), replayer=rp, attribute=False)
+    zero, _ = whatif(a, WhatIfOptions(set=HOST_ZERO), replayer=rp, attribute=False)
     rb = Replayer.of(b)
     (g,) = graphs.devices
     (z,) = zero.devices

@@ -25,14 +25,13 @@ sys.path.insert(0, str(ROOT))
 from tracekit.api import load  # noqa: E402
 from tracekit.compare.group import find_runs, group_runs  # noqa: E402
 from tracekit.compare.stats import median_shift  # noqa: E402
-from tracekit.whatif import Replayer  # noqa: E402
-from tracekit.whatif import whatif as run_whatif  # noqa: E402
-from tracekit.whatif.predict import COLUMNS  # noqa: E402
+from tracekit.whatif.predict import COLUMNS, Replayer  # noqa: E402
+from tracekit.whatif.predict import whatif as run_whatif  # noqa: E402
 from tracekit.whatif.python import calibration, from_manifests, from_speedup  # noqa: E402
-from tracekit.whatif.scenario import Scenario  # noqa: E402
+from tracekit.whatif.scenario import WhatIfOptions  # noqa: E402
 
 
-def _changes(cap, scenarios: list[Scenario]) -> list[float]:
+def _changes(cap, scenarios: list[WhatIfOptions]) -> list[float]:
     """Each scenario's unprofiled change, the whole capture replayed once per scenario (its profiler
     cycles are separate timelines in the replay: tracekit.analysis.steps)."""
     rp = Replayer.of(cap)
@@ -43,7 +42,7 @@ def _run_ms(manifest: dict) -> float:
     return statistics.median(manifest["unprofiled_step_ms"])
 
 
-def _change(rp: Replayer, cap, scenario: Scenario) -> float:
+def _change(rp: Replayer, cap, scenario: WhatIfOptions) -> float:
     """The replay's unprofiled change under `scenario` (predicted / replayed unchanged − 1)."""
     res, _ = run_whatif(cap, scenario, replayer=rp, attribute=False)
     u = res.unprofiled
@@ -82,15 +81,15 @@ def predict_folder(folder: Path) -> dict:
     for a_path in base_paths:
         cap = load(a_path, columns=COLUMNS)
         a_ms = _run_ms(manifests[a_path])
-        scenarios, models = [Scenario(set={"interpreter": 0.0})], []
+        scenarios, models = [WhatIfOptions(set={"interpreter": 0.0})], []
         for v, paths in groups[1:]:
             model = from_manifests(manifests[a_path], [manifests[p] for p in paths], f"py{v}")
             speedup = 1.0 / model.bound_factor  # B's bytecode-loop speed-up over A's, machine drift out
             translated = from_speedup(manifests[a_path], speedup)
             scenarios += [
-                Scenario(python=model.to_json()),
-                Scenario(set={"interpreter": model.bound_factor}),
-                Scenario(python=translated.to_json()),
+                WhatIfOptions(python=model.to_json()),
+                WhatIfOptions(set={"interpreter": model.bound_factor}),
+                WhatIfOptions(python=translated.to_json()),
             ]
             models.append((v, model, speedup))
         changes = _changes(cap, scenarios)

@@ -21,16 +21,16 @@ HERE = Path(__file__).resolve().parent / "loader"
 # (name, A, scenario flags, B): B is None for the unchanged replay of A against A
 PAIRS = [
     ("resnet: unchanged", "resnet_w3", {}, "resnet_w3"),
-    ("resnet: loader removed", "resnet_w3", {"sets": ["dataloader=0"]}, "resnet_gpu"),
+    ("resnet: loader removed", "resnet_w3", {"set": ["dataloader=0"]}, "resnet_gpu"),
     ("dl: unchanged (2 workers)", "dl_w2", {}, "dl_w2"),
     ("dl: 2 -> 8 workers", "dl_w2", {"loader_workers": 8}, "dl_w8"),
     ("dl: 8 -> 2 workers", "dl_w8", {"loader_workers": 2}, "dl_w2"),
-    ("dl: loader removed", "dl_w2", {"sets": ["dataloader=0"]}, "dl_on_device"),
+    ("dl: loader removed", "dl_w2", {"set": ["dataloader=0"]}, "dl_on_device"),
     ("cpu dl: unchanged (no workers)", "cpu_dl_w0", {}, "cpu_dl_w0"),
     ("cpu dl: 0 -> 1 worker", "cpu_dl_w0", {"loader_workers": 1}, "cpu_dl_w1"),
     ("cpu dl: 1 -> 0 workers", "cpu_dl_w1", {"loader_workers": 0}, "cpu_dl_w0"),
-    ("cpu dl: loader removed (no workers)", "cpu_dl_w0", {"sets": ["dataloader=0"]}, "cpu_dl_on_device"),
-    ("cpu dl: loader removed (1 worker)", "cpu_dl_w1", {"sets": ["dataloader=0"]}, "cpu_dl_on_device"),
+    ("cpu dl: loader removed (no workers)", "cpu_dl_w0", {"set": ["dataloader=0"]}, "cpu_dl_on_device"),
+    ("cpu dl: loader removed (1 worker)", "cpu_dl_w1", {"set": ["dataloader=0"]}, "cpu_dl_on_device"),
 ]
 
 
@@ -52,7 +52,8 @@ def measured(capture) -> dict:
 
 
 def rows() -> list[dict]:
-    from tracekit.whatif import Replayer, parse_scenario, whatif
+    from tracekit.whatif.predict import Replayer, whatif
+    from tracekit.whatif.scenario import WhatIfOptions
 
     out = []
     cache: dict = {}
@@ -61,7 +62,7 @@ def rows() -> list[dict]:
             cap = _load(a)
             cache[a] = (cap, Replayer.of(cap))
         cap, rp = cache[a]
-        result, _ = whatif(cap, parse_scenario(**flags), replayer=rp, attribute=False)
+        result, _ = whatif(cap, WhatIfOptions(**flags), replayer=rp, attribute=False)
         u = result.unprofiled
         mb = measured(_load(b))
         loader = u.loader[0] if u.loader else {}

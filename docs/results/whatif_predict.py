@@ -41,7 +41,7 @@ GEMM = "gemm"  # the GEMM kernels: sm80_xmma_gemm_*, cutlass_80_simt_sgemm_*, sg
 @dataclass(frozen=True)
 class Scenario:
     label: str
-    flags: Optional[Callable]  # (A's capture, A's analysis report) -> parse_scenario kwargs; None: from B
+    flags: Optional[Callable]  # (A's capture, A's analysis report) -> WhatIfOptions keywords; None: from B
     how: str
     prescribed: bool = False  # the scenario issue 11 names for this pair
     a_priori: bool = True  # from A and prior knowledge only (else it uses B: not a prediction)
@@ -72,7 +72,7 @@ def spin_nominal(cap, report) -> dict:
     knobs = cap.manifest["knobs"]
     removed_ms = float(knobs["host_spin_us"]) * (2 * int(knobs["layers"]) + 3) / 1e3
     interp_ms = report.host.breakdown_ms_per_step["interpreter"]
-    return {"sets": [f"interpreter={max(0.0, 1 - removed_ms / interp_ms):.4f}"]}
+    return {"set": [f"interpreter={max(0.0, 1 - removed_ms / interp_ms):.4f}"]}
 
 
 def spin_traced(cap, report) -> dict:
@@ -88,7 +88,7 @@ def spin_traced(cap, report) -> dict:
         inside |= (e[:-1] >= a) & (s[1:] <= z)
     removed_ms = float((s[1:] - e[:-1])[layer & inside].sum()) / len(st) / 1e6
     interp_ms = report.host.breakdown_ms_per_step["interpreter"]
-    return {"sets": [f"interpreter={max(0.0, 1 - removed_ms / interp_ms):.4f}"]}
+    return {"set": [f"interpreter={max(0.0, 1 - removed_ms / interp_ms):.4f}"]}
 
 
 def scaled_fetch(cap, report) -> dict:
@@ -97,12 +97,12 @@ def scaled_fetch(cap, report) -> dict:
     knobs = cap.manifest["knobs"]
     removed_ms = float(knobs["sample_sleep_ms"]) * int(knobs["batch_size"])
     fetch_ms = report.host.breakdown_ms_per_step["dataloader"]
-    return {"sets": [f"dataloader={max(0.0, 1 - removed_ms / fetch_ms):.4f}"]}
+    return {"set": [f"dataloader={max(0.0, 1 - removed_ms / fetch_ms):.4f}"]}
 
 
 SCENARIOS = {
     "sync": [
-        Scenario("sync=0", lambda c, r: {"sets": ["sync=0"]}, "the host no longer waits", prescribed=True),
+        Scenario("sync=0", lambda c, r: {"set": ["sync=0"]}, "the host no longer waits", prescribed=True),
         Scenario(
             "ops sum, item=0",
             lambda c, r: {"ops": ["^aten::(sum|item)$=0"]},
@@ -124,7 +124,7 @@ SCENARIOS = {
     ],
     "dataloader": [
         Scenario(
-            "dataloader=0", lambda c, r: {"sets": ["dataloader=0"]}, "the fetch removed", prescribed=True
+            "dataloader=0", lambda c, r: {"set": ["dataloader=0"]}, "the fetch removed", prescribed=True
         ),
         Scenario("dataloader=1-S/D", scaled_fetch, "the fetch less its nominal sleep", prescribed=True),
     ],
@@ -180,7 +180,7 @@ class Captures:
     def __getitem__(self, name: str):
         if name not in self.cache:
             from tracekit.api import analyze, load
-            from tracekit.whatif import Replayer
+            from tracekit.whatif.predict import Replayer
 
             cap = load(self.folder / f"{name}.parquet")
             rp = Replayer.of(cap)
@@ -189,7 +189,8 @@ class Captures:
 
 
 def predict_round(a_name: str, b_name: str, pair: str, caps: Captures) -> dict:
-    from tracekit.whatif import parse_scenario, whatif
+    from tracekit.whatif.predict import whatif
+    from tracekit.whatif.scenario import WhatIfOptions
 
     a_cap, a_rp, a_rep, a_cost = caps[a_name]
     b_cap, b_rp, b_rep, b_cost = caps[b_name]
@@ -213,7 +214,7 @@ def predict_round(a_name: str, b_name: str, pair: str, caps: Captures) -> dict:
         flags = (
             sc.flags(a_cap, a_rep) if sc.flags else {"kernels": [f"{GEMM}={gemm_factor(a_cap, b_cap):.4f}"]}
         )
-        res, _ = whatif(a_cap, parse_scenario(**flags), replayer=a_rp, attribute=False)
+        res, _ = whatif(a_cap, WhatIfOptions(**flags), replayer=a_rp, attribute=False)
         (dev,) = res.devices
         out["predicted"][sc.label] = {
             "flags": flags,

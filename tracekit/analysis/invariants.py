@@ -1,4 +1,4 @@
-"""Invariants as code (STYLE.md 5). `check_invariants(report)` raises InvariantError naming the first
+"""Invariants as code (docs/STYLE.md 5). `check_invariants(report)` raises InvariantError naming the first
 broken rule; tests call it after every analysis, and `tracekit analyze --check` runs it."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from tracekit.analysis.events import load_frames
 from tracekit.analysis.model import CAUSES, HOST_STATES, Report
 from tracekit.errors import TracekitError
 
@@ -89,7 +90,6 @@ def check_invariants(report: Report, capture: Any = None) -> list[str]:
 
 
 def _check_against_events(idle, capture: Any) -> None:
-    from tracekit.analysis.events import load_frames
 
     dev = load_frames(capture.table).device
     # An activity without a duration ([t, t): `dur` 0, or missing and read as 0) holds no time, so it

@@ -10,6 +10,7 @@ import pyarrow.compute as pc
 
 from tracekit.analysis.model import Report
 from tracekit.data import schema as S
+from tracekit.data.store import write_capture
 
 
 def idle_rows(report: Report) -> pa.Table:
@@ -50,7 +51,6 @@ def idle_table(idle) -> pa.Table:
 
 def store_report(capture, report: Report) -> Path:
     """Replace the capture's idle rows and stored analysis with this report's, atomically, in place."""
-    from tracekit.data.store import write_capture
 
     table = capture.table
     kind = pc.cast(table["kind"], pa.string())

@@ -20,6 +20,9 @@ from tracekit.analysis.model import CAUSES, HOST_STATES, Report
 from tracekit.data.files import Location
 from tracekit.data.store import Capture
 from tracekit.errors import TracekitError
+from tracekit.render.diff import PlotRenderer
+from tracekit.render.registry import get_renderer
+from tracekit.whatif.timeline import chrome_trace, replayed_table, write_chrome_trace
 
 PathLike = Union[str, Path]
 
@@ -27,7 +30,6 @@ __all__ = ["Analysis", "Comparison", "WhatIf"]
 
 
 def _renderer(fmt: str, result: Any, **options: Any) -> Any:
-    from tracekit.render.registry import get_renderer
 
     return get_renderer(fmt, type(result), **options)
 
@@ -313,7 +315,6 @@ class Comparison:
 
     def plot(self, path: PathLike) -> Path:
         """Write the PNG of `tracekit diff --plot` (one stacked bar per capture)."""
-        from tracekit.render.diff import PlotRenderer
 
         return PlotRenderer().render_to(self.result, Path(path))
 
@@ -369,7 +370,6 @@ class WhatIf:
     def write_trace(self, path: PathLike, *, replace: bool = True) -> Path:
         """The predicted timeline as a Chrome trace (`tracekit whatif --trace`; an atomic write, over an
         existing file only with `replace`)."""
-        from tracekit.whatif.timeline import chrome_trace, replayed_table, write_chrome_trace
 
         if not self.traceable:
             raise TracekitError(

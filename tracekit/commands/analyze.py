@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import List, Optional
 
 import typer
 
-from tracekit.cli import app, emit, executor, output_options, ray_option, step_option
+from tracekit.analysis.options import AnalyzeOptions
+from tracekit.commands.flags import OptionsFrom, emit, executor, output_options, ray_option, with_options
 from tracekit.render.output import Output
 
 
-@app.command()
 @output_options()
+@with_options
 def analyze(
     inputs: List[str] = typer.Argument(
         ...,
@@ -19,34 +21,7 @@ def analyze(
         "fly (one file per rank); local paths or URIs (s3://bucket/capture/, and any filesystem pyarrow "
         "or fsspec knows).",
     ),
-    check: bool = typer.Option(
-        False, "--check", help="Verify the invariants (causes sum to idle, idle never overlaps busy)."
-    ),
-    store: bool = typer.Option(
-        False,
-        "--store",
-        help="Store the result in the capture (idle rows + report) so diff does not recompute.",
-    ),
-    rank: Optional[int] = typer.Option(
-        None,
-        "--rank",
-        min=0,
-        help="Show this rank in full (a job of more than 8 ranks is otherwise summarised across ranks).",
-    ),
-    sync_tolerance_us: float = typer.Option(
-        2.0,
-        "--sync-tolerance-us",
-        min=0.0,
-        max=1e6,
-        help="How close (µs) a sync call must be to the start of an idle gap to have drained it.",
-    ),
-    savings: bool = typer.Option(
-        True,
-        "--savings/--no-savings",
-        help="Beside each cause, the step time saved if it alone were removed, profiled and unprofiled "
-        "(a replay of the capture's dependency graph, as `tracekit whatif --set CAUSE=0`).",
-    ),
-    step: Optional[str] = step_option(),
+    opts: AnalyzeOptions = OptionsFrom(AnalyzeOptions),  # type: ignore[assignment]  # its flags
     ray: Optional[str] = ray_option(),
     *,
     out: Output,
@@ -59,22 +34,14 @@ def analyze(
     With more than 8 ranks the text and Markdown reports summarise the job (step time, each figure's
     spread across ranks, stragglers, the ranks that differ); --rank R shows one rank in full, --json
     keeps every rank."""
-    from tracekit import api
+    from tracekit import api  # --help imports every command: benchmarks/import_costs.py
 
-    opts = api.AnalyzeOptions(
-        sync_tolerance_us=sync_tolerance_us,
-        savings=savings,
-        check=check,
-        store=store,
-        rank=rank,
-        evidence=False,
-        step=step,
-    )
+    opts = replace(opts, evidence=False)  # a report printed keeps no intervals
     with executor(ray) as ex:
         analysis = api.analyze(inputs, opts, executor=ex)
     report = analysis.report
     for name in report.checked:
         typer.echo(f"ok: {name}", err=True)
-    if store:
+    if opts.store:
         typer.echo(f"stored the analysis in {analysis.stored}", err=True)
     emit(out, report)

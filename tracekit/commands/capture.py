@@ -7,7 +7,6 @@ from typing import List, Optional
 
 import typer
 
-from tracekit.cli import app
 from tracekit.errors import CaptureError
 
 REPEAT = typer.Option(
@@ -25,7 +24,6 @@ NO_PARSE = typer.Option(
 )
 
 
-@app.command(context_settings={"allow_interspersed_args": True})
 def capture(
     targets: Optional[List[str]] = typer.Argument(
         None,
@@ -66,7 +64,7 @@ def capture(
     force: bool = typer.Option(False, "--force", help="Overwrite existing outputs."),
 ) -> None:
     """Capture a workload under torch.profiler in each interpreter and parse it into Parquet."""
-    from tracekit import api
+    from tracekit import api  # --help imports every command: benchmarks/import_costs.py
     from tracekit.capture.knobs import KnobError, parse_assignments
 
     targets = list(targets or [])

@@ -8,10 +8,10 @@ from typing import List, Optional
 
 import typer
 
-from tracekit.cli import app
+from tracekit.errors import CaptureError
+from tracekit.render.registry import get_renderer
 
 
-@app.command()
 def demo(
     workload: str = typer.Argument(
         "heavy_mlp", help="Built-in workload to capture (see `tracekit workloads`)."
@@ -25,10 +25,8 @@ def demo(
     """Capture a small workload under torch.profiler, parse it and print the idle-time analysis.
 
     Re-running overwrites the previous demo run in OUT. Open the traces with `tracekit view OUT`."""
-    from tracekit import api
+    from tracekit import api  # --help imports every command: benchmarks/import_costs.py
     from tracekit.capture.knobs import KnobError, parse_assignments
-    from tracekit.errors import CaptureError
-    from tracekit.render.registry import get_renderer
 
     try:
         knobs = parse_assignments(knob)

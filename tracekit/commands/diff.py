@@ -7,12 +7,14 @@ from typing import List, Optional
 
 import typer
 
-from tracekit.cli import app, emit, executor, output_options, ray_option, step_option
+from tracekit.commands.flags import OptionsFrom, emit, executor, output_options, ray_option, with_options
+from tracekit.compare.options import DiffOptions
+from tracekit.errors import NotComparableError, TracekitError
 from tracekit.render.output import Output
 
 
-@app.command()
 @output_options("Overwrite --output and the --plot file if they exist.")
+@with_options
 def diff(
     captures: List[str] = typer.Argument(
         ...,
@@ -23,13 +25,6 @@ def diff(
     plot: Optional[Path] = typer.Option(
         None, "--plot", help="Also write a PNG: one stacked bar per capture (busy and each idle cause)."
     ),
-    label: List[str] = typer.Option([], "--label", help="A name per capture, in order (default: run name)."),
-    compare: List[str] = typer.Option(
-        [],
-        "--compare",
-        help="What the comparison varies on purpose: a knob (amp) or a manifest field (torch.version); "
-        "its difference is then compared, not a reason to call the captures not comparable.",
-    ),
     by: Optional[str] = typer.Option(
         None,
         "--by",
@@ -37,21 +32,16 @@ def diff(
         "run folders) by a manifest field: python (python.version), torch, device, a knob name, or a "
         "dotted field; one side per value, in natural order, the first the baseline.",
     ),
-    confidence: float = typer.Option(0.95, "--confidence", help="Confidence of the intervals, e.g. 0.95."),
-    top_ops: int = typer.Option(
-        10, "--top-ops", min=0, help="Framework ops listed (largest change per call first)."
-    ),
-    step: Optional[str] = step_option(),
+    opts: DiffOptions = OptionsFrom(DiffOptions),  # type: ignore[assignment]  # its flags
     ray: Optional[str] = ray_option(),
     *,
     out: Output,
 ) -> None:
     """Compare captures: step time, throughput, GPU utilisation, idle per cause, host dispatch gaps and
     framework op time per call, each with an interval; says plainly when captures are not comparable."""
-    from tracekit import api
+    from tracekit import api  # --help imports every command: benchmarks/import_costs.py
     from tracekit.data.store import check_output
-    from tracekit.errors import TracekitError
-    from tracekit.render.diff import PlotRenderer
+    from tracekit.render.diff import PlotRenderer  # --plot only (benchmarks/import_costs.py)
 
     if by is not None:
         captures = _grouped(captures, by)
@@ -60,9 +50,6 @@ def diff(
             raise TracekitError(f"--plot {plot}: the plot is a PNG; name it with .png")
         check_output(plot, out.force, [p for c in captures for p in str(c).split(",") if p])
     sides = [[p for p in str(c).split(",") if p] for c in captures]  # A1,A2: runs pooled into one side
-    opts = api.DiffOptions(
-        labels=tuple(label) or None, confidence=confidence, compare=tuple(compare), top_ops=top_ops, step=step
-    )
     with executor(ray) as ex:
         result = api.diff(*sides, options=opts, executor=ex).result
     emit(out, result)
@@ -74,7 +61,6 @@ def diff(
 def _grouped(folders: List[str], by: str) -> List[str]:
     """The runs in `folders`, one comma-joined side per value of `by` (tracekit.compare.group)."""
     from tracekit.compare.group import find_runs, group_runs
-    from tracekit.errors import NotComparableError
 
     runs = [r for folder in folders for r in find_runs(folder)]
     if not runs:

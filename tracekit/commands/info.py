@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import typer
 
-from tracekit.cli import app, emit, output_options, step_option
+from tracekit.analysis.options import AnalyzeOptions
+from tracekit.commands.flags import OptionsFrom, emit, output_options, with_options
 from tracekit.render.output import Output
 
 
-@app.command()
 @output_options()
+@with_options
 def info(
     capture: str = typer.Argument(
         ..., help="A capture (.parquet or a capture folder), or a trace file / run folder; a path or a URI."
     ),
-    step: Optional[str] = step_option(),
+    opts: AnalyzeOptions = OptionsFrom(AnalyzeOptions, "step"),  # type: ignore[assignment]  # --step
     *,
     out: Output,
 ) -> None:
@@ -24,6 +23,6 @@ def info(
 
     A capture is described from its metadata and row-group statistics, reading only the few columns
     the counts need, a row group at a time (constant memory); trace files are parsed first."""
-    from tracekit import api
+    from tracekit import api  # --help imports every command: benchmarks/import_costs.py
 
-    emit(out, api.describe(capture, step=step))
+    emit(out, api.describe(capture, step=opts.step))

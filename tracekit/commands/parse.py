@@ -9,10 +9,11 @@ from typing import Callable, List, Optional
 
 import typer
 
-from tracekit.cli import app, executor, ray_option
+from tracekit.commands.flags import OptionsFrom, executor, ray_option, with_options
+from tracekit.parse.options import ParseOptions
 
 
-@app.command()
+@with_options
 def parse(
     inputs: List[str] = typer.Argument(
         ...,
@@ -28,10 +29,7 @@ def parse(
         "DuckDB, Polars, Spark); with --ray and more than one trace file, always a folder. A local path "
         "or a URI (s3://bucket/out/).",
     ),
-    force: bool = typer.Option(False, "--force", help="Overwrite the output if it exists."),
-    salvage: bool = typer.Option(
-        False, "--salvage", help="Keep every complete event of a truncated trace instead of refusing it."
-    ),
+    opts: ParseOptions = OptionsFrom(ParseOptions),  # type: ignore[assignment]  # its flags
     ray: Optional[str] = ray_option(),
 ) -> None:
     """Parse PyTorch profiler traces into one typed, versioned Parquet capture (a file, or a folder of
@@ -43,10 +41,9 @@ def parse(
 
     Decoding runs in one process per CPU this command may run on (its affinity: `taskset -c 0,1`
     gives two); TRACEKIT_WORKERS=N sets the number."""
-    from tracekit import api
+    from tracekit import api  # --help imports every command: benchmarks/import_costs.py
 
     started = time.perf_counter()
-    opts = api.ParseOptions(force=force, salvage=salvage)
     with executor(ray) as ex:
         result = api.parse(
             inputs, output, opts, executor=ex, progress=_progress_line(), files_done=_files_line()
@@ -77,7 +74,7 @@ def parse(
     if result.failed:
         typer.echo(
             f"tracekit: {len(result.failed)} of {files} trace files failed; the capture holds the others"
-            + ("" if salvage else " (--salvage keeps the complete events of a truncated file)"),
+            + ("" if opts.salvage else " (--salvage keeps the complete events of a truncated file)"),
             err=True,
         )
         raise typer.Exit(2)

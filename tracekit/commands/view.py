@@ -7,17 +7,20 @@ from pathlib import Path
 
 import typer
 
-from tracekit.cli import app
 from tracekit.data import signals
 
 
-@app.command()
 def view(
     logdir: Path = typer.Argument(..., help="The OUT folder of `tracekit capture` (a TensorBoard logdir)."),
     port: int = typer.Option(0, "--port", help="Port on 127.0.0.1; 0 picks a free one."),
 ) -> None:
     """Open captures in TensorBoard: tracekit's scalars and report, and the PyTorch Profiler tab."""
-    from tracekit.export.tensorboard import TensorBoardServer, event_files, find_trace_runs, iter_event_runs
+    from tracekit.export.tensorboard import (  # --help imports every command: benchmarks/import_costs.py
+        TensorBoardServer,
+        event_files,
+        find_trace_runs,
+        iter_event_runs,
+    )
 
     server = TensorBoardServer(logdir, port=port)
     # A plain `kill` stops it as Ctrl-C does (data/signals.py), so the profiler plugin's loader processes

@@ -6,13 +6,12 @@ import json
 
 import typer
 
-from tracekit.cli import app
 
-
-@app.command()
 def workloads(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """List the built-in workloads and their knobs (set them with `tracekit capture --set KEY=VALUE`)."""
-    from tracekit.capture.knobs import COMMON_KNOBS
+    from tracekit.capture.knobs import (
+        COMMON_KNOBS,  # --help imports every command: benchmarks/import_costs.py
+    )
     from tracekit.capture.workload import describe
 
     docs = describe()

@@ -20,7 +20,10 @@ from tracekit.analysis.model import DeviceReport, HostReport, HostStep, OpStat, 
 from tracekit.compare import comparable
 from tracekit.compare.comparable import Role
 from tracekit.compare.diff import STEP_OFFSET, facts, step_values
+from tracekit.data import files
+from tracekit.data.store import is_capture, read_meta
 from tracekit.errors import NotComparableError
+from tracekit.parse.parser import find_manifest
 
 
 def group_label(runs: Sequence[str]) -> str:
@@ -147,9 +150,6 @@ def find_runs(folder: Any) -> list[tuple[str, Mapping[str, Any]]]:
     """The captures in a folder `tracekit capture` wrote (OUT/<workload>/): each `<run>.parquet`, and each
     run folder (traces + manifest.json) that has no Parquet file beside it (`capture --no-parse`), with
     its manifest. Sorted by name."""
-    from tracekit.data import files
-    from tracekit.data.store import is_capture, read_meta
-    from tracekit.parse.parser import find_manifest
 
     found: dict[str, tuple[str, Mapping[str, Any]]] = {}
     for name in sorted(files.list_dir(folder)):

@@ -29,6 +29,7 @@ import hashlib
 import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from statistics import NormalDist
 from typing import Callable, Optional, Sequence
 
 import numpy as np
@@ -147,7 +148,6 @@ def _rank_k(n: int, m: int, confidence: float) -> int:
         while k < pairs and cdf[k] <= alpha / 2 + 1e-12:
             k += 1
         return k
-    from statistics import NormalDist
 
     z = NormalDist().inv_cdf(1 - alpha / 2)
     return max(0, int(math.floor(pairs / 2 - z * math.sqrt(n * m * (n + m + 1) / 12.0))))

@@ -1,7 +1,7 @@
 """numpy ↔ Arrow for the parser's hot path, without pyarrow's pandas shim.
 
 `pa.array`, `pa.scalar` and `Array.to_numpy` import pandas on first use (pyarrow 26 checks every input
-for pandas types), which costs ~0.5 s of a `tracekit parse` run before any work is done. These helpers
+for pandas types), a start-up cost larger than a small `tracekit parse` itself. These helpers
 build arrays from numpy buffers (`pa.Array.from_buffers`) and read them back the same way, so parsing
 never imports pandas. They handle the types the parser uses: fixed-width integers, booleans, strings
 and dictionary<int32, string>.
@@ -20,10 +20,13 @@ and dictionary<int32, string>.
 
 from __future__ import annotations
 
+import contextlib
+import os
 from typing import Optional
 
 import numpy as np
 import pyarrow as pa
+from pyarrow._compute import call_function
 
 
 def from_numpy(
@@ -59,9 +62,8 @@ def bools(mask: np.ndarray) -> pa.BooleanArray:
 
 def filter_rows(table: pa.Table, mask: np.ndarray) -> pa.Table:
     """`table.filter(bools(mask))`, without importing pyarrow.compute: Table.filter reaches Arrow's
-    filter kernel through that module's Python wrappers, generated at its import (~35 ms of a parse's
-    start-up, in the parent and in each decode worker); `call_function` is the kernel's own entry point."""
-    from pyarrow._compute import call_function
+    filter kernel through that module's Python wrappers, generated at its import (start-up time, in the
+    parent and in each decode worker); `call_function` is the kernel's own entry point."""
 
     return call_function("filter", [table, bools(mask)])
 
@@ -85,13 +87,11 @@ def dictionary(codes: np.ndarray, uniques: list[str]) -> pa.DictionaryArray:
 
 def nulls(n: int, type: pa.DataType, zeros: Optional[pa.Buffer] = None) -> pa.Array:
     """An all-null array of `type` (integer or dictionary<int32, string>). Its buffers come from
-    np.zeros (calloc), so the pages are never touched: pa.nulls zero-fills them (~17 ms per million
-    int64 rows, a third of building the busy and dispatch-gap rows the parser then wrote). `zeros`
+    np.zeros (calloc), so the pages are never touched: pa.nulls zero-fills them. `zeros`
     (`zero_buffer(n)`): one zeroed buffer
     that every null column of a table shares as its bitmap and values, read-only as all Arrow
     buffers are: calloc does zero-fill memory the heap reuses (a parse keeps its freed heap pages,
-    `tracekit.parse.parser._keep_heap_pages`): those rows' first round in the parse's process
-    1.32 -> 0.52 CPU-s with this (benchmarks/RESULTS.md)."""
+    `tracekit.parse.parser._keep_heap_pages`; benchmarks/RESULTS.md has the measurements)."""
     if pa.types.is_dictionary(type):
         return pa.DictionaryArray.from_arrays(nulls(n, type.index_type, zeros), strings([]))
     width = _np_dtype(type).itemsize
@@ -161,11 +161,8 @@ def prefer_jemalloc() -> None:
     """Make jemalloc Arrow's memory pool (where pyarrow has it and the user did not choose one with
     ARROW_DEFAULT_MEMORY_POOL). The default, mimalloc, hands freed pages back to the OS after 10 ms, so
     the parser's Parquet encoder and its step rows fault in and zero the same memory again and again
-    (`clear_page_erms` was 14 % of its profile): jemalloc cut the parse's parent CPU by 0.2–0.5 s per GB.
-    Reading a capture, mimalloc kept the decoder's scratch as well: 1.10 GiB resident for a 0.51 GiB
-    table, 0.73 GiB with jemalloc (benchmarks/RESULTS.md)."""
-    import contextlib
-    import os
+    (`clear_page_erms` in its profile); reading a capture, mimalloc keeps the decoder's scratch as well
+    (benchmarks/RESULTS.md has the CPU and resident memory with each)."""
 
     if os.environ.get("ARROW_DEFAULT_MEMORY_POOL"):
         return
@@ -176,7 +173,7 @@ def prefer_jemalloc() -> None:
 
 def distinct(a: np.ndarray) -> np.ndarray:
     """np.unique(a) of a 1-D integer array (sorted distinct values). NumPy 2's plain np.unique imports
-    numpy.ma (to ask np.ma.is_masked): 12 ms of a tiny parse's start-up here, 50 ms on the H200 host.
+    numpy.ma (to ask np.ma.is_masked), start-up time of a tiny parse (benchmarks/RESULTS.md).
     Counted instead of sorted when the values span little (a chunk's ranks and devices: one, or a few)."""
     a = np.asarray(a).ravel()
     if len(a) == 0:

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from tracekit.version import __version__
+
 SCHEMA_VERSION = 1
 METADATA_KEY = b"tracekit"
 
@@ -116,7 +118,6 @@ def metadata_doc(
 ) -> dict:
     """The tracekit metadata document of a capture (the value of a file's ``tracekit`` key).
     `failed`: trace files of the job that could not be parsed (path, rank, error), when there are."""
-    from tracekit.version import __version__
 
     doc = {
         "schema_version": SCHEMA_VERSION,

@@ -92,8 +92,8 @@ class Stitcher:
 def _moved_groups(part: bytes, footer_start: int, shift: int, ordinal: int) -> tuple[int, list] | None:
     """(rows, row groups as encoded bytes, their offsets moved by `shift` and ordinals from `ordinal`)
     by tracekit/data/_stitch.c's `stitch_groups` (the same bytes as decoding, `_shift_row_group` and
-    encoding them here, ~10x faster: the Python path was ~0.2 CPU-s per GB of trace in a parse's
-    parent), or None: no extension, or a footer it does not read (then the Python path does)."""
+    encoding them here, where the Python path is a visible part of a parse's parent: benchmarks/RESULTS.md),
+    or None: no extension, or a footer it does not read (then the Python path does)."""
     if _stitch is None:
         return None
     return _stitch.stitch_groups(part, footer_start, shift, ordinal)

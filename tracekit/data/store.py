@@ -36,7 +36,7 @@ import pyarrow.parquet as pq
 from tracekit.data import arrow, files, signals, stitch
 from tracekit.data.files import Location
 from tracekit.data.schema import METADATA_KEY, SCHEMA, SCHEMA_VERSION, file_metadata, metadata_doc
-from tracekit.data.summary import Summary, kind_codes, rows_metadata
+from tracekit.data.summary import Summary, kind_codes, only_value, rows_metadata, summarize_table
 from tracekit.errors import CaptureFileError, OutputExistsError, OutputWriteError, Terminated
 
 
@@ -44,12 +44,12 @@ from tracekit.errors import CaptureFileError, OutputExistsError, OutputWriteErro
 # - dictionary pages only for the string columns (already dictionary arrays): trying dictionary encoding
 #   on unique int64 columns such as ts_ns costs a third of the write time and saves nothing;
 # - DELTA_BINARY_PACKED for the integer columns (timestamps, ids and durations change by small steps),
-#   then LZ4: on real traces as small as plain + zstd (−15 % to +20 %) and ~30 % faster to write,
-#   which is most of what the parser's parent process does;
+#   then LZ4: on real traces about as small as plain + zstd and faster to write, which is most of what
+#   the parser's parent process does;
 # - min/max statistics only where a reader may filter row groups: computing them for every column
 #   (the string ones especially) doubled the time to write a capture;
-# - the writer takes 64 Ki rows per call into each column instead of 1 Ki: the same bytes, ~8 % less
-#   CPU to encode a parse's chunk (fewer passes through each column's per-batch work).
+# - the writer takes 64 Ki rows per call into each column instead of 1 Ki: the same bytes, less CPU to
+#   encode a parse's chunk (fewer passes through each column's per-batch work).
 def _parquet_options(schema: pa.Schema) -> dict:
     return {
         "write_batch_size": 1 << 16,
@@ -110,7 +110,6 @@ class Capture:
     def summary(self) -> dict:
         """What the capture holds: ranks, devices, steps, and row counts by kind and by category (the
         same document as tracekit.data.summary.summarize of the capture on disk)."""
-        from tracekit.data.summary import summarize_table
 
         return summarize_table(self.table)
 
@@ -649,7 +648,6 @@ def _read_kinds(fh: Any, columns: Optional[list[str]], kinds: Optional[Sequence[
     """`columns` of the row groups of an open Parquet file that may hold rows of `kinds`
     (tracekit.data.summary's reading of the `kind` statistics CaptureWriter writes); all of them with
     `kinds` None. (ParquetFile, not read_table: that one imports pandas, ~0.5 s.)"""
-    from tracekit.data.summary import only_value
 
     pf = pq.ParquetFile(fh)
     if kinds is None:
@@ -661,9 +659,8 @@ def _read_kinds(fh: Any, columns: Optional[list[str]], kinds: Optional[Sequence[
 
 # A source file's fingerprint, `sources[].xxh3_128`: the 128-bit xxHash3 of all its bytes. It says which
 # file a capture was parsed from (`tracekit annotate` finds a capture's trace by it): the same bytes, as
-# sha256 did, at a fraction of its cost (0.08 CPU-s per GB hashed in place, against 0.70 for sha256 read
-# into a buffer, benchmarks/RESULTS.md); it is not a guard against a forged file (nothing in a capture
-# is signed).
+# sha256 did, at a fraction of its cost (benchmarks/RESULTS.md); it is not a guard against a forged file
+# (nothing in a capture is signed).
 # Captures written before it carry `sha256`, which is still checked.
 DIGEST = "xxh3_128"
 _DIGESTS = ("xxh3_128", "sha256")
@@ -690,8 +687,8 @@ def file_digest(path: Location, algorithm: str = DIGEST) -> str:
         if size == 0:
             return h.hexdigest()
         # Hashed in place through a mapping, a window at a time, each window's pages dropped from this
-        # process once hashed (a 1 GB file mapped whole and kept doubled a parse's peak PSS): 0.08
-        # CPU-s per GB from the page cache, where reading it into a buffer (a copy) took 0.17.
+        # process once hashed (a large file mapped whole and kept would add itself to a parse's peak), and
+        # no copy into a buffer.
         with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
             view = memoryview(mapped)
             try:

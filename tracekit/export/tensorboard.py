@@ -5,6 +5,8 @@ and, once `write_run_summaries` has run, a TensorBoard run with per-step scalars
 Runs of one workload (py3.9, py3.11, num_workers=0 ...) carry the same tags, so they overlay in the
 Scalars dashboard. The event files are written with TensorBoard's own classes (`EventFileWriter`, the
 `Event`/`Summary` protos and the scalar/text plugin metadata); nothing here needs torch or TensorFlow.
+TensorBoard's modules, the analysis' and the parser's are imported by the functions that use them:
+`tracekit view` and `tracekit --help` import this module (benchmarks/import_costs.py).
 
 Tags (x axis: the step number N of ProfilerStep#N):
 
@@ -29,14 +31,22 @@ report is the text tag ``report`` of the capture's own run.
 from __future__ import annotations
 
 import contextlib
+import io
+import json
 import os
 import shutil
+import statistics
 import time
 from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Mapping
 
+import numpy as np
+
+from tracekit.data import files
+from tracekit.data.store import read_capture
 from tracekit.errors import InputNotFound, OutputExistsError, TracekitError
+from tracekit.render.registry import get_renderer
 
 if TYPE_CHECKING:
     from tracekit.analysis.model import Report
@@ -87,9 +97,6 @@ def write_events(
     files in `run_dir` are then removed, so a rewrite never shows a run twice. Returns the new file.
     """
     event_pb2, summary_pb2, scalar_metadata, text_metadata, EventFileWriter, tensor_util = _tb()
-    import numpy as np
-
-    from tracekit.data import files
 
     run_dir = Path(run_dir)
     try:
@@ -184,7 +191,6 @@ def report_scalars(report: Report) -> dict[str, dict[int, dict[str, float]]]:
 def _scalars(report: Report, sub: dict[int, str], one) -> dict[str, dict[int, dict[str, float]]]:
     """The scalars of each device and host step, by sub-run and step; where a sub-run holds several
     ranks (`one` is None), each tag's values over them become their median and max."""
-    import statistics
 
     from tracekit.analysis.model import CAUSES, HOST_STATES
 
@@ -229,9 +235,6 @@ def _scalars(report: Report, sub: dict[int, str], one) -> dict[str, dict[int, di
 
 
 def _markdown(report: Report) -> str:
-    import io
-
-    from tracekit.render.registry import get_renderer
 
     out = io.StringIO()
     get_renderer("markdown").render(report, out)
@@ -325,9 +328,7 @@ class TensorBoardServer:
 def capture_of_run(run_dir: Path):
     """The capture of a run folder: its ``<run>.parquet`` beside it when there is one, else its traces
     parsed now (with ``manifest.json`` as the manifest when `tracekit capture` wrote one)."""
-    import json
 
-    from tracekit.data.store import read_capture
     from tracekit.parse.parser import parse_paths
 
     run_dir = Path(run_dir)

@@ -58,7 +58,7 @@ class Interpreter:
 
 @cache
 def probe(path: str) -> Interpreter | None:
-    """Ask an interpreter what it is (a ~20 ms subprocess); None when it does not run."""
+    """Ask an interpreter what it is (a subprocess); None when it does not run."""
     try:
         proc = subprocess.run(
             [path, "-c", _PROBE], capture_output=True, text=True, timeout=_PROBE_TIMEOUT_S, check=False

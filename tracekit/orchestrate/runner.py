@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,8 +34,12 @@ from tracekit.capture.knobs import (
 )
 from tracekit.capture.recorder import MANIFEST_NAME, TRACE_SUFFIX
 from tracekit.capture.workload import knobs_of
+from tracekit.compare.stats import DEFAULT_CONFIDENCE, runs_for_interval
+from tracekit.data.files import write_error
+from tracekit.data.store import write_capture
 from tracekit.errors import CaptureError, OutputExistsError, TracekitError
 from tracekit.orchestrate import interpreters
+from tracekit.parse.parser import parse_paths
 
 Echo = Callable[[str], None]
 Summarize = Callable[[Path, Any], object]  # (run folder, its parsed Capture)
@@ -245,8 +250,6 @@ def _check_interpreters(runs: Sequence[Run], repeat: int) -> None:
     for interp in unique:
         interpreters.require_torch(interp)  # the child reports a torch that fails to import
     if repeat > 1:
-        from concurrent.futures import ThreadPoolExecutor
-
         with ThreadPoolExecutor(max_workers=len(unique)) as pool:  # seconds each: import them side by side
             for _ in pool.map(interpreters.check_torch, unique):
                 pass
@@ -254,8 +257,6 @@ def _check_interpreters(runs: Sequence[Run], repeat: int) -> None:
 
 def _announce(runs: Sequence[Run], repeat: int, echo: Echo) -> None:
     """The run order, and whether `repeat` runs per interpreter can give a bounded interval in a diff."""
-    from tracekit.compare.stats import DEFAULT_CONFIDENCE, runs_for_interval
-
     need = runs_for_interval(DEFAULT_CONFIDENCE)
     echo(f"tracekit: {len(runs)} runs, interleaved: {' '.join(r.name for r in runs)}")
     if repeat < need:
@@ -279,8 +280,6 @@ def _check_out_folder(out: Path) -> None:
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        from tracekit.data.files import write_error
-
         raise write_error(out, exc) from None
 
 
@@ -383,8 +382,6 @@ def trace_files(run_dir: Path) -> list[Path]:
 
 
 def _parse_run(run: Run, manifest: dict, force: bool, echo: Echo, summarize: Summarize | None) -> Path:
-    from tracekit.data.store import write_capture
-    from tracekit.parse.parser import parse_paths
 
     files = trace_files(run.run_dir)
     if not files:

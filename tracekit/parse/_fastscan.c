@@ -51,7 +51,7 @@
 #endif
 
 /* The rare shapes go out of line (COLD); the readers the hot path calls stay inlined into it even
- * though the cold paths call them too (INLINE): measured, read_int out of line cost ~4 % of a scan. */
+ * though the cold paths call them too (INLINE): measured, read_int out of line slowed the scan. */
 #if defined(__GNUC__)
 #define COLD __attribute__((noinline, cold))
 #define INLINE inline __attribute__((always_inline))

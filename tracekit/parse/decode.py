@@ -10,7 +10,7 @@ cast, never through a double (1.7e15 µs with three decimals has 19 significant 
 splits big files into chunks at event boundaries and calls it per chunk, in worker processes.
 
 When the optional C extension is built (tracekit/parse/_fastscan.c, wrapper `fast.py`), it scans a
-chunk into columns first, ~10x faster. What it does not read itself it hands back per value (a number
+chunk into columns first, several times faster. What it does not read itself it hands back per value (a number
 as text, converted by `time_value` / `_as_int` here) or per event (decoded here by `decode_items`);
 only invalid JSON sends a whole chunk to msgspec. Both paths build the batch with `assemble`, so they
 give identical tables.
@@ -402,8 +402,8 @@ def locate_events(buf: bytes | mmap.mmap, max_tail: int = 8 << 20) -> tuple[dict
     """Fast path: (metadata, start, end) with buf[start:end] the traceEvents array ('[' ... ']').
 
     Reads only the text around the array: the metadata before it (Kineto writes most keys first) and
-    after it, a little first, more only when needed (copying 64 MiB to search it took 0.15 s of a
-    1 GB parse). Returns None whenever the layout is not the plain one (then split_document, which
+    after it, a little first, more only when needed (copying a large tail to search it is a visible
+    part of a large parse). Returns None whenever the layout is not the plain one (then split_document, which
     validates the whole file, is used); the chunk decoders validate the array itself."""
     for head_size in (1 << 20, 64 << 20):
         head = bytes(buf[: min(len(buf), head_size)])
@@ -767,7 +767,7 @@ _ARG_INDEX = {name: i for i, name in enumerate(_Args.__struct_fields__)}
 
 
 def _columns(events: list, unit: str, dropped: collections.Counter) -> tuple[pa.RecordBatch, dict]:
-    import pyarrow.compute as pc  # the msgspec path only: the import costs ~50 ms
+    import pyarrow.compute as pc  # the msgspec path only (its import: benchmarks/import_costs.py)
 
     skipped: collections.Counter = collections.Counter()
     if None in events or NOT_EVENT in events:  # JSON null items; items that are not events
@@ -1002,7 +1002,7 @@ def _empty() -> pa.RecordBatch:
 
 def _strings(values: tuple | list) -> pa.Array:
     """A dictionary-encoded string column; non-string values are written as JSON text."""
-    import pyarrow.compute as pc  # the msgspec path only: the import costs ~50 ms
+    import pyarrow.compute as pc  # the msgspec path only (its import: benchmarks/import_costs.py)
 
     try:
         arr = pa.array(values, pa.string())
@@ -1131,7 +1131,7 @@ def _times(values: tuple | list) -> tuple[pa.Array, np.ndarray]:
 
 def to_int64_ns(value: pa.Array, unit: str) -> pa.Array:
     """decimal128(38, 3) times in `unit` ("us" or "ns") → int64 ns; out-of-range values become null."""
-    import pyarrow.compute as pc  # the msgspec path only: the import costs ~50 ms
+    import pyarrow.compute as pc  # the msgspec path only (its import: benchmarks/import_costs.py)
 
     if unit == "ns":
         rounded = pc.round(value, 0, round_mode="half_to_even")

@@ -7,7 +7,7 @@
 
 Device busy intervals and host dispatch gaps are not stored: the analysis computes them from the event
 rows (tracekit.analysis; the dispatch gaps' one definition is tracekit.analysis.dispatch), and storing
-them cost every parse 14 % of its CPU for rows no command read (benchmarks/RESULTS.md, issue 22).
+them cost every parse CPU for rows no command read (benchmarks/RESULTS.md, issue 22).
 Captures written before hold ``busy`` and ``dispatch_gap`` rows; readers skip them.
 
 The functions take the table of raw events (``kind == "event"``, schema.SCHEMA columns) or its Frame,
@@ -271,7 +271,7 @@ class Frame:
         """(int32 codes, -1 for null; one dictionary of the distinct values) of a string column, its
         chunks' dictionaries merged once: a streamed parse's table holds a chunk per 24 MiB of trace,
         each with its own dictionary of mostly the same names, and a predicate per value of every
-        chunk's dictionary (44 chunks at 1 GB) was most of the masks' cost."""
+        chunk's dictionary was most of the masks' cost."""
         if column not in self._codes:
             index: dict = {}
             out = np.empty(self.num_rows, np.int32)
@@ -287,8 +287,8 @@ class Frame:
         if self._table is None or column in self._codes:  # through the merged codes
             codes, dictionary = self.codes(column)
             return [dictionary[c] if c >= 0 else None for c in codes[rows].tolist()]
-        # Chunk by chunk through the dictionary codes: Array.take would import pyarrow.compute (~35 ms
-        # of start-up) for the few step names a parse reads.
+        # Chunk by chunk through the dictionary codes: Array.take would import pyarrow.compute (start-up
+        # time: tracekit.data.arrow.filter_rows) for the few step names a parse reads.
         out: list = [None] * len(rows)
         lo = 0
         for chunk in self.table.column(column).chunks:
@@ -324,9 +324,9 @@ class FrameBuilder:
     """A Frame of a table that arrives in pieces (a streamed parse's derive subsets, one per 24 MiB
     chunk): each piece's columns are written into growing numpy arrays as it comes, and the piece can
     go. The parse's parent then holds the subset once, as the Frame's columns, where it held every
-    chunk's Arrow table and the Frame's concatenation of them besides (~90 MiB each at 1 GB, the
-    pages faulted in twice). The first piece reserves room for 64 like it (a 1.5 GB trace's 24 MiB
-    chunks), then the room doubles: arrays reserved and not yet written cost no memory."""
+    chunk's Arrow table and the Frame's concatenation of them besides (the pages faulted in twice).
+    The first piece reserves room for 64 like it (a 1.5 GB trace's 24 MiB chunks), then the room
+    doubles: arrays reserved and not yet written cost no memory."""
 
     def __init__(self) -> None:
         self._n = 0

@@ -23,16 +23,15 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import ctypes
 import decimal
 import functools
 import json
 import mmap
-import multiprocessing
 import os
 import re
 import warnings
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Optional, Sequence
@@ -42,7 +41,7 @@ import pyarrow as pa
 
 from tracekit.data import arrow as _arrow
 from tracekit.data import files as _files
-from tracekit.data import signals as _signals
+from tracekit.data import pool as _pool
 from tracekit.data.describe import losses_line
 from tracekit.data.files import Location
 from tracekit.data.schema import CAT_CPU_OP, CAT_USER_ANNOTATION, KIND_EVENT, SCHEMA
@@ -60,10 +59,10 @@ from tracekit.data.store import (
 from tracekit.errors import (
     InputNotFound,
     OutputExistsError,
-    ParseAbortedError,
     TraceFormatError,
     TracekitError,
     TraceWarning,
+    WorkerError,
 )
 from tracekit.parse import decode as _decode
 from tracekit.parse import fast as _fast
@@ -255,7 +254,24 @@ def load_capture(
         if columns is None:
             return read_capture(path, kinds=kinds)
         return read_capture(path, columns=[c for c in columns if c in SCHEMA.names], kinds=kinds)
-    cap = parse_paths([path])
+    return _narrowed(parse_paths([path]), columns)
+
+
+def load_paths(
+    paths: Sequence[Location],
+    *,
+    salvage: bool = False,
+    columns: Sequence[str] | None = None,
+    kinds: Sequence[str] | None = None,
+) -> Capture:
+    """One capture from a capture on disk (`load_capture`) or from trace files / run folders of one job
+    parsed now; `salvage` parses even a single capture's worth of trace as a cut-off trace may need."""
+    if len(paths) == 1 and not salvage:
+        return load_capture(paths[0], columns=columns, kinds=kinds)  # type: ignore[arg-type]
+    return _narrowed(parse_paths(list(paths), salvage=salvage), columns)  # type: ignore[arg-type]
+
+
+def _narrowed(cap: Capture, columns: Sequence[str] | None) -> Capture:
     if columns is not None:
         cap.table = cap.table.select([c for c in columns if c in cap.table.column_names])
     return cap
@@ -430,7 +446,7 @@ def _parse_files(
                 info = _parse_file(local, display, str(path), digest, job)
                 source = {"path": display, "rank": info["rank"], "bytes": os.path.getsize(local)}
                 source[DIGEST] = digest.value()
-        except (_Restart, ParseAbortedError):
+        except (_Restart, WorkerError):
             raise
         except TracekitError as exc:
             if not keep_going:
@@ -544,9 +560,9 @@ class _Digest:
         self._value: Optional[str] = None
         self._pending: Optional[Future[str]] = None
 
-    def start_in(self, pool: ProcessPoolExecutor) -> None:
+    def start_in(self, pool: _pool.ForkPool, name: str) -> None:
         if self._value is None:
-            self._pending = pool.submit(file_digest, self.path)
+            self._pending = pool.submit(file_digest, self.path, name=name)
 
     def collect(self) -> None:
         """Take the worker's result (before its pool closes)."""
@@ -618,6 +634,7 @@ def _parse_one(
             encode=encode,
             digest=digest,
             parallel=parallel,
+            display=display,
         ):
             rows += table.num_rows
             _merge_stats(stats_all, stats)
@@ -716,25 +733,8 @@ def _merge_stats(into: dict, stats: dict) -> None:
 def chunk_bytes(size: int) -> int:
     """The chunk size for `size` bytes of events: CHUNK_BYTES, but small enough that a file of a few
     MB (one rank of a multi-rank job) still gives every worker a few chunks."""
-    per_worker = -(-size // (4 * workers()))
+    per_worker = -(-size // (4 * _pool.workers()))
     return max(min(MIN_CHUNK_BYTES, CHUNK_BYTES), min(CHUNK_BYTES, per_worker))
-
-
-def workers() -> int:
-    """Decode processes: TRACEKIT_WORKERS, else one per CPU this process may run on (its affinity:
-    `taskset -c 0,1` or a job scheduler's CPU set gives two, where os.cpu_count() counts the machine's)."""
-    env = os.environ.get("TRACEKIT_WORKERS", "")
-    if env.isdigit() and int(env) > 0:
-        return int(env)
-    return usable_cpus()
-
-
-def usable_cpus() -> int:
-    """The CPUs this process may run on (os.sched_getaffinity where the OS has it, else os.cpu_count)."""
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 # The buffer the forked workers read (set before the pool forks; never pickled).
@@ -768,10 +768,9 @@ def _decode_range_for_parent(
     job: tuple[int, int, str, str, int], encode: Optional[bool]
 ) -> tuple[EncodedRows | bytes, bytes, dict]:
     """_decode_range in a worker process, its tables made ready to cross to the parent: the event table
-    encoded as the capture file's row groups (`encode`: see _Job; ~0.35 MB per 24 MiB chunk, what the
-    parent appends to the file), else packed as LZ4 Arrow IPC (~15x smaller than a pickled table: most
-    columns are mostly null). The part derive_steps and sanity need always travels packed (the parent
-    keeps it)."""
+    encoded as the capture file's row groups (`encode`: see _Job; what the parent appends to the file),
+    else packed as LZ4 Arrow IPC (much smaller than a pickled table: most columns are mostly null).
+    The part derive_steps and sanity need always travels packed (the parent keeps it)."""
     table, needed, stats = _decode_range(job)
     first = encode_rows(table, part=encode) if encode is not None else _pack(table)
     return first, _pack(needed), stats
@@ -801,98 +800,60 @@ def _decode_ranges(
     encode: Optional[bool] = None,
     digest: Optional[_Digest] = None,
     parallel: bool = True,
+    display: str = "",
 ) -> Iterator[tuple[pa.Table | EncodedRows, pa.Table, dict]]:
     """Decode each range of whole events, in order; in worker processes when there are several.
 
-    At most `2 × workers + 2` chunks are in flight: a decoded table waits (in the pipe, encoded or
-    packed) only until the parent has taken it, so memory stays bounded by the chunk size. With
+    At most `pool.window(workers)` chunks are in flight (tracekit.data.pool): a decoded table waits (in
+    the pipe, encoded or packed) only until the parent has taken it, so memory stays bounded by the
+    chunk size. With
     `encode` (see _Job), the pool's workers yield each event table as EncodedRows. A `digest` is
     computed by the pool, when there is one, beside the chunks. Without `parallel`, or when the ranges
-    hold less than half of CHUNK_BYTES, every range is decoded in this process (tables, not encoded)."""
+    hold less than half of CHUNK_BYTES, every range is decoded in this process (tables, not encoded).
+    `display`: the file as the user named it (what a worker that dies was decoding)."""
     jobs = [(a, b, unit, where, rank) for a, b in ranges]
-    # Events that fit in half a chunk are decoded here: forking and feeding a pool costs more (~40 ms of
-    # CPU: a third of a tiny `tracekit parse`, benchmarks/RESULTS.md) than the second core gains.
+    # Events that fit in half a chunk are decoded here: forking and feeding a pool costs more CPU than
+    # the second core gains (benchmarks/RESULTS.md).
     small = sum(b - a for a, b in ranges) < CHUNK_BYTES // 2
-    n = min(workers(), len(jobs)) if parallel and not small else 1
+    n = min(_pool.workers(), len(jobs)) if parallel and not small else 1
     _SHARED["buf"] = buf
     try:
-        if n <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        if n <= 1 or not _pool.can_fork():
             for job in jobs:
                 yield _decode_range(job)
             return
         _keep_heap_pages()
-        yield from _decode_in_pool(jobs, n, encode=encode, digest=digest)
+        yield from _decode_in_pool(jobs, n, encode=encode, digest=digest, name=display or Path(where).name)
     finally:
         _SHARED.clear()
 
 
 def _decode_in_pool(
-    jobs: list[tuple], n: int, encode: Optional[bool], digest: Optional[_Digest]
+    jobs: list[tuple], n: int, encode: Optional[bool], digest: Optional[_Digest], name: str
 ) -> Iterator[tuple[pa.Table | EncodedRows, pa.Table, dict]]:
-    window = min(len(jobs), 2 * n + 2)
-    # A ProcessPoolExecutor, not a multiprocessing.Pool: when a worker dies (killed, out of memory) its
-    # futures fail with BrokenProcessPool, where a Pool's results would wait forever. With "fork" it
-    # starts all its workers at the first submit, before it starts any thread.
-    pool = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork"))
-    try:
-        pending: collections.deque = collections.deque()
-        todo = iter(jobs)
-
-        def submit() -> None:
-            job = next(todo, None)
-            if job is not None:
-                pending.append(pool.submit(_decode_range_for_parent, job, encode))
-
-        with _signals.held():  # the pool forks its workers at the first submit
-            if digest is not None:
-                digest.start_in(pool)
-            for _ in range(window):
-                submit()
-        while pending:
-            first, needed, stats = pending.popleft().result()
-            submit()
+    """The ranges decoded by `n` workers of the pool (tracekit.data.pool), the digest beside them;
+    `name`: the file's, for the message of a worker that dies."""
+    with _pool.ForkPool(n) as pool:
+        if digest is not None:
+            digest.start_in(pool, name)
+        chunks = pool.map(
+            functools.partial(_decode_range_for_parent, encode=encode), jobs, name=lambda job: name
+        )
+        for first, needed, stats in chunks:
             yield first if isinstance(first, EncodedRows) else _unpack(first), _unpack(needed), stats
         if digest is not None:
             digest.collect()
-    except BrokenProcessPool:  # raised by whichever call notices first: a result, or a submit
-        raise ParseAbortedError(
-            "a decode worker process died (killed, or out of memory?); nothing was written. "
-            "Run again; if it recurs, lower TRACEKIT_WORKERS"
-        ) from None
-    finally:
-        shut_down(pool)
 
 
 # Arrow's memory pool: jemalloc (tracekit.data.arrow.prefer_jemalloc; the forked workers inherit it).
 _prefer_jemalloc = _arrow.prefer_jemalloc
 
 
-def stop_workers(pool: ProcessPoolExecutor) -> None:
-    """Terminate a pool's worker processes (the command is being stopped: their chunks are not wanted)."""
-    for proc in list((getattr(pool, "_processes", None) or {}).values()):
-        with contextlib.suppress(OSError, ValueError):
-            proc.terminate()
-
-
-def shut_down(pool: ProcessPoolExecutor) -> None:
-    """pool.shutdown, for a pool stopped at any moment (Ctrl-C, SIGTERM, SIGHUP: cli.Terminated): the
-    workers finish the chunk they hold and exit. Terminating them instead can hang the pool's manager
-    thread (its queue's feeder waits on a pipe no one reads). A signal between the pool's first fork and
-    the start of its manager thread leaves no thread to join (RuntimeError): then, and only then, the
-    workers are terminated."""
-    try:
-        pool.shutdown(wait=True, cancel_futures=True)
-    except RuntimeError:
-        stop_workers(pool)
-
-
 def _keep_heap_pages() -> None:
     """glibc: serve allocations up to 32 MiB from the heap and keep freed heap memory, so each chunk's
-    lists reuse the previous chunk's pages instead of mapping fresh ones (~15% fewer page faults in the
+    lists reuse the previous chunk's pages instead of mapping fresh ones (fewer page faults in the
     workers, which inherit this at fork). A no-op without glibc."""
     try:
-        import ctypes
-
         libc = ctypes.CDLL("libc.so.6")
         libc.mallopt(-3, 32 << 20)  # M_MMAP_THRESHOLD
         libc.mallopt(-1, 1 << 30)  # M_TRIM_THRESHOLD

@@ -107,7 +107,7 @@ def _duplicates(frame: Frame, rows: np.ndarray, where: str) -> list[str]:
     key = np.zeros(n, dtype=np.uint64)
     for i, col in enumerate(("pid", "tid", "ts_ns", "dur_ns", "device")):
         key = key * np.uint64(1_000_003 + 2 * i) + frame.ints(col)[rows].astype(np.uint64)
-    key.sort()  # a sort, not a hash table: these keys hashed 30x slower (numpy's unique, pyarrow's)
+    key.sort()  # a sort, not a hash table: these keys hashed many times slower (numpy's unique, pyarrow's)
     copies = int((key[1:] == key[:-1]).sum())
     if copies < DUPLICATE_WARN_FRACTION * n:
         return []

@@ -1,4 +1,4 @@
-"""What every renderer is (STYLE.md 4): it declares its name and file suffix and implements
+"""What every renderer is (docs/STYLE.md 4): it declares its name and file suffix and implements
 `render(result, out)`; renderers never compute figures, they format what the result holds. The table of
 renderers is `tracekit.render.registry` (this module imports none of them)."""
 

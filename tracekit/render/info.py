@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any, Optional, TextIO
 
-from tracekit.data.describe import CaptureDescription
+from tracekit.data.describe import CaptureDescription, losses_line
+from tracekit.data.store import source_digest
 
 
 class InfoTextRenderer:
@@ -34,7 +35,6 @@ class InfoMarkdownRenderer:
 
 
 def render_text(doc: Any) -> str:
-    from tracekit.data.describe import losses_line
 
     lines = [f"{doc['path']}"]
     if doc["schema_version"] is not None:
@@ -43,13 +43,12 @@ def render_text(doc: Any) -> str:
         )
     manifest = doc["manifest"]
     if manifest:
-        from tracekit.render.sections import manifest_parts
+        from tracekit.render.sections import manifest_parts  # text only (benchmarks/import_costs.py)
 
         lines.append("manifest: " + ", ".join(manifest_parts(manifest)))
     else:
         lines.append("manifest: none (parsed from profiler traces, not captured by tracekit)")
     lines.append(f"sources: {len(doc['sources'])} file(s)")
-    from tracekit.data.store import source_digest
 
     for src in doc["sources"]:
         recorded = source_digest(src)

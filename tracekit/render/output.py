@@ -1,5 +1,7 @@
 """Where a command's result goes: one definition of `--json`, `--markdown`, `-o/--output`, `--force` and
-`--width`, the same on analyze, diff, whatif and info (tracekit.cli.output_options makes the flags).
+`--width`, the same on analyze, diff, whatif and info (tracekit.commands.flags.output_options makes the
+flags). The data store and the renderers are imported when a result is written: the commands import
+this module, and `tracekit --help` imports every command (benchmarks/import_costs.py).
 
     out = Output.of(as_json, as_markdown, path, force, width)   # checks the flags, and -o, up front
     out.emit(result)                                            # stdout, or atomically to the file

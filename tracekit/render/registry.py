@@ -18,9 +18,8 @@ from tracekit.errors import TracekitError
 from tracekit.render.base import Renderer
 
 # Result type (its module and name) -> its renderers ("module:class"), imported only when asked for: the
-# what-if and diff renderers import their models' packages (numba, pandas), which `tracekit info` and
-# `analyze` must not pay for at start-up (with every renderer imported here, `info` of a 1 GB trace's
-# capture took 1.26 CPU-s, 0.09 of it the summary).
+# what-if and diff renderers import their models' packages (pandas), which `tracekit info` and
+# `analyze` must not pay for at start-up (benchmarks/RESULTS.md, "info, analyze, whatif").
 _JSON = "tracekit.render.json:JsonRenderer"
 _TABLE: dict[str, tuple[str, ...]] = {
     "tracekit.analysis.model.Report": (

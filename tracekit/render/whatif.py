@@ -7,7 +7,9 @@ from typing import TextIO
 
 from tracekit.analysis.model import CAUSES
 from tracekit.render.base import Section
+from tracekit.render.markdown import write_header, write_sections
 from tracekit.render.sections import HOST_WINDOW_DIFFERS, manifest_parts
+from tracekit.render.text import make_console, print_sections
 from tracekit.whatif.model import WhatIfResult
 
 
@@ -183,7 +185,6 @@ class WhatIfTextRenderer:
         self.color = color
 
     def render(self, result: WhatIfResult, out: TextIO) -> None:
-        from tracekit.render.text import make_console, print_sections
 
         console = make_console(out, self.width, self.color)
         for line in header(result):
@@ -201,7 +202,6 @@ class WhatIfMarkdownRenderer:
     suffix = ".md"
 
     def render(self, result: WhatIfResult, out: TextIO) -> None:
-        from tracekit.render.markdown import write_header, write_sections
 
         write_header(out, header(result))
         write_sections(out, sections(result))

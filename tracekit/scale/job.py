@@ -1,6 +1,6 @@
 """The driver of a job: which trace files go to which worker, the capture it writes, and (see
 `analyze_capture`) the merge of the per-rank analyses. The mechanics only: whether a capture is
-analysed here or by its ranks in workers is decided by `tracekit.api.analyze`, the front door.
+analysed here or by its ranks in workers is decided by the run policy, `tracekit.api.run`.
 
     result = parse_job([Path("run/")], Path("capture/"), folder=True)      # one Parquet file per rank
     result = parse_job([Path("run/")], Path("capture.parquet"), folder=False)
@@ -52,11 +52,11 @@ from tracekit.parse.parser import (
     warn_losses,
 )
 from tracekit.scale import tasks
-from tracekit.scale.executor import Executor, LocalExecutor
+from tracekit.scale.executor import Executor, LocalExecutor, on_this_machine
 
 if TYPE_CHECKING:
-    # The analysis (pandas, +0.7 s of start-up) is imported by the functions that analyse: `tracekit
-    # parse` reaches parse_job through this module and must not pay for it.
+    # The analysis (pandas among its imports: benchmarks/RESULTS.md, "Issue 36") is imported by the
+    # functions that analyse: `tracekit parse` reaches parse_job through this module and must not pay for it.
     from tracekit.analysis.model import Report
     from tracekit.analysis.partial import Params
 
@@ -92,7 +92,7 @@ def parse_job(
     paths: list[Path],
     output: Location,
     *,
-    folder: bool,
+    folder: Optional[bool] = None,
     force: bool = False,
     salvage: bool = False,
     executor: Optional[Executor] = None,
@@ -101,11 +101,18 @@ def parse_job(
 ) -> ParseResult:
     """Parse a job's trace files (files and/or run folders; one file per rank, or several successive
     cycles of a rank) into a capture at `output`: a folder of one Parquet file per rank (`folder`) or
-    one Parquet file. Files that fail are left out and listed in `meta["failed"]` (when all fail, the
-    first error is raised); files of one rank whose time ranges overlap are an error naming both.
+    one Parquet file (None: a folder when `output` names one, ending with a path separator, or when the
+    executor is not this machine's and there are several files: each rank's file is written where its
+    task runs, and the driver never gathers the job's rows). Files that fail are left out and listed in
+    `meta["failed"]` (when all fail, the first error is raised); files of one rank whose time ranges
+    overlap are an error naming both.
     `executor` runs the per-file work (default: a LocalExecutor). `progress` is called as a large
     file is decoded, `files_done(k, n)` as each file of a job decoded across files is."""
     started = time.perf_counter()
+    if folder is None:
+        remote = not on_this_machine(executor)
+        folder = is_folder_output(output) or (remote and len(find_trace_files(paths)) > 1)
+    output = output if fs.is_uri(output) else Path(output)  # (its trailing separator read above)
     (check_folder_output if folder else check_output)(output, force, paths)
     files = find_trace_files(paths)
     if not fs.is_uri(output):
@@ -116,7 +123,7 @@ def parse_job(
     executor = executor or LocalExecutor()
     spread = across_files([fs.size(p) for p, _ in files], getattr(executor, "workers", 1))
     # On Ray every file of a job is a task: the cluster's cores, not the driver's, decode large files.
-    spread = spread or (len(files) > 1 and not isinstance(executor, LocalExecutor))
+    spread = spread or (len(files) > 1 and not on_this_machine(executor))
     if not folder and not spread:
         capture = parse_files_to(
             files,
@@ -148,6 +155,11 @@ def parse_job(
     result.output, result.folder = output, folder
     result.seconds = time.perf_counter() - started
     return result
+
+
+def is_folder_output(output: Location) -> bool:
+    """An output that names a capture folder: it ends with a path separator, or is an existing folder."""
+    return str(output).endswith(("/", os.sep)) or fs.is_dir(output)
 
 
 def _parse_into(
@@ -256,8 +268,8 @@ def rank_meta(meta: dict, ranks: list[int]) -> dict:
 
 
 # Ranks analysed by one task: a few together cost less per rank (the analysis is vectorised across
-# ranks; ~30 ms of fixed cost per task), as long as every worker still gets several tasks and a task's
-# events stay well within a worker's memory.
+# ranks, and each task has a fixed cost: benchmarks/rank_costs.py), as long as every worker still gets
+# several tasks and a task's events stay well within a worker's memory.
 MAX_RANKS_PER_TASK = 16
 MAX_ROWS_PER_TASK = 4_000_000
 

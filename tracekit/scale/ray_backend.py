@@ -31,6 +31,7 @@ import tempfile
 import threading
 from typing import Any, Callable, Iterable, Iterator, Optional
 
+from tracekit.data.pool import usable_cpus
 from tracekit.errors import ClusterError, TracekitError
 
 INSTALL_HINT = "pip install 'tracekit[ray]'"
@@ -138,7 +139,6 @@ class RayExecutor:
     # -- internals ------------------------------------------------------------------------------
 
     def _start_local(self) -> None:
-        from tracekit.parse.parser import usable_cpus
 
         # Ray's session folder holds Unix sockets (path limit ~107 bytes): keep its parent short.
         self._temp_dir = tempfile.mkdtemp(prefix="tkray-", dir="/tmp" if os.path.isdir("/tmp") else None)

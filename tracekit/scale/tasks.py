@@ -1,7 +1,9 @@
 """The per-rank work a worker runs (a forked process, or a Ray task on another machine).
 
 Module-level functions of one picklable task object each, returning small results: a worker never
-ships an event table to the driver.
+ships an event table to the driver. The analysis is imported by the analysis tasks only: a parse's
+workers (and `tracekit parse`, which imports this module) never load it (pandas among its imports:
+benchmarks/import_costs.py).
 
     parse_rank_task(ParseTask(files, out_path, salvage))   one rank's trace files → its Parquet file; a
                                                            summary dict
@@ -15,9 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union
 
-from tracekit.data.files import Location
+import pyarrow as pa
+
+from tracekit.data import files
+from tracekit.data.files import Location, is_uri, name_of
+from tracekit.data.schema import KIND_IDLE
+from tracekit.data.store import IDLE_PART_NAME, CaptureWriter, read_ranks
 from tracekit.errors import TracekitError, TraceWarning
-from tracekit.parse.parser import Progress
+from tracekit.parse.parser import Progress, parse_files_to, rank_hint
 
 if TYPE_CHECKING:
     from tracekit.analysis.partial import CaptureContext, Params
@@ -35,6 +42,11 @@ class ParseTask:
     out_path: str
     salvage: bool = False
 
+    @property
+    def what(self) -> str:
+        """The files, as a dead worker's error names them."""
+        return ", ".join(str(f[1] if isinstance(f, tuple) else Path(str(f)).name) for f in self.files)
+
 
 @dataclass(frozen=True)
 class AnalyzeTask:
@@ -51,6 +63,11 @@ class AnalyzeTask:
     check: bool = False
     store: bool = False
 
+    @property
+    def what(self) -> str:
+        """The ranks, as a dead worker's error names them."""
+        return f"rank{'s' if len(self.ranks) > 1 else ''} {', '.join(map(str, self.ranks))}"
+
 
 def parse_rank(
     files: list[TraceFile],
@@ -65,8 +82,6 @@ def parse_rank(
     all cores instead). Returns {"rank", "rows", "steps", "sources", "traces", "failed", "out"}; a
     single file that cannot be parsed gives a summary with `failed` set and nothing written (the
     job's other ranks go on)."""
-    from tracekit.data.files import is_uri, name_of
-    from tracekit.parse.parser import parse_files_to, rank_hint
 
     def named(f: TraceFile) -> tuple:  # a URI stays a str (a Path would merge its '//')
         where, display = f if isinstance(f, tuple) else (f, name_of(f))
@@ -120,7 +135,6 @@ def analyze_rank_task(task: AnalyzeTask):
     checked are in `Partial.checked`."""
     from tracekit.analysis.events import ANALYSIS_COLUMNS
     from tracekit.analysis.partial import analyze_partial
-    from tracekit.data.store import read_ranks
 
     ranks = [int(r) for r in task.ranks]
     table = read_ranks(task.path, ranks, task.meta, list(ANALYSIS_COLUMNS))
@@ -142,10 +156,7 @@ def analyze_rank_task(task: AnalyzeTask):
 
 
 def _without_idle_rows(table):
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    from tracekit.data.schema import KIND_IDLE
+    import pyarrow.compute as pc  # not on a parse's path (benchmarks/import_costs.py)
 
     return table.filter(pc.not_equal(pc.cast(table["kind"], pa.string()), KIND_IDLE))
 
@@ -153,8 +164,6 @@ def _without_idle_rows(table):
 def _store_idle(root: Location, ranks: list[int], idle) -> None:
     """Write each rank's idle pieces beside its rows: `rank=<r>/idle-0.parquet` (folder form)."""
     from tracekit.analysis.store import idle_table
-    from tracekit.data import files
-    from tracekit.data.store import IDLE_PART_NAME, CaptureWriter
 
     for r in ranks:
         rows = idle_table(idle[idle["rank"] == r] if idle is not None else None)

@@ -1,11 +1,10 @@
 /* The replay's loops over the graph's nodes and edges in C (tracekit.whatif.loops: the same functions in
- * Python there, which are their definition and what the tests compare these with; numba compiles them
- * when this extension is missing). numba cost every command that replays ~0.35 CPU-s of import and
- * cached-code loading, and ~0.16 GiB of resident memory beside the graph (benchmarks/RESULTS.md).
+ * Python there, which are their definition, what the tests compare these with, and what runs when this
+ * extension is missing).
  *
  * Every array is a C-contiguous buffer; index arrays may be int32 or int64 (the graph narrows them when
  * they fit), the others have one type each (checked: a mismatch is a TypeError, never a wrong read).
- * The loops run without the GIL. Integer sums wrap around as numba's int64 do (DROPPED, int64's
+ * The loops run without the GIL. Integer sums wrap around as numpy's int64 do (DROPPED, int64's
  * minimum, plus a negative weight), computed in unsigned arithmetic: signed overflow is undefined in C.
  */
 #define PY_SSIZE_T_CLEAN

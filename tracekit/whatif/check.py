@@ -7,16 +7,17 @@ import statistics
 from dataclasses import replace
 from typing import Any, Mapping, Optional
 
+from tracekit.data import files
+from tracekit.data.store import is_capture, read_meta
+from tracekit.errors import TracekitError
+from tracekit.parse.parser import find_manifest
+from tracekit.whatif.predict import whatif
 from tracekit.whatif.python import from_manifests, from_speedup
-from tracekit.whatif.scenario import Scenario, ScenarioError
+from tracekit.whatif.scenario import ScenarioError, WhatIfOptions
 
 
 def read_manifests(spec: str) -> tuple[str, list[Mapping[str, Any]]]:
     """B's label and manifests: a capture (.parquet or folder), a run folder, or several joined with ','."""
-    from tracekit.data import files
-    from tracekit.data.store import is_capture, read_meta
-    from tracekit.errors import TracekitError
-    from tracekit.parse.parser import find_manifest
 
     out = []
     for loc in [p for p in spec.split(",") if p]:
@@ -40,18 +41,16 @@ def read_manifests(spec: str) -> tuple[str, list[Mapping[str, Any]]]:
 
 
 def python_scenario(
-    scenario: Scenario,
-    manifest: Optional[Mapping[str, Any]],
-    python_from: Optional[str],
-    speedup: Optional[float],
-) -> tuple[Scenario, Optional[dict]]:
-    """The scenario with its calibrated interpreter factor, and B's label/manifests (None without B)."""
-    if python_from is not None:
-        label, manifests = read_manifests(python_from)
+    scenario: WhatIfOptions, manifest: Optional[Mapping[str, Any]]
+) -> tuple[WhatIfOptions, Optional[dict]]:
+    """The scenario with its calibrated interpreter factor (from its `python_from` or `python_speedup`),
+    and B's label/manifests (None without B)."""
+    if scenario.python_from is not None:
+        label, manifests = read_manifests(scenario.python_from)
         model = from_manifests(manifest, manifests, label)
         return replace(scenario, python=model.to_json()), {"label": label, "manifests": manifests}
-    if speedup is not None:
-        return replace(scenario, python=from_speedup(manifest, speedup).to_json()), None
+    if scenario.python_speedup is not None:
+        return replace(scenario, python=from_speedup(manifest, scenario.python_speedup).to_json()), None
     return scenario, None
 
 
@@ -71,12 +70,11 @@ def with_python_check(
     result: Any,
     capture: Any,
     rp: Any,
-    scenario: Scenario,
+    scenario: WhatIfOptions,
     other: Optional[dict],
     unprofiled_ms: Optional[float],
 ) -> Any:
     """`result` with notes: the bytecode-only bound, and B's measured step time with the misses."""
-    from tracekit.whatif.predict import whatif
 
     bound = dict(scenario.python or {})
     bound["interpreter_factor"] = bound.get("bound_factor", 1.0)

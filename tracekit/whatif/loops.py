@@ -1,7 +1,10 @@
-"""The replay's loops over the graph's nodes and edges, compiled with numba: in Python, Kahn's order and
-one longest-path pass each took ~5 s on the 3.5 M-row benchmark capture (benchmarks/RESULTS.md).
+"""The replay's loops over the graph's nodes and edges. Each is defined here in Python (`PYTHON`, what
+the tests compare with) and runs as C (tracekit/whatif/_loops.c): a loop over every node or edge in
+Python is seconds per pass on a large capture (benchmarks/RESULTS.md, "The replay's loops"). Where the
+extension did not build, or with TRACEKIT_LOOPS=python, the Python definitions run.
 
     grouped(n, key)            edges grouped by node (a stable counting sort): CSR pointers + order
+    cover(starts, ends, n)     which segments some interval covers
     topological_order(...)     Kahn's algorithm, seeded in observed-time order
     binding_weights(...)       per edge, the weight that replays the observed times (graph.py's rule)
     longest_paths(g, ...)      rep[v] = max over incoming edges of rep[u] + w(scenario), for k scenarios
@@ -10,9 +13,15 @@ one longest-path pass each took ~5 s on the 3.5 M-row benchmark capture (benchma
 
 from __future__ import annotations
 
+import os
 from typing import NamedTuple
 
 import numpy as np
+
+try:
+    from tracekit.whatif import _loops  # type: ignore[attr-defined]  # the C extension
+except ImportError:  # it did not build: the Python definitions run
+    _loops = None
 
 DROPPED = np.iinfo(np.int64).min  # an edge a scenario removes (a sync's wait under sync=0); no bound
 # Edge classes of the replay (`longest_paths`): how a scenario changes an edge's weight.
@@ -24,7 +33,7 @@ def grouped(n: int, key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     (what np.argsort(key, kind="stable") gives, in O(len(key)))."""
     ptr = np.zeros(n + 2, np.int64)
     order = np.empty(key.size, _index_type(key.size))
-    _group(np.ascontiguousarray(key), ptr, order)
+    _here()["group"](np.ascontiguousarray(key), ptr, order)
     return ptr[: n + 1], order
 
 
@@ -37,8 +46,8 @@ def _group(key, ptr, order):
     """A counting sort into `order` (len(key)) and `ptr` (n + 2 zeros; ptr[:n + 1] is the result): the
     keys counted at ptr[k + 2], summed, then each index placed at ptr[k + 1], its key's next free place,
     which leaves ptr[k + 1] at the start of key k + 1. No array but those two (numpy's bincount, its
-    running sum and a copy of the starts were three more of the graph's length: grouped 0.073 -> 0.025
-    CPU-s on the 1 GB benchmark capture, benchmarks/graph_phases.py)."""
+    running sum and a copy of the starts are three more of the graph's length: benchmarks/RESULTS.md,
+    "`loops.grouped`")."""
     n = ptr.size - 2
     for i in range(key.size):
         k = key[i]
@@ -58,7 +67,7 @@ def cover(starts: np.ndarray, ends: np.ndarray, n: int) -> np.ndarray:
     """Per segment i of n (between boundaries i and i + 1), whether some interval [starts, ends), given
     as boundary indices (0 .. n; larger ones cover nothing), covers it."""
     out = np.empty(n, np.bool_)
-    _cover_into(np.ascontiguousarray(starts), np.ascontiguousarray(ends), out)
+    _here()["cover"](np.ascontiguousarray(starts), np.ascontiguousarray(ends), out)
     return out
 
 
@@ -72,16 +81,13 @@ def _cover(starts, ends, out):
     return out
 
 
-_cover_into = _cover  # the C extension's where it built (`_compiled`); numba gains nothing here
-
-
 def topological_order(n, src, dst, obs, cycle=None, indeg=None) -> tuple[np.ndarray, int]:
     """Kahn's algorithm, seeded in observed-time order. Edges point backwards in observed time except
     by clock disagreements of a few µs (a kernel that starts before its launch call returns), so a cycle
     is not expected; if one remains, its earliest node (observed) is taken first and counted.
     `cycle`: each node's profiler cycle (None: one), when no edge joins two: the order is then one
     cycle after the other (Kahn's queue seeded from every cycle at once interleaves them all, and a
-    replay in that order ran 5x slower on the 273-cycle benchmark capture: its reads scattered).
+    replay in that order scatters its reads: benchmarks/RESULTS.md, "Issue 17 follow-up").
     `indeg`: each node's number of incoming edges, when the caller has it (else counted here)."""
     out_ptr, out_order = grouped(n, src)
     # each node's incoming edges (given: the caller's np.diff of grouped(n, dst)'s pointers)
@@ -93,10 +99,11 @@ def topological_order(n, src, dst, obs, cycle=None, indeg=None) -> tuple[np.ndar
     else:
         seeds = seeds[np.lexsort((obs[seeds], cycle[seeds]))]
         seed_ptr = np.searchsorted(cycle[seeds], np.arange(int(cycle.max()) + 2))
-    order, forced = _kahn(n, out_ptr, dst[out_order], indeg, seeds, seed_ptr)
+    run = _here()
+    order, forced = run["kahn"](n, out_ptr, dst[out_order], indeg, seeds, seed_ptr)
     if forced:  # rare: redo it with every node in observed order to break the cycles by time
         indeg = np.bincount(dst, minlength=n).astype(np.int64)
-        order, forced = _kahn_by_time(n, out_ptr, dst[out_order], indeg, np.argsort(obs, kind="stable"))
+        order, forced = run["kahn_by_time"](n, out_ptr, dst[out_order], indeg, np.argsort(obs, kind="stable"))
         if cycle is not None:  # one cycle after the other, each in the order found
             order = order[grouped(int(cycle.max()) + 1, cycle[order])[1]]
     return order, forced
@@ -163,6 +170,11 @@ def _kahn_by_time(n, out_ptr, out_dst, indeg, by_time):
 
 
 def binding_weights(indptr, in_edges, src, obs, floor, kind, waits, unexplained_ns):
+    """Per edge (w, unexplained): `_binding_weights`, as C where it built."""
+    return _here()["binding_weights"](indptr, in_edges, src, obs, floor, kind, waits, unexplained_ns)
+
+
+def _binding_weights(indptr, in_edges, src, obs, floor, kind, waits, unexplained_ns):
     """`graph.binding_weights` (its rule and docstring) in one pass over each node's incoming edges:
     per edge (w, unexplained). `waits[kind]`: whether an edge of that kind is a wait the trace does not
     measure; a binding edge's candidate is obs[u] + floor, of equal ones the last (highest index)."""
@@ -208,6 +220,11 @@ class ReplayGraph(NamedTuple):
 
 
 def longest_paths(g, host_f, rank_f, cost_half, act_f, drop_wait, edge_f, edge_add):
+    """The replayed node times of k scenarios, (nodes, k): `_longest_paths`, as C where it built."""
+    return _here()["longest_paths"](g, host_f, rank_f, cost_half, act_f, drop_wait, edge_f, edge_add)
+
+
+def _longest_paths(g, host_f, rank_f, cost_half, act_f, drop_wait, edge_f, edge_add):
     """The replay of k scenarios in one pass over the graph `g` (a ReplayGraph); returns rep as
     (nodes, k), column j scenario j's:
 
@@ -220,8 +237,8 @@ def longest_paths(g, host_f, rank_f, cost_half, act_f, drop_wait, edge_f, edge_a
     none): one more factor per edge (`--ops`): a host segment's weight times it, a wait with 0 skipped.
     `edge_add` (empty: none): ns added to a host segment after all that (`--cuda-graphs`: one graph
     launch where a region begins). Each edge is read once for all k (the pass is bound by those
-    scattered reads); one replay is the case k = 1 (a loop of its own was faster by a fraction of the
-    pass: benchmarks/RESULTS.md, "Issue 17")."""
+    scattered reads); one replay is the case k = 1 (a loop of its own gained little: benchmarks/RESULTS.md,
+    "Issue 17")."""
     k = host_f.shape[0]
     per_edge = edge_f.size > 0
     adds = edge_add.size > 0
@@ -268,13 +285,14 @@ def longest_paths(g, host_f, rank_f, cost_half, act_f, drop_wait, edge_f, edge_a
     return rep
 
 
-# The loops as written above: their definition, which the compiled versions are tested against.
+# The loops as written above: their definition, which the C versions are tested against.
 PYTHON = {
     "group": _group,
+    "cover": _cover,
     "kahn": _kahn,
     "kahn_by_time": _kahn_by_time,
-    "binding_weights": binding_weights,
-    "longest_paths": longest_paths,
+    "binding_weights": _binding_weights,
+    "longest_paths": _longest_paths,
 }
 
 
@@ -350,37 +368,16 @@ def _c_versions(c) -> dict:
     }
 
 
-def _numba_versions() -> dict | None:
-    """The Python loops compiled by numba, when it is installed (see benchmarks/RESULTS.md)."""
-    try:
-        import numba
-    except ImportError:  # pragma: no cover - the loops still work without it
-        return None
-    jit = numba.njit(cache=True)
-    return {name: jit(f) for name, f in PYTHON.items()}
+C = _c_versions(_loops) if _loops is not None else None
 
 
-def _compiled():
-    """The fastest loops at hand: the C extension's (no numba import, ~0.35 CPU-s and ~0.16 GiB less per
-    replaying command), else numba's (TRACEKIT_LOOPS=numba forces them), else the Python ones."""
-    global _group, _cover_into, _kahn, _kahn_by_time, binding_weights, longest_paths  # noqa: PLW0603
-    import os
-
-    chosen = None
-    if os.environ.get("TRACEKIT_LOOPS", "") != "numba":
-        try:
-            import importlib
-
-            # (by name: this module is imported while its package, tracekit.whatif, is still importing)
-            chosen = _c_versions(importlib.import_module("tracekit.whatif._loops"))
-        except ImportError:  # it did not build: numba
-            chosen = None
-    if chosen is None:
-        chosen = _numba_versions()
-    if chosen is not None:
-        _cover_into = chosen.get("cover", _cover)  # numba's versions leave it to numpy
-        _group, _kahn, _kahn_by_time = chosen["group"], chosen["kahn"], chosen["kahn_by_time"]
-        binding_weights, longest_paths = chosen["binding_weights"], chosen["longest_paths"]
+def _here() -> dict:
+    """The loops that run: C where the extension built, unless TRACEKIT_LOOPS=python."""
+    if C is not None and os.environ.get("TRACEKIT_LOOPS", "") != "python":
+        return C
+    return PYTHON
 
 
-_compiled()
+def backend() -> str:
+    """'C (tracekit.whatif._loops)' or 'Python': which loops replay here."""
+    return "C (tracekit.whatif._loops)" if _here() is C else "Python"

@@ -147,7 +147,7 @@ class Unprofiled:
 @dataclass(frozen=True)
 class WhatIfResult:
     capture: Mapping[str, Any]
-    scenario: Mapping[str, Any]  # Scenario.to_json()
+    scenario: Mapping[str, Any]  # WhatIfOptions.to_json()
     scenario_text: str
     devices: tuple[DevicePrediction, ...]
     unprofiled: Optional[Unprofiled]

@@ -13,20 +13,23 @@ from tracekit.analysis import intervals as iv
 from tracekit.analysis.attribution import DEFAULT_SYNC_TOLERANCE_NS
 from tracekit.analysis.events import FRAME_COLUMNS, load_frames
 from tracekit.analysis.host import Threads
-from tracekit.analysis.steps import cycle_starts_of, median_ns
+from tracekit.analysis.model import ProfilerOverhead
+from tracekit.analysis.pipeline import _capture_info as info
+from tracekit.analysis.pipeline import idle_by_device
+from tracekit.analysis.steps import cycle_starts_of, median_ns, spread_ns
 from tracekit.whatif.cudagraph import GRAPH_GAP_NS, GRAPH_GAP_RANGE_NS, GRAPH_LAUNCH_NS
 from tracekit.whatif.graph import EDGE_KINDS, Graph, build_graph, keep_sync_records, recorded_stream_waits
 from tracekit.whatif.loader import WAITED_MIN_SHARE, LoaderPrediction, Producer, predict, producers
 from tracekit.whatif.model import DevicePrediction, Unprofiled, WhatIfResult
 from tracekit.whatif.profiler import DEFAULT_COST_US, MEASURED_RANGE_US, CostEstimate, estimate_cost
 from tracekit.whatif.replay import Factors, StepModel, StepTimes, factors, replay, weights
-from tracekit.whatif.scenario import Scenario, ScenarioError
+from tracekit.whatif.scenario import ScenarioError, WhatIfOptions
+from tracekit.whatif.timeline import replayed_frames
 
-IDENTITY = Scenario()
-NO_FETCH = Scenario(set={"dataloader": 0.0})  # the consumer of the producer model: no fetch time
+IDENTITY = WhatIfOptions()
+NO_FETCH = WhatIfOptions(set={"dataloader": 0.0})  # the consumer of the producer model: no fetch time
 # The capture's columns the replay reads (the analysis frames, the recorded stream waits, the peak memory)
-# and the Chrome trace of the predicted timeline writes: `tracekit whatif` loads no others (on the 3.5 M-row
-# benchmark capture, 0.34 of the table's 0.62 GiB).
+# and the Chrome trace of the predicted timeline writes: `tracekit whatif` loads no others.
 COLUMNS = (
     *FRAME_COLUMNS,
     "sync_kind",
@@ -107,7 +110,7 @@ class Replayer:
             rp.replayed  # noqa: B018 (made now: a whatif lets the graph's edges go after its replays)
         return rp
 
-    def check(self, scenario: Scenario) -> Factors:
+    def check(self, scenario: WhatIfOptions) -> Factors:
         """The scenario's factors on this capture's names; ScenarioError for a rank, kernel pattern or op
         pattern not in the capture."""
         ranks = sorted({k[0] for k in self.steps.keys})
@@ -120,12 +123,12 @@ class Replayer:
         host = self.frames.host if self.frames is not None else self.host_events
         return factors(self.graph, host, scenario)
 
-    def run(self, scenario: Scenario, cost_us: float = 0.0, f: Factors | None = None) -> np.ndarray:
+    def run(self, scenario: WhatIfOptions, cost_us: float = 0.0, f: Factors | None = None) -> np.ndarray:
         if f is None:
             f = self.check(scenario)
         return replay(self.graph, weights(self.graph, scenario, cost_ns=cost_us * 1000.0, f=f))
 
-    def step_ms(self, scenario: Scenario, cost_us: float = 0.0, f: Factors | None = None) -> float:
+    def step_ms(self, scenario: WhatIfOptions, cost_us: float = 0.0, f: Factors | None = None) -> float:
         """The job's step time (the slowest device's median step, ms) under a scenario."""
         return slowest_ms(self.steps.times(self.run(scenario, cost_us, f)).dur)
 
@@ -167,7 +170,7 @@ class Replayer:
         )
 
     def unprofiled(
-        self, scenario: Scenario, cost_us: float, f: Factors | None = None
+        self, scenario: WhatIfOptions, cost_us: float, f: Factors | None = None
     ) -> tuple[StepTimes, list[LoaderPrediction]]:
         """The step times without the profiler under `scenario`: the replay with the cost removed, and on
         ranks with a producer (tracekit.whatif.loader) each step max(consumer + fetch, producer period)."""
@@ -212,13 +215,13 @@ class Replayer:
         return out
 
 
-def _no_fetch(scenario: Scenario) -> Scenario:
+def _no_fetch(scenario: WhatIfOptions) -> WhatIfOptions:
     return replace(scenario, set={**scenario.set, "dataloader": 0.0})
 
 
 def whatif(
     capture: Any,
-    scenario: Scenario,
+    scenario: WhatIfOptions,
     *,
     unprofiled_step_ms: Optional[float] = None,
     default_cost_us: float = DEFAULT_COST_US,
@@ -327,7 +330,7 @@ def slowest_ms(durations: list) -> float:
     return max((median_ns(d) / 1e6 for d in durations if d.size), default=0.0)
 
 
-def _check_finite(scenario: Scenario, *times: StepTimes) -> None:
+def _check_finite(scenario: WhatIfOptions, *times: StepTimes) -> None:
     """A predicted step that is negative, or within a factor 2 of int64's end, has overflowed (or may
     have) the replay's int64 ns (factors multiply: --kernels and --ops on one kernel): never print it."""
     if any(d.size and (int(d.min()) < 0 or int(d.max()) > 2**62) for t in times for d in t.dur):
@@ -355,8 +358,6 @@ def _busy(rp: Replayer, key, rep: np.ndarray, t: StepTimes, i: int) -> int:
 def _attribute(rp: Replayer, rep: np.ndarray) -> dict:
     """The attribution (tracekit analyze) of the predicted timeline: idle ns per step by cause. It runs on
     the capture's own frames at the replayed times (no second copy of the capture's table)."""
-    from tracekit.analysis.pipeline import idle_by_device
-    from tracekit.whatif.timeline import replayed_frames
 
     if rp.frames is None or not len(rp.graph.device):
         return {}
@@ -435,8 +436,6 @@ def _notes(rp: Replayer, devices: list[DevicePrediction]) -> list[str]:
 def _representative(rp: Replayer, devices: list[DevicePrediction]) -> Optional[str]:
     """The analysis' representativeness check (model.ProfilerOverhead) on the slowest device's observed
     steps against the manifest's unprofiled ones, as a note (None when they agree or are missing)."""
-    from tracekit.analysis.model import ProfilerOverhead
-    from tracekit.analysis.steps import spread_ns
 
     m = (rp.capture.manifest or {}) if rp.capture is not None else {}
     un = m.get("unprofiled_step_ms")
@@ -464,7 +463,6 @@ def _representative(rp: Replayer, devices: list[DevicePrediction]) -> Optional[s
 def _capture_info(capture: Any) -> dict:
     if capture is None:
         return {}
-    from tracekit.analysis.pipeline import _capture_info as info
 
     c = info(capture)
     return {k: c[k] for k in ("workload", "run", "device", "python", "torch", "path", "sources") if k in c}

@@ -18,9 +18,10 @@ from tracekit.analysis.events import STATE_NAMES, SYNC
 from tracekit.analysis.steps import Work, assign_work
 from tracekit.analysis.steps import bounds as step_bounds
 from tracekit.data import schema as S
+from tracekit.whatif.cudagraph import graph_regions
 from tracekit.whatif.graph import DROPPED, LAUNCH_EDGE, Graph
 from tracekit.whatif.loops import HOST_CLASS, WAIT_CLASS, ReplayGraph, longest_paths
-from tracekit.whatif.scenario import Scenario, ScenarioError
+from tracekit.whatif.scenario import ScenarioError, WhatIfOptions
 
 
 def activity_factors(g: Graph, kernels: dict) -> np.ndarray:
@@ -177,8 +178,7 @@ class Factors:
     regions: Any = None
 
 
-def factors(g: Graph, host, scenario: Scenario) -> Factors:
-    from tracekit.whatif.cudagraph import graph_regions
+def factors(g: Graph, host, scenario: WhatIfOptions) -> Factors:
 
     act = activity_factors(g, dict(scenario.kernels))
     edge = np.zeros(0, np.float64)
@@ -217,7 +217,7 @@ class Weights:
     w: Optional[np.ndarray] = None  # the edge weights, when the scenario sets some (else the graph's)
 
 
-def weights(g: Graph, scenario: Scenario, cost_ns: float = 0.0, f: Factors | None = None) -> Weights:
+def weights(g: Graph, scenario: WhatIfOptions, cost_ns: float = 0.0, f: Factors | None = None) -> Weights:
     """The scenario's weight tables, with `cost_ns` of profiler time removed per recorded host event
     (half after its start, half after its end; a segment never shrinks below zero). `f`: the scenario's
     `factors` (None: no --kernels / --ops)."""

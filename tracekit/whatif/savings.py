@@ -13,12 +13,14 @@ from dataclasses import dataclass, replace
 from typing import Any, Optional, Sequence
 
 from tracekit.analysis.events import STATE_NAMES
+from tracekit.analysis.model import SavingsInfo
 from tracekit.analysis.steps import median_ns
+from tracekit.flags import from_argv
 from tracekit.whatif.graph import WAIT
 from tracekit.whatif.loops import HOST_CLASS
 from tracekit.whatif.predict import IDENTITY, Replayer, slowest_ms
 from tracekit.whatif.replay import replay_many, weights
-from tracekit.whatif.scenario import SCALED_CAUSES, Scenario, ScenarioError, parse_scenario
+from tracekit.whatif.scenario import SCALED_CAUSES, ScenarioError, WhatIfOptions
 
 # A device whose unchanged replay misses its observed mean step by more than this gets no savings: the
 # graph lacks a dependency there (the replay self-check of DESIGN.md "What if").
@@ -49,7 +51,8 @@ def cause_savings(rp: Replayer, unprofiled_step_ms: Optional[float] = None) -> S
         runs.append((None, "profiled"))
     runs += [(cause, label) for cause in SCALED_CAUSES if _present(rp, cause) for label in costs]
     ws = [
-        weights(rp.graph, Scenario(set={c: 0.0} if c else {}), costs[label] * 1000.0, af) for c, label in runs
+        weights(rp.graph, WhatIfOptions(set={c: 0.0} if c else {}), costs[label] * 1000.0, af)
+        for c, label in runs
     ]
     means = {}
     reps = replay_many(rp.graph, ws)
@@ -87,7 +90,7 @@ def _paced(rp: Replayer, cost_us: float) -> dict:
     }
     for cause in SCALED_CAUSES:
         if _present(rp, cause) or cause == "dataloader":
-            out[(cause, "unprofiled")] = _means(rp.unprofiled(Scenario(set={cause: 0.0}), cost_us)[0])
+            out[(cause, "unprofiled")] = _means(rp.unprofiled(_removed(cause), cost_us)[0])
     return out
 
 
@@ -113,9 +116,7 @@ def with_savings(
     """The analysis report (tracekit.analysis.model.Report) with each device's savings filled in, and the
     profiler cost they assume in its `savings`. `frames`, `threads`: the analysis' own (reused); or
     `context`, the analysis' tracekit.analysis.pipeline.Context, whose frames and threads are taken
-    (`hand_over`) and let go once the graph is built: the savings' replays then hold the graph alone
-    (on the 1 GB benchmark trace's capture, the frames and threads were ~0.1 GiB beside it)."""
-    from tracekit.analysis.model import SavingsInfo
+    (`hand_over`) and let go once the graph is built: the savings' replays then hold the graph alone."""
 
     if not report.devices:
         return report
@@ -142,26 +143,13 @@ PACED_FRACTION = 0.5
 HOST_FLAGS = ("--ops", "--cuda-graphs", "--pin-memory")
 
 
-def scenario_of(flags: Sequence[str]) -> Scenario:
-    """The scenario of an advice's `whatif` flags (as `tracekit whatif` parses them)."""
-    kw: dict[str, list[str]] = {"--set": [], "--kernels": [], "--ops": []}
-    workers: Optional[int] = None
-    graphs = pin = False
-    it = iter(flags)
-    for flag in it:
-        if flag in kw:
-            kw[flag].append(next(it))
-        elif flag == "--loader-workers":
-            workers = int(next(it))
-        elif flag == "--cuda-graphs":
-            graphs = True
-        elif flag == "--pin-memory":
-            pin = True
-        else:
-            raise ScenarioError(f"{flag}: not a what-if flag that advice uses")
-    return parse_scenario(
-        kw["--set"], kw["--kernels"], (), None, kw["--ops"], graphs, None, workers, pin_memory=pin
-    )
+def scenario_of(flags: Sequence[str]) -> WhatIfOptions:
+    """The scenario of an advice's `whatif` flags, as `tracekit whatif` reads them (the flags of
+    WhatIfOptions' fields, tracekit.flags.from_argv)."""
+    try:
+        return WhatIfOptions(**from_argv(WhatIfOptions, flags))
+    except ValueError as exc:  # a flag WhatIfOptions does not have, or a value of the wrong type
+        raise ScenarioError(f"{exc}: not what-if flags that advice can use") from None
 
 
 def predict_advice(rp: Replayer, advice: Sequence[Any], cost_us: float) -> tuple:
@@ -210,7 +198,7 @@ def predict_advice(rp: Replayer, advice: Sequence[Any], cost_us: float) -> tuple
     return tuple(rank_advice(out))
 
 
-def _replayed_ms(rp: Replayer, scenario: Scenario, f: Any, cost_us: float) -> tuple[float, float]:
+def _replayed_ms(rp: Replayer, scenario: WhatIfOptions, f: Any, cost_us: float) -> tuple[float, float]:
     """(profiled, unprofiled) step under a scenario: one pass for both where no producer paces the
     unprofiled steps (they differ only in the profiler's cost)."""
     if rp.producers:
@@ -235,6 +223,11 @@ def rank_advice(advice: Sequence[Any]) -> list:
     predicted.sort(key=lambda a: -a.unprofiled_saved_ms)
     rest.sort(key=lambda a: -(a.share if a.share is not None else 0.0))
     return predicted + rest
+
+
+def _removed(cause: Optional[str]) -> WhatIfOptions:
+    """The scenario without `cause` (None: unchanged)."""
+    return WhatIfOptions(set={cause: 0.0} if cause else {})
 
 
 __all__ = [

@@ -7,11 +7,14 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
+import msgspec
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from tracekit.analysis.events import Frames
 from tracekit.data import schema as S
+from tracekit.data.store import atomic_path
 from tracekit.whatif.graph import Graph, host_positions
 from tracekit.whatif.replay import map_times
 
@@ -57,7 +60,6 @@ def replayed_frames(fr: Frames, g: Graph, rep: np.ndarray) -> Frames:
 
 def replayed_table(table: pa.Table, g: Graph, rep: np.ndarray) -> pa.Table:
     """The capture's host and device events (kind event, ph X) and its step rows, at replayed times."""
-    import pyarrow.compute as pc
 
     d = g.device
     base = g.device_base
@@ -169,9 +171,6 @@ def chrome_trace(table: pa.Table, title: str) -> dict:
 def write_chrome_trace(doc: dict, path: Path, *, replace: bool = True) -> Path:
     """Write the trace (gzip when the name ends in .gz), atomically (over an existing file only with
     `replace`). Times are written as µs with three decimals from the integer ns, never through a float."""
-    import msgspec
-
-    from tracekit.data.store import atomic_path
 
     raw = msgspec.json.encode(_with_us_text(doc))
     with atomic_path(Path(path), replace=replace) as tmp:
@@ -190,7 +189,6 @@ def _with_us_text(doc: dict) -> dict:
 
 
 def msgspec_raw_us(ns: int):
-    import msgspec
 
     ns = int(ns)
     sign = "-" if ns < 0 else ""
