@@ -1,7 +1,8 @@
 """The capture table, split into the frames the analysis works on (one pass, vectorised).
 
-Host events are classified once here (which slicing state of DESIGN.md rule 3 each one stands for), so
-the rules downstream compare small integer codes, never strings.
+Host events are classified once here by the cause table's recognition rules (tracekit.analysis.causes:
+which family of events, hence which host state of DESIGN.md rule 3, each one stands for), so the rules
+downstream compare small integer codes, never strings.
 """
 
 from __future__ import annotations
@@ -16,46 +17,12 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tracekit.analysis.calls import CallKind, call_kind
+from tracekit.analysis.causes import FAMILIES, FAMILY_STATE, RUNTIME_CATS
 from tracekit.analysis.steps import check_step_numbers, cycles
 from tracekit.data import schema as S
 
-# The DataLoader iterator's fetch, a user_annotation such as
-# `enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__` (group 1: the iterator class).
-DATALOADER_RE = re.compile(r"^enumerate\(DataLoader\)#(\w+)\.__next__")
-
-# Host state codes; a higher code wins where intervals nest (DESIGN.md rule 3, "innermost state first").
-INTERPRETER, FRAMEWORK, LAUNCH, SYNC, DATALOADER = 0, 1, 2, 3, 4
-STATE_NAMES = ("interpreter", "framework", "launch", "sync", "dataloader")
-
-# Runtime/driver calls that block the host until device work finishes. Driver names may carry a _v2
-# suffix (cuMemcpyDtoH_v2); it is stripped before the lookup.
-SYNC_CALLS = frozenset(
-    {
-        "cudaDeviceSynchronize",
-        "cudaStreamSynchronize",
-        "cudaEventSynchronize",
-        "cudaMemcpy",
-        "cudaMemcpy2D",
-        "cudaMemcpy3D",
-        "cudaMemcpyFromSymbol",
-        "cudaMemcpyToSymbol",
-        "cuCtxSynchronize",
-        "cuStreamSynchronize",
-        "cuEventSynchronize",
-        "cuMemcpy",
-        "cuMemcpyDtoH",
-        "cuMemcpyHtoD",
-        "cuMemcpyDtoD",
-    }
-)
-# Framework ops that read device memory on the host (they contain a copy + a stream sync).
-SYNC_OPS = frozenset({"aten::item", "aten::_local_scalar_dense"})
-GRAPH_LAUNCH_CALLS = ("cudaGraphLaunch", "cuGraphLaunch", "cudaGraphLaunch_v10000", "cuGraphLaunch_ptsz")
 NCCL_RE = re.compile(r"nccl", re.IGNORECASE)
-
-
-def is_sync_call(name: str) -> bool:
-    return re.sub(r"_v\d+$", "", name) in SYNC_CALLS
 
 
 @dataclass
@@ -119,6 +86,17 @@ def _classify(codes: np.ndarray, cats: np.ndarray, pred) -> np.ndarray:
     """Row mask of a predicate on category strings, evaluated once per category."""
     m = np.array([bool(pred(c)) for c in cats] + [False], dtype=bool)
     return m[np.where(codes >= 0, codes, len(cats))]
+
+
+def _classify_among(codes: np.ndarray, cats: np.ndarray, pred, among: np.ndarray) -> np.ndarray:
+    """`_classify` within the rows `among` (False elsewhere), evaluating the predicate only on the
+    categories those rows use (a capture's names are mostly kernels and Python frames)."""
+    n = len(cats)
+    at = np.where(codes >= 0, codes, n)
+    used = np.flatnonzero(np.bincount(at[among], minlength=n + 1)[:n])
+    m = np.zeros(n + 1, dtype=bool)
+    m[used] = [bool(pred(cats[u])) for u in used]
+    return m[at] & among
 
 
 def _ints(col: pa.ChunkedArray | pa.Array, fill: int = 0) -> np.ndarray:
@@ -283,24 +261,23 @@ def _device_frame(c: _Cols) -> pd.DataFrame:
 
 
 def _host_frame(c: _Cols, *, has_device: bool) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
-    """Host events with their own state (framework, launch, sync, dataloader; -1 for python_function
-    and other annotations). Also returns the runtime-call mask and the host rows' table indices."""
+    """Host events with their family (tracekit.analysis.causes.FAMILIES: the highest priority one that
+    recognises the event; -1 for python_function and other annotations) and its state. Also returns
+    the runtime-call mask and the host rows' table indices."""
     hi = np.flatnonzero(_classify(c.ccodes, c.ccats, lambda v: v in _HOST_CATS))
-    cat_of = np.append(c.ccats, np.array([None], dtype=object))[
-        np.where(c.ccodes[hi] >= 0, c.ccodes[hi], len(c.ccats))
-    ]
-    runtime = (cat_of == S.CAT_RUNTIME) | (cat_of == S.CAT_DRIVER)
-    cpu_op = cat_of == S.CAT_CPU_OP
+    hc = c.ccodes[hi]
     hn = c.ncodes[hi]
-    is_sync_call_ev = _classify(hn, c.ncats, is_sync_call)
-    is_sync_op = _classify(hn, c.ncats, lambda v: v in SYNC_OPS)
-    is_dl = _classify(hn, c.ncats, lambda v: DATALOADER_RE.match(v))
-    state = np.full(hi.size, -1, dtype=np.int8)  # -1: no state of its own (python_function, annotations)
-    state[cpu_op] = FRAMEWORK
-    state[runtime] = LAUNCH
-    # An aten::item on a CPU tensor does not wait for a device: sync ops count only when there is one.
-    state[(runtime & is_sync_call_ev) | (cpu_op & is_sync_op & has_device)] = SYNC
-    state[(cat_of == S.CAT_USER_ANNOTATION) & is_dl] = DATALOADER
+    family = np.full(hi.size, -1, dtype=np.int8)
+    for f, fam in enumerate(FAMILIES):  # the lowest priority first: a later match wins
+        ev = fam.events
+        if ev.with_device and not has_device:
+            continue
+        m = _classify(hc, c.ccats, lambda v, ev=ev: v in ev.cats)
+        if ev.calls:
+            m = _classify_among(hn, c.ncats, lambda v, ev=ev: call_kind(v) in ev.calls, m)
+        if ev.name is not None:
+            m = _classify_among(hn, c.ncats, ev.name, m)
+        family[m] = f
     host = pd.DataFrame(
         {
             "rank": c.rank[hi],
@@ -308,10 +285,9 @@ def _host_frame(c: _Cols, *, has_device: bool) -> tuple[pd.DataFrame, np.ndarray
             "tid": c.tid[hi],
             "ts": c.ts[hi],
             "end": c.end[hi],
-            "state": state,
-            "cat": pd.Categorical.from_codes(
-                c.ccodes[hi], categories=pd.Index(c.ccats, dtype=object), validate=False
-            ),
+            "state": FAMILY_STATE[family],
+            "family": family,
+            "cat": pd.Categorical.from_codes(hc, categories=pd.Index(c.ccats, dtype=object), validate=False),
             "name": c.name[hi],
             "row": c.row[hi],  # index in the capture table
         },
@@ -319,6 +295,7 @@ def _host_frame(c: _Cols, *, has_device: bool) -> tuple[pd.DataFrame, np.ndarray
         # copy of them all beside them, the frames' peak on the 1 GB benchmark trace's capture)
         copy=False,
     )
+    runtime = _classify(hc, c.ccats, lambda v: v in RUNTIME_CATS)
     return host, runtime, hi
 
 
@@ -337,7 +314,7 @@ def _launch_frame(c: _Cols, runtime: np.ndarray, hi: np.ndarray) -> pd.DataFrame
             "row": c.row[rows],  # index in the capture table
             # a CUDA graph launch: every activity of the graph carries its correlation (CUPTI; torch
             # 2.11 on the H200: 313 kernels under one cudaGraphLaunch, no per-kernel launch record)
-            "graph": np.isin(np.asarray(c.name[rows], dtype=object), GRAPH_LAUNCH_CALLS),
+            "graph": _classify(c.ncodes[rows], c.ncats, lambda v: call_kind(v) == CallKind.GRAPH_LAUNCH),
         },
         copy=False,  # (see _host_frame)
     )
@@ -366,13 +343,6 @@ def _peak_memory(table: pa.Table) -> dict[tuple[int, int], int]:
     return {(int(r), int(d)): int(v) for (r, d), v in peaks.items()}
 
 
-def runtime_mask(host: pd.DataFrame) -> pd.Series:
-    return host["cat"].isin((S.CAT_RUNTIME, S.CAT_DRIVER))
-
-
-_STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
-
-
 def _step_rows(t: pa.Table) -> pa.Table:
     """The parser's step rows (kind step) of the table."""
     kcodes, kcats = dict_codes(t["kind"])
@@ -388,7 +358,7 @@ def _steps(rows: pa.Table, host: pd.DataFrame, dev: pd.DataFrame, cycle_starts: 
             step = _ints(rows["step"])
         else:
             names = pd.Series(rows["name"].to_pylist(), dtype=object).astype(str)
-            step = names.str.extract(_STEP_RE)[0].fillna(-1).astype(np.int64).to_numpy()
+            step = names.str.extract(S.STEP_NAME)[0].fillna(-1).astype(np.int64).to_numpy()
         ts = _ints(rows["ts_ns"])
         steps = pd.DataFrame(
             {
@@ -402,11 +372,11 @@ def _steps(rows: pa.Table, host: pd.DataFrame, dev: pd.DataFrame, cycle_starts: 
         )
     else:
         ann = host[host["cat"] == S.CAT_USER_ANNOTATION]
-        ann = ann[ann["name"].astype(str).str.match(_STEP_RE)]
+        ann = ann[ann["name"].astype(str).str.match(S.STEP_NAME)]
         steps = pd.DataFrame(
             {
                 "rank": ann["rank"],
-                "step": ann["name"].astype(str).str.extract(_STEP_RE)[0].astype(np.int64),
+                "step": ann["name"].astype(str).str.extract(S.STEP_NAME)[0].astype(np.int64),
                 "pid": ann["pid"],
                 "tid": ann["tid"],
                 "ts": ann["ts"],

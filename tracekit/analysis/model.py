@@ -16,26 +16,9 @@ from dataclasses import dataclass, field, fields, is_dataclass
 from enum import Enum
 from typing import Any, Mapping, Optional
 
+from tracekit.analysis.causes import CAUSES, HOST_STATES
+
 REPORT_VERSION = 1
-
-
-class Cause(str, Enum):
-    """Why a device was idle (DESIGN.md, "Attribution of GPU idle time"). Values are stable strings."""
-
-    QUEUED = "queued"  # work already launched when the GPU went idle: device-side latency / dependency
-    DATALOADER = "dataloader"  # host thread inside a DataLoader __next__
-    SYNC = "sync"  # host thread blocked in a synchronising call (or the gap is a sync drain)
-    LAUNCH = "launch"  # host thread inside a runtime/driver call, or launched-not-yet-started
-    FRAMEWORK = "framework"  # host thread inside a cpu_op (dispatcher, CPU-side op work)
-    INTERPRETER = "interpreter"  # host thread between framework calls: Python running
-
-    def __str__(self) -> str:
-        return self.value
-
-
-CAUSES: tuple[str, ...] = tuple(c.value for c in Cause)
-# What a host thread can be doing (the slicing states of rule 3; also the CPU-only host breakdown).
-HOST_STATES: tuple[str, ...] = ("dataloader", "sync", "launch", "framework", "interpreter")
 
 
 def _ms(ns: float) -> float:

@@ -28,7 +28,8 @@ from tracekit.analysis.attribution import (
     cause_totals,
     gap_causes,
 )
-from tracekit.analysis.events import STATE_NAMES, load_frames
+from tracekit.analysis.causes import STATE_NAMES
+from tracekit.analysis.events import load_frames
 from tracekit.analysis.host import Threads, dataloader_kinds, host_steps, op_stats
 from tracekit.analysis.launch import kernel_partials
 from tracekit.analysis.model import (

@@ -38,7 +38,7 @@ import pyarrow as pa
 from msgspec.structs import astuple
 
 from tracekit.data import arrow as _arrow
-from tracekit.data.schema import SCHEMA
+from tracekit.data.schema import DEVICE_ACTIVITY_CATS, SCHEMA
 from tracekit.errors import InputNotFound, TraceFormatError, TruncatedTraceError
 
 T = TypeVar("T")
@@ -141,8 +141,6 @@ KEEP_CATS = (
 )
 # Device-side events: device = args.device else pid, stream = args.stream else tid.
 DEVICE_SIDE_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation", "cuda_sync")
-# Device activity (docs/DESIGN.md): what makes a device busy.
-DEVICE_ACTIVITY_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 META_NAMES = ("process_name", "thread_name")
 MEMORY_NAME = "[memory]"
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Optional, Sequence
 
-from tracekit.analysis.events import STATE_NAMES
+from tracekit.analysis.causes import BY_NAME, STATE
 from tracekit.analysis.steps import median_ns
 from tracekit.whatif.graph import WAIT
 from tracekit.whatif.loops import HOST_CLASS
@@ -95,10 +95,9 @@ def _present(rp: Replayer, cause: str) -> bool:
     """Whether removing the cause changes any edge of the graph (else the saving is 0, no replay needed):
     a host segment of that state with some length, or for sync a wait of a blocking call."""
     g = rp.graph
-    if cause == "sync":
+    if BY_NAME[cause].scenario == "waits":
         return bool((g.kind == WAIT).any())
-    code = STATE_NAMES.index(cause)
-    return bool(((g.ecls == HOST_CLASS) & (g.state == code) & (g.w != 0)).any())
+    return bool(((g.ecls == HOST_CLASS) & (g.state == STATE[cause]) & (g.w != 0)).any())
 
 
 def _means(t) -> dict:

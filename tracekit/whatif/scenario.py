@@ -12,11 +12,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Optional
 
+from tracekit.analysis.causes import SCALED_CAUSES
 from tracekit.errors import TracekitError
-
-# The host causes a scenario scales (model.CAUSES less `queued`, which is device-side: nothing on the
-# host to make faster). `sync` takes 0 (the host no longer waits; the work stays) or 1.
-SCALED_CAUSES = ("dataloader", "sync", "launch", "framework", "interpreter")
 
 # The largest factor a scenario takes (and --python-speedup's range, 1/MAX_FACTOR to MAX_FACTOR). The
 # replay adds int64 ns: a factor of 1e12 on a 10 s trace's launches overflowed into a negative step
