@@ -136,7 +136,19 @@ kernel = st.tuples(
     st.integers(0, 400), st.integers(1, 60), st.integers(0, 1), st.integers(0, 1)
 )  # ts dur stream dev
 host_ev = st.tuples(
-    st.sampled_from(["op", "launch", "sync", "dl", "item"]), st.integers(0, 400), st.integers(1, 50)
+    st.sampled_from(["op", "launch", "sync", "dl", "item", "call"]), st.integers(0, 400), st.integers(1, 50)
+)
+# runtime calls of every runtime and kind (tracekit.analysis.calls), unknown ones included
+CALL_NAMES = (
+    "cudaMalloc",
+    "cuMemAlloc_v2",
+    "hipMalloc",
+    "hipMemcpyWithStream",
+    "hipLaunchKernel",
+    "cudaMemcpyAsync",
+    "cudaEventRecord",
+    "INVALID",
+    "cudaSomethingNew",
 )
 
 
@@ -148,6 +160,8 @@ host_ev = st.tuples(
     linked=st.lists(st.booleans(), min_size=15, max_size=15),
 )
 def test_random_timelines_keep_the_invariants(kernels, host, steps, linked):
+    """Whatever the events, the causes sum to the idle time, the host states to the step, and the
+    runtime-call table to the `runtime` idle."""
     t = TraceBuilder()
     cuts = [0, *sorted(steps)]
     for n, (a, b) in enumerate(zip(cuts[:-1], cuts[1:]), start=1):
@@ -170,6 +184,8 @@ def test_random_timelines_keep_the_invariants(kernels, host, steps, linked):
             t.sync(ts, dur, name="cudaStreamSynchronize")
         elif kind == "dl":
             t.dataloader(ts, dur)
+        elif kind == "call":
+            t.runtime(CALL_NAMES[(ts + dur) % len(CALL_NAMES)], ts, dur)
         else:
             t.op("aten::item", ts, dur)
     with tempfile.TemporaryDirectory() as d:
@@ -183,6 +199,8 @@ def test_random_timelines_keep_the_invariants(kernels, host, steps, linked):
     # the host breakdown also partitions each step
     for h in report.host.steps:
         assert sum(h.breakdown_ns.values()) == h.dur_ns
+    runtime = sum(s.idle_ns["runtime"] for d in report.devices for s in d.samples)
+    assert sum(c.idle_ns for c in report.runtime_calls) == runtime
 
 
 @given(

@@ -16,7 +16,7 @@ from tracekit.analysis.causes import CAUSES, STATE, STATE_NAMES, STATE_TO_CAUSE,
 from tracekit.analysis.host import Thread, Threads
 
 # Cause codes (indices into CAUSES) and state codes the rules name.
-C_QUEUED, C_SYNC = cause_code("queued"), cause_code("sync")
+C_QUEUED, C_SYNC, C_RUNTIME = cause_code("queued"), cause_code("sync"), cause_code("runtime")
 LAUNCH, SYNC = STATE["launch"], STATE["sync"]
 # The states a sync drain (rule 4) leaves as they are: the others' time in a drained gap is `sync`.
 UNDRAINED = np.array(states_where(lambda c: not c.drained), dtype=np.int64)

@@ -99,10 +99,22 @@ CAUSE_ROWS: tuple[Cause, ...] = (
         plot_colour="#c44e52",
     ),
     Cause(
-        "launch",
-        "the host thread was inside a runtime or driver call, or the work was launched but not yet started",
+        "runtime",
+        "the host thread was blocked in a runtime or driver call that neither launches work nor waits "
+        "for the device: allocation, context or module creation, a query, a call tracekit does not know",
         state=True,
-        events=(Events(RUNTIME_CATS, calls=(*QUEUES, CallKind.OTHER)),),
+        events=(Events(RUNTIME_CATS, calls=(CallKind.OTHER,)),),
+        scenario="segments",
+        graph_keeps=False,
+        trace_colour="thread_state_iowait",
+        plot_colour="#55a868",
+    ),
+    Cause(
+        "launch",
+        "the host thread was inside a call that queues device work (a kernel or graph launch, an "
+        "asynchronous copy, an event record), or the work was launched but not yet started",
+        state=True,
+        events=(Events(RUNTIME_CATS, calls=QUEUES),),
         scenario="segments",
         graph_keeps=False,
         trace_colour="olive",

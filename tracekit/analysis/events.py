@@ -29,7 +29,7 @@ NCCL_RE = re.compile(r"nccl", re.IGNORECASE)
 class Frames:
     """The frames of one capture. Times are int64 ns; `end` = ts + dur."""
 
-    host: pd.DataFrame  # rank, pid, tid, ts, end, state, cat, name, correlation, external_id, py_*
+    host: pd.DataFrame  # rank, pid, tid, ts, end, state, family (causes.FAMILIES), cat, name, row
     device: pd.DataFrame  # rank, device, stream, ts, end, cat, name, correlation, nccl, bytes
     steps: pd.DataFrame  # rank, step, pid, tid, ts, end (disjoint per rank, sorted), cycle (steps.cycles)
     launches: pd.DataFrame  # rank, correlation, pid, tid, ts, end, row, graph (one per correlation)
@@ -59,8 +59,8 @@ _HOST_CATS = (S.CAT_CPU_OP, S.CAT_RUNTIME, S.CAT_DRIVER, S.CAT_USER_ANNOTATION, 
 # Every column the analysis reads (load_frames, the peak memory): a worker reads no other.
 ANALYSIS_COLUMNS = (*FRAME_COLUMNS, "total_allocated")
 # The row kinds the analysis and the replay read: the raw events and the step rows (the busy and
-# dispatch-gap rows the parser derived are recomputed from the events: a reader skips their row groups,
-# 1.47 of the 1 GB benchmark trace capture's 5.2 M rows).
+# dispatch-gap rows earlier parsers derived are recomputed from the events: a reader skips their row
+# groups, a large share of such a capture's rows; benchmarks/RESULTS.md).
 ANALYSIS_KINDS = (S.KIND_EVENT, S.KIND_STEP)
 
 
@@ -136,8 +136,8 @@ def load_frames(
     cols = _Cols.of(columns, row, ccodes, ccats)
     if release is not None:
         # Arrow's jemalloc purges freed pages only as Arrow allocates again, which the analysis
-        # hardly does: the let-go table's pages stayed resident until the attribution (the frames'
-        # peak 0.83 -> 1.16 GiB on the 1 GB benchmark trace's capture; 1.05 with this purge)
+        # hardly does: the let-go table's pages stayed resident until the attribution and set the
+        # frames' peak (benchmarks/RESULTS.md, issue 17)
         pa.default_memory_pool().release_unused()
     dev = _device_frame(cols)
     host, runtime, hi = _host_frame(cols, has_device=bool(len(dev)))
@@ -169,9 +169,9 @@ def _framed(t: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 @dataclass
 class _Cols:
-    """The columns every frame is cut from, read once and only at the rows a frame takes (`_framed`;
-    on the 1 GB benchmark trace's capture 2.3 of its 5.2 M rows: converting every row held 0.44 GiB
-    beside the table). `row`: each one's index in the capture table."""
+    """The columns every frame is cut from, read once and only at the rows a frame takes (`_framed`: less
+    than half of a capture's rows; converting every row held memory beside the table for rows no frame
+    takes, benchmarks/RESULTS.md). `row`: each one's index in the capture table."""
 
     row: np.ndarray
     ccodes: np.ndarray
@@ -292,7 +292,7 @@ def _host_frame(c: _Cols, *, has_device: bool) -> tuple[pd.DataFrame, np.ndarray
             "row": c.row[hi],  # index in the capture table
         },
         # the columns are fresh arrays: taken as they are, not stacked into a block of each dtype (a
-        # copy of them all beside them, the frames' peak on the 1 GB benchmark trace's capture)
+        # copy of them all beside them would be the frames' peak)
         copy=False,
     )
     runtime = _classify(hc, c.ccats, lambda v: v in RUNTIME_CATS)

@@ -42,7 +42,12 @@ from tracekit.analysis.dispatch import (
 )
 from tracekit.analysis.model import DataLoaderInfo, HostStep, OpStat
 
-FRAMEWORK, SYNC, DATALOADER = STATE["framework"], STATE["sync"], STATE["dataloader"]
+FRAMEWORK, RUNTIME, SYNC, DATALOADER = (
+    STATE["framework"],
+    STATE["runtime"],
+    STATE["sync"],
+    STATE["dataloader"],
+)
 
 
 @dataclass
@@ -55,6 +60,10 @@ class Thread:
     sync_depth: np.ndarray
     sync_name: np.ndarray
     sync_is_call: np.ndarray  # bool: a runtime/driver sync call (not a sync op such as aten::item)
+    call_s: np.ndarray  # runtime calls in the `runtime` state (neither launch nor sync), for their names
+    call_e: np.ndarray
+    call_depth: np.ndarray
+    call_name: np.ndarray
     op_s: np.ndarray  # cpu_ops
     op_e: np.ndarray
     op_depth: np.ndarray
@@ -117,6 +126,7 @@ def build_thread(
     dl = st == DATALOADER
     excl_s, excl_e = excluded_windows(wait_s, wait_e, s[dl], e[dl])
     sm = st == SYNC
+    rm = st == RUNTIME
     is_op = (ev["cat"] == "cpu_op").to_numpy()
     om = (st >= FRAMEWORK) & is_op
     names = ev["name"].array
@@ -127,6 +137,10 @@ def build_thread(
         sync_depth=iv.nesting_depth(s[sm], e[sm]),
         sync_name=np.asarray(names[sm], dtype=object),
         sync_is_call=FAMILY_REPLAY[fam[sm]] == SYNC,
+        call_s=s[rm],
+        call_e=e[rm],
+        call_depth=iv.nesting_depth(s[rm], e[rm]),
+        call_name=np.asarray(names[rm], dtype=object),
         op_s=s[om],
         op_e=e[om],
         op_depth=iv.nesting_depth(s[om], e[om]),

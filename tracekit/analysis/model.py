@@ -270,6 +270,29 @@ class SyncSource:
 
 
 @dataclass(frozen=True)
+class RuntimeCall:
+    """Idle time of cause `runtime` by the runtime/driver call that held the host (the innermost one)."""
+
+    call: str
+    idle_ns: int  # total over all steps and devices
+    gaps: int
+    steps: int  # steps the report covers (for per-step figures)
+
+    @property
+    def idle_ms_per_step(self) -> float:
+        return _ms(self.idle_ns / max(self.steps, 1))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "call": self.call,
+            "idle_ms_per_step": self.idle_ms_per_step,
+            "gaps": self.gaps,
+            "idle_ns": self.idle_ns,
+            "steps": self.steps,
+        }
+
+
+@dataclass(frozen=True)
 class Dist:
     """A distribution summary of a duration, in ns."""
 
@@ -590,6 +613,7 @@ class Report:
     host: HostReport
     top_gaps: tuple[IdleGap, ...] = ()
     sync_sources: tuple[SyncSource, ...] = ()
+    runtime_calls: tuple[RuntimeCall, ...] = ()  # the `runtime` idle by call, largest first
     kernel_stats: tuple[KernelStat, ...] = ()
     op_stats: tuple[OpStat, ...] = ()
     # record_function regions on the step threads, as op_stats (`Optimizer.zero_grad#SGD.zero_grad`)
@@ -635,6 +659,7 @@ class Report:
             "devices": [d.to_json() for d in self.devices],
             "host": self.host.to_json(),
             "sync_sources": [s.to_json() for s in self.sync_sources],
+            "runtime_calls": [c.to_json() for c in self.runtime_calls],
             "top_gaps": [_plain(g) for g in self.top_gaps],
             "kernel_stats": [_plain(k) for k in self.kernel_stats],
             "op_stats": [

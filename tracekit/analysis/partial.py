@@ -39,12 +39,13 @@ from tracekit.analysis.model import (
     HostStep,
     IdleGap,
     OpStat,
+    RuntimeCall,
     StepSample,
     SyncSource,
 )
 from tracekit.analysis.sketch import Sketch
 from tracekit.analysis.steps import cycle_starts_of, launch_times, step_windows
-from tracekit.analysis.sync import pointer_index, pointer_of, resolve_pointers, sync_sources
+from tracekit.analysis.sync import pointer_index, pointer_of, resolve_pointers, runtime_calls, sync_sources
 
 # Idle-gap histogram bucket edges, µs (eager PyTorch loses its time in thousands of 5-50 µs gaps).
 GAP_EDGES_US = (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, 50_000, 100_000)
@@ -119,6 +120,7 @@ class Partial:
     idle_intervals: Optional[pd.DataFrame] = None  # with Params.evidence
     busy_intervals: Optional[pd.DataFrame] = None
     checked: tuple[str, ...] = ()  # invariants a worker checked on this part (tracekit.scale.tasks)
+    runtime_calls: tuple[RuntimeCall, ...] = ()  # steps = this part's device-steps
 
 
 def analyze_partial(
@@ -156,6 +158,7 @@ def analyze_partial(
         step_ns=np.asarray([h.step_ns for h in hsteps], np.int64),
         top_gaps=tuple(_top_gaps(all_gaps, steps, pointers, params.top_gaps)),
         sync_sources=tuple(sync_sources(all_gaps, pointers, n_steps=sum(d.steps for d in devices))),
+        runtime_calls=tuple(runtime_calls(all_gaps, threads, n_steps=sum(d.steps for d in devices))),
         histogram=_histogram(all_gaps),
         kernels=kernel_partials(dev.loc[dev_step >= 0], fr.launches),
         op_stats=tuple(op_stats(fr.host, steps)),

@@ -34,8 +34,8 @@ CUDA_GRAPHS = typer.Option(
     False,
     "--cuda-graphs",
     help="Predict the step with each step's device work launched as one CUDA graph: its interpreter, "
-    "framework and launch time gone, one graph launch, kernels back to back at the graph-replay floor "
-    "(kernel durations kept: what torch.compile's fusion would change is not predictable).",
+    "framework, launch and runtime time gone, one graph launch, kernels back to back at the graph-replay "
+    "floor (kernel durations kept: what torch.compile's fusion would change is not predictable).",
 )
 CUDA_GRAPHS_REGION = typer.Option(
     None,
@@ -73,8 +73,9 @@ def whatif(
     sets: List[str] = typer.Option(
         [],
         "--set",
-        help="CAUSE=FACTOR: scale the host time of a cause (interpreter, framework, launch, dataloader; "
-        "FACTOR >= 0, 0 removes it), or sync=0: blocking calls no longer wait (their work stays).",
+        help="CAUSE=FACTOR: scale the host time of a cause (interpreter, framework, launch, runtime, "
+        "dataloader; FACTOR >= 0, 0 removes it), or sync=0: blocking calls no longer wait (their work "
+        "stays).",
     ),
     kernels: List[str] = typer.Option(
         [],

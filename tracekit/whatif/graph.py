@@ -141,7 +141,7 @@ class Graph:
     )
 
     def let_edges_go(self) -> None:
-        """Empty the edges (~0.25 GiB on the 1 GB benchmark trace's capture), keeping the nodes, threads
+        """Empty the edges (the graph's bulk), keeping the nodes, threads
         and device frame: the predicted timeline can still be made from node times, nothing more can be
         replayed (`replayable` is then False, and a replay raises)."""
         for name in self.EDGE_ARRAYS:
@@ -169,8 +169,8 @@ def build_graph(fr: Frames, threads: Threads, stream_waits: pd.DataFrame | None 
 def keep_sync_records(capture) -> None:
     """Let `capture`'s table go but for its sync records (`sync_records`): what a caller that read the
     capture for itself passes as `load_frames(release=)`, once the frames hold all the analysis and the
-    replay read, before they are converted (the frames' peak on the 1 GB benchmark trace's capture
-    1.47 -> 0.83 GiB, benchmarks/RESULTS.md "Issue 17"). Never a capture the caller's caller loaded."""
+    replay read, before they are converted (the table and the frames are then never held together:
+    benchmarks/RESULTS.md "Issue 17"). Never a capture the caller's caller loaded."""
     capture.table = sync_records(capture.table)
 
 
@@ -184,7 +184,7 @@ def sync_records(table):
     if table.num_rows == 0 or "cat" not in table.column_names:
         return table
     keep = []
-    for chunk in table["cat"].chunks:  # on the dictionary codes: decoding 5 M strings took 0.2 s
+    for chunk in table["cat"].chunks:  # on the dictionary codes: decoding millions of strings is slow
         if not pa.types.is_dictionary(chunk.type):
             chunk = chunk.dictionary_encode()
         codes, names = arrow.codes(chunk)
@@ -230,7 +230,7 @@ class _Builder:
         self.device_base = self.n_host
         self.n_nodes = self.n_host + 2 * len(dev)
         # node and activity indices fit 32 bits on any capture that fits in memory: the per-edge arrays
-        # are the graph's bulk (5.3 M edges on the 1 GB benchmark trace's capture)
+        # are the graph's bulk
         self.ix = np.int32 if self.n_nodes < 2**31 else np.int64
         obs = np.empty(self.n_nodes, np.int64)
         for tp in self.threads:
