@@ -20,8 +20,9 @@ from tracekit.analysis.model import Report
 from tracekit.api import analyze  # what `tracekit analyze` renders: the analysis and its savings
 from tracekit.parse.parser import parse_paths
 from tracekit.render.base import Renderer
-from tracekit.render.json import report_schema_defs
 from tracekit.render.registry import get_renderer, renderers
+from tracekit.render.schema import PATH as SCHEMA_PATH
+from tracekit.render.schema import report_schema_defs
 
 GOLDEN = Path(__file__).parent / "golden"
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "h200_probe"
@@ -114,7 +115,7 @@ def test_schema_rejects_a_broken_report(small_report):
 def test_schema_names_the_causes_of_the_cause_table():
     """The schema's lists of causes and host states are the cause table's (a new cause: regenerate them
     with UPDATE_GOLDEN=1 and review the diff)."""
-    path = Path(__file__).parent.parent / "tracekit" / "render" / "report.schema.json"
+    path = SCHEMA_PATH
     defs = report_schema_defs()
     if os.environ.get("UPDATE_GOLDEN"):
         doc = json.loads(path.read_text())
