@@ -38,7 +38,7 @@ import pyarrow as pa
 from msgspec.structs import astuple
 
 from tracekit.data import arrow as _arrow
-from tracekit.data.schema import DEVICE_ACTIVITY_CATS, SCHEMA
+from tracekit.data.schema import CAT_CUDA_SYNC, CAT_GPU_USER_ANNOTATION, DEVICE_ACTIVITY_CATS, SCHEMA
 from tracekit.errors import InputNotFound, TraceFormatError, TruncatedTraceError
 
 T = TypeVar("T")
@@ -140,7 +140,7 @@ KEEP_CATS = (
     "cuda_sync",
 )
 # Device-side events: device = args.device else pid, stream = args.stream else tid.
-DEVICE_SIDE_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation", "cuda_sync")
+DEVICE_SIDE_CATS = (*DEVICE_ACTIVITY_CATS, CAT_GPU_USER_ANNOTATION, CAT_CUDA_SYNC)
 META_NAMES = ("process_name", "thread_name")
 MEMORY_NAME = "[memory]"
 
