@@ -29,6 +29,11 @@ DEFERRED = [
     ("tracekit.api", HELP, "--help (the commands import it when run)"),
     ("tracekit.data.store", HELP, "--help (render.output, commands)"),
     ("tracekit.capture.workload", HELP, "--help (capture, demo, workloads)"),
+    (
+        "tracekit.analysis.causes",
+        f"{HELP}, tracekit.whatif.scenario",
+        "--help (whatif.scenario's --set check: the cause table, numpy, pyarrow)",
+    ),
     ("tracekit.api.run", CLI, "tracekit.api's analyze/whatif: info and parse never load the analysis"),
     ("tracekit.api.views", CLI, "tracekit.api's verbs that return a view: info and parse (pandas)"),
     ("tracekit.compare.diff", CLI, "tracekit.api.diff: every other command"),
@@ -68,6 +73,7 @@ def cpu(code: str, env: dict) -> float:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--only", metavar="MODULE", help="measure only the deferred imports whose name has this")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
@@ -76,6 +82,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"python {sys.version.split()[0]}; load {load:.1f}; {args.repeat} runs each, medians")
         print(f"{'deferred import':46} {'CPU-s':>6} {'base':>6}  skipped by")
         for module, base, who in DEFERRED:
+            if args.only and args.only not in module:
+                continue
             before, after = f"import {base}", f"import {base}; import {module}"
             cpu(after, env)  # writes the bytecode of both
             runs: dict = {before: [], after: []}

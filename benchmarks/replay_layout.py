@@ -24,6 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("capture")
     ap.add_argument("--rounds", type=int, default=4)
     args = ap.parse_args(argv)
+    from tracekit.analysis.causes import SCALED_CAUSES
     from tracekit.analysis.events import ANALYSIS_KINDS
     from tracekit.analysis.partial import Params
     from tracekit.analysis.pipeline import prepare
@@ -32,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     from tracekit.whatif import replay as R
     from tracekit.whatif.graph import sync_records
     from tracekit.whatif.predict import Replayer
-    from tracekit.whatif.scenario import SCALED_CAUSES, WhatIfOptions
+    from tracekit.whatif.scenario import WhatIfOptions
 
     c = importlib.import_module("tracekit.whatif._loops")
     cap = read_capture(args.capture, columns=loaded_columns(True), kinds=ANALYSIS_KINDS)

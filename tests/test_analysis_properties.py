@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 
 from tests.tracebuilder import TraceBuilder
 from tracekit.analysis import intervals as iv
+from tracekit.analysis.causes import FAMILIES, STATE
+from tracekit.analysis.host import _timeline, segment_states
 from tracekit.analysis.invariants import check_invariants
 from tracekit.analysis.pipeline import analyze
 from tracekit.parse.parser import parse_paths
@@ -68,6 +70,46 @@ def test_state_timeline_is_max_priority_cover(families, queries):
         assert list(tot[i]) == [int((brute[x:y] == k).sum()) for k in range(len(families) + 1)]
 
 
+family_events = st.lists(
+    st.tuples(st.integers(0, GRID), st.integers(0, 20), st.integers(0, len(FAMILIES) - 1)), max_size=12
+)
+
+
+def _brute_states(events, waits, default, n):
+    """Rule 3 by brute force on the unit grid: per instant, the highest state of the covering events."""
+    state = np.full(n, -1)
+    replay = np.full(n, -1)
+    for a, d, f in events:
+        state[a : a + d] = np.maximum(state[a : a + d], FAMILIES[f].state)
+        replay[a : a + d] = np.maximum(replay[a : a + d], FAMILIES[f].replay)
+    for a, b in waits:
+        state[a:b] = np.maximum(state[a:b], STATE["framework"])
+        replay[a:b] = np.maximum(replay[a:b], STATE["framework"])
+    return np.where(state >= 0, state, default), np.where(replay >= 0, replay, default)
+
+
+@given(
+    family_events, intervals, st.sampled_from([0, STATE["framework"]]), st.lists(st.integers(0, GRID + 21))
+)
+def test_one_rule_of_host_states_for_the_analysis_and_the_replay(events, waits, default, cuts):
+    """The thread's timeline (the analysis) and the states of the replay's segments, cut at any superset
+    of the events' boundaries, are the same rule: the highest covering state, by brute force."""
+    n = GRID + 22
+    want, want_replay = _brute_states(events, waits, default, n)
+    s = np.array([a for a, _, _ in events], np.int64)
+    e = np.array([a + d for a, d, _ in events], np.int64)
+    fam = np.array([f for _, _, f in events], np.int8)
+    ws, we = iv.union([a for a, _ in waits], [b for _, b in waits])
+    tl = _timeline(s, e, fam, ws, we, default)
+    assert np.array_equal(tl.at(np.arange(n)), want)
+    bnd = np.unique(np.concatenate([s, e, np.asarray(cuts, np.int64), [0, n]]))
+    si, ei = np.searchsorted(bnd, s), np.searchsorted(bnd, e)
+    waits_idx = (np.searchsorted(bnd, ws), np.searchsorted(bnd, we))
+    state, replay = segment_states(bnd.size - 1, si, ei, fam, default, waits_idx)
+    for i in range(bnd.size - 1):
+        assert (state[i], replay[i]) == (want[bnd[i]], want_replay[bnd[i]])
+
+
 @given(intervals)
 def test_innermost_containing_on_nested_family(ivs):
     # make the family properly nested: keep intervals that nest with all kept so far
@@ -94,7 +136,19 @@ kernel = st.tuples(
     st.integers(0, 400), st.integers(1, 60), st.integers(0, 1), st.integers(0, 1)
 )  # ts dur stream dev
 host_ev = st.tuples(
-    st.sampled_from(["op", "launch", "sync", "dl", "item"]), st.integers(0, 400), st.integers(1, 50)
+    st.sampled_from(["op", "launch", "sync", "dl", "item", "call"]), st.integers(0, 400), st.integers(1, 50)
+)
+# runtime calls of every runtime and kind (tracekit.analysis.calls), unknown ones included
+CALL_NAMES = (
+    "cudaMalloc",
+    "cuMemAlloc_v2",
+    "hipMalloc",
+    "hipMemcpyWithStream",
+    "hipLaunchKernel",
+    "cudaMemcpyAsync",
+    "cudaEventRecord",
+    "INVALID",
+    "cudaSomethingNew",
 )
 
 
@@ -106,6 +160,8 @@ host_ev = st.tuples(
     linked=st.lists(st.booleans(), min_size=15, max_size=15),
 )
 def test_random_timelines_keep_the_invariants(kernels, host, steps, linked):
+    """Whatever the events, the causes sum to the idle time, the host states to the step, and the
+    runtime-call table to the `runtime` idle."""
     t = TraceBuilder()
     cuts = [0, *sorted(steps)]
     for n, (a, b) in enumerate(zip(cuts[:-1], cuts[1:]), start=1):
@@ -128,6 +184,8 @@ def test_random_timelines_keep_the_invariants(kernels, host, steps, linked):
             t.sync(ts, dur, name="cudaStreamSynchronize")
         elif kind == "dl":
             t.dataloader(ts, dur)
+        elif kind == "call":
+            t.runtime(CALL_NAMES[(ts + dur) % len(CALL_NAMES)], ts, dur)
         else:
             t.op("aten::item", ts, dur)
     with tempfile.TemporaryDirectory() as d:
@@ -141,6 +199,8 @@ def test_random_timelines_keep_the_invariants(kernels, host, steps, linked):
     # the host breakdown also partitions each step
     for h in report.host.steps:
         assert sum(h.breakdown_ns.values()) == h.dur_ns
+    runtime = sum(s.idle_ns["runtime"] for d in report.devices for s in d.samples)
+    assert sum(c.idle_ns for c in report.runtime_calls) == runtime
 
 
 @given(

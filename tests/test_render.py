@@ -21,6 +21,8 @@ from tracekit.api import analyze  # what `tracekit analyze` renders: the analysi
 from tracekit.parse.parser import parse_paths
 from tracekit.render.base import Renderer
 from tracekit.render.registry import get_renderer, renderers
+from tracekit.render.schema import PATH as SCHEMA_PATH
+from tracekit.render.schema import report_schema_defs
 
 GOLDEN = Path(__file__).parent / "golden"
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "h200_probe"
@@ -108,6 +110,19 @@ def test_schema_rejects_a_broken_report(small_report):
     del doc["devices"][0]["idle_ms_per_step"]["sync"]
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(doc, SCHEMA)
+
+
+def test_schema_names_the_causes_of_the_cause_table():
+    """The schema's lists of causes and host states are the cause table's (a new cause: regenerate them
+    with UPDATE_GOLDEN=1 and review the diff)."""
+    path = SCHEMA_PATH
+    defs = report_schema_defs()
+    if os.environ.get("UPDATE_GOLDEN"):
+        doc = json.loads(path.read_text())
+        doc["$defs"] = {**doc.get("$defs", {}), **defs}
+        path.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+    stored = json.loads(path.read_text()).get("$defs", {})
+    assert {k: stored.get(k) for k in defs} == defs, "report.schema.json's $defs: run with UPDATE_GOLDEN=1"
 
 
 def test_markdown_tables_are_well_formed(small_report):

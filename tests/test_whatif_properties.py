@@ -109,7 +109,7 @@ def reference_weights(g, scenario, cost_ns, f):
     (`loops.longest_path`) computes edge by edge."""
     import numpy as np
 
-    from tracekit.analysis.events import STATE_NAMES
+    from tracekit.analysis.causes import STATE_NAMES
     from tracekit.whatif.graph import COLL, DUR, HOST, SYNC_OWN, WAIT
     from tracekit.whatif.loops import DROPPED
 

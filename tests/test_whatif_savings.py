@@ -33,7 +33,14 @@ def test_each_cause_removed_alone(tmp_path):
     # THEN interpreter=0: the step ends with the kernel at 35 (saves 65); framework=0: the op's own 15 µs;
     # launch=0: the launch call's 5 µs; nothing waits, nothing fetches
     assert profiled == pytest.approx(
-        {"interpreter": 0.065, "framework": 0.015, "launch": 0.005, "sync": 0.0, "dataloader": 0.0}
+        {
+            "interpreter": 0.065,
+            "framework": 0.015,
+            "launch": 0.005,
+            "runtime": 0.0,
+            "sync": 0.0,
+            "dataloader": 0.0,
+        }
     )
 
 
@@ -44,7 +51,15 @@ def test_savings_need_not_match_idle_shares(tmp_path):
     d = a.report.devices[0]
     # the device idles [0,20) (interpreter 10, launch 5 + issued 5) and [120,200) (a sync drain: 80)
     assert d.idle_ms_per_step == pytest.approx(
-        {"queued": 0, "dataloader": 0, "sync": 0.080, "launch": 0.010, "framework": 0, "interpreter": 0.010}
+        {
+            "queued": 0,
+            "dataloader": 0,
+            "sync": 0.080,
+            "runtime": 0,
+            "launch": 0.010,
+            "framework": 0,
+            "interpreter": 0.010,
+        }
     )
     saved = d.savings_ms_per_step["profiled"]
     # WHEN sync=0: the call returns after its own 3 µs (23), Python ends the window at 98, the kernel
@@ -55,7 +70,7 @@ def test_savings_need_not_match_idle_shares(tmp_path):
     assert saved["interpreter"] == pytest.approx(0.085)
     # WHEN launch=0: everything 5 µs earlier: THEN 5 saved, half the launch idle
     assert saved["launch"] == pytest.approx(0.005)
-    assert saved["framework"] == saved["dataloader"] == 0.0
+    assert saved["framework"] == saved["dataloader"] == saved["runtime"] == 0.0
     causes = a.causes().set_index("cause")
     assert causes.loc["interpreter", "saved_ms_per_step"] == pytest.approx(0.085)
     assert causes["saved_ms_per_step"].isna().loc[["busy", "queued"]].all()
@@ -167,10 +182,11 @@ def test_replays_batched_in_one_pass_equal_each_replay(name):
     scenario's own replay; AND the savings equal those of one replay per scenario."""
     import numpy as np
 
+    from tracekit.analysis.causes import SCALED_CAUSES
     from tracekit.analysis.steps import median_ns
     from tracekit.api import load
     from tracekit.whatif.replay import REPLAY_BATCH, replay, replay_many, weights
-    from tracekit.whatif.scenario import SCALED_CAUSES, WhatIfOptions
+    from tracekit.whatif.scenario import WhatIfOptions
 
     rp = Replayer.of(load(Path(__file__).parent.parent / "fixtures" / "h200" / name))
     af = rp.check(WhatIfOptions())

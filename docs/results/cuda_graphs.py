@@ -18,12 +18,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from tracekit.analysis.causes import CAUSE_ROWS  # noqa: E402
 from tracekit.analysis.pipeline import analyze  # noqa: E402
 from tracekit.api import load  # noqa: E402
 from tracekit.whatif.predict import Replayer, whatif  # noqa: E402
 from tracekit.whatif.scenario import WhatIfOptions  # noqa: E402
 
-HOST_ZERO = ["interpreter=0", "framework=0", "launch=0"]  # the closest scenario before --cuda-graphs
+# The closest scenario before --cuda-graphs: each host cause a CUDA graph removes set to 0.
+HOST_ZERO = [f"{c.name}=0" for c in CAUSE_ROWS if c.state and not c.graph_keeps]
 
 
 def _unprofiled_ms(capture) -> float:
@@ -113,7 +115,7 @@ def tables(runs: Path) -> tuple[list[str], dict]:
         )
     out.append("")
     out.append(
-        "| eager A | compiled C | A unprofiled ms | C unprofiled ms | C/A | C idle ms/step: launch, "
+        "| eager A | compiled C | A unprofiled ms | C unprofiled ms | C/A | C idle ms/step: runtime, launch, "
         "framework, interpreter | kernels/step (Triton) | compile in profiled steps |"
     )
     out.append("|---|---|---|---|---|---|---|---|")
@@ -121,7 +123,8 @@ def tables(runs: Path) -> tuple[list[str], dict]:
         i = c["C_idle_ms_per_step"]
         out.append(
             f"| {c['A']} | {c['C']} | {c['A_unprofiled_ms']:.3f} | {c['C_unprofiled_ms']:.3f} | "
-            f"{c['C_unprofiled_ms'] / c['A_unprofiled_ms']:.3f} | {i['launch']:.3f}, {i['framework']:.3f}, "
+            f"{c['C_unprofiled_ms'] / c['A_unprofiled_ms']:.3f} | {i['runtime']:.3f}, {i['launch']:.3f}, "
+            f"{i['framework']:.3f}, "
             f"{i['interpreter']:.3f} | {c['C_kernels_per_step']:.0f} ({c['triton_kernels_per_step']:.0f}) | "
             f"{c['compile_ms_by_step'] or 'none'} |"
         )

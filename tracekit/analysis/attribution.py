@@ -12,15 +12,14 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analysis import intervals as iv
-from tracekit.analysis.events import DATALOADER, INTERPRETER, LAUNCH, STATE_NAMES, SYNC
+from tracekit.analysis.causes import CAUSES, STATE, STATE_NAMES, STATE_TO_CAUSE, cause_code, states_where
 from tracekit.analysis.host import Thread, Threads
-from tracekit.analysis.model import CAUSES
 
-# Cause codes: index into model.CAUSES.
-C_QUEUED, C_DATALOADER, C_SYNC, C_LAUNCH, C_FRAMEWORK, C_INTERPRETER = range(6)
-# host state code → cause code
-STATE_TO_CAUSE = np.array([C_INTERPRETER, 4, C_LAUNCH, C_SYNC, C_DATALOADER], dtype=np.int64)
-assert CAUSES[C_FRAMEWORK] == "framework" and STATE_NAMES[1] == "framework"
+# Cause codes (indices into CAUSES) and state codes the rules name.
+C_QUEUED, C_SYNC, C_RUNTIME = cause_code("queued"), cause_code("sync"), cause_code("runtime")
+LAUNCH, SYNC = STATE["launch"], STATE["sync"]
+# The states a sync drain (rule 4) leaves as they are: the others' time in a drained gap is `sync`.
+UNDRAINED = np.array(states_where(lambda c: not c.drained), dtype=np.int64)
 
 DEFAULT_SYNC_TOLERANCE_NS = 2_000
 
@@ -100,7 +99,7 @@ def attribute_device(
     p_gap, p_start, p_end, p_state = p_gap[order], p_start[order], p_end[order], p_state[order]
 
     p_cause = np.where(p_state < 0, C_QUEUED, STATE_TO_CAUSE[np.maximum(p_state, 0)])
-    drained = drain[p_gap] & (p_state != DATALOADER) & (p_state >= 0)
+    drained = drain[p_gap] & ~np.isin(p_state, UNDRAINED) & (p_state >= 0)
     p_cause = np.where(drained, C_SYNC, p_cause)
     p_pointer = _piece_pointers(nxt, threads, pointer, p_gap, p_start, p_state, drained)
 
@@ -277,4 +276,4 @@ def gap_causes(gaps: DeviceGaps) -> tuple[np.ndarray, np.ndarray]:
     return by_cause, by_state
 
 
-__all__ = ["attribute_device", "cause_totals", "gap_causes", "DEFAULT_SYNC_TOLERANCE_NS", "INTERPRETER"]
+__all__ = ["attribute_device", "cause_totals", "gap_causes", "DEFAULT_SYNC_TOLERANCE_NS"]

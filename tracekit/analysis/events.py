@@ -1,7 +1,8 @@
 """The capture table, split into the frames the analysis works on (one pass, vectorised).
 
-Host events are classified once here (which slicing state of DESIGN.md rule 3 each one stands for), so
-the rules downstream compare small integer codes, never strings.
+Host events are classified once here by the cause table's recognition rules (tracekit.analysis.causes:
+which family of events, hence which host state of DESIGN.md rule 3, each one stands for), so the rules
+downstream compare small integer codes, never strings.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tracekit.analysis.calls import CallKind, call_kind
+from tracekit.analysis.causes import FAMILIES, FAMILY_STATE, RUNTIME_CATS
 from tracekit.analysis.no_work import cut_windows
 from tracekit.analysis.steps import check_step_numbers, cycles
 from tracekit.data import schema as S
@@ -30,50 +33,14 @@ from tracekit.parse.iterations import (
     find,
 )
 
-# The DataLoader iterator's fetch, a user_annotation such as
-# `enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__` (group 1: the iterator class).
-DATALOADER_RE = re.compile(r"^enumerate\(DataLoader\)#(\w+)\.__next__")
-
-# Host state codes; a higher code wins where intervals nest (DESIGN.md rule 3, "innermost state first").
-INTERPRETER, FRAMEWORK, LAUNCH, SYNC, DATALOADER = 0, 1, 2, 3, 4
-STATE_NAMES = ("interpreter", "framework", "launch", "sync", "dataloader")
-
-# Runtime/driver calls that block the host until device work finishes. Driver names may carry a _v2
-# suffix (cuMemcpyDtoH_v2); it is stripped before the lookup.
-SYNC_CALLS = frozenset(
-    {
-        "cudaDeviceSynchronize",
-        "cudaStreamSynchronize",
-        "cudaEventSynchronize",
-        "cudaMemcpy",
-        "cudaMemcpy2D",
-        "cudaMemcpy3D",
-        "cudaMemcpyFromSymbol",
-        "cudaMemcpyToSymbol",
-        "cuCtxSynchronize",
-        "cuStreamSynchronize",
-        "cuEventSynchronize",
-        "cuMemcpy",
-        "cuMemcpyDtoH",
-        "cuMemcpyHtoD",
-        "cuMemcpyDtoD",
-    }
-)
-# Framework ops that read device memory on the host (they contain a copy + a stream sync).
-SYNC_OPS = frozenset({"aten::item", "aten::_local_scalar_dense"})
-GRAPH_LAUNCH_CALLS = ("cudaGraphLaunch", "cuGraphLaunch", "cudaGraphLaunch_v10000", "cuGraphLaunch_ptsz")
 NCCL_RE = re.compile(r"nccl", re.IGNORECASE)
-
-
-def is_sync_call(name: str) -> bool:
-    return re.sub(r"_v\d+$", "", name) in SYNC_CALLS
 
 
 @dataclass
 class Frames:
     """The frames of one capture. Times are int64 ns; `end` = ts + dur."""
 
-    host: pd.DataFrame  # rank, pid, tid, ts, end, state, cat, name, correlation, external_id, py_*
+    host: pd.DataFrame  # rank, pid, tid, ts, end, state, family (causes.FAMILIES), cat, name, row
     device: pd.DataFrame  # rank, device, stream, ts, end, cat, name, correlation, nccl, bytes
     steps: pd.DataFrame  # rank, step, pid, tid, ts, end (disjoint per rank, sorted), cycle (steps.cycles)
     launches: pd.DataFrame  # rank, correlation, pid, tid, ts, end, row, graph (one per correlation)
@@ -107,8 +74,8 @@ _HOST_CATS = (S.CAT_CPU_OP, S.CAT_RUNTIME, S.CAT_DRIVER, S.CAT_USER_ANNOTATION, 
 # Every column the analysis reads (load_frames, the peak memory): a worker reads no other.
 ANALYSIS_COLUMNS = (*FRAME_COLUMNS, "total_allocated")
 # The row kinds the analysis and the replay read: the raw events and the step rows (the busy and
-# dispatch-gap rows the parser derived are recomputed from the events: a reader skips their row groups,
-# 1.47 of the 1 GB benchmark trace capture's 5.2 M rows).
+# dispatch-gap rows earlier parsers derived are recomputed from the events: a reader skips their row
+# groups, a large share of such a capture's rows; benchmarks/RESULTS.md).
 ANALYSIS_KINDS = (S.KIND_EVENT, S.KIND_STEP)
 
 
@@ -134,6 +101,17 @@ def _classify(codes: np.ndarray, cats: np.ndarray, pred) -> np.ndarray:
     """Row mask of a predicate on category strings, evaluated once per category."""
     m = np.array([bool(pred(c)) for c in cats] + [False], dtype=bool)
     return m[np.where(codes >= 0, codes, len(cats))]
+
+
+def _classify_among(codes: np.ndarray, cats: np.ndarray, pred, among: np.ndarray) -> np.ndarray:
+    """`_classify` within the rows `among` (False elsewhere), evaluating the predicate only on the
+    categories those rows use (a capture's names are mostly kernels and Python frames)."""
+    n = len(cats)
+    at = np.where(codes >= 0, codes, n)
+    used = np.flatnonzero(np.bincount(at[among], minlength=n + 1)[:n])
+    m = np.zeros(n + 1, dtype=bool)
+    m[used] = [bool(pred(cats[u])) for u in used]
+    return m[at] & among
 
 
 def _ints(col: pa.ChunkedArray | pa.Array, fill: int = 0) -> np.ndarray:
@@ -177,8 +155,8 @@ def load_frames(
     cols = _Cols.of(columns, row, ccodes, ccats)
     if release is not None:
         # Arrow's jemalloc purges freed pages only as Arrow allocates again, which the analysis
-        # hardly does: the let-go table's pages stayed resident until the attribution (the frames'
-        # peak 0.83 -> 1.16 GiB on the 1 GB benchmark trace's capture; 1.05 with this purge)
+        # hardly does: the let-go table's pages stayed resident until the attribution and set the
+        # frames' peak (benchmarks/RESULTS.md, issue 17)
         pa.default_memory_pool().release_unused()
     dev = _device_frame(cols)
     host, runtime, hi = _host_frame(cols, has_device=bool(len(dev)))
@@ -213,9 +191,9 @@ def _framed(t: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 @dataclass
 class _Cols:
-    """The columns every frame is cut from, read once and only at the rows a frame takes (`_framed`;
-    on the 1 GB benchmark trace's capture 2.3 of its 5.2 M rows: converting every row held 0.44 GiB
-    beside the table). `row`: each one's index in the capture table."""
+    """The columns every frame is cut from, read once and only at the rows a frame takes (`_framed`: less
+    than half of a capture's rows; converting every row held memory beside the table for rows no frame
+    takes, benchmarks/RESULTS.md). `row`: each one's index in the capture table."""
 
     row: np.ndarray
     ccodes: np.ndarray
@@ -305,24 +283,23 @@ def _device_frame(c: _Cols) -> pd.DataFrame:
 
 
 def _host_frame(c: _Cols, *, has_device: bool) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
-    """Host events with their own state (framework, launch, sync, dataloader; -1 for python_function
-    and other annotations). Also returns the runtime-call mask and the host rows' table indices."""
+    """Host events with their family (tracekit.analysis.causes.FAMILIES: the highest priority one that
+    recognises the event; -1 for python_function and other annotations) and its state. Also returns
+    the runtime-call mask and the host rows' table indices."""
     hi = np.flatnonzero(_classify(c.ccodes, c.ccats, lambda v: v in _HOST_CATS))
-    cat_of = np.append(c.ccats, np.array([None], dtype=object))[
-        np.where(c.ccodes[hi] >= 0, c.ccodes[hi], len(c.ccats))
-    ]
-    runtime = (cat_of == S.CAT_RUNTIME) | (cat_of == S.CAT_DRIVER)
-    cpu_op = cat_of == S.CAT_CPU_OP
+    hc = c.ccodes[hi]
     hn = c.ncodes[hi]
-    is_sync_call_ev = _classify(hn, c.ncats, is_sync_call)
-    is_sync_op = _classify(hn, c.ncats, lambda v: v in SYNC_OPS)
-    is_dl = _classify(hn, c.ncats, lambda v: DATALOADER_RE.match(v))
-    state = np.full(hi.size, -1, dtype=np.int8)  # -1: no state of its own (python_function, annotations)
-    state[cpu_op] = FRAMEWORK
-    state[runtime] = LAUNCH
-    # An aten::item on a CPU tensor does not wait for a device: sync ops count only when there is one.
-    state[(runtime & is_sync_call_ev) | (cpu_op & is_sync_op & has_device)] = SYNC
-    state[(cat_of == S.CAT_USER_ANNOTATION) & is_dl] = DATALOADER
+    family = np.full(hi.size, -1, dtype=np.int8)
+    for f, fam in enumerate(FAMILIES):  # the lowest priority first: a later match wins
+        ev = fam.events
+        if ev.with_device and not has_device:
+            continue
+        m = _classify(hc, c.ccats, lambda v, ev=ev: v in ev.cats)
+        if ev.calls:
+            m = _classify_among(hn, c.ncats, lambda v, ev=ev: call_kind(v) in ev.calls, m)
+        if ev.name is not None:
+            m = _classify_among(hn, c.ncats, ev.name, m)
+        family[m] = f
     host = pd.DataFrame(
         {
             "rank": c.rank[hi],
@@ -330,17 +307,17 @@ def _host_frame(c: _Cols, *, has_device: bool) -> tuple[pd.DataFrame, np.ndarray
             "tid": c.tid[hi],
             "ts": c.ts[hi],
             "end": c.end[hi],
-            "state": state,
-            "cat": pd.Categorical.from_codes(
-                c.ccodes[hi], categories=pd.Index(c.ccats, dtype=object), validate=False
-            ),
+            "state": FAMILY_STATE[family],
+            "family": family,
+            "cat": pd.Categorical.from_codes(hc, categories=pd.Index(c.ccats, dtype=object), validate=False),
             "name": c.name[hi],
             "row": c.row[hi],  # index in the capture table
         },
         # the columns are fresh arrays: taken as they are, not stacked into a block of each dtype (a
-        # copy of them all beside them, the frames' peak on the 1 GB benchmark trace's capture)
+        # copy of them all beside them would be the frames' peak)
         copy=False,
     )
+    runtime = _classify(hc, c.ccats, lambda v: v in RUNTIME_CATS)
     return host, runtime, hi
 
 
@@ -359,7 +336,7 @@ def _launch_frame(c: _Cols, runtime: np.ndarray, hi: np.ndarray) -> pd.DataFrame
             "row": c.row[rows],  # index in the capture table
             # a CUDA graph launch: every activity of the graph carries its correlation (CUPTI; torch
             # 2.11 on the H200: 313 kernels under one cudaGraphLaunch, no per-kernel launch record)
-            "graph": np.isin(np.asarray(c.name[rows], dtype=object), GRAPH_LAUNCH_CALLS),
+            "graph": _classify(c.ncodes[rows], c.ncats, lambda v: call_kind(v) == CallKind.GRAPH_LAUNCH),
         },
         copy=False,  # (see _host_frame)
     )
@@ -386,13 +363,6 @@ def _peak_memory(table: pa.Table) -> dict[tuple[int, int], int]:
     df = df[df["device"] >= 0]
     peaks = df.groupby(["rank", "device"])["total_allocated"].max()
     return {(int(r), int(d)): int(v) for (r, d), v in peaks.items()}
-
-
-def runtime_mask(host: pd.DataFrame) -> pd.Series:
-    return host["cat"].isin((S.CAT_RUNTIME, S.CAT_DRIVER))
-
-
-_STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
 
 
 def _step_rows(t: pa.Table) -> pa.Table:
@@ -482,13 +452,13 @@ def _profiler_steps(rows: pa.Table, host: pd.DataFrame) -> pd.DataFrame:
     """The ProfilerStep windows: the parser's step rows of that name, else the annotations."""
     if rows.num_rows:
         names = pd.Series(rows["name"].to_pylist(), dtype=object).astype(str)
-        rows = rows.filter(pa.array(names.str.match(_STEP_RE).to_numpy(bool)))  # not the steps found
+        rows = rows.filter(pa.array(names.str.match(S.STEP_NAME).to_numpy(bool)))  # not the steps found
     if rows.num_rows:
         if "step" in rows.column_names and not rows["step"].null_count:
             step = _ints(rows["step"])
         else:
             names = pd.Series(rows["name"].to_pylist(), dtype=object).astype(str)
-            step = names.str.extract(_STEP_RE)[0].fillna(-1).astype(np.int64).to_numpy()
+            step = names.str.extract(S.STEP_NAME)[0].fillna(-1).astype(np.int64).to_numpy()
         ts = _ints(rows["ts_ns"])
         steps = pd.DataFrame(
             {
@@ -502,11 +472,11 @@ def _profiler_steps(rows: pa.Table, host: pd.DataFrame) -> pd.DataFrame:
         )
     else:
         ann = host[host["cat"] == S.CAT_USER_ANNOTATION]
-        ann = ann[ann["name"].astype(str).str.match(_STEP_RE)]
+        ann = ann[ann["name"].astype(str).str.match(S.STEP_NAME)]
         steps = pd.DataFrame(
             {
                 "rank": ann["rank"],
-                "step": ann["name"].astype(str).str.extract(_STEP_RE)[0].astype(np.int64),
+                "step": ann["name"].astype(str).str.extract(S.STEP_NAME)[0].astype(np.int64),
                 "pid": ann["pid"],
                 "tid": ann["tid"],
                 "ts": ann["ts"],

@@ -11,27 +11,23 @@ host launching hundreds of kernels while the device runs almost nothing, which r
 
 A capture span: on one host thread, from a `*StreamBeginCapture` call to the next `*StreamEndCapture`
 call's end (the thread's last event when the trace stops first), extended to the end of a
-`*GraphInstantiate*` call that starts before the thread's next capture. Runtime names of CUDA's runtime,
-its driver and HIP (`BEGIN`, `END`, `INSTANTIATE`). The report names each rank's spans, the kernel
-launches recorded in them and their share of the steps (`GraphCaptureInfo`), so a capture trace is
-called one; the launch calls inside a span are recorded kernels, never device work that was late.
+`*GraphInstantiate*` call that starts before the thread's next capture. The calls are recognised by the
+runtime-call table (tracekit.analysis.calls: `capture_begin`, `capture_end`, `instantiate`, and the
+`kernel_launch` calls recorded, in CUDA's runtime, its driver and HIP). The report names each rank's
+spans, the kernel launches recorded in them and their share of the steps (`GraphCaptureInfo`), so a
+capture trace is called one; the launch calls inside a span are recorded kernels, never device work
+that was late.
 """
 
 from __future__ import annotations
-
-import re
 
 import numpy as np
 import pandas as pd
 
 from tracekit.analysis import intervals as iv
+from tracekit.analysis.calls import CallKind, call_kind
+from tracekit.analysis.causes import RUNTIME_CATS
 from tracekit.analysis.model import GraphCaptureInfo
-from tracekit.data import schema as S
-
-BEGIN = re.compile(r"^(cuda|cu|hip)StreamBeginCapture")
-END = re.compile(r"^(cuda|cu|hip)StreamEndCapture")
-INSTANTIATE = re.compile(r"^(cuda|cu|hip)GraphInstantiate")
-LAUNCH = re.compile(r"Launch(?:Cooperative)?Kernel")
 
 _COLUMNS = ("rank", "pid", "tid", "ts", "end", "launches", "call")
 
@@ -40,18 +36,19 @@ def capture_spans(host: pd.DataFrame) -> pd.DataFrame:
     """The capture spans of the host frame (module docstring): rank, pid, tid, ts, end, the kernel
     launches recorded in them, and the begin call's name."""
     names = host["name"].astype("category")
-    cats = [str(c) for c in names.cat.categories]
-    if not any(BEGIN.match(c) for c in cats):  # the usual case: decided on the distinct names alone
+    kinds = np.array([call_kind(str(c)) for c in names.cat.categories] + [CallKind.OTHER], dtype=object)
+    if not (kinds == CallKind.CAPTURE_BEGIN).any():  # the usual case: decided on the distinct names alone
         return pd.DataFrame({c: pd.Series(dtype=object if c == "call" else np.int64) for c in _COLUMNS})
-    rt = host[host["cat"].isin((S.CAT_RUNTIME, S.CAT_DRIVER))]
-    codes = names.cat.codes.to_numpy()[host["cat"].isin((S.CAT_RUNTIME, S.CAT_DRIVER)).to_numpy()]
+    is_rt = host["cat"].isin(RUNTIME_CATS).to_numpy()
+    rt = host[is_rt]
+    codes = names.cat.codes.to_numpy()[is_rt]
+    kind = kinds[np.where(codes >= 0, codes, kinds.size - 1)]
 
-    def rows_matching(pattern: re.Pattern) -> pd.Series:
-        hit = np.array([bool(pattern.search(c)) for c in cats] + [False])
-        return pd.Series(hit[np.where(codes >= 0, codes, len(cats))], index=rt.index)
+    def rows_of(k: CallKind) -> pd.Series:
+        return pd.Series(kind == k, index=rt.index)
 
-    begin, end, inst = rows_matching(BEGIN), rows_matching(END), rows_matching(INSTANTIATE)
-    launch = rows_matching(LAUNCH)
+    begin, end = rows_of(CallKind.CAPTURE_BEGIN), rows_of(CallKind.CAPTURE_END)
+    inst, launch = rows_of(CallKind.INSTANTIATE), rows_of(CallKind.KERNEL_LAUNCH)
     rows = []
     for (r, p, t), g in rt[begin].groupby(["rank", "pid", "tid"]):  # one loop per capturing thread
         mine = (rt["rank"] == r) & (rt["pid"] == p) & (rt["tid"] == t)

@@ -7,18 +7,32 @@ Rule 3 of DESIGN.md, the slicing order. At each instant a host thread is in the 
            |     |- cudaStreamSync -|  |- aten::copy_ -|     |  |- cudaLaunch -|
     state   dl    dl                 dl  dl              int  fw  launch        fw
 
-    predicate: state(t) = max over intervals covering t of their code, with
-    dataloader(4) > sync(3) > launch(2) > framework(1) > interpreter(0, nothing covers t).
+    predicate: state(t) = the highest-priority state among the events covering t (the cause table's
+    order, tracekit.analysis.causes: dataloader > sync > launch > framework), else the thread's default
+    (interpreter: nothing covers t).
+
+`segment_states` is that rule, the one definition: the analysis' thread timelines and the what-if
+replay's host segments (tracekit.whatif.graph) are both cut by it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import pandas as pd
 
 from tracekit.analysis import intervals as iv
+from tracekit.analysis.causes import (
+    DATALOADER_RE,
+    DEFAULT_STATE,
+    FAMILIES,
+    FAMILY_REPLAY,
+    HOST_STATES,
+    STATE,
+    STATE_NAMES,
+)
 from tracekit.analysis.dispatch import (
     ENGINE_OP_PREFIX,
     backward_windows,
@@ -26,16 +40,15 @@ from tracekit.analysis.dispatch import (
     excluded_windows,
     top_level,
 )
-from tracekit.analysis.events import (
-    DATALOADER,
-    DATALOADER_RE,
-    FRAMEWORK,
-    INTERPRETER,
-    LAUNCH,
-    STATE_NAMES,
-    SYNC,
+from tracekit.analysis.model import DataLoaderInfo, HostStep, OpStat
+from tracekit.data import schema as S
+
+FRAMEWORK, RUNTIME, SYNC, DATALOADER = (
+    STATE["framework"],
+    STATE["runtime"],
+    STATE["sync"],
+    STATE["dataloader"],
 )
-from tracekit.analysis.model import HOST_STATES, DataLoaderInfo, HostStep, OpStat
 
 
 @dataclass
@@ -48,6 +61,10 @@ class Thread:
     sync_depth: np.ndarray
     sync_name: np.ndarray
     sync_is_call: np.ndarray  # bool: a runtime/driver sync call (not a sync op such as aten::item)
+    call_s: np.ndarray  # runtime calls in the `runtime` state (neither launch nor sync), for their names
+    call_e: np.ndarray
+    call_depth: np.ndarray
+    call_name: np.ndarray
     op_s: np.ndarray  # cpu_ops
     op_e: np.ndarray
     op_depth: np.ndarray
@@ -58,25 +75,59 @@ class Thread:
     excl_e: np.ndarray
 
 
+def segment_states(
+    n: int,
+    si: np.ndarray,
+    ei: np.ndarray,
+    family: np.ndarray,
+    default: int,
+    waits: tuple[np.ndarray, np.ndarray] = (np.zeros(0, np.int64), np.zeros(0, np.int64)),
+    cover: Callable[[np.ndarray, np.ndarray, int], np.ndarray] = iv.cover,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Rule 3 on one thread's time cut into n segments (segment i between boundaries i and i + 1): each
+    segment's state, and the state the what-if replay scales it as (causes.Events.replay_as), both the
+    highest among the families of the events covering it, else `default`. `si`, `ei`: each event's start
+    and end boundary index; `family`: its family (causes.FAMILIES; -1: none); `waits`: the thread's
+    backward windows as boundary indices, `framework` in both (it is blocked in backward() meanwhile);
+    `cover`: the segments an interval family covers (the replay passes its compiled one)."""
+    best = np.full(n, -1, np.int8)
+    replay = np.full(n, -1, np.int8)
+    for f, fam in enumerate(FAMILIES):  # the lowest priority first
+        m = family == f
+        if not m.any():
+            continue
+        cov = cover(si[m], ei[m], n)
+        best[cov] = np.maximum(best[cov], fam.state)
+        replay[cov] = np.maximum(replay[cov], fam.replay)
+    if waits[0].size:
+        cov = cover(waits[0], waits[1], n)
+        best[cov] = np.maximum(best[cov], FRAMEWORK)
+        replay[cov] = np.maximum(replay[cov], FRAMEWORK)
+    return np.where(best >= 0, best, default).astype(np.int8), np.where(replay >= 0, replay, default).astype(
+        np.int8
+    )
+
+
 def build_thread(
-    ev: pd.DataFrame, *, default: int = INTERPRETER, waits_on: tuple[np.ndarray, np.ndarray] | None = None
+    ev: pd.DataFrame, *, default: int = DEFAULT_STATE, waits_on: tuple[np.ndarray, np.ndarray] | None = None
 ) -> Thread:
     """ev: the host events of one thread (events.Frames.host rows).
 
-    `default`: the state where no event covers the thread (INTERPRETER; FRAMEWORK for an autograd
+    `default`: the state where no event covers the thread (interpreter; framework for an autograd
     engine device thread, which runs no Python between its ops). `waits_on`: the thread's backward
     windows (`tracekit.analysis.dispatch.backward_windows`), during which it is blocked in backward()
     while the engine runs, on this thread (CPU) or another (GPU): they count as `framework` where the
     thread has nothing innermost of its own."""
     st = ev["state"].to_numpy()
+    fam = ev["family"].to_numpy()
     s = ev["ts"].to_numpy(np.int64)
     e = ev["end"].to_numpy(np.int64)
-    families = [(s[st == code], e[st == code]) for code in (FRAMEWORK, LAUNCH, SYNC, DATALOADER)]
     wait_s, wait_e = iv.union(*(waits_on or (np.zeros(0, np.int64), np.zeros(0, np.int64))))
-    families[0] = (np.concatenate([families[0][0], wait_s]), np.concatenate([families[0][1], wait_e]))
-    timeline = iv.StateTimeline.build(families, default=default)
-    excl_s, excl_e = excluded_windows(wait_s, wait_e, *families[3])  # families[3]: DataLoader fetches
+    timeline = _timeline(s, e, fam, wait_s, wait_e, default)
+    dl = st == DATALOADER
+    excl_s, excl_e = excluded_windows(wait_s, wait_e, s[dl], e[dl])
     sm = st == SYNC
+    rm = st == RUNTIME
     is_op = (ev["cat"] == "cpu_op").to_numpy()
     om = (st >= FRAMEWORK) & is_op
     names = ev["name"].array
@@ -86,7 +137,11 @@ def build_thread(
         sync_e=e[sm],
         sync_depth=iv.nesting_depth(s[sm], e[sm]),
         sync_name=np.asarray(names[sm], dtype=object),
-        sync_is_call=~is_op[sm],
+        sync_is_call=FAMILY_REPLAY[fam[sm]] == SYNC,
+        call_s=s[rm],
+        call_e=e[rm],
+        call_depth=iv.nesting_depth(s[rm], e[rm]),
+        call_name=np.asarray(names[rm], dtype=object),
         op_s=s[om],
         op_e=e[om],
         op_depth=iv.nesting_depth(s[om], e[om]),
@@ -96,6 +151,27 @@ def build_thread(
         excl_s=excl_s,
         excl_e=excl_e,
     )
+
+
+def _timeline(
+    s: np.ndarray, e: np.ndarray, fam: np.ndarray, wait_s: np.ndarray, wait_e: np.ndarray, default: int
+) -> iv.StateTimeline:
+    """The thread's states as a timeline (`segment_states` between the boundaries of its events that
+    have a state and of its backward windows; runs of one state merged)."""
+    k = np.flatnonzero((fam >= 0) & (e > s))
+    pts = np.concatenate([s[k], e[k], wait_s, wait_e])
+    bounds, index = np.unique(pts, return_inverse=True)
+    n, m, w = bounds.size, k.size, wait_s.size
+    # boundary j of the timeline is bounds[j - 1]: its first segment starts at -inf, its last ends at +inf
+    state, _ = segment_states(
+        n + 1,
+        index[:m] + 1,
+        index[m : 2 * m] + 1,
+        fam[k],
+        default,
+        (index[2 * m : 2 * m + w] + 1, index[2 * m + w :] + 1),
+    )
+    return iv.StateTimeline.of(np.concatenate([[iv.NEG_INF], bounds, [iv.POS_INF]]), state)
 
 
 class Threads:
@@ -186,6 +262,7 @@ _EMPTY_HOST = pd.DataFrame(
         "ts": np.zeros(0, np.int64),
         "end": np.zeros(0, np.int64),
         "state": np.zeros(0, np.int8),
+        "family": np.zeros(0, np.int8),
         "cat": np.zeros(0, object),
         "name": np.zeros(0, object),
     }
@@ -260,7 +337,7 @@ def op_stats(host: pd.DataFrame, steps: pd.DataFrame, cat: str = "cpu_op") -> li
     the same for `record_function` regions (`Optimizer.step#Adam.step`), the step markers left out."""
     ops = host[host["cat"] == cat]
     if cat != "cpu_op":
-        ops = ops[~ops["name"].astype(str).str.startswith("ProfilerStep#").to_numpy()]
+        ops = ops[~ops["name"].astype(str).str.match(S.STEP_NAME).to_numpy(bool)]
     if not len(ops) or not len(steps):
         return []
     all_steps = np.array(sorted(steps["step"].unique()), dtype=np.int64)

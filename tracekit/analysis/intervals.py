@@ -101,6 +101,17 @@ def nesting_depth(starts, ends) -> np.ndarray:
     return np.maximum(pos - ended, 0)
 
 
+def cover(starts: np.ndarray, ends: np.ndarray, n: int) -> np.ndarray:
+    """Per segment i of n (between boundaries i and i + 1), whether some interval [starts, ends), given
+    as boundary indices (0 .. n; larger ones cover nothing), covers it: each interval +1 at its start and
+    -1 at its end, the running sum > 0."""
+    starts, ends = as_i64(starts), as_i64(ends)
+    if (starts.size and starts.min() < 0) or (ends.size and ends.min() < 0):
+        raise ValueError("cover: a negative boundary index")
+    d = np.bincount(starts, minlength=n + 1)[: n + 1] - np.bincount(ends, minlength=n + 1)[: n + 1]
+    return np.cumsum(d[:n]) > 0
+
+
 def window_of(ws, we, t) -> np.ndarray:
     """For each time in t, the index of the window [ws[i], we[i]) containing it, or -1.
 
@@ -175,12 +186,21 @@ class StateTimeline:
             kk = np.where(ok, k, 0)
             covered = ok & (ue[kk] > mids)
             state[covered] = p + 1
-        # merge runs of equal state
+        return cls.of(bounds, state)
+
+    @classmethod
+    def of(cls, bounds: np.ndarray, state: np.ndarray) -> StateTimeline:
+        """The timeline with state[i] on [bounds[i], bounds[i+1]), runs of one state merged (bounds[0]
+        -inf, bounds[-1] +inf)."""
         change = np.empty(state.size, dtype=bool)
         change[0] = True
         change[1:] = state[1:] != state[:-1]
         keep = np.flatnonzero(change)
         return cls(bounds=np.concatenate([bounds[keep], bounds[-1:]]), state=state[keep])
+
+    def at(self, t) -> np.ndarray:
+        """The state at each time in t."""
+        return self.state[np.searchsorted(self.bounds, as_i64(t), side="right") - 1]
 
     def slice(self, a, b) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Cut each query [a[i], b[i]) (any order, may overlap) at the state boundaries.

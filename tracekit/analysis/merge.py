@@ -31,6 +31,7 @@ from tracekit.analysis.model import (
     OpStat,
     ProfilerOverhead,
     Report,
+    RuntimeCall,
     SyncSource,
 )
 from tracekit.analysis.partial import Params, Partial
@@ -67,6 +68,7 @@ def merge(parts: Iterable[Partial], meta: dict, params: Params = Params(), path:
             )[: params.top_gaps]
         ),
         sync_sources=tuple(_sync_sources(parts, n_device_steps=sum(d.steps for d in devices))),
+        runtime_calls=tuple(_runtime_calls(parts, n_device_steps=sum(d.steps for d in devices))),
         kernel_stats=tuple(kernels[: params.top_kernels] if params.top_kernels is not None else kernels),
         op_stats=ops,
         region_stats=regions,
@@ -137,6 +139,22 @@ def _sync_sources(parts: list[Partial], n_device_steps: int) -> list[SyncSource]
             steps=max(int(n_device_steps), 1),
         )
         for (call, op, source, function), (ns, gaps) in ranked
+    ]
+
+
+def _runtime_calls(parts: list[Partial], n_device_steps: int) -> list[RuntimeCall]:
+    """`runtime` idle by call over all parts, largest first (ties: in the order the calls first
+    appear, by rank)."""
+    total: dict[str, list[int]] = {}
+    for p in parts:
+        for c in p.runtime_calls:
+            acc = total.setdefault(c.call, [0, 0])
+            acc[0] += c.idle_ns
+            acc[1] += c.gaps
+    ranked = sorted(total.items(), key=lambda kv: -kv[1][0])
+    return [
+        RuntimeCall(call=call, idle_ns=ns, gaps=gaps, steps=max(int(n_device_steps), 1))
+        for call, (ns, gaps) in ranked
     ]
 
 

@@ -16,28 +16,10 @@ from dataclasses import dataclass, field, fields, is_dataclass
 from enum import Enum
 from typing import Any, Mapping, Optional
 
+from tracekit.analysis.causes import CAUSES, HOST_STATES
 from tracekit.parse.iterations import RULE
 
 REPORT_VERSION = 1
-
-
-class Cause(str, Enum):
-    """Why a device was idle (DESIGN.md, "Attribution of GPU idle time"). Values are stable strings."""
-
-    QUEUED = "queued"  # work already launched when the GPU went idle: device-side latency / dependency
-    DATALOADER = "dataloader"  # host thread inside a DataLoader __next__
-    SYNC = "sync"  # host thread blocked in a synchronising call (or the gap is a sync drain)
-    LAUNCH = "launch"  # host thread inside a runtime/driver call, or launched-not-yet-started
-    FRAMEWORK = "framework"  # host thread inside a cpu_op (dispatcher, CPU-side op work)
-    INTERPRETER = "interpreter"  # host thread between framework calls: Python running
-
-    def __str__(self) -> str:
-        return self.value
-
-
-CAUSES: tuple[str, ...] = tuple(c.value for c in Cause)
-# What a host thread can be doing (the slicing states of rule 3; also the CPU-only host breakdown).
-HOST_STATES: tuple[str, ...] = ("dataloader", "sync", "launch", "framework", "interpreter")
 
 
 def _ms(ns: float) -> float:
@@ -318,6 +300,29 @@ class SyncSource:
             "source": self.source,
             "function": self.function,
             "op": self.op,
+            "call": self.call,
+            "idle_ms_per_step": self.idle_ms_per_step,
+            "gaps": self.gaps,
+            "idle_ns": self.idle_ns,
+            "steps": self.steps,
+        }
+
+
+@dataclass(frozen=True)
+class RuntimeCall:
+    """Idle time of cause `runtime` by the runtime/driver call that held the host (the innermost one)."""
+
+    call: str
+    idle_ns: int  # total over all steps and devices
+    gaps: int
+    steps: int  # steps the report covers (for per-step figures)
+
+    @property
+    def idle_ms_per_step(self) -> float:
+        return _ms(self.idle_ns / max(self.steps, 1))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
             "call": self.call,
             "idle_ms_per_step": self.idle_ms_per_step,
             "gaps": self.gaps,
@@ -647,6 +652,7 @@ class Report:
     host: HostReport
     top_gaps: tuple[IdleGap, ...] = ()
     sync_sources: tuple[SyncSource, ...] = ()
+    runtime_calls: tuple[RuntimeCall, ...] = ()  # the `runtime` idle by call, largest first
     kernel_stats: tuple[KernelStat, ...] = ()
     op_stats: tuple[OpStat, ...] = ()
     # record_function regions on the step threads, as op_stats (`Optimizer.zero_grad#SGD.zero_grad`)
@@ -695,6 +701,7 @@ class Report:
             "devices": [d.to_json() for d in self.devices],
             "host": self.host.to_json(),
             "sync_sources": [s.to_json() for s in self.sync_sources],
+            "runtime_calls": [c.to_json() for c in self.runtime_calls],
             "top_gaps": [_plain(g) for g in self.top_gaps],
             "kernel_stats": [_plain(k) for k in self.kernel_stats],
             "op_stats": [

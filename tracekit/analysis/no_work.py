@@ -31,14 +31,18 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analysis import intervals as iv
+from tracekit.analysis.causes import DATALOADER_RE, RUNTIME_CATS
 from tracekit.data import schema as S
 
 NO_WORK_COVERAGE = 0.9  # the annotations hold this share of the step thread's top-level op time, at least
 NO_WORK_MIN_NS = 1_000_000  # an event-free stretch shorter than 1 ms before a step is the loop's own time
 # the rules whose steps may be requests (parse.iterations.RULES)
 REQUEST_RULES = ("annotation", "marker")
-# torch's own record_function spans that mark no request: the step and the DataLoader fetch
-_NOT_WORK = ("ProfilerStep#", "enumerate(DataLoader)#")
+
+
+def _not_work(name: str) -> bool:
+    """torch's own record_function spans, which mark no request: the step and the DataLoader fetch."""
+    return S.STEP_NAME.match(name) is not None or DATALOADER_RE.match(name) is not None
 
 
 @dataclass(frozen=True)
@@ -57,7 +61,7 @@ def cut_windows(ws: np.ndarray, we: np.ndarray, thread: pd.DataFrame, rule: str)
     step thread's host events (`thread`), or None where the module docstring's conditions fail."""
     if rule not in REQUEST_RULES or ws.size < 2:
         return None
-    own = thread[thread["cat"].isin((S.CAT_USER_ANNOTATION, S.CAT_CPU_OP, S.CAT_RUNTIME, S.CAT_DRIVER))]
+    own = thread[thread["cat"].isin((S.CAT_USER_ANNOTATION, S.CAT_CPU_OP, *RUNTIME_CATS))]
     if not len(own) or not _requests_hold_the_work(own):
         return None
     s, e = iv.union(own["ts"].to_numpy(np.int64), own["end"].to_numpy(np.int64))
@@ -84,7 +88,7 @@ def _requests_hold_the_work(own: pd.DataFrame) -> bool:
     top = np.r_[True, ts[1:] >= np.maximum.accumulate(end)[:-1]] if ts.size else np.zeros(0, bool)
     names = ev["name"].astype(str).to_numpy()[order]
     is_ann = (ev["cat"] == S.CAT_USER_ANNOTATION).to_numpy()[order]
-    work = top & is_ann & ~np.array([n.startswith(_NOT_WORK) for n in names], bool)
+    work = top & is_ann & ~np.array([_not_work(n) for n in names], bool)
     if not work.any():
         return False
     s, e = iv.union(ts[work], end[work])

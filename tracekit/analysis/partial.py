@@ -28,7 +28,8 @@ from tracekit.analysis.attribution import (
     cause_totals,
     gap_causes,
 )
-from tracekit.analysis.events import STATE_NAMES, load_frames
+from tracekit.analysis.causes import STATE_NAMES
+from tracekit.analysis.events import load_frames
 from tracekit.analysis.graph_capture import capture_info, capture_spans
 from tracekit.analysis.host import Threads, dataloader_kinds, host_steps, op_stats
 from tracekit.analysis.launch import kernel_partials
@@ -41,13 +42,14 @@ from tracekit.analysis.model import (
     IdleGap,
     NoWorkInfo,
     OpStat,
+    RuntimeCall,
     StepRule,
     StepSample,
     SyncSource,
 )
 from tracekit.analysis.sketch import Sketch
 from tracekit.analysis.steps import cycle_starts_of, launch_times, step_windows
-from tracekit.analysis.sync import pointer_index, pointer_of, resolve_pointers, sync_sources
+from tracekit.analysis.sync import pointer_index, pointer_of, resolve_pointers, runtime_calls, sync_sources
 
 # Idle-gap histogram bucket edges, µs (eager PyTorch loses its time in thousands of 5-50 µs gaps).
 GAP_EDGES_US = (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, 50_000, 100_000)
@@ -127,6 +129,7 @@ class Partial:
     idle_intervals: Optional[pd.DataFrame] = None  # with Params.evidence
     busy_intervals: Optional[pd.DataFrame] = None
     checked: tuple[str, ...] = ()  # invariants a worker checked on this part (tracekit.scale.tasks)
+    runtime_calls: tuple[RuntimeCall, ...] = ()  # steps = this part's device-steps
     step_rules: tuple[StepRule, ...] = ()  # how each rank's steps were found
     graph_captures: tuple[GraphCaptureInfo, ...] = ()  # ranks whose trace records a graph capture
     no_work: tuple[NoWorkInfo, ...] = ()  # ranks with stretches of no work between steps
@@ -169,6 +172,7 @@ def analyze_partial(
         step_ns=np.asarray([h.step_ns for h in hsteps], np.int64),
         top_gaps=tuple(_top_gaps(all_gaps, steps, pointers, params.top_gaps)),
         sync_sources=tuple(sync_sources(all_gaps, pointers, n_steps=sum(d.steps for d in devices))),
+        runtime_calls=tuple(runtime_calls(all_gaps, threads, n_steps=sum(d.steps for d in devices))),
         histogram=_histogram(all_gaps),
         kernels=kernel_partials(dev.loc[dev_step >= 0], fr.launches),
         op_stats=tuple(op_stats(fr.host, steps)),

@@ -5,6 +5,12 @@ cost how much device idle time (DESIGN.md rule 4's pointer, aggregated).
     GPU     ==K0==]        idle (sync drain)          [== K ==
     source = innermost user python frame around the call (frames in torch/, site-packages, the stdlib
     and built-ins are skipped); op = top-level cpu_op around the call; call = innermost sync event.
+
+And the runtime calls that held the host: the `runtime` idle time by the call it was spent in.
+
+    CPU T   |- aten::empty -[- cudaMalloc -]-|
+    GPU     ==K0==]  idle: runtime  [== K ==
+    call = the innermost `runtime`-state call around each idle piece of that cause.
 """
 
 from __future__ import annotations
@@ -15,10 +21,10 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analysis import intervals as iv
-from tracekit.analysis.attribution import C_SYNC, DeviceGaps
+from tracekit.analysis.attribution import C_RUNTIME, C_SYNC, DeviceGaps
 from tracekit.analysis.events import python_frames
 from tracekit.analysis.host import Thread, Threads
-from tracekit.analysis.model import SyncPointer, SyncSource
+from tracekit.analysis.model import RuntimeCall, SyncPointer, SyncSource
 
 Key = tuple  # ((rank, pid, tid), sync event index)
 
@@ -170,4 +176,33 @@ def sync_sources(all_gaps: list[DeviceGaps], index: dict, n_steps: float) -> lis
             steps=max(int(round(n_steps)), 1),
         )
         for (call, op, source, function), (ns, gaps) in ranked
+    ]
+
+
+def runtime_calls(all_gaps: list[DeviceGaps], threads: Threads, n_steps: float) -> list[RuntimeCall]:
+    """`runtime` idle time by the call that held the host (the innermost `runtime`-state call at each
+    piece's start), largest first (ties: in the order the calls first appear). Loops run over threads
+    and call names, not pieces."""
+    acc: dict[str, list] = {}
+    for gi, g in enumerate(all_gaps):
+        m = g.p_cause == C_RUNTIME
+        if not m.any():
+            continue
+        codes = g.thread[g.p_gap[m]]
+        for code in sorted(set(codes.tolist())):  # one loop per thread
+            th = threads[g.thread_keys[code]]
+            sel = np.flatnonzero(m)[codes == code]
+            k = iv.innermost_containing(th.call_s, th.call_e, th.call_depth, g.p_start[sel])
+            known = th.call_name[np.maximum(k, 0)] if th.call_name.size else None
+            names = np.asarray(np.where(k >= 0, known, None), dtype=object)
+            ns = (g.p_end - g.p_start)[sel]
+            for name in dict.fromkeys(names.tolist()):  # one loop per call name, in order
+                here = names == name
+                entry = acc.setdefault(str(name) if name is not None else "(unknown)", [0, set()])
+                entry[0] += int(ns[here].sum())
+                entry[1].update((gi, int(x)) for x in np.unique(g.p_gap[sel[here]]))
+    ranked = sorted(acc.items(), key=lambda kv: -kv[1][0])
+    return [
+        RuntimeCall(call=call, idle_ns=ns, gaps=len(gaps), steps=max(int(round(n_steps)), 1))
+        for call, (ns, gaps) in ranked
     ]

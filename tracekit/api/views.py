@@ -155,6 +155,16 @@ class Analysis:
         ]
         return pd.DataFrame(rows, columns=["source", "function", "op", "call", "idle_ms_per_step", "gaps"])
 
+    def runtime_calls(self) -> pd.DataFrame:
+        """The `runtime` idle time by the runtime/driver call that held the host, largest first."""
+        return pd.DataFrame(
+            [
+                {"call": c.call, "idle_ms_per_step": c.idle_ms_per_step, "gaps": c.gaps}
+                for c in self.report.runtime_calls
+            ],
+            columns=["call", "idle_ms_per_step", "gaps"],
+        )
+
     def advice(self) -> pd.DataFrame:
         """The advice, largest predicted saving first: the rule, the knob, the share of its step (`basis`),
         the step time the replay predicts saved per step, unprofiled and profiled (NaN: not predicted or

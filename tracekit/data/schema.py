@@ -20,6 +20,7 @@ File metadata (key ``tracekit``) is one JSON object::
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -32,6 +33,9 @@ METADATA_KEY = b"tracekit"
 # Row kinds.
 KIND_EVENT = "event"  # a raw trace event
 KIND_STEP = "step"  # a step window: ProfilerStep#N on the thread that calls prof.step() (DESIGN.md)
+# The profiler's step span, the one step-marker rule (parse and analysis): at most 18 digits, so that the
+# number fits the int64 step column (a longer one is not a profiler's step span).
+STEP_NAME = re.compile(r"^ProfilerStep#(\d{1,18})$")
 # Written by earlier tracekit versions only (no command reads them): a maximal device-busy interval (the
 # union of kernel/memcpy/memset over all streams), and host time between consecutive top-level cpu_ops.
 KIND_BUSY = "busy"

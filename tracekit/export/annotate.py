@@ -24,6 +24,7 @@ from typing import Any, Iterator
 import msgspec
 import numpy as np
 
+from tracekit.analysis.causes import CAUSE_ROWS
 from tracekit.analysis.model import IdleGap, Report
 from tracekit.data.store import Capture, atomic_path, file_digest, source_digest
 from tracekit.errors import InputNotFound, TraceFormatError, TracekitError
@@ -31,14 +32,7 @@ from tracekit.errors import InputNotFound, TraceFormatError, TracekitError
 TRACK_NAME = "tracekit idle gaps"
 CATEGORY = "tracekit_idle"
 # Catapult's reserved colour names (Perfetto ignores `cname` and colours by name).
-COLOURS = {
-    "queued": "grey",
-    "dataloader": "yellow",
-    "sync": "terrible",
-    "launch": "olive",
-    "framework": "bad",
-    "interpreter": "rail_animation",
-}
+COLOURS = {c.name: c.trace_colour for c in CAUSE_ROWS}
 
 
 @dataclass(frozen=True)

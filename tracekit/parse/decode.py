@@ -38,7 +38,14 @@ import pyarrow as pa
 from msgspec.structs import astuple
 
 from tracekit.data import arrow as _arrow
-from tracekit.data.schema import CAT_USER_ANNOTATION, SCHEMA
+from tracekit.data.schema import (
+    CAT_CUDA_SYNC,
+    CAT_GPU_USER_ANNOTATION,
+    CAT_USER_ANNOTATION,
+    DEVICE_ACTIVITY_CATS,
+    SCHEMA,
+    STEP_NAME,
+)
 from tracekit.errors import InputNotFound, TraceFormatError, TruncatedTraceError
 
 T = TypeVar("T")
@@ -140,9 +147,7 @@ KEEP_CATS = (
     "cuda_sync",
 )
 # Device-side events: device = args.device else pid, stream = args.stream else tid.
-DEVICE_SIDE_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation", "cuda_sync")
-# Device activity (docs/DESIGN.md): what makes a device busy.
-DEVICE_ACTIVITY_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+DEVICE_SIDE_CATS = (*DEVICE_ACTIVITY_CATS, CAT_GPU_USER_ANNOTATION, CAT_CUDA_SYNC)
 META_NAMES = ("process_name", "thread_name")
 MEMORY_NAME = "[memory]"
 
@@ -1036,8 +1041,13 @@ def _json_text(v: Any) -> str | None:
         return None
 
 
-# The record_function spans torch itself writes: the step, the DataLoader fetch, the optimizer's calls.
-_TORCH_ANNOTATION = re.compile(r"ProfilerStep#\d+$|enumerate\(DataLoader\)#|Optimizer\.(step|zero_grad)#")
+# The record_function spans torch itself writes: the step (STEP_NAME), the DataLoader fetch, the
+# optimizer's calls.
+_TORCH_ANNOTATION = re.compile(r"enumerate\(DataLoader\)#|Optimizer\.(step|zero_grad)#")
+
+
+def _is_torch_annotation(name: str | None) -> bool:
+    return name is not None and (STEP_NAME.match(name) or _TORCH_ANNOTATION.match(name)) is not None
 
 
 def _operator_steps(raw: Strings, cat: Strings, name: Strings) -> Strings:
@@ -1048,7 +1058,7 @@ def _operator_steps(raw: Strings, cat: Strings, name: Strings) -> Strings:
     if "Operator" not in uniques:
         return cat
     ncodes, nuniques = name
-    is_step = np.array([n is not None and _TORCH_ANNOTATION.match(n) is not None for n in nuniques] + [False])
+    is_step = np.array([_is_torch_annotation(n) for n in nuniques] + [False])
     rows = (codes == uniques.index("Operator")) & np.take(is_step, ncodes)
     if not rows.any():
         return cat

@@ -16,7 +16,6 @@ and return a table in schema.SCHEMA holding only derived rows.
 
 from __future__ import annotations
 
-import re
 from typing import Callable, Optional
 
 import numpy as np
@@ -30,12 +29,10 @@ from tracekit.data.schema import (
     DEVICE_ACTIVITY_CATS,
     KIND_STEP,
     SCHEMA,
+    STEP_NAME,
 )
 from tracekit.parse import iterations as _iterations
 
-# At most 18 digits: a step number fits the int64 step column (a longer one is not a profiler's step
-# span; 20 digits used to end in OverflowError).
-STEP_NAME = re.compile(r"ProfilerStep#(\d{1,18})$")
 TRACE_STEP_NAME = "trace"  # the name of the one step of a trace without ProfilerStep spans
 
 

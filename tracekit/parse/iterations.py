@@ -43,13 +43,13 @@ from typing import Iterator, Optional, Sequence
 
 import numpy as np
 
+from tracekit.data.schema import STEP_NAME
 from tracekit.errors import TracekitError
 
 # Unit kinds: what a host event is to the finder.
 ANNOTATION, MODULE, OP = 0, 1, 2
 MODULE_PREFIX = "nn.Module: "  # torch's python tracer names a module's forward so (with_stack traces)
 ENGINE_PREFIX = "autograd::engine::evaluate_function"
-PROFILER_STEP = re.compile(r"ProfilerStep#\d+$")
 
 MIN_REPEATS = 3  # a candidate must start at least this many times
 FIRST_WINDOW_MAX_RATIO = 2.0  # a different first window stays a step up to this many units per unit
@@ -193,7 +193,7 @@ def find(units: Units, marker: Optional[re.Pattern] = None, breaks: Sequence[int
 
 def _excluding_steps(u: Units) -> np.ndarray:
     """Every unit but ProfilerStep spans (a trace with some is not the finder's)."""
-    bad = np.array([bool(PROFILER_STEP.match(n)) for n in u.names] + [False], bool)
+    bad = np.array([bool(STEP_NAME.match(n)) for n in u.names] + [False], bool)
     return ~bad[np.where(u.code >= 0, u.code, len(u.names))]
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import IO, Optional
 
+from tracekit.analysis.causes import CAUSE_ROWS
 from tracekit.compare.diff import (
     CaptureInfo,
     DiffResult,
@@ -273,15 +274,7 @@ class MarkdownRenderer:
 # -- PNG --------------------------------------------------------------------------------------------------
 
 # One colour per part, fixed so that the same cause looks the same in every plot.
-PART_COLOURS = {
-    "busy": "#4c72b0",
-    "queued": "#8c8c8c",
-    "dataloader": "#dd8452",
-    "sync": "#c44e52",
-    "launch": "#8172b3",
-    "framework": "#937860",
-    "interpreter": "#da8bc3",
-}
+PART_COLOURS = {"busy": "#4c72b0", **{c.name: c.plot_colour for c in CAUSE_ROWS}}
 
 
 class PlotRenderer:

@@ -1,5 +1,6 @@
 """The JSON of every result: its model's own `to_json()` (a Report: the contract of DESIGN.md "The JSON
-report"; a DiffResult, a WhatIfResult, a capture's description), one object, non-finite floats as null."""
+report"; a DiffResult, a WhatIfResult, a capture's description), one object, non-finite floats as null.
+The report's JSON schema is `report.schema.json` (tracekit.render.schema)."""
 
 from __future__ import annotations
 

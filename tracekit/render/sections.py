@@ -347,6 +347,14 @@ def sync_section(report: Report) -> Section | None:
     )
 
 
+def runtime_section(report: Report) -> Section | None:
+    """The `runtime` idle time by the call that held the host (neither a launch nor a sync)."""
+    if not report.runtime_calls:
+        return None
+    rows = [[c.call, f"{c.idle_ms_per_step:.3f}", str(c.gaps)] for c in report.runtime_calls[:TOP_ROWS]]
+    return Section("runtime calls that held the host", ["call", "idle ms/step", "gaps"], rows, align="lrr")
+
+
 def gaps_section(report: Report) -> Section | None:
     if not report.top_gaps:
         return None
@@ -541,6 +549,7 @@ def report_sections(report: Report) -> list[Section]:
     out.extend(host_sections(report))
     for s in (
         sync_section(report),
+        runtime_section(report),
         gaps_section(report),
         histogram_section(report),
         kernel_section(report),

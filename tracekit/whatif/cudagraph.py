@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from tracekit.analysis.events import DATALOADER, FRAMEWORK, INTERPRETER, LAUNCH, SYNC
+from tracekit.analysis.causes import FAMILY_REPLAY, STATE, states_where
 from tracekit.data import schema as S
 from tracekit.whatif.graph import HOST, IDLE, STREAM, SYNC_OWN, Graph
 from tracekit.whatif.loops import HOST_CLASS
@@ -49,7 +49,8 @@ GRAPH_GAP_RANGE_NS = (100, 450)
 # the profiler CUPTI's callbacks make the call 240-310 µs for 313 nodes (not the cost a user pays).
 GRAPH_LAUNCH_NS = 5_000
 # The host states a graph replay no longer runs.
-REMOVED_STATES = (INTERPRETER, FRAMEWORK, LAUNCH)
+REMOVED_STATES = states_where(lambda c: not c.graph_keeps)
+SYNC, DATALOADER = STATE["sync"], STATE["dataloader"]
 REGION_CATS = (S.CAT_CPU_OP, S.CAT_USER_ANNOTATION, S.CAT_PYTHON_FUNCTION)
 
 
@@ -108,7 +109,7 @@ def graph_regions(g: Graph, host: pd.DataFrame, pattern: str | None) -> GraphReg
         regions=int(used.size),
         kernels=int((act_span >= 0).sum()),
         kernels_outside=int(((act_span < 0) & (launch > 0)).sum()),
-        syncs=_inside(host, g, node_span, (host["state"] == SYNC).to_numpy() & _is_call(host)),
+        syncs=_inside(host, g, node_span, FAMILY_REPLAY[host["family"].to_numpy()] == SYNC),
         dataloader_fetches=_inside(host, g, node_span, _is_fetch(host)),
         region_text=f"outermost host events matching {pattern!r}" if pattern else "each step",
     )
@@ -196,12 +197,8 @@ def _device_edges(g: Graph, act_span: np.ndarray, w: np.ndarray) -> None:
     w[m[same]] = np.minimum(w[m[same]], GRAPH_GAP_NS)
 
 
-def _is_call(host: pd.DataFrame) -> np.ndarray:
-    return host["cat"].isin((S.CAT_RUNTIME, S.CAT_DRIVER)).to_numpy()
-
-
 def _is_fetch(host: pd.DataFrame) -> np.ndarray:
-    return (host["state"] == DATALOADER).to_numpy() & (host["cat"] == S.CAT_USER_ANNOTATION).to_numpy()
+    return (host["state"] == DATALOADER).to_numpy()
 
 
 def _inside(host: pd.DataFrame, g: Graph, node_span: np.ndarray, m: np.ndarray) -> int:

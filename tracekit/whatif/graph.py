@@ -25,16 +25,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from tracekit.analysis.calls import CallKind, call_kind
+from tracekit.analysis.causes import FAMILY_REPLAY, STATE
 from tracekit.analysis.collective import match_collectives
-from tracekit.analysis.events import (
-    DATALOADER,
-    FRAMEWORK,
-    LAUNCH,
-    SYNC,
-    Frames,
-    is_sync_call,
-)
-from tracekit.analysis.host import Threads
+from tracekit.analysis.events import Frames
+from tracekit.analysis.host import Threads, segment_states
 from tracekit.data import schema as S
 from tracekit.whatif.loops import (
     DEVICE_CLASS,
@@ -67,7 +62,7 @@ EDGE_KINDS = (
 )
 
 
-DEVICE_SYNC_CALLS = frozenset({"cudaDeviceSynchronize", "cuCtxSynchronize"})
+SYNC = STATE["sync"]
 
 # Floors: the least time a dependency takes when it is not the one that held a node back. Each is
 # measured on the capture (medians below) where it has enough samples, else these H200 values are used
@@ -109,7 +104,7 @@ class Graph:
     w: np.ndarray  # int64: the weight for an unchanged replay
     kind: np.ndarray  # int8: EDGE_KINDS index
     ecls: np.ndarray  # int8: how a scenario changes the edge (loops.PLAIN, HOST_CLASS, DEVICE_CLASS, ...)
-    state: np.ndarray  # int8: host scaling state of HOST / SYNC_OWN edges (events.STATE codes), else -1
+    state: np.ndarray  # int8: host scaling state of HOST / SYNC_OWN edges (causes.STATE codes), else -1
     rank: np.ndarray  # int32: rank of the edge's destination
     act: np.ndarray  # int32: device activity of DUR / COLL edges, else -1
     cost: np.ndarray  # int32: profiler event boundaries at the start of a HOST / SYNC_OWN segment
@@ -146,7 +141,7 @@ class Graph:
     )
 
     def let_edges_go(self) -> None:
-        """Empty the edges (~0.25 GiB on the 1 GB benchmark trace's capture), keeping the nodes, threads
+        """Empty the edges (the graph's bulk), keeping the nodes, threads
         and device frame: the predicted timeline can still be made from node times, nothing more can be
         replayed (`replayable` is then False, and a replay raises)."""
         for name in self.EDGE_ARRAYS:
@@ -174,8 +169,8 @@ def build_graph(fr: Frames, threads: Threads, stream_waits: pd.DataFrame | None 
 def keep_sync_records(capture) -> None:
     """Let `capture`'s table go but for its sync records (`sync_records`): what a caller that read the
     capture for itself passes as `load_frames(release=)`, once the frames hold all the analysis and the
-    replay read, before they are converted (the frames' peak on the 1 GB benchmark trace's capture
-    1.47 -> 0.83 GiB, benchmarks/RESULTS.md "Issue 17"). Never a capture the caller's caller loaded."""
+    replay read, before they are converted (the table and the frames are then never held together:
+    benchmarks/RESULTS.md "Issue 17"). Never a capture the caller's caller loaded."""
     capture.table = sync_records(capture.table)
 
 
@@ -189,7 +184,7 @@ def sync_records(table):
     if table.num_rows == 0 or "cat" not in table.column_names:
         return table
     keep = []
-    for chunk in table["cat"].chunks:  # on the dictionary codes: decoding 5 M strings took 0.2 s
+    for chunk in table["cat"].chunks:  # on the dictionary codes: decoding millions of strings is slow
         if not pa.types.is_dictionary(chunk.type):
             chunk = chunk.dictionary_encode()
         codes, names = arrow.codes(chunk)
@@ -235,7 +230,7 @@ class _Builder:
         self.device_base = self.n_host
         self.n_nodes = self.n_host + 2 * len(dev)
         # node and activity indices fit 32 bits on any capture that fits in memory: the per-edge arrays
-        # are the graph's bulk (5.3 M edges on the 1 GB benchmark trace's capture)
+        # are the graph's bulk
         self.ix = np.int32 if self.n_nodes < 2**31 else np.int64
         obs = np.empty(self.n_nodes, np.int64)
         for tp in self.threads:
@@ -348,16 +343,16 @@ class _Builder:
             dst = src + 1
             length = bnd[1:] - seg_s
             st = ev["state"].to_numpy()
-            is_call = ((ev["cat"] == S.CAT_RUNTIME) | (ev["cat"] == S.CAT_DRIVER)).to_numpy()
-            state = _scaling_state(self.th[key], bnd, si, ei, st, is_call)
+            fam = ev["family"].to_numpy()
+            state = _scaling_state(self.th[key], bnd, si, ei, fam)
             # profiler cost: event boundaries (starts and ends) at each segment's start
             cnt = (np.bincount(si, minlength=n + 1) + np.bincount(ei, minlength=n + 1))[:n]
             kind = np.full(n, HOST, np.int8)
             # busy: inside an op, a runtime call or a DataLoader fetch (Python frames and annotations,
             # e.g. the step span itself, cover a thread that waits as well as one that works)
-            covered = cover(si[st >= FRAMEWORK], ei[st >= FRAMEWORK], n)
+            covered = cover(si[st >= 0], ei[st >= 0], n)
             # sync calls: the segment that ends at the call's end is its own overhead; the wait is derived
-            last_of_call = ei[(st == SYNC) & is_call] - 1
+            last_of_call = ei[FAMILY_REPLAY[fam] == SYNC] - 1
             kind[last_of_call[last_of_call >= 0]] = SYNC_OWN
             if key in self.step_threads:
                 ws, we, other = self.bw[key]
@@ -430,10 +425,11 @@ class _Builder:
         )
         has = np.flatnonzero(idx >= 0)
         li = idx[has]
-        # the end node of each launch's own host event
-        nodes = self.end_node[
-            host_positions(self.fr.host["row"].to_numpy(np.int64), lau["row"].to_numpy()[li])
-        ]
+        # the end node of each launch's own host event; a blocking call (a copy that returns when it is
+        # done) issues its work when it starts: from its end, the launch and its wait were a cycle
+        pos = host_positions(self.fr.host["row"].to_numpy(np.int64), lau["row"].to_numpy()[li])
+        blocking = FAMILY_REPLAY[self.fr.host["family"].to_numpy()[pos]] == SYNC
+        nodes = np.where(blocking, self.start_node[pos], self.end_node[pos])
         self.act_launch[has] = nodes
         self.launch_ts[has] = lau["ts"].to_numpy(np.float64)[li]
         start = self.device_base + 2 * has
@@ -442,7 +438,7 @@ class _Builder:
         prev_end = np.where(
             prev >= 0, self.obs[self.device_base + 2 * np.maximum(prev, 0) + 1], np.iinfo(np.int64).min
         )
-        launch_bound = prev_end < self.obs[nodes]
+        launch_bound = (prev_end < self.obs[nodes]) & ~blocking
         floor = _median_or(lat[launch_bound & (lat >= 0) & (lat < XSTREAM_MIN_NS)], DEFAULT_LAUNCH_FLOOR_NS)
         self.diag["launch_floor_ns"] = floor
         self.diag["launch_records_missing"] = int(len(dev) - has.size)
@@ -484,7 +480,7 @@ class _Builder:
                 c = lau.get((int(row.rank), int(row.pid), int(row.tid), s))
                 if c is not None:
                     awaited = list(copies.get((int(rank), c), ()))
-                if not awaited and name in DEVICE_SYNC_CALLS:
+                if not awaited and call_kind(name) == CallKind.DEVICE_SYNC:
                     for lts, gi in streams.values():
                         k = np.searchsorted(lts, s, side="left") - 1
                         if k >= 0:
@@ -518,8 +514,7 @@ class _Builder:
         """The blocking runtime calls (by thread, then start) with their end node; and the correlation
         of each one that is itself a launch record (a blocking cudaMemcpy), by (rank, pid, tid, ts)."""
         host = self.fr.host
-        is_call = ((host["cat"] == S.CAT_RUNTIME) | (host["cat"] == S.CAT_DRIVER)).to_numpy()
-        m = is_call & (host["state"] == SYNC).to_numpy()
+        m = FAMILY_REPLAY[host["family"].to_numpy()] == SYNC
         calls = host.loc[m, ["rank", "pid", "tid", "ts", "end", "name"]].assign(end_node=self.end_node[m])
         calls = calls.sort_values(["rank", "pid", "tid", "ts"], kind="stable")
         lt = self.fr.launches
@@ -796,24 +791,14 @@ def _edge_classes(kind: np.ndarray) -> np.ndarray:
     return ecls
 
 
-def _scaling_state(th, bnd, si, ei, st, is_call) -> np.ndarray:
+def _scaling_state(th, bnd, si, ei, fam) -> np.ndarray:
     """The state that scales each segment between the boundaries `bnd` of a thread (its events start at
-    boundary si and end at ei): the attribution's state (events.STATE codes, innermost first), except
-    inside a sync op (aten::item) outside its runtime sync call, which is the op's own framework/launch
-    work."""
-    n = bnd.size - 1
+    boundary si and end at ei, `fam`: their families): rule 3's state as the replay scales it
+    (tracekit.analysis.host.segment_states; inside a sync op such as aten::item but outside its runtime
+    sync call, the op's own framework/launch work)."""
     default = int(th.timeline.state[0]) if th.timeline.state.size else 0
-    state = np.full(n, default, np.int8)
     waits = (np.searchsorted(bnd, th.wait_s), np.searchsorted(bnd, th.wait_e))  # backward windows
-    for code in (FRAMEWORK, LAUNCH, SYNC, DATALOADER):  # a later (innermost) state wins
-        if code == FRAMEWORK:
-            m = (st == FRAMEWORK) | ((st == SYNC) & ~is_call)
-            cov = cover(np.concatenate([si[m], waits[0]]), np.concatenate([ei[m], waits[1]]), n)
-        else:
-            m = (st == code) & is_call if code == SYNC else st == code
-            cov = cover(si[m], ei[m], n)
-        state[cov] = code
-    return state
+    return segment_states(bnd.size - 1, si, ei, fam, default, waits, cover=cover)[1]
 
 
 def _sorted_unique(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -872,5 +857,4 @@ __all__ = [
     "host_positions",
     "recorded_stream_waits",
     "EDGE_KINDS",
-    "is_sync_call",
 ]

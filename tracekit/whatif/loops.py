@@ -18,6 +18,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from tracekit.analysis import intervals as iv
+
 try:
     from tracekit.whatif import _loops  # type: ignore[attr-defined]  # the C extension
 except ImportError:  # it did not build: the Python definitions run
@@ -72,12 +74,9 @@ def cover(starts: np.ndarray, ends: np.ndarray, n: int) -> np.ndarray:
 
 
 def _cover(starts, ends, out):
-    """`cover`'s definition: each interval +1 at its start and -1 at its end, the running sum > 0."""
-    n = out.size
-    if (starts.size and starts.min() < 0) or (ends.size and ends.min() < 0):
-        raise ValueError("cover: a negative boundary index")
-    d = np.bincount(starts, minlength=n + 1)[: n + 1] - np.bincount(ends, minlength=n + 1)[: n + 1]
-    out[:] = np.cumsum(d[:n]) > 0
+    """`cover`'s definition: tracekit.analysis.intervals.cover (the running sum of +1 at each start and
+    -1 at each end), into `out`."""
+    out[:] = iv.cover(starts, ends, out.size)
     return out
 
 

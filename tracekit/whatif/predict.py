@@ -40,7 +40,7 @@ COLUMNS = (
 
 
 # The host events' columns that the scenarios naming host events read (replay.factors).
-HOST_EVENT_COLUMNS = ("rank", "pid", "tid", "ts", "end", "state", "cat", "name")
+HOST_EVENT_COLUMNS = ("rank", "pid", "tid", "ts", "end", "state", "family", "cat", "name")
 
 
 @dataclass

@@ -14,7 +14,7 @@ from typing import Any, Iterator, Optional
 import numpy as np
 
 from tracekit.analysis.advice import PAGEABLE_RE
-from tracekit.analysis.events import STATE_NAMES, SYNC
+from tracekit.analysis.causes import BY_NAME, STATE, STATE_NAMES
 from tracekit.analysis.steps import Work, assign_work
 from tracekit.analysis.steps import bounds as step_bounds
 from tracekit.data import schema as S
@@ -152,7 +152,7 @@ def _syncs_beside(host, calls: np.ndarray, is_call: np.ndarray) -> np.ndarray:
     )
     ts, end = host["ts"].to_numpy(np.int64), host["end"].to_numpy(np.int64)
     ops = np.flatnonzero((host["cat"] == S.CAT_CPU_OP).to_numpy())
-    sync = np.flatnonzero(is_call & (host["state"] == SYNC).to_numpy())
+    sync = np.flatnonzero(is_call & (host["state"] == STATE["sync"]).to_numpy())
     if not ops.size or not sync.size:
         return out
     for c in np.flatnonzero(calls).tolist():  # a few per step
@@ -221,8 +221,10 @@ def weights(g: Graph, scenario: WhatIfOptions, cost_ns: float = 0.0, f: Factors 
     """The scenario's weight tables, with `cost_ns` of profiler time removed per recorded host event
     (half after its start, half after its end; a segment never shrinks below zero). `f`: the scenario's
     `factors` (None: no --kernels / --ops)."""
-    sf = np.array([scenario.cause_factor(name) for name in STATE_NAMES] + [1.0])
-    sf[STATE_NAMES.index("sync")] = 1.0  # a sync's own overhead stays; its wait is derived
+    # a state whose scenario drops waits (sync) keeps its own host time: its wait is derived
+    sf = np.array(
+        [scenario.cause_factor(n) if BY_NAME[n].scenario == "segments" else 1.0 for n in STATE_NAMES] + [1.0]
+    )
     rf = np.ones(int(g.rank.max()) + 1 if g.rank.size else 1)
     for r, v in scenario.rank_host.items():
         if 0 <= r < rf.size:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Optional, Sequence
 
-from tracekit.analysis.events import STATE_NAMES
+from tracekit.analysis.causes import BY_NAME, SCALED_CAUSES, STATE
 from tracekit.analysis.model import SavingsInfo
 from tracekit.analysis.steps import median_ns
 from tracekit.flags import from_argv
@@ -20,7 +20,7 @@ from tracekit.whatif.graph import WAIT
 from tracekit.whatif.loops import HOST_CLASS
 from tracekit.whatif.predict import IDENTITY, Replayer, slowest_ms
 from tracekit.whatif.replay import replay_many, weights
-from tracekit.whatif.scenario import SCALED_CAUSES, ScenarioError, WhatIfOptions
+from tracekit.whatif.scenario import ScenarioError, WhatIfOptions
 
 # A device whose unchanged replay misses its observed mean step by more than this gets no savings: the
 # graph lacks a dependency there (the replay self-check of DESIGN.md "What if").
@@ -98,10 +98,9 @@ def _present(rp: Replayer, cause: str) -> bool:
     """Whether removing the cause changes any edge of the graph (else the saving is 0, no replay needed):
     a host segment of that state with some length, or for sync a wait of a blocking call."""
     g = rp.graph
-    if cause == "sync":
+    if BY_NAME[cause].scenario == "waits":
         return bool((g.kind == WAIT).any())
-    code = STATE_NAMES.index(cause)
-    return bool(((g.ecls == HOST_CLASS) & (g.state == code) & (g.w != 0)).any())
+    return bool(((g.ecls == HOST_CLASS) & (g.state == STATE[cause]) & (g.w != 0)).any())
 
 
 def _means(t) -> dict:

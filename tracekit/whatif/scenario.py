@@ -20,10 +20,6 @@ from tracekit.analysis.options import STEP
 from tracekit.errors import TracekitError
 from tracekit.flags import Flag, option
 
-# The host causes a scenario scales (model.CAUSES less `queued`, which is device-side: nothing on the
-# host to make faster). `sync` takes 0 (the host no longer waits; the work stays) or 1.
-SCALED_CAUSES = ("dataloader", "sync", "launch", "framework", "interpreter")
-
 # The largest factor a scenario takes (and --python-speedup's range, 1/MAX_FACTOR to MAX_FACTOR). The
 # replay adds int64 ns: a factor of 1e12 on a 10 s trace's launches overflowed into a negative step
 # ("launch -489778201503.753 ms/step"). A million times slower is past any question a what-if answers.
@@ -69,6 +65,10 @@ def _specs(value: Any, flag: str) -> Iterable[tuple[str, str, str]]:
 
 def _causes(value: Any) -> dict[str, float]:
     """--set CAUSE=FACTOR, or sync=0."""
+    # The cause table loads numpy and pyarrow, which `tracekit --help` (every command's options) does
+    # not otherwise import (benchmarks/RESULTS.md, "Issue 36 merged").
+    from tracekit.analysis.causes import SCALED_CAUSES
+
     out: dict[str, float] = {}
     for spec, key, text in _specs(value, "--set"):
         if key not in SCALED_CAUSES:
@@ -165,8 +165,9 @@ class WhatIfOptions:
         {},
         Flag(
             "--set",
-            "CAUSE=FACTOR: scale the host time of a cause (interpreter, framework, launch, dataloader; "
-            "FACTOR >= 0, 0 removes it), or sync=0: blocking calls no longer wait (their work stays).",
+            "CAUSE=FACTOR: scale the host time of a cause (interpreter, framework, launch, runtime, "
+            "dataloader; FACTOR >= 0, 0 removes it), or sync=0: blocking calls no longer wait (their work "
+            "stays).",
             list[str],
             parse=_causes,
             identity=_ones,
@@ -248,8 +249,9 @@ class WhatIfOptions:
         Flag(
             "--cuda-graphs",
             "Predict the step with each step's device work launched as one CUDA graph: its interpreter, "
-            "framework and launch time gone, one graph launch, kernels back to back at the graph-replay "
-            "floor (kernel durations kept: what torch.compile's fusion would change is not predictable).",
+            "framework, launch and runtime time gone, one graph launch, kernels back to back at the "
+            "graph-replay floor (kernel durations kept: what torch.compile's fusion would change is not "
+            "predictable).",
             bool,
             describe=_graphs_text,
         ),
@@ -348,4 +350,4 @@ class WhatIfOptions:
         return ", ".join(flags.describe(self)) or "nothing changed"
 
 
-__all__ = ["WhatIfOptions", "ScenarioError", "SCALED_CAUSES", "MAX_FACTOR"]
+__all__ = ["WhatIfOptions", "ScenarioError", "MAX_FACTOR"]
