@@ -18,11 +18,14 @@ May import: nothing of tracekit but tracekit.errors (every stage declares its op
 from __future__ import annotations
 
 import dataclasses
+import re
 import typing
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, Union
 
-__all__ = ["Flag", "option", "flags_of", "parse_fields", "from_argv"]
+from tracekit.errors import TracekitError
+
+__all__ = ["Flag", "option", "flags_of", "parse_fields", "from_argv", "checked_regex"]
 
 
 @dataclass(frozen=True)
@@ -148,3 +151,13 @@ def _plain(cli: Any) -> Any:
         return list
     args = [a for a in typing.get_args(cli) if a is not type(None)]
     return args[0] if typing.get_origin(cli) is Union and len(args) == 1 else cli
+
+
+def checked_regex(pattern: str, what: str, error: type[TracekitError] = TracekitError) -> str:
+    """`pattern`, when it is a regular expression; else `error`, one line: "WHAT is not a regular
+    expression (why)" (`what` names the flag and the value given)."""
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise error(f"{what} is not a regular expression ({exc})") from None
+    return pattern

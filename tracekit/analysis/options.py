@@ -5,12 +5,11 @@ demand (`AnalyzeOptions.params`; `tracekit --help` and `tracekit parse` read the
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from tracekit.errors import TracekitError
-from tracekit.flags import Flag, option, parse_fields
+from tracekit.flags import Flag, checked_regex, option, parse_fields
 
 if TYPE_CHECKING:
     from tracekit.analysis.partial import Params
@@ -37,11 +36,7 @@ def check_step(step: Optional[str]) -> Optional[str]:
         raise TracekitError(
             "--step '': give a regex of the annotation (record_function) that starts each step"
         )
-    try:
-        re.compile(step)
-    except re.error as e:
-        raise TracekitError(f"--step {step!r} is not a regular expression: {e}") from None
-    return step
+    return checked_regex(step, f"--step {step!r}")
 
 
 # --step, of every command that reads steps: AnalyzeOptions.step, and the fields of DiffOptions and

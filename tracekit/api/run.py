@@ -44,6 +44,7 @@ from tracekit.data.describe import describe as describe_capture
 from tracekit.data.files import Location
 from tracekit.data.store import Capture, capture_ranks, is_capture, read_capture, read_meta
 from tracekit.errors import TracekitError
+from tracekit.parse.derive import record_rules
 from tracekit.parse.parser import find_trace_files, load_capture, load_paths, parse_paths
 from tracekit.scale import job
 from tracekit.scale.executor import Executor, LocalExecutor, on_this_machine
@@ -98,17 +99,7 @@ def _analyze_capture(path: Location, opts: AnalyzeOptions, executor: Optional[Ex
         return Analysed(stored)
     into_file = opts.store and meta.get("form") != "folder"  # a file's idle rows go into the file
     if not into_file and not analyzed_whole(len(capture_ranks(meta)), opts.savings, executor):
-        report = job.analyze_capture(
-            path,
-            params=opts.params(evidence=False),  # workers keep their intervals
-            executor=executor,
-            check=opts.check,
-            store=opts.store,
-            rank=opts.rank,
-            meta=meta,
-            step_marker=opts.step,
-        )
-        return Analysed(_skipped(report, opts), stored=path if opts.store else None)
+        return Analysed(_by_ranks(path, opts, executor, meta), stored=path if opts.store else None)
     # Only the columns the analysis (and the savings' replay) read, unless --store rewrites the file.
     capture = (
         read_capture(path)
@@ -139,17 +130,27 @@ def _analyze_traces(inputs: list[Location], opts: AnalyzeOptions, executor: Opti
         return Analysed(_analyze_here(capture, opts, own=True), capture)
     executor = executor or LocalExecutor()
     with parsed_by_workers(inputs, executor) as folder:
-        report = job.analyze_capture(
-            folder,
-            params=opts.params(evidence=False),
-            executor=executor,
-            check=opts.check,
-            rank=opts.rank,
-            step_marker=opts.step,
-        )
+        report = _by_ranks(folder, opts, executor)
     # The report names the inputs, not the temporary capture.
-    report = replace(report, capture={k: v for k, v in report.capture.items() if k != "path"})
-    return Analysed(_skipped(report, opts))
+    return Analysed(replace(report, capture={k: v for k, v in report.capture.items() if k != "path"}))
+
+
+def _by_ranks(
+    path: Location, opts: AnalyzeOptions, executor: Optional[Executor], meta: Optional[dict] = None
+) -> Report:
+    """The capture at `path` analysed rank by rank in the executor's workers (tracekit.scale.job), as
+    `opts` says (`meta`: its metadata, when read already); its savings noted as not computed."""
+    report = job.analyze_capture(
+        path,
+        params=opts.params(evidence=False),  # workers keep their intervals
+        executor=executor,
+        check=opts.check,
+        store=opts.store,
+        rank=opts.rank,
+        meta=meta,
+        step_marker=opts.step,
+    )
+    return _skipped(report, opts)
 
 
 @contextlib.contextmanager
@@ -235,15 +236,9 @@ def described_with(where: Location, opts: AnalyzeOptions) -> CaptureDescription:
         {"rank": int(r.rank), "step": int(r.step), "name": step, "dur_ns": int(r.end - r.ts)}
         for r in fr.steps.itertuples(index=False)
     ]
-    meta = dict(capture.meta)
-    first: set = set()
-    traces = []
-    for t in meta.get("traces") or []:
-        rank = int(t.get("rank", 0))
-        rule = fr.step_rules.get(rank)
-        traces.append({**t, "step_rule": rule.to_json() if rule is not None and rank not in first else None})
-        first.add(rank)
-    meta["traces"] = traces
+    traces = [{**t, "step_rule": None} for t in capture.meta.get("traces") or []]
+    record_rules(traces, {r: it.to_json() for r, it in fr.step_rules.items()})
+    meta = {**capture.meta, "traces": traces}
     return describe_capture(meta, {**capture.summary(), "step_rows": rows}, where)
 
 

@@ -11,14 +11,13 @@ made from pinned memory (`--pin-memory`); every mistake is a `ScenarioError` (on
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional
 
 from tracekit import flags
 from tracekit.analysis.options import STEP
 from tracekit.errors import TracekitError
-from tracekit.flags import Flag, option
+from tracekit.flags import Flag, checked_regex, option
 
 # The largest factor a scenario takes (and --python-speedup's range, 1/MAX_FACTOR to MAX_FACTOR). The
 # replay adds int64 ns: a factor of 1e12 on a 10 s trace's launches overflowed into a negative step
@@ -88,10 +87,7 @@ def _patterns_of(flag: str):
     def parse(value: Any) -> dict[str, float]:
         out: dict[str, float] = {}
         for spec, key, text in _specs(value, flag):
-            try:
-                re.compile(key)
-            except re.error as exc:
-                raise ScenarioError(f"{flag} {spec}: {key!r} is not a regular expression ({exc})") from None
+            checked_regex(key, f"{flag} {spec}: {key!r}", ScenarioError)
             out[key] = _factor(text, f"{flag} {spec}")
         return out
 
@@ -126,14 +122,7 @@ def _workers(value: Optional[int]) -> Optional[int]:
 
 
 def _region(value: Optional[str]) -> Optional[str]:
-    if value is not None:
-        try:
-            re.compile(value)
-        except re.error as exc:
-            raise ScenarioError(
-                f"--cuda-graphs-region {value!r} is not a regular expression ({exc})"
-            ) from None
-    return value
+    return value if value is None else checked_regex(value, f"--cuda-graphs-region {value!r}", ScenarioError)
 
 
 def _step_ms(value: Optional[float]) -> Optional[float]:
