@@ -212,11 +212,13 @@ def analyze(
 
 def _analyze_capture(path: Location, opts: AnalyzeOptions, executor: Optional[Executor]) -> Analysis:
     """A capture on disk: its stored analysis (`reuse_stored`), or analysed whole here, or by its ranks."""
-    from tracekit.data.store import capture_ranks, read_capture, read_meta
+    from tracekit.data.store import capture_ranks, check_store, read_capture, read_meta
     from tracekit.scale import job
     from tracekit.scale.executor import LocalExecutor
 
     meta = read_meta(path)  # read once (a round trip on object storage)
+    if opts.store:
+        check_store(path, meta, opts.force)
     stored = _stored_report(meta) if opts.reuse_stored else None
     if stored is not None:
         return _view(stored)

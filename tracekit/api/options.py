@@ -35,12 +35,14 @@ class AnalyzeOptions:
     and busy intervals in a report analysed in this process (`Report.idle_intervals`, what
     `check_invariants(report, capture)` checks; `tracekit analyze` turns it off); workers never ship
     them. `reuse_stored`: read the analysis a previous `analyze --store` kept in the capture when
-    this tracekit wrote it (what diff does), instead of analysing again."""
+    this tracekit wrote it (what diff does), instead of analysing again. `force`: with `store`, rewrite a
+    capture that is read-only or another user's (tracekit.data.files.check_rewrite)."""
 
     sync_tolerance_us: float = 2.0
     savings: bool = True
     check: bool = False
     store: bool = False
+    force: bool = False
     rank: Optional[int] = None
     top_gaps: Optional[int] = None
     evidence: bool = True

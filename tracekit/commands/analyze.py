@@ -11,7 +11,9 @@ from tracekit.render.output import Output
 
 
 @app.command()
-@output_options()
+@output_options(
+    "Overwrite --output if it exists; with --store, rewrite a capture that is read-only or another user's."
+)
 def analyze(
     inputs: List[str] = typer.Argument(
         ...,
@@ -65,6 +67,7 @@ def analyze(
         savings=savings,
         check=check,
         store=store,
+        force=out.force,
         rank=rank,
         evidence=False,
     )

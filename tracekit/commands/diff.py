@@ -57,7 +57,7 @@ def diff(
     if plot is not None:
         if plot.suffix.lower() != ".png":
             raise TracekitError(f"--plot {plot}: the plot is a PNG; name it with .png")
-        check_output(plot, out.force, [p for c in captures for p in str(c).split(",") if p])
+        check_output(plot, out.force, [p for c in captures for p in str(c).split(",") if p], [out.path])
     sides = [[p for p in str(c).split(",") if p] for c in captures]  # A1,A2: runs pooled into one side
     opts = api.DiffOptions(
         labels=tuple(label) or None, confidence=confidence, compare=tuple(compare), top_ops=top_ops
@@ -66,7 +66,7 @@ def diff(
         result = api.diff(*sides, options=opts, executor=ex).result
     emit(out, result)
     if plot is not None:
-        PlotRenderer().render_to(result, plot)
+        PlotRenderer().render_to(result, plot, replace=out.force)
         typer.echo(f"wrote {plot}", err=True)
 
 

@@ -117,7 +117,6 @@ def whatif(
     without the profiler's own cost."""
     from tracekit import api
     from tracekit.data.store import check_output
-    from tracekit.errors import TracekitError
 
     opts = api.WhatIfOptions(
         sets=tuple(sets),
@@ -134,9 +133,7 @@ def whatif(
     )
     opts.scenario()  # a bad flag fails before the --trace check and before anything is read
     if trace is not None:
-        check_output(trace, out.force, inputs)
-        if out.path is not None and out.path.resolve() == trace.resolve():
-            raise TracekitError(f"--trace {trace} and -o {out.path} name one file; name two")
+        check_output(trace, out.force, inputs, others=[out.path])
     with executor(ray) as ex:  # without --ray, this machine's: the capture is loaded here
         prediction = api.whatif(inputs, opts, executor=ex, keep_trace=trace is not None)
     if trace is not None:

@@ -180,19 +180,122 @@ def read_bytes(loc: Location) -> bytes:
 def atomic_write(loc: Location, *, replace: bool = True) -> Iterator[pa.NativeFile]:
     """A binary file to write `loc` through; `loc` appears only if the block succeeds (see the module
     docstring for what that means on an object store). Without `replace`, a local `loc` that appeared
-    while the block ran (another process writing the same new output) is not overwritten."""
-    tmp = temp_file(loc)
+    while the block ran (another process writing the same new output) is not overwritten. A symbolic
+    link at `loc` is written through (`output_target`); folders made for it go again if the block fails."""
+    loc = output_target(loc)
+    with new_folders_removed_on_failure(loc):
+        tmp = temp_file(loc)
+        try:
+            with pa.OSFile(os.fsencode(tmp), "wb") as out:
+                yield out
+            if is_uri(loc):
+                signals.check()
+                upload(tmp, loc)
+            else:
+                publish(tmp, Path(loc), replace=replace)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+
+
+# --- the rules every output follows (docs/DESIGN.md, "Outputs") ---------------------------------------
+# An output is written to a temporary file beside it and renamed over the name: so it must be a name a
+# rename may replace. A symbolic link is written through (its target is the output: the link stays a
+# link); a device, FIFO or socket is never an output (the rename would replace the device node, e.g.
+# /dev/null as root); a folder is an output only of the commands that write folders. Folders made for an
+# output that then fails are removed again: tracekit removes only what it created.
+
+_SPECIAL = (
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def special_kind(loc: Location) -> str | None:
+    """What a local `loc` is, when it exists (through links) and is neither a file nor a folder."""
+    if is_uri(loc):
+        return None
     try:
-        with pa.OSFile(os.fsencode(tmp), "wb") as out:
-            yield out
-        if is_uri(loc):
-            signals.check()
-            upload(tmp, loc)
-        else:
-            publish(tmp, Path(loc), replace=replace)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+        mode = os.stat(loc).st_mode
+    except OSError:
+        return None
+    return next((what for test, what in _SPECIAL if test(mode)), None)
+
+
+def output_target(loc: Location) -> Location:
+    """Where output `loc` is written: `loc`, or the file a symbolic link at `loc` leads to (a link is
+    written through, never replaced; a dangling link's target is created)."""
+    if is_uri(loc) or not os.path.islink(loc):
+        return loc
+    return Path(os.path.realpath(loc))
+
+
+def check_output_kind(loc: Location) -> None:
+    """Refuse, whatever --force says, an output that no rename may replace: a device, FIFO or socket
+    (through links), or a symbolic link loop."""
+    if is_uri(loc) or not os.path.lexists(loc):
+        return
+    try:
+        os.stat(loc)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OutputWriteError(f"cannot write {loc}: a symbolic link loop; name a file") from None
+        return  # a dangling link: its target is written (output_target)
+    what = special_kind(loc)
+    if what is not None:
+        raise OutputExistsError(
+            f"{loc} is {what}, not a file: tracekit writes an output aside and renames it into place, "
+            "which would replace it; name a regular file (or leave -o out to print)"
+        )
+
+
+def check_rewrite(loc: Location, force: bool) -> None:
+    """An existing file tracekit rewrites in place (`analyze --store` adds the analysis to the capture):
+    without `force`, only one the user may write and owns (a read-only file, or another user's in a shared
+    folder, would be replaced by the rename: its protection, or its owner, lost)."""
+    if force or is_uri(loc) or not os.path.exists(loc):
+        return
+    st = os.stat(loc)
+    why = None
+    if hasattr(os, "geteuid") and st.st_uid != os.geteuid():
+        why = f"belongs to another user (uid {st.st_uid})"
+    elif not st.st_mode & stat.S_IWUSR:  # its mode bits, not access(): root may write any file
+        why = "is read-only"
+    if why:
+        raise OutputExistsError(f"{loc} {why}; tracekit would replace it: pass --force to do so anyway")
+
+
+@contextlib.contextmanager
+def new_folders_removed_on_failure(loc: Location) -> Iterator[None]:
+    """Run the block that writes `loc`; if it fails, remove the folders above `loc` that did not exist
+    before it and are empty (a failed `-o new1/new2/x.parquet` used to leave new1/new2)."""
+    if is_uri(loc):
+        yield
+        return
+    missing = []
+    parent = Path(os.path.abspath(loc)).parent
+    while not os.path.lexists(parent) and parent != parent.parent:
+        missing.append(parent)
+        parent = parent.parent
+    try:
+        yield
+    except BaseException:
+        remove_empty_folders(missing)
+        raise
+
+
+def remove_empty_folders(folders: list[Path]) -> None:
+    """Remove `folders` (deepest first) that are empty; a folder that is not empty stays, and so do the
+    folders above it."""
+    for folder in folders:
+        try:
+            os.rmdir(folder)
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return
 
 
 # A temporary name keeps this much of the output's name: NAME_MAX (255 bytes) must hold the output's
@@ -358,23 +461,24 @@ def staged_folder(loc: Location, *, replace: bool = True) -> Iterator[Location]:
             remove_tree(loc)
         yield loc
         return
-    path = Path(loc)
-    tmp = temp_file(path, folder=True)
-    try:
-        yield tmp
-        if replace and path.exists():
-            signals.check()
-            with signals.held():  # a stop between the two renames would leave `path` moved away
-                old = temp_file(path, folder=True)
-                os.chmod(tmp, output_mode(path, folder=True))
-                os.replace(path, old / path.name)
-                os.replace(tmp, path)
-                shutil.rmtree(old, ignore_errors=True)
-        else:
-            publish(tmp, path, replace=False)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+    path = Path(output_target(loc))
+    with new_folders_removed_on_failure(path):
+        tmp = temp_file(path, folder=True)
+        try:
+            yield tmp
+            if replace and path.exists():
+                signals.check()
+                with signals.held():  # a stop between the two renames would leave `path` moved away
+                    old = temp_file(path, folder=True)
+                    os.chmod(tmp, output_mode(path, folder=True))
+                    os.replace(path, old / path.name)
+                    os.replace(tmp, path)
+                    shutil.rmtree(old, ignore_errors=True)
+            else:
+                publish(tmp, path, replace=False)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
 
 
 def make_dirs(loc: Location) -> None:

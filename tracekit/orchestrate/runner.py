@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -33,6 +33,9 @@ from tracekit.capture.knobs import (
 )
 from tracekit.capture.recorder import MANIFEST_NAME, TRACE_SUFFIX
 from tracekit.capture.workload import knobs_of
+from tracekit.data import signals
+from tracekit.data.files import remove_empty_folders, write_error
+from tracekit.data.store import check_output, check_parents
 from tracekit.errors import CaptureError, OutputExistsError, TracekitError
 from tracekit.orchestrate import interpreters
 
@@ -126,6 +129,8 @@ def plan_runs(
         s.replace(".".join(i.version.split(".")[:2]), i.version, 1) if short.count(s) > 1 else s
         for s, i in zip(short, resolved)
     ]
+    if name is not None:
+        check_run_name(name, "--name")
     bases: list[str] = []
     for interp, stem in zip(resolved, stems):
         if name and len(resolved) == 1:
@@ -146,12 +151,38 @@ def plan_runs(
         run_name = bases[i] if repeat == 1 else f"{bases[i]}-{r}"
         run_dir = out / workload / run_name
         runs.append(Run(resolved[i], run_name, run_dir, out / workload / f"{run_name}.parquet"))
-    if not force:
-        for run in runs:
-            for path in (run.parquet, run.run_dir):
-                if path.exists() and (path.is_file() or any(path.iterdir())):
-                    raise OutputExistsError(f"{path} exists; pass --force to overwrite")
+    for run in runs:
+        check_run_name(run.name, "the run name")
+        _check_run_folder(run.run_dir, force)
+        check_output(run.parquet, force)
     return runs
+
+
+def check_run_name(name: str, what: str) -> None:
+    """A run name is one path component: it names OUT/<workload>/<name>/ and <name>.parquet, never a
+    path (`--name ..` made the run folder OUT itself, which --force then emptied; `--name ../x` wrote
+    outside OUT)."""
+    seps = [sep for sep in (os.sep, os.altsep, "\0") if sep]
+    bad = not name or any(sep in name for sep in seps)
+    if bad or name.startswith("."):
+        raise CaptureError(
+            f"{what} {name!r}: a run name is one file name, not empty, without '/' and not starting with "
+            "'.' (it names OUT/<workload>/<name>/ and <name>.parquet); e.g. --name baseline"
+        )
+
+
+def _check_run_folder(run_dir: Path, force: bool) -> None:
+    """The run folder may be written: absent, empty, or (with --force) a folder whose traces tracekit
+    replaces (the rest of what it holds is kept). Never a file, device or the like, even with --force."""
+    if not os.path.lexists(run_dir):
+        return
+    if not run_dir.is_dir():
+        raise OutputExistsError(
+            f"{run_dir} exists and is not a folder; a run's traces go in a folder of that name: "
+            "choose another --name, or move it"
+        )
+    if any(run_dir.iterdir()) and not force:
+        raise OutputExistsError(f"{run_dir} exists; pass --force to replace its traces")
 
 
 def check_knobs(workload: str | None, knobs: Mapping[str, object], device: str | None) -> None:
@@ -214,10 +245,54 @@ def run_capture(
             raise CaptureError(f"--script {script}: no such file")
     check_knobs(workload, knobs, device)
     label = workload if workload is not None else script.stem  # type: ignore[union-attr]
+    check_run_name(label, "the workload name" if script is None else "--script's name")
     out = Path(out)
     _check_out_folder(out)
     runs = plan_runs(label, out, list(pythons) or [None], name, force, repeat)
     _check_interpreters(runs, repeat)
+    # Everything is checked: the folders may be made. Those made here go again if they stay empty.
+    made = [_missing_folders(run.run_dir) for run in runs]
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise write_error(out, exc) from None
+    try:
+        return _capture_runs(
+            runs,
+            label,
+            workload,
+            script,
+            script_args,
+            device,
+            knobs,
+            sched,
+            force,
+            echo,
+            summarize,
+            parse,
+            repeat,
+        )
+    except BaseException:
+        for folders in made:
+            remove_empty_folders(folders)
+        raise
+
+
+def _capture_runs(
+    runs: list[Run],
+    label: str,
+    workload: str | None,
+    script: Path | None,
+    script_args: Sequence[str],
+    device: str | None,
+    knobs: Mapping[str, object],
+    sched: dict[str, int],
+    force: bool,
+    echo: Echo,
+    summarize: Summarize | None,
+    parse: bool,
+    repeat: int,
+) -> list[Path]:
     if repeat > 1:
         _announce(runs, repeat, echo)
     written: list[Path] = []
@@ -272,16 +347,21 @@ def _announce(runs: Sequence[Run], repeat: int, echo: Echo) -> None:
 
 
 def _check_out_folder(out: Path) -> None:
-    """-o names the folder the runs go into: refuse a file there, and a folder that cannot be made,
-    before a workload runs for minutes."""
+    """-o names the folder the runs go into: refuse a file there (or above it) before a workload runs
+    for minutes. The folder is made once everything else is checked."""
     if out.exists() and not out.is_dir():
         raise OutputExistsError(f"-o {out}: is a file; name a folder for the captures (it holds one per run)")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        from tracekit.data.files import write_error
+    check_parents(out / "run.parquet")  # the path leads through folders (or none yet), not through a file
 
-        raise write_error(out, exc) from None
+
+def _missing_folders(path: Path) -> list[Path]:
+    """The folders from `path` up that do not exist yet, deepest first."""
+    missing = []
+    path = Path(os.path.abspath(path))
+    while not os.path.lexists(path) and path != path.parent:
+        missing.append(path)
+        path = path.parent
+    return missing
 
 
 def _child_command(
@@ -330,8 +410,8 @@ def _run_child(
     force: bool,
     echo: Echo,
 ) -> dict:
-    if force and run.run_dir.exists():
-        shutil.rmtree(run.run_dir)
+    if force and run.run_dir.is_dir():
+        _remove_own_files(run.run_dir)
     run.run_dir.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".tracekit-result-", suffix=".json")
     os.close(fd)
@@ -340,16 +420,19 @@ def _run_child(
     try:
         # The child's stdout (a workload's own prints) goes to stderr: stdout carries only the results.
         with capture_env() as env:
-            proc = subprocess.Popen(cmd, env=env, stdout=sys.stderr.fileno() if _has_fileno() else None)
+            proc = None
             try:
+                with signals.held():  # a stop while it starts: raised once the child is known
+                    proc = subprocess.Popen(
+                        cmd,
+                        env=env,
+                        stdout=sys.stderr.fileno() if _has_fileno() else None,
+                        start_new_session=True,
+                    )
                 rc = proc.wait()
             except KeyboardInterrupt:
-                # The child got the same SIGINT; let it close the profiler and write its manifest.
-                try:
-                    proc.wait(timeout=_INTERRUPT_GRACE_S)
-                except (subprocess.TimeoutExpired, KeyboardInterrupt):
-                    proc.kill()
-                    proc.wait()
+                if proc is not None:
+                    _stop_child(proc)
                 echo(f"tracekit: interrupted; traces written so far are kept in {run.run_dir}")
                 raise
         try:
@@ -375,6 +458,31 @@ def _run_child(
             f"(`tracekit parse {run.run_dir}` reads them)"
         )
     raise CaptureError(f"{run.name}: capture under {where} failed: {message}")
+
+
+def _stop_child(proc: subprocess.Popen) -> None:
+    """Stop the capture child as Ctrl-C stops it: it runs in a session of its own, so a stop signal
+    (Ctrl-C at the terminal, or SIGINT, SIGTERM, SIGHUP sent to tracekit alone) reaches tracekit only,
+    and is passed on as one SIGINT. The child then closes the profiler, keeping the traces of the steps
+    that ran, and writes its manifest; a second stop, or a child that has not ended in
+    _INTERRUPT_GRACE_S, kills it."""
+    try:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=_INTERRUPT_GRACE_S)
+    except (subprocess.TimeoutExpired, KeyboardInterrupt):
+        proc.kill()
+        proc.wait()
+
+
+def _remove_own_files(run_dir: Path) -> None:
+    """What an earlier capture of this run wrote and a new one replaces: its TensorBoard event files
+    (the child replaces its traces and manifest, `tracekit.capture.cli`). Nothing else is removed:
+    tracekit never deletes what it did not write."""
+    from tracekit.export.tensorboard import event_files
+
+    for path in event_files(run_dir):
+        path.unlink(missing_ok=True)
 
 
 def trace_files(run_dir: Path) -> list[Path]:
