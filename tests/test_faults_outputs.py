@@ -16,8 +16,8 @@ import pytest
 
 from tests.clirun import run_main
 from tests.test_faults_user import one_line_error, small_trace
-from tracekit.errors import CaptureError, OutputExistsError
 from tracekit import api
+from tracekit.errors import CaptureError, OutputExistsError
 from tracekit.orchestrate.runner import plan_runs
 
 ROOT = Path(__file__).resolve().parent.parent
