@@ -817,6 +817,7 @@ def _no_stats(skipped: Optional[dict] = None, dropped: Optional[dict] = None) ->
         "usable_events": 0,  # kept events other than metadata (process and thread names)
         "max_abs_ts": "0",
         "fractional": False,
+        "begin_end": 0,  # B and E events (tracekit.parse.begin_end pairs them)
         "skipped": {k: v for k, v in (skipped or {}).items() if v},
         "values_dropped": {k: v for k, v in (dropped or {}).items() if v},
     }
@@ -867,8 +868,13 @@ def assemble(
     is_meta = _in(ph, ("M",))
     is_memory = _in(name, (MEMORY_NAME,))
     keep = _in(cat, KEEP_CATS) | is_flow | (is_meta & _in(name, META_NAMES)) | (_in(ph, ("i",)) & is_memory)
+    # Chrome's B/E duration events: an E names no category (it closes the B open on its thread); both
+    # are kept for the parser to pair (tracekit.parse.begin_end)
+    ends = _in(ph, ("E",))
+    keep |= ends
     counts = collections.Counter(skipped or {})
     timed = _placeable(keep, is_meta, cat, ts_state, dur_ns, counts)
+    begin_end = int(np.count_nonzero(timed & (ends | _in(ph, ("B",)))))
     n_timed = int(np.count_nonzero(timed))
     no_dur = timed & ~dur_ns[1]
     if no_dur.any():
@@ -925,7 +931,13 @@ def assemble(
     batch = pa.RecordBatch.from_arrays(arrays, schema=EVENT_SCHEMA)
     stats = _no_stats(counts, dropped)
     usable = n_timed - int(np.count_nonzero(timed & is_meta))
-    stats.update(events_seen=seen, usable_events=usable, max_abs_ts=max_abs_ts, fractional=fractional)
+    stats.update(
+        events_seen=seen,
+        usable_events=usable,
+        max_abs_ts=max_abs_ts,
+        fractional=fractional,
+        begin_end=begin_end,
+    )
     return batch, stats
 
 

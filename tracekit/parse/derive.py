@@ -66,14 +66,63 @@ def needed_for_derive(events: pa.Table) -> pa.Table:
 
 
 # ---------------------------------------------------------------------------------------------------
+# An impossible duration: one corrupted `dur` (a 1-hour ProfilerStep or kernel in a trace of
+# milliseconds) made every figure of its step absurd ("interpreter 1,199,997 ms/step, 100 %"). An event
+# of the step / cpu_op / device categories that ends more than max(IMPOSSIBLE_MARGIN_NS,
+# IMPOSSIBLE_FACTOR × the rank's span of starts) after the last of them starts is an outlier: nothing
+# the trace recorded happened that late, so no work can have lasted until then. The parse leaves it
+# out of the steps and names it (parse.sanity's warning), and the analysis and the replay leave it
+# out of every figure (analysis.events), by this one rule.
+IMPOSSIBLE_MARGIN_NS = 600 * 10**9  # ten minutes of nothing recorded
+IMPOSSIBLE_FACTOR = 10
+
+
+def late_limits(rank: np.ndarray, ts: np.ndarray) -> dict[int, int]:
+    """rank -> the end beyond which an event of that rank is impossible (see above), from the starts
+    `ts` of its complete events of the step / cpu_op / device categories."""
+    if not rank.size:
+        return {}
+    if rank.min() == rank.max():  # one rank: the usual case, no grouping
+        groups = [(int(rank[0]), ts)]
+    else:
+        groups = [(int(r), ts[rank == r]) for r in _arrow.distinct(rank)]
+    limits = {}
+    for r, starts in groups:
+        first, last = int(starts.min()), int(starts.max())
+        limits[r] = last + max(IMPOSSIBLE_MARGIN_NS, IMPOSSIBLE_FACTOR * (last - first))
+    return limits
+
+
+def impossible(rank: np.ndarray, end: np.ndarray, limits: dict[int, int]) -> np.ndarray:
+    """Rows whose `end` lies beyond their rank's limit (`late_limits`); rows of a rank without one are
+    never impossible."""
+    if not rank.size or not limits:
+        return np.zeros(rank.size, bool)
+    if rank.min() == rank.max():
+        return end > limits.get(int(rank[0]), np.iinfo(np.int64).max)
+    limit = np.full(rank.size, np.iinfo(np.int64).max, np.int64)
+    for r, lim in limits.items():
+        limit[rank == r] = lim
+    return end > limit
+
+
+def impossible_rows(frame: Frame, *, any_event: bool = False) -> np.ndarray:
+    """The complete events of the step / cpu_op / device categories of `frame` whose duration is
+    impossible (see above); with `any_event`, every row that ends that late."""
+    timed = frame.mask("ph", lambda v: v == "X") & frame.mask("cat", lambda v: v in _DERIVE_CATS)
+    rank, ts = frame.ints("rank"), frame.ints("ts_ns")
+    late = impossible(rank, ts + np.maximum(frame.ints("dur_ns"), 0), late_limits(rank[timed], ts[timed]))
+    return late if any_event else timed & late
 
 
 def derive_steps(events: pa.Table | Frame) -> pa.Table:
-    """Step windows: ProfilerStep#N spans on their owning thread; else one step spanning the rank."""
+    """Step windows: ProfilerStep#N spans on their owning thread; else one step spanning the rank. An
+    event of impossible duration (`impossible_rows`) neither is a step nor stretches one."""
     frame = _frame(events)
     rank = frame.ints("rank")
+    usable = ~impossible_rows(frame, any_event=True)
     is_x = frame.mask("ph", lambda v: v == "X")
-    is_step = is_x & frame.mask("cat", lambda v: v == CAT_USER_ANNOTATION)
+    is_step = is_x & usable & frame.mask("cat", lambda v: v == CAT_USER_ANNOTATION)
     is_step &= frame.mask("name", lambda v: STEP_NAME.match(v) is not None)
     rows: dict[str, list] = {k: [] for k in ("rank", "pid", "tid", "ts_ns", "dur_ns", "name", "step")}
     idx = np.flatnonzero(is_step)
@@ -99,7 +148,7 @@ def derive_steps(events: pa.Table | Frame) -> pa.Table:
                 rows["step"].append(_step_number(n))
             continue
         # No step spans: one step over the rank's timed events (metadata rows excluded).
-        in_rank = (rank == r) & ~frame.mask("ph", lambda v: v == "M")
+        in_rank = (rank == r) & ~frame.mask("ph", lambda v: v == "M") & usable
         if not in_rank.any():
             in_rank = rank == r
         start = int(ts[in_rank].min())

@@ -45,7 +45,7 @@ from tracekit.data import files as _files
 from tracekit.data import signals as _signals
 from tracekit.data.describe import losses_line
 from tracekit.data.files import Location
-from tracekit.data.schema import CAT_CPU_OP, CAT_USER_ANNOTATION, KIND_EVENT, SCHEMA
+from tracekit.data.schema import CAT_CPU_OP, CAT_USER_ANNOTATION, KIND_EVENT, SCHEMA, device_properties
 from tracekit.data.store import (
     DIGEST,
     Capture,
@@ -65,6 +65,7 @@ from tracekit.errors import (
     TracekitError,
     TraceWarning,
 )
+from tracekit.parse import begin_end as _begin_end
 from tracekit.parse import decode as _decode
 from tracekit.parse import fast as _fast
 from tracekit.parse import sanity as _sanity
@@ -605,6 +606,8 @@ def _parse_one(
     rows = 0
     done = 0
     span = _HostSpan()
+    pairing = plan.get("pair", False)  # B/E events: the file's tables are held, then paired (begin_end)
+    held: list[pa.Table] = []
     try:
         for table, needed, stats in _decode_ranges(
             source,
@@ -612,15 +615,18 @@ def _parse_one(
             unit=plan["unit"],
             where=str(path),
             rank=rank,
-            encode=encode,
+            encode=None if pairing else encode,
             digest=digest,
             parallel=parallel,
         ):
-            rows += table.num_rows
             _merge_stats(stats_all, stats)
+            done += stats.get("bytes", 0)
+            if pairing:
+                held.append(table)  # type: ignore[arg-type]  # not encoded: encode is None
+                continue
+            rows += table.num_rows
             span.add(stats["host_span_ns"])
             sink(table, needed)
-            done += stats.get("bytes", 0)
             if progress:
                 progress(display, min(done, size), size)
     except TraceFormatError as exc:
@@ -631,6 +637,10 @@ def _parse_one(
     unit = time_unit(metadata, stats_all)
     if unit != plan["unit"]:
         raise _Redo({"unit": unit})
+    if stats_all["begin_end"] and not pairing:
+        raise _Redo({"pair": True})
+    if pairing:
+        rows = _sink_paired(held, stats_all, span, sink)
     if progress:
         progress(display, size, size)
     entry = _trace_entry(metadata, stats_all, rank=rank, source=display, unit=unit, rows=rows)
@@ -642,6 +652,23 @@ def _parse_one(
     return entry
 
 
+DROP_DEVICE_PROPERTIES = "deviceProperties entries that are not objects"
+
+
+def _sink_paired(tables: list[pa.Table], stats: dict, span: _HostSpan, sink: Sink) -> int:
+    """A file's decoded tables with its B/E events paired into complete events (tracekit.parse.begin_end),
+    into `sink` as one table; the B/E rows left out are counted in `stats`. Returns the rows sunk."""
+    paired, skipped = _begin_end.pair(pa.concat_tables(tables))
+    for reason, n in skipped.items():
+        stats["skipped"][reason] = stats["skipped"].get(reason, 0) + n
+    pairs = (stats["begin_end"] - sum(skipped.values())) // 2
+    stats["usable_events"] -= stats["begin_end"] - pairs  # each pair is one event now
+    needed = needed_for_derive(paired)
+    span.add(_host_span(needed))
+    sink(paired, needed)
+    return paired.num_rows
+
+
 def _trace_entry(metadata: dict, stats: dict, *, rank: int, source: str, unit: str, rows: int) -> dict:
     """A file's entry in the capture's `traces` metadata: what it is and what its decode kept, skipped
     (by reason) and dropped."""
@@ -649,6 +676,14 @@ def _trace_entry(metadata: dict, stats: dict, *, rank: int, source: str, unit: s
     if isinstance(metadata.get("traceName"), str):
         # Kineto writes the absolute temp path it traced to; keep only the file name.
         metadata["traceName"] = Path(metadata["traceName"]).name
+    props = metadata.get("deviceProperties")
+    if props is not None and device_properties(metadata) != props:
+        # `"H100"` or `["H100"]` where Kineto writes a list of objects (id, name, ...): only the objects
+        # are kept, the rest counted (readers used to fail on them: AttributeError)
+        metadata["deviceProperties"] = device_properties(metadata)
+        n = len(props) - len(metadata["deviceProperties"]) if isinstance(props, list) else 1
+        dropped = stats["values_dropped"]
+        dropped[DROP_DEVICE_PROPERTIES] = dropped.get(DROP_DEVICE_PROPERTIES, 0) + n
     untimed = (_decode.SKIP_TS_MISSING, _decode.SKIP_TS_NOT_NUMBER, _decode.SKIP_TS_OUT_OF_RANGE)
     return {
         "rank": rank,
@@ -701,6 +736,7 @@ def _host_span(needed: pa.Table) -> Optional[tuple[int, int]]:
 
 def _merge_stats(into: dict, stats: dict) -> None:
     into["events_seen"] += stats["events_seen"]
+    into["begin_end"] += stats.get("begin_end", 0)
     into["usable_events"] += stats["usable_events"]
     for key in ("skipped", "values_dropped"):
         for reason, n in stats[key].items():
