@@ -203,3 +203,31 @@ def test_pairing_keeps_the_other_rows_as_they_are():
         {"ph": "X", "pid": 1, "tid": 1, "ts_ns": 0, "dur_ns": 3},
         {"ph": "X", "pid": 1, "tid": 1, "ts_ns": 5, "dur_ns": 4},
     ]
+
+
+# --- a prediction the capture cannot support says so --------------------------------------------------
+
+
+def test_loader_workers_on_a_capture_that_never_timed_its_fetches_says_it_cannot_tell(tmp_path, capsys):
+    """`whatif --loader-workers 8` on a trace predicted "+0.0 %" with no note."""
+    path = _write(tmp_path, four_steps().build())
+    code, out, err = run_main(["whatif", str(path), "--loader-workers", "8", "--json"], capsys)
+    assert code == 0, err
+    notes = json.loads(out)["notes"]
+    assert any(n.startswith("--loader-workers 8: cannot tell: this capture never timed") for n in notes)
+    code, out, err = run_main(["whatif", str(path), "--loader-workers", "8"], capsys)
+    assert "cannot tell" in out
+
+
+def test_loader_workers_on_a_capture_that_timed_its_fetches_has_no_such_note(tmp_path):
+    from tests.test_whatif_loader import LOADER_BOUND, _replayer
+    from tracekit.whatif import whatif
+    from tracekit.whatif.scenario import parse_scenario
+
+    rp = _replayer(tmp_path, LOADER_BOUND)
+    result, _ = whatif(rp.capture, parse_scenario(loader_workers=6), replayer=rp, attribute=False)
+    assert not any("cannot tell" in n for n in result.notes)
+    no_workers = {**LOADER_BOUND, "loader": {"dataloader": False}}
+    rp = _replayer(tmp_path, no_workers)
+    result, _ = whatif(rp.capture, parse_scenario(loader_workers=6), replayer=rp, attribute=False)
+    assert any("not a DataLoader with a known worker count" in n for n in result.notes)

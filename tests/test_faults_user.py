@@ -48,7 +48,7 @@ def small_trace() -> TraceBuilder:
     t.op("aten::mm", 10, 20)
     t.launch(12, 5, corr=1)
     t.kernel("gemm", 30, 40, corr=1)
-    t.step(2, 100, 100)
+    t.step(2, 100, 200)
     t.op("aten::mm", 110, 20)
     t.launch(112, 5, corr=2)
     t.kernel("gemm", 130, 40, corr=2)

@@ -510,6 +510,33 @@ def remove(loc: Location) -> None:
         fs.delete_file(path)
 
 
+def split_joined(arg: str) -> list[str]:
+    """The locations of a command-line argument that may join several with ',' (`diff A1,A2,A3 B`,
+    `--python-from B1,B2`): one location when a file or folder of that whole name exists (a name that
+    holds a comma, `my,run.parquet`, used to be cut: "my: no such file"), else its parts."""
+    if not is_uri(arg) and os.path.lexists(arg):
+        return [arg]
+    return [p for p in arg.split(",") if p]
+
+
+def check_input(loc: Location) -> None:
+    """A local input is a file or a folder that is there: a dangling link or a link loop says so
+    (`not_found`), and a FIFO, device or socket (a shell's process substitution `<(zcat t.gz)` is a
+    pipe) is refused up front: tracekit reads a trace more than once, in any order, where a pipe gives
+    its bytes once, front to back (a FIFO without a writer made it wait forever)."""
+    if is_uri(loc):
+        return
+    if not os.path.exists(loc):
+        raise not_found(loc)
+    what = special_kind(loc)
+    if what is not None:
+        raise InputNotFound(
+            f"{loc} is {what}, not a file: tracekit reads a trace more than once and in any order, which "
+            "a pipe (or a shell's <(...)) cannot give; write what it carries to a file first and name "
+            "that file"
+        )
+
+
 def not_found(loc: Location) -> InputNotFound:
     """The error for an input that is not there: a symbolic link loop or a dangling link says so (it
     used to be "no such file" for a name `ls` shows)."""

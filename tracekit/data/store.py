@@ -113,7 +113,10 @@ class Capture:
 
 
 def check_output(
-    path: Location, force: bool, inputs: Sequence[Location] = (), others: Sequence[Location] = ()
+    path: Location,
+    force: bool,
+    inputs: Sequence[Location] = (),
+    others: Sequence[Optional[Location]] = (),
 ) -> None:
     """Refuse an output that is a folder, a device, FIFO or socket (files.check_output_kind), that is one
     of the command's `inputs` (or inside an input folder: the command would destroy what it reads), that
@@ -129,7 +132,7 @@ def check_output(
         raise OutputExistsError(f"{path} exists; pass --force to overwrite")
 
 
-def check_distinct(path: Location, others: Sequence[Location]) -> None:
+def check_distinct(path: Location, others: Sequence[Optional[Location]]) -> None:
     """Refuse an output that another output of the same command names (by any spelling or link)."""
     for other in others:
         if other is not None and _same_place(path, other):

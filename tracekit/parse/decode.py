@@ -38,6 +38,7 @@ import pyarrow as pa
 from msgspec.structs import astuple
 
 from tracekit.data import arrow as _arrow
+from tracekit.data.files import check_input
 from tracekit.data.schema import SCHEMA
 from tracekit.errors import InputNotFound, TraceFormatError, TruncatedTraceError
 
@@ -205,8 +206,7 @@ def read_trace_bytes(path: Path) -> tuple[bytes | mmap.mmap, Optional[str]]:
     damage, and a phrase that says so ("the gzip stream ends early after 1,234 decompressed bytes"):
     the caller refuses the trace with it, or with --salvage keeps the complete events in those bytes."""
     path = Path(path)
-    if not path.exists():
-        raise InputNotFound(f"{path}: no such file")
+    check_input(path)
     if path.is_dir():
         raise InputNotFound(f"{path}: is a folder, expected a trace file")
     try:
@@ -867,14 +867,11 @@ def assemble(
     is_flow = _in(ph, ("s", "f"))
     is_meta = _in(ph, ("M",))
     is_memory = _in(name, (MEMORY_NAME,))
+    ends = _in(ph, ("E",))  # Chrome's E events name no category: kept for parse.begin_end to pair
     keep = _in(cat, KEEP_CATS) | is_flow | (is_meta & _in(name, META_NAMES)) | (_in(ph, ("i",)) & is_memory)
-    # Chrome's B/E duration events: an E names no category (it closes the B open on its thread); both
-    # are kept for the parser to pair (tracekit.parse.begin_end)
-    ends = _in(ph, ("E",))
     keep |= ends
     counts = collections.Counter(skipped or {})
     timed = _placeable(keep, is_meta, cat, ts_state, dur_ns, counts)
-    begin_end = int(np.count_nonzero(timed & (ends | _in(ph, ("B",)))))
     n_timed = int(np.count_nonzero(timed))
     no_dur = timed & ~dur_ns[1]
     if no_dur.any():
@@ -931,13 +928,8 @@ def assemble(
     batch = pa.RecordBatch.from_arrays(arrays, schema=EVENT_SCHEMA)
     stats = _no_stats(counts, dropped)
     usable = n_timed - int(np.count_nonzero(timed & is_meta))
-    stats.update(
-        events_seen=seen,
-        usable_events=usable,
-        max_abs_ts=max_abs_ts,
-        fractional=fractional,
-        begin_end=begin_end,
-    )
+    stats.update(events_seen=seen, usable_events=usable, max_abs_ts=max_abs_ts, fractional=fractional)
+    stats["begin_end"] = int(np.count_nonzero(timed & (ends | _in(ph, ("B",)))))
     return batch, stats
 
 

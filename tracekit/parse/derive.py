@@ -75,6 +75,7 @@ def needed_for_derive(events: pa.Table) -> pa.Table:
 # out of every figure (analysis.events), by this one rule.
 IMPOSSIBLE_MARGIN_NS = 600 * 10**9  # ten minutes of nothing recorded
 IMPOSSIBLE_FACTOR = 10
+_INT64_MAX = int(np.iinfo(np.int64).max)
 
 
 def late_limits(rank: np.ndarray, ts: np.ndarray) -> dict[int, int]:
@@ -89,7 +90,7 @@ def late_limits(rank: np.ndarray, ts: np.ndarray) -> dict[int, int]:
     limits = {}
     for r, starts in groups:
         first, last = int(starts.min()), int(starts.max())
-        limits[r] = last + max(IMPOSSIBLE_MARGIN_NS, IMPOSSIBLE_FACTOR * (last - first))
+        limits[r] = min(last + max(IMPOSSIBLE_MARGIN_NS, IMPOSSIBLE_FACTOR * (last - first)), _INT64_MAX)
     return limits
 
 
@@ -99,8 +100,8 @@ def impossible(rank: np.ndarray, end: np.ndarray, limits: dict[int, int]) -> np.
     if not rank.size or not limits:
         return np.zeros(rank.size, bool)
     if rank.min() == rank.max():
-        return end > limits.get(int(rank[0]), np.iinfo(np.int64).max)
-    limit = np.full(rank.size, np.iinfo(np.int64).max, np.int64)
+        return end > limits.get(int(rank[0]), _INT64_MAX)
+    limit = np.full(rank.size, _INT64_MAX, np.int64)
     for r, lim in limits.items():
         limit[rank == r] = lim
     return end > limit

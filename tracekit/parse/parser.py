@@ -272,14 +272,20 @@ def find_trace_files(paths: Sequence[Location]) -> list[tuple[Location, str]]:
             found.extend(_trace_files_at(str(p)))
             continue
         p = Path(p)
-        if not p.exists():
-            raise _files.not_found(p)
-        if p.is_dir():
-            inside = sorted(
-                q
-                for q in p.iterdir()
-                if q.is_file() and q.name.endswith(TRACE_SUFFIXES) and q.name != MANIFEST_NAME
+        _files.check_input(p)
+        if is_capture(p):
+            raise InputNotFound(
+                f"{p} is a capture (Parquet), not a trace: name a capture alone (tracekit analyze {p}), "
+                f"or compare captures with tracekit diff {p} OTHER"
             )
+        if p.is_dir():
+            named = sorted(
+                q for q in p.iterdir() if q.name.endswith(TRACE_SUFFIXES) and q.name != MANIFEST_NAME
+            )
+            for q in named:  # a rank's file that is a dangling link or a FIFO is not left out silently
+                if not q.is_dir():
+                    _files.check_input(q)
+            inside = [q for q in named if q.is_file()]
             if not inside:
                 subdirs = sorted(q.name for q in p.iterdir() if q.is_dir())
                 hint = f" (it has folders: {', '.join(subdirs[:5])}; name one run folder)" if subdirs else ""
@@ -586,22 +592,9 @@ def _parse_one(
     size = len(buf)
     if progress:
         progress(display, 0, size)
-    located = _decode.locate_events(buf) if plan["fast"] and not gz_damage else None
     stats_all = _decode._no_stats()
-    dropped_bytes = 0
-    source: bytes | mmap.mmap | memoryview
-    if located is not None:
-        metadata, start, end = located
-        ranges = _decode.split_points(buf, start, end, chunk_bytes(end - start) if parallel else CHUNK_BYTES)
-        source = buf
-    else:
-        # One validating decode of the whole file: exact errors, truncation and --salvage.
-        doc = _decode.split_document(buf, path, salvage=salvage, gz_damage=gz_damage)
-        metadata, dropped_bytes = doc.metadata, doc.dropped_bytes
-        if doc.deep_values:
-            stats_all["values_dropped"][_decode.DROP_TOO_DEEP] = doc.deep_values
-        source = doc.events
-        ranges = [(1, len(doc.events) - 1)]
+    where = _events_of(buf, path, plan["fast"] and not gz_damage, gz_damage, salvage, parallel, stats_all)
+    metadata, source, ranges, dropped_bytes, fast = where
     rank = rank_of(metadata, display)
     rows = 0
     done = 0
@@ -622,7 +615,7 @@ def _parse_one(
             _merge_stats(stats_all, stats)
             done += stats.get("bytes", 0)
             if pairing:
-                held.append(table)  # type: ignore[arg-type]  # not encoded: encode is None
+                held.append(table)  # not encoded: encode is None
                 continue
             rows += table.num_rows
             span.add(stats["host_span_ns"])
@@ -630,7 +623,7 @@ def _parse_one(
             if progress:
                 progress(display, min(done, size), size)
     except TraceFormatError as exc:
-        if located is None:
+        if not fast:
             exc.rank = rank  # for the message of a job's failed file (`rank_hint`)
             raise
         raise _Redo({"fast": False}) from None
@@ -653,6 +646,30 @@ def _parse_one(
 
 
 DROP_DEVICE_PROPERTIES = "deviceProperties entries that are not objects"
+
+
+def _events_of(
+    buf: bytes | mmap.mmap,
+    path: Path,
+    fast: bool,
+    gz_damage: Optional[str],
+    salvage: bool,
+    parallel: bool,
+    stats: dict,
+) -> tuple[dict, bytes | mmap.mmap | memoryview, list[tuple[int, int]], int, bool]:
+    """(the file's metadata, the buffer its events are in, the ranges of whole events to decode, the
+    bytes --salvage dropped, whether they were located in place): with `fast` the events located in
+    place, else (or where they cannot be) one validating decode of the whole file (exact errors,
+    truncation and --salvage)."""
+    located = _decode.locate_events(buf) if fast else None
+    if located is not None:
+        metadata, start, end = located
+        ranges = _decode.split_points(buf, start, end, chunk_bytes(end - start) if parallel else CHUNK_BYTES)
+        return metadata, buf, ranges, 0, True
+    doc = _decode.split_document(buf, path, salvage=salvage, gz_damage=gz_damage)
+    if doc.deep_values:
+        stats["values_dropped"][_decode.DROP_TOO_DEEP] = doc.deep_values
+    return doc.metadata, doc.events, [(1, len(doc.events) - 1)], doc.dropped_bytes, False
 
 
 def _sink_paired(tables: list[pa.Table], stats: dict, span: _HostSpan, sink: Sink) -> int:

@@ -1,0 +1,109 @@
+"""The fault table of docs/QUIRKS.md, inputs (issue #41): inputs that are not regular files are refused
+up front (FIFOs never hang); a run's file that is a dangling link or a FIFO is never left out silently;
+inputs from different runs, or the same input twice, are refused or named; a name with a comma is one
+path; odd settings are refused, not ignored."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.clirun import run_main
+from tests.test_faults_figures import four_steps
+from tests.test_faults_user import one_line_error
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _trace(tmp_path: Path, name: str = "t.pt.trace.json", **kw) -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps(four_steps(**kw).build()))
+    return path
+
+
+@pytest.fixture
+def capture(tmp_path, capsys) -> Path:
+    out = tmp_path / "cap.parquet"
+    assert run_main(["parse", str(_trace(tmp_path)), "-o", str(out)], capsys)[0] == 0
+    return out
+
+
+# --- inputs that are not regular files -----------------------------------------------------------------
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs")
+def test_a_fifo_input_is_refused_up_front(tmp_path):
+    """A FIFO with no writer hung forever; a process substitution was refused as "not seekable" with
+    no advice. Each command says what it is and what to do, at once."""
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+    for argv in (["analyze"], ["info"], ["whatif"], ["parse", "-o", str(tmp_path / "c.parquet")]):
+        cmd = [sys.executable, "-m", "tracekit", argv[0], str(fifo), *argv[1:]]
+        run = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=ROOT)
+        one_line_error(
+            run.returncode, run.stderr, "is a FIFO (named pipe), not a file", "write what it carries"
+        )
+    shell = f"{sys.executable} -m tracekit analyze <(cat {_trace(tmp_path)})"
+    run = subprocess.run(["bash", "-c", shell], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    one_line_error(run.returncode, run.stderr, "not a file", "a shell's <(...)")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs")
+def test_a_rank_file_that_is_a_dangling_link_or_a_fifo_is_not_left_out(tmp_path, capsys):
+    """A run folder whose rank-1 file was a dangling link (or a FIFO) was analysed as rank 0 alone,
+    exit 0."""
+    job = tmp_path / "job"
+    job.mkdir()
+    _trace(job, "rank0.pt.trace.json")
+    (job / "rank1.pt.trace.json").symlink_to(tmp_path / "gone.json")
+    one_line_error(*run_main(["analyze", str(job)], capsys)[::2], "rank1.pt.trace.json: a symbolic link to")
+    (job / "rank1.pt.trace.json").unlink()
+    os.mkfifo(job / "rank1.pt.trace.json")
+    one_line_error(*run_main(["analyze", str(job)], capsys)[::2], "rank1.pt.trace.json is a FIFO")
+
+
+def test_two_captures_where_one_is_expected_say_so(tmp_path, capture, capsys):
+    """`analyze cap.parquet cap2.parquet` said "cap.parquet: not JSON (starts with b'PAR1…')"."""
+    other = tmp_path / "cap2.parquet"
+    other.write_bytes(capture.read_bytes())
+    one_line_error(
+        *run_main(["analyze", str(capture), str(other)], capsys)[::2],
+        "is a capture (Parquet), not a trace",
+        "tracekit diff",
+    )
+
+
+# --- diff: names with commas, pooled duplicates, --by on a file -----------------------------------------
+
+
+def test_a_name_with_a_comma_is_one_path(tmp_path, capture, capsys):
+    """A file name containing a comma could not be diffed ("my: no such file")."""
+    comma = tmp_path / "my,run.parquet"
+    comma.write_bytes(capture.read_bytes())
+    code, out, err = run_main(["diff", str(comma), str(capture)], capsys)
+    assert code == 0, err
+    assert "my,run" in out
+
+
+def test_one_run_twice_in_a_pooled_side_is_refused(tmp_path, capture, capsys):
+    """`diff A,A,A,A B,B,B,B` counted one capture as "24 steps in 4 runs", with intervals of zero width
+    and a change called significant; a copy of a run is the same run."""
+    copy = tmp_path / "copy.parquet"
+    copy.write_bytes(capture.read_bytes())
+    b = _trace(tmp_path, "b.pt.trace.json", props=[{"id": 0, "name": "GPU"}, {"id": 1, "name": "x"}])
+    for side, needle in (
+        (f"{capture},{capture},{capture}", "name one run twice in one side"),
+        (f"{capture},{tmp_path}/./cap.parquet", "name one run twice in one side"),
+        (f"{capture},{copy}", "are one run (the same trace bytes)"),
+    ):
+        one_line_error(*run_main(["diff", side, str(b)], capsys)[::2], needle, "name each run once")
+
+
+def test_diff_by_on_a_file_is_one_line(capture, capsys):
+    """`tracekit diff cap.parquet --by python` was a NotADirectoryError."""
+    one_line_error(*run_main(["diff", str(capture), "--by", "python"], capsys)[::2], "is a file: --by pools")
