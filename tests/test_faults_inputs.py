@@ -107,3 +107,74 @@ def test_one_run_twice_in_a_pooled_side_is_refused(tmp_path, capture, capsys):
 def test_diff_by_on_a_file_is_one_line(capture, capsys):
     """`tracekit diff cap.parquet --by python` was a NotADirectoryError."""
     one_line_error(*run_main(["diff", str(capture), "--by", "python"], capsys)[::2], "is a file: --by pools")
+
+
+# --- traces of different runs ---------------------------------------------------------------------------
+
+
+def _shifted(doc: dict, seconds: float, pid: int | None = None, rank: int | None = None) -> dict:
+    doc = json.loads(json.dumps(doc))
+    for e in doc["traceEvents"]:
+        if isinstance(e.get("ts"), (int, float)):
+            e["ts"] += seconds * 1e6
+        if pid is not None and e.get("pid") == 100:
+            e["pid"] = pid
+    if rank is not None:
+        doc["distributedInfo"] = {"rank": rank, "world_size": 2}
+    return doc
+
+
+def test_two_runs_of_one_rank_are_refused(tmp_path, capsys):
+    """Two runs' traces of rank 0 (other process, same step numbers, 38 s apart) were merged, exit 0:
+    "idle: queued 9499.960 ms/step, 100 %", and a folder mixing two runs listed the other's file as a
+    source. Profiler cycles of one run come from one process."""
+    doc = four_steps().build()
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "a.pt.trace.json").write_text(json.dumps(doc))
+    (run / "b.pt.trace.json").write_text(json.dumps(_shifted(doc, 38, pid=200)))
+    for argv in (["analyze", str(run)], ["parse", str(run), "-o", str(tmp_path / "c.parquet")]):
+        one_line_error(*run_main(argv, capsys)[::2], "come from different processes (pid 100 and pid 200)")
+
+
+def test_ranks_that_never_ran_at_once_are_named(tmp_path, capsys):
+    doc = four_steps().build()
+    r0 = tmp_path / "r0.pt.trace.json"
+    r0.write_text(json.dumps(_shifted(doc, 0, rank=0)))
+    r1 = tmp_path / "r1.pt.trace.json"
+    r1.write_text(json.dumps(_shifted(doc, 38, pid=200, rank=1)))
+    code, out, err = run_main(["analyze", str(r0), str(r1), "--json", "--no-savings"], capsys)
+    assert code == 0, err
+    needle = "rank 1 starts 38.000 s after rank 0 ended"
+    assert needle in err and any(needle in w for w in json.loads(out)["capture"]["warnings"])
+
+
+# --- settings -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name, value, needle",
+    [
+        ("TRACEKIT_WORKERS", "abc", "is not a whole number, 1 or more"),
+        ("TRACEKIT_WORKERS", "-1", "is not a whole number, 1 or more"),
+        ("TRACEKIT_WORKERS", "0", "is not a whole number, 1 or more"),
+        ("TRACEKIT_WORKERS", "1.5", "is not a whole number, 1 or more"),
+        ("TRACEKIT_DECODER", "bogus", "is not c or msgspec"),
+        ("TRACEKIT_LOOPS", "fortran", "is not c or numba"),
+        ("TRACEKIT_RAY_CONNECT_TIMEOUT_S", "soon", "is not a number of seconds above 0"),
+    ],
+)
+def test_a_setting_that_cannot_be_read_is_one_line(capture, capsys, monkeypatch, name, value, needle):
+    """TRACEKIT_WORKERS=abc|-1|0|1.5 and TRACEKIT_DECODER=bogus were silently ignored."""
+    monkeypatch.setenv(name, value)
+    one_line_error(*run_main(["info", str(capture)], capsys)[::2], f"{name}={value!r} {needle}", "unset it")
+
+
+def test_settings_that_can_be_read_are_used(capture, capsys, monkeypatch):
+    from tracekit import settings
+    from tracekit.parse.parser import workers
+
+    monkeypatch.setenv("TRACEKIT_WORKERS", "3")
+    monkeypatch.setenv("TRACEKIT_DECODER", "")  # empty: the default
+    assert workers() == 3 and settings.get("TRACEKIT_DECODER") is None
+    assert run_main(["info", str(capture)], capsys)[0] == 0

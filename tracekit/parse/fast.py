@@ -14,13 +14,13 @@ build), or with TRACEKIT_DECODER=msgspec, `decode` always returns None.
 from __future__ import annotations
 
 import decimal
-import os
 from typing import Optional
 
 import msgspec
 import numpy as np
 import pyarrow as pa
 
+from tracekit import settings
 from tracekit.parse import decode as _decode
 from tracekit.parse.decode import INT_ARGS
 
@@ -36,7 +36,7 @@ STR_FIELDS = ("ph", "cat", "name", "sync_kind", "collective", "pg_ranks", "name_
 
 def available() -> bool:
     """Whether the C decoder is compiled and enabled (TRACEKIT_DECODER=msgspec turns it off)."""
-    return _fastscan is not None and os.environ.get("TRACEKIT_DECODER", "") != "msgspec"
+    return _fastscan is not None and settings.get("TRACEKIT_DECODER") != "msgspec"
 
 
 def decoder_name() -> str:

@@ -40,6 +40,7 @@ from typing import Callable, Iterator, Optional, Sequence
 import numpy as np
 import pyarrow as pa
 
+from tracekit import settings
 from tracekit.data import arrow as _arrow
 from tracekit.data import files as _files
 from tracekit.data import signals as _signals
@@ -107,6 +108,7 @@ def parse_paths(paths: list[Path], *, salvage: bool = False, progress: Optional[
         keep_going=len(files) > 1,
     )
     check_rank_files(traces)
+    ranks_at_once(traces)
     events = pa.concat_tables(tables) if tables else SCHEMA.empty_table()
     _require_events(files, traces)
     frame = Frame(events)
@@ -228,6 +230,7 @@ def _stream_once(
             encode=part if parallel else None,
         )
         check_rank_files(traces)
+        ranks_at_once(traces)
         _require_events(files, traces)
         needed = kept.frame()  # its columns converted once, for derive and sanity
         derived = derive_steps(needed)
@@ -536,6 +539,49 @@ def check_rank_files(traces: list[dict]) -> None:
                     "overlap (copies of one trace, or traces of different runs?); successive profiler "
                     "cycles of one rank never overlap. Parse one of them, or give each run its own capture"
                 )
+        _one_process(rank, ts)
+
+
+def _one_process(rank: int, traces: list[dict]) -> None:
+    """The files of one rank come from one process (the successive profiler cycles of a run): files
+    whose host events come from different processes are two runs, merged they gave one step of 38 s
+    ("idle: interpreter 12714 ms/step") and a source the analysis never read."""
+    pids = [(t, set(t.get("host_pids") or ())) for t in traces]
+    known = [(t, p) for t, p in pids if p]
+    for (a, pa_), (b, pb) in zip(known, known[1:]):
+        if not pa_ & pb:
+            raise TraceFormatError(
+                f"{a['source']} and {b['source']} are both rank {rank} but come from different processes "
+                f"(pid {min(pa_)} and pid {min(pb)}): traces of two runs, not two profiler cycles of one "
+                "(those come from one process); give each run its own capture (tracekit diff compares them)"
+            )
+
+
+def ranks_at_once(traces: list[dict]) -> None:
+    """The ranks of one job run at once: a rank whose host events all lie before another rank's first
+    one is named in a warning in its trace entry (traces of different runs?); clocks of different hosts
+    may disagree, so it is not refused. Called once on a job's final trace entries."""
+    by_rank: dict[int, list[dict]] = collections.defaultdict(list)
+    for t in traces:
+        if t.get("host_span_ns"):
+            by_rank[int(t["rank"])].append(t)
+    spans = {
+        r: (min(t["host_span_ns"][0] for t in ts), max(t["host_span_ns"][1] for t in ts))
+        for r, ts in by_rank.items()
+    }
+    if len(spans) < 2:
+        return
+    last_start = max(spans, key=lambda r: spans[r][0])
+    first_end = min(spans, key=lambda r: spans[r][1])
+    apart = spans[last_start][0] - spans[first_end][1]
+    if apart <= 0:
+        return
+    entry = by_rank[last_start][0]
+    entry["warnings"] = entry.get("warnings", []) + [
+        f"rank {last_start} starts {apart / 1e9:.3f} s after rank {first_end} ended: the ranks of one job "
+        "run at once, so these may be traces of different runs (or of hosts whose clocks disagree); "
+        "collective waits and the job's step time mix them"
+    ]
 
 
 class _Digest:
@@ -640,6 +686,7 @@ def _parse_one(
     entry.update(
         salvaged_dropped_bytes=dropped_bytes if salvage else None,
         host_span_ns=span.value(),
+        host_pids=sorted(span.pids),
         gzip_damage=gz_damage,
     )
     return entry
@@ -728,11 +775,13 @@ class _HostSpan:
     def __init__(self) -> None:
         self.lo: Optional[int] = None
         self.hi: Optional[int] = None
+        self.pids: set[int] = set()  # the processes of those events (check_rank_files: one run's)
 
-    def add(self, chunk: Optional[tuple[int, int]]) -> None:
+    def add(self, chunk: Optional[tuple[int, int, list[int]]]) -> None:
         if chunk is None:
             return
-        lo, hi = chunk
+        lo, hi, pids = chunk
+        self.pids.update(pids)
         self.lo = lo if self.lo is None else min(self.lo, lo)
         self.hi = hi if self.hi is None else max(self.hi, hi)
 
@@ -740,15 +789,17 @@ class _HostSpan:
         return None if self.lo is None or self.hi is None else [self.lo, self.hi]
 
 
-def _host_span(needed: pa.Table) -> Optional[tuple[int, int]]:
-    """[first start, last end] of the host events of one chunk's derive rows (see _HostSpan), or None."""
+def _host_span(needed: pa.Table) -> Optional[tuple[int, int, list[int]]]:
+    """[first start, last end] of the host events of one chunk's derive rows (see _HostSpan) and their
+    processes, or None."""
     frame = Frame(needed)
     host = frame.mask("ph", lambda v: v == "X") & frame.mask("cat", lambda v: v in _HOST_SPAN_CATS)
     if not host.any():
         return None
     ts = frame.ints("ts_ns")[host]
     end = ts + np.maximum(frame.ints("dur_ns")[host], 0)
-    return int(ts.min()), int(end.max())
+    pids = frame.ints("pid")[host & frame.present("pid")]
+    return int(ts.min()), int(end.max()), np.unique(pids).tolist()
 
 
 def _merge_stats(into: dict, stats: dict) -> None:
@@ -773,10 +824,7 @@ def chunk_bytes(size: int) -> int:
 def workers() -> int:
     """Decode processes: TRACEKIT_WORKERS, else one per CPU this process may run on (its affinity:
     `taskset -c 0,1` or a job scheduler's CPU set gives two, where os.cpu_count() counts the machine's)."""
-    env = os.environ.get("TRACEKIT_WORKERS", "")
-    if env.isdigit() and int(env) > 0:
-        return int(env)
-    return usable_cpus()
+    return settings.get("TRACEKIT_WORKERS") or usable_cpus()
 
 
 def usable_cpus() -> int:

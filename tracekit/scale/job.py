@@ -49,6 +49,7 @@ from tracekit.parse.parser import (
     find_manifest,
     find_trace_files,
     parse_files_to,
+    ranks_at_once,
     warn_losses,
 )
 from tracekit.scale import tasks
@@ -202,6 +203,7 @@ def _parse_into(
     order = {d: i for i, (_, d) in enumerate(files)}
     sources = sorted((x for s in final.values() for x in s["sources"]), key=lambda x: order[x["path"]])
     traces = sorted((x for s in final.values() for x in s["traces"]), key=lambda x: order[x["source"]])
+    ranks_at_once(traces)
     warn_losses(traces)  # once, here: the tasks kept theirs quiet (they may run on other machines)
     parts = [
         {"rank": r, "path": f"rank={r}/part-0.parquet", "rows": s["rows"], "steps": s["steps"]}
