@@ -178,3 +178,54 @@ def test_settings_that_can_be_read_are_used(capture, capsys, monkeypatch):
     monkeypatch.setenv("TRACEKIT_DECODER", "")  # empty: the default
     assert workers() == 3 and settings.get("TRACEKIT_DECODER") is None
     assert run_main(["info", str(capture)], capsys)[0] == 0
+
+
+# --- a capture folder without its index, a byte order mark, a manifest cut short ------------------------
+
+
+def test_a_capture_folder_without_its_index_says_so(tmp_path, capsys):
+    """A capture folder whose _tracekit.json was lost was "no trace files in this folder (it has
+    folders: rank=0; name one run folder)"."""
+    folder = tmp_path / "cap"
+    assert run_main(["parse", str(_trace(tmp_path)), "-o", f"{folder}/"], capsys)[0] == 0
+    (folder / "_tracekit.json").unlink()
+    for command in ("analyze", "info", "whatif"):
+        one_line_error(
+            *run_main([command, str(folder)], capsys)[::2],
+            "a capture folder without its _tracekit.json (rank=0/part-0.parquet is there)",
+        )
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_a_trace_with_a_utf8_byte_order_mark_is_read(tmp_path, capsys, gz):
+    """A UTF-8 BOM (Windows editors write one) was refused as "not JSON"; JSON lets a parser ignore it."""
+    import gzip
+
+    plain = _trace(tmp_path)
+    want = json.loads(run_main(["analyze", str(plain), "--json", "--no-savings"], capsys)[1])
+    data = b"\xef\xbb\xbf" + plain.read_bytes()
+    bom = tmp_path / ("bom.pt.trace.json.gz" if gz else "bom.pt.trace.json")
+    bom.write_bytes(gzip.compress(data) if gz else data)
+    code, out, err = run_main(["analyze", str(bom), "--json", "--no-savings"], capsys)
+    assert code == 0, err
+    got = json.loads(out)
+    assert got["devices"] == want["devices"] and got["host"] == want["host"]
+
+
+def test_a_manifest_cut_short_is_named_and_no_other_runs_manifest_is_used(tmp_path, capsys):
+    """A truncated manifest.json was ignored silently while another run's manifest labelled the report."""
+    ra, rb = tmp_path / "ra", tmp_path / "rb"
+    ra.mkdir()
+    rb.mkdir()
+    _trace(ra, "rank0.pt.trace.json")
+    (rb / "rank1.pt.trace.json").write_text(json.dumps(_shifted(four_steps().build(), 0, rank=1)))
+    (ra / "manifest.json").write_text('{"run": "a", "workload": "x", "sta')
+    (rb / "manifest.json").write_text(json.dumps({"run": "b", "workload": "y"}))
+    code, out, err = run_main(["analyze", str(ra), str(rb), "--json", "--no-savings"], capsys)
+    assert code == 0, err
+    assert f"cannot read {ra / 'manifest.json'}" in err and "the capture has no manifest" in err
+    assert json.loads(out)["capture"].get("run") is None
+    (ra / "manifest.json").write_text(json.dumps({"run": "a", "workload": "x"}))
+    one_line_error(
+        *run_main(["analyze", str(ra), str(rb)], capsys)[::2], "are run folders of different runs (their"
+    )

@@ -7,6 +7,7 @@ folder it made."""
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -276,3 +277,56 @@ def test_a_stop_sent_to_tracekit_alone_stops_the_capture_and_keeps_its_traces(tm
 
     assert json.loads((run_dir / "manifest.json").read_text())["status"] == "interrupted"
     assert not (out / "train" / "stop.parquet").exists()
+
+
+# --- a full disk names the output, never a temporary path ------------------------------------------------
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="no unshare(1)")
+def test_a_full_disk_names_the_output_not_a_temporary_path(tmp_path):
+    """A 64 KiB tmpfs, 40 KiB taken: the folder form named its stage (`.cdir.x1y2.tmp/.files/0.parquet`),
+    a job's metadata file was an OSError traceback, `tb`'s writer thread printed one. Each is one line
+    naming the output, and nothing is left."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    trace = ROOT / "fixtures/h200_probe/sync.pt.trace.json.gz"
+    r0 = _rank_file(tmp_path, 0)
+    r1 = _rank_file(tmp_path, 1)
+    tk = f"{sys.executable} -m tracekit"
+    script = f"""
+mount -t tmpfs -o size=64k tmpfs "$0" || exit 77
+head -c 40000 /dev/zero > "$0/filler"
+{tk} parse {trace} -o "$0/cdir/"; echo "rc=$?"
+{tk} parse {r0} {r1} -o "$0/jobdir/"; echo "rc=$?"
+{tk} parse {r0} {r1} {trace} -o "$0/job.parquet"; echo "rc=$?"
+mkdir "$0/run" && cp {r0} "$0/run/" && head -c 20000 /dev/zero > "$0/filler2"
+{tk} tb "$0"; echo "rc=$?"
+echo "left: $(ls -A "$0" "$0/run" | tr "\\n" " ")"
+"""
+    run = subprocess.run(
+        ["unshare", "-rm", "sh", "-c", script, str(disk)], capture_output=True, text=True, cwd=ROOT
+    )
+    if run.returncode == 77 or "unshare:" in run.stderr:
+        pytest.skip(f"cannot mount a tmpfs here: {run.stderr.strip()[:200]}")
+    assert run.stdout.count("rc=2") == 4, run.stdout + run.stderr
+    errors = [line for line in run.stderr.splitlines() if "warning" not in line]
+    assert len(errors) == 4 and all(e.startswith("tracekit: error: cannot write ") for e in errors), (
+        run.stderr
+    )
+    for name in ("cdir", "jobdir", "job.parquet", "run"):
+        assert any(f"cannot write {disk}/{name} (No space left on device)" in e for e in errors), run.stderr
+    assert ".tmp" not in run.stderr and "Traceback" not in run.stderr
+    assert run.stdout.split("left:")[1].split() == [
+        f"{disk}:",
+        "filler",
+        "filler2",
+        "run",
+        f"{disk}/run:",
+        r0.name,
+    ]
+
+
+def _rank_file(tmp_path: Path, rank: int) -> Path:
+    t = small_trace()
+    t.meta["distributedInfo"] = {"rank": rank, "world_size": 2}
+    return t.write(tmp_path / f"rank{rank}.pt.trace.json")

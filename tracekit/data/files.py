@@ -447,8 +447,22 @@ def local_copy(loc: Location) -> Iterator[Path]:
 
 def write_bytes(loc: Location, data: bytes) -> None:
     """Write `data` to `loc` atomically."""
-    with atomic_write(loc) as out:
-        out.write(data)
+    try:
+        with atomic_write(loc) as out:
+            out.write(data)
+    except OSError as exc:  # a full disk: one line (it was a traceback)
+        if exc.errno not in WRITE_ERRNOS:
+            raise
+        raise write_error(loc, exc) from None
+
+
+def named_as_output(exc: OutputWriteError, stage: Location, loc: Location) -> OutputWriteError:
+    """A write error raised inside `stage` (the temporary folder an output is built in) as one about
+    the output `loc`: the user never named the stage ("cannot write .cdir.x1y2.tmp/.files/0.parquet")."""
+    text = str(exc)
+    for spelling in {os.path.abspath(stage), str(stage)} if not is_uri(stage) else {str(stage)}:
+        text = re.sub(re.escape(spelling) + r"[^\s(]*", lambda _: str(loc), text)
+    return OutputWriteError(text)
 
 
 @contextlib.contextmanager
@@ -465,7 +479,10 @@ def staged_folder(loc: Location, *, replace: bool = True) -> Iterator[Location]:
     with new_folders_removed_on_failure(path):
         tmp = temp_file(path, folder=True)
         try:
-            yield tmp
+            try:
+                yield tmp
+            except OutputWriteError as exc:
+                raise named_as_output(exc, tmp, loc) from None
             if replace and path.exists():
                 signals.check()
                 with signals.held():  # a stop between the two renames would leave `path` moved away

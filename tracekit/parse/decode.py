@@ -211,16 +211,29 @@ def read_trace_bytes(path: Path) -> tuple[bytes | mmap.mmap, Optional[str]]:
         raise InputNotFound(f"{path}: is a folder, expected a trace file")
     try:
         with open(path, "rb") as fh:
-            magic = fh.read(2)
-            if magic == b"\x1f\x8b":
+            magic = fh.read(3)
+            if magic[:2] == b"\x1f\x8b":
                 fh.seek(0)
-                return _gunzip(fh.read())
+                data, damage = _gunzip(fh.read())
+                return _without_bom(data), damage
+            if magic == UTF8_BOM:  # read whole (a mapping is read-only): rare, and small ones
+                fh.seek(0)
+                return _without_bom(fh.read()), None
             fh.seek(0, 2)
             if fh.tell() == 0:
                 raise TraceFormatError(f"{path}: empty file, not a trace")
             return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ), None
     except OSError as exc:
         raise InputNotFound(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
+# A UTF-8 byte order mark: editors on Windows (Notepad, PowerShell's Out-File) write one before the text.
+# JSON forbids it (RFC 8259 §8.1) but allows parsers to ignore it; it is read as whitespace (offsets kept).
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
+def _without_bom(data: bytes) -> bytes:
+    return b"   " + data[3:] if data.startswith(UTF8_BOM) else data
 
 
 def _gunzip(data: bytes) -> tuple[bytes, Optional[str]]:

@@ -49,6 +49,8 @@ from tracekit.data.files import Location
 from tracekit.data.schema import CAT_CPU_OP, CAT_USER_ANNOTATION, KIND_EVENT, SCHEMA, device_properties
 from tracekit.data.store import (
     DIGEST,
+    FOLDER_META,
+    PART_NAME,
     Capture,
     CaptureWriter,
     EncodedRows,
@@ -59,6 +61,7 @@ from tracekit.data.store import (
     read_capture,
 )
 from tracekit.errors import (
+    CaptureFileError,
     InputNotFound,
     OutputExistsError,
     ParseAbortedError,
@@ -290,6 +293,7 @@ def find_trace_files(paths: Sequence[Location]) -> list[tuple[Location, str]]:
                     _files.check_input(q)
             inside = [q for q in named if q.is_file()]
             if not inside:
+                _capture_folder_without_index(p)
                 subdirs = sorted(q.name for q in p.iterdir() if q.is_dir())
                 hint = f" (it has folders: {', '.join(subdirs[:5])}; name one run folder)" if subdirs else ""
                 raise InputNotFound(f"{p}: no trace files (*.json, *.json.gz) in this folder{hint}")
@@ -297,6 +301,17 @@ def find_trace_files(paths: Sequence[Location]) -> list[tuple[Location, str]]:
         else:
             found.append((p, p.name))
     return found
+
+
+def _capture_folder_without_index(folder: Path) -> None:
+    """A folder of rank parts without its metadata file is a capture folder whose writing did not end
+    (or whose `_tracekit.json` was removed): said, not "no trace files"."""
+    parts = sorted(folder.glob(f"rank=*/{PART_NAME}"))
+    if parts:
+        raise CaptureFileError(
+            f"{folder}: a capture folder without its {FOLDER_META} ({parts[0].relative_to(folder)} is "
+            "there): its writing was interrupted, or the file was removed; parse the traces again"
+        )
 
 
 def _trace_files_at(uri: str) -> list[tuple[Location, str]]:
@@ -313,19 +328,41 @@ def _trace_files_at(uri: str) -> list[tuple[Location, str]]:
 
 
 def find_manifest(paths: list[Path]) -> Optional[dict]:
-    """The capture manifest (manifest.json, written by `tracekit capture`) of the first named run folder
-    that has one, or None. An unreadable manifest is ignored: the traces are still worth parsing."""
+    """The capture manifest (manifest.json, written by `tracekit capture`) of the named run folders, or
+    None. Folders whose manifests differ are two runs: refused (one run's manifest labelled the other's
+    traces). A manifest that cannot be read (cut short, not an object) is named in a warning, and then
+    none is taken: whose run it was cannot be told (the traces are still worth parsing)."""
+    found: list[tuple[Location, dict]] = []
+    unreadable = []
     for p in paths:
         candidate = _files.join(p, MANIFEST_NAME)
         try:
             if not (_files.is_dir(p) and _files.is_file(candidate)):
                 continue
             doc = json.loads(_files.read_bytes(candidate))
-        except (OSError, ValueError, TracekitError):
+        except (OSError, ValueError, TracekitError) as exc:
+            unreadable.append(f"{candidate} ({_files.first_line(exc)[:80]})")
             continue
-        if isinstance(doc, dict):
-            return doc
-    return None
+        if not isinstance(doc, dict):
+            unreadable.append(f"{candidate} (not a JSON object)")
+            continue
+        found.append((p, doc))
+    for (a, ma), (b, mb) in zip(found, found[1:]):
+        if ma != mb:
+            raise TraceFormatError(
+                f"{a} and {b} are run folders of different runs (their manifests differ: "
+                f"{ma.get('run') or ma.get('started_at')} and {mb.get('run') or mb.get('started_at')}); "
+                "give each run its own capture (tracekit diff compares them)"
+            )
+    if unreadable:
+        warnings.warn(
+            f"cannot read {', '.join(unreadable)}: the capture has no manifest (no unprofiled step "
+            "times, knobs or versions)",
+            TraceWarning,
+            stacklevel=2,
+        )
+        return None
+    return found[0][1] if found else None
 
 
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)

@@ -42,7 +42,13 @@ from tracekit.data.store import (
     read_rank,
     write_folder_meta,
 )
-from tracekit.errors import CaptureFileError, OutputExistsError, TraceFormatError, TracekitError
+from tracekit.errors import (
+    CaptureFileError,
+    OutputExistsError,
+    OutputWriteError,
+    TraceFormatError,
+    TracekitError,
+)
 from tracekit.parse.parser import (
     Progress,
     check_rank_files,
@@ -143,6 +149,8 @@ def parse_job(
         try:
             result = _parse_into(stage, files, manifest, salvage, executor, spread, progress, files_done)
             _concatenate(stage, output, result.meta, force)
+        except OutputWriteError as exc:
+            raise fs.named_as_output(exc, stage, output) from None
         finally:
             if fs.exists(stage):
                 fs.remove_tree(stage)

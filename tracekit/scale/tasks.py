@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union
 
 from tracekit.data.files import Location
-from tracekit.errors import TracekitError, TraceWarning
+from tracekit.errors import OutputWriteError, TracekitError, TraceWarning
 from tracekit.parse.parser import Progress
 
 if TYPE_CHECKING:
@@ -80,7 +80,7 @@ def parse_rank(
                 pairs, out_path, force=True, salvage=salvage, part=True, parallel=parallel, progress=progress
             )
     except TracekitError as exc:
-        if len(pairs) != 1:
+        if len(pairs) != 1 or isinstance(exc, OutputWriteError):  # the output's failure, not the file's
             raise
         display = pairs[0][1]
         return {
