@@ -836,7 +836,7 @@ def _host_span(needed: pa.Table) -> Optional[tuple[int, int, list[int]]]:
     ts = frame.ints("ts_ns")[host]
     end = ts + np.maximum(frame.ints("dur_ns")[host], 0)
     pids = frame.ints("pid")[host & frame.present("pid")]
-    return int(ts.min()), int(end.max()), np.unique(pids).tolist()
+    return int(ts.min()), int(end.max()), _arrow.distinct(pids).tolist()
 
 
 def _merge_stats(into: dict, stats: dict) -> None:
