@@ -330,3 +330,20 @@ def _rank_file(tmp_path: Path, rank: int) -> Path:
     t = small_trace()
     t.meta["distributedInfo"] = {"rank": rank, "world_size": 2}
     return t.write(tmp_path / f"rank{rank}.pt.trace.json")
+
+
+def test_force_never_deletes_a_users_file_inside_a_capture_folder(tmp_path, capsys):
+    """`parse -o DIR/ --force` replaced a capture folder whole: a file the user had put in it went too."""
+    trace = small_trace().write(tmp_path / "t.pt.trace.json")
+    folder = tmp_path / "c"
+    assert run_main(["parse", str(trace), "-o", f"{folder}/"], capsys)[0] == 0
+    (folder / "notes.txt").write_text("mine")
+    (folder / "rank=0" / "plot.png").write_bytes(b"mine")
+    argv = ["parse", str(trace), "-o", f"{folder}/", "--force"]
+    one_line_error(
+        *run_main(argv, capsys)[::2], "holds files tracekit did not write (notes.txt, rank=0/plot.png)"
+    )
+    assert (folder / "notes.txt").read_text() == "mine"
+    (folder / "notes.txt").unlink()
+    (folder / "rank=0" / "plot.png").unlink()
+    assert run_main(argv, capsys)[0] == 0

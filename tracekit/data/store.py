@@ -193,6 +193,33 @@ def check_folder_output(path: Location, force: bool, inputs: Sequence[Location] 
         raise OutputExistsError(f"{path} is {what}; name a new folder for the capture")
     if not force:
         raise OutputExistsError(f"{path} exists; pass --force to overwrite")
+    foreign = _not_ours(path)
+    if foreign:
+        raise OutputExistsError(
+            f"{path} holds files tracekit did not write ({', '.join(foreign[:3])}), which replacing the "
+            "capture would delete; move them, or name a new folder"
+        )
+
+
+def _not_ours(root: Location) -> list[str]:
+    """The entries of a local capture folder that its writers did not make (they make the metadata
+    file, each rank's folder with its part and its stored idle rows, and hidden `.NAME.XXXX.tmp` files
+    on the way)."""
+    if files.is_uri(root):
+        return []
+    own = {FOLDER_META}
+    out = []
+    for entry in sorted(os.listdir(root)):
+        inside = os.path.join(root, entry)
+        if entry in own or (entry.startswith(".") and entry.endswith(".tmp")):
+            continue
+        if entry.startswith("rank=") and os.path.isdir(inside) and not os.path.islink(inside):
+            out += [
+                f"{entry}/{x}" for x in sorted(os.listdir(inside)) if x not in (PART_NAME, IDLE_PART_NAME)
+            ]
+        else:
+            out.append(entry)
+    return out
 
 
 def check_store(path: Location, meta: dict, force: bool) -> None:
