@@ -221,10 +221,17 @@ def test_a_failed_parse_leaves_no_folder_it_made(tmp_path, capsys):
     """`parse BAD -o new1/new2/x.parquet` left new1/new2 behind."""
     bad = tmp_path / "bad.pt.trace.json"
     bad.write_text('{"traceEvents": [{"ph": "X", "ts": "soon"}]}')
-    for out in ("new1/new2/x.parquet", "new3/new4/"):
-        code, _, err = run_main(["parse", str(bad), "-o", str(tmp_path / out)], capsys)
+    worse = tmp_path / "worse.pt.trace.json"
+    worse.write_text("garbage")
+    for inputs, out in (
+        ([bad], "new1/new2/x.parquet"),
+        ([bad], "new3/new4/"),
+        ([bad, worse], "new5/new6/x.parquet"),  # a job of files: parsed into a stage beside the output
+        ([bad, worse], "new7/new8/"),
+    ):
+        code, _, err = run_main(["parse", *map(str, inputs), "-o", str(tmp_path / out)], capsys)
         assert code == 2, err
-    assert _tree(tmp_path) == ["bad.pt.trace.json"]
+    assert _tree(tmp_path) == ["bad.pt.trace.json", "worse.pt.trace.json"]
 
 
 # --- Ctrl-C sent to tracekit alone stops the capture promptly, its traces kept ------------------------

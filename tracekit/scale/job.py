@@ -146,14 +146,15 @@ def parse_job(
             write_folder_meta(stage, result.meta, result.meta.pop("parts"))
     else:
         stage = fs.sibling(output, f".{fs.name_of(output)}.parts")
-        try:
-            result = _parse_into(stage, files, manifest, salvage, executor, spread, progress, files_done)
-            _concatenate(stage, output, result.meta, force)
-        except OutputWriteError as exc:
-            raise fs.named_as_output(exc, stage, output) from None
-        finally:
-            if fs.exists(stage):
-                fs.remove_tree(stage)
+        with fs.new_folders_removed_on_failure(output):  # the stage makes the output's folders
+            try:
+                result = _parse_into(stage, files, manifest, salvage, executor, spread, progress, files_done)
+                _concatenate(stage, output, result.meta, force)
+            except OutputWriteError as exc:
+                raise fs.named_as_output(exc, stage, output) from None
+            finally:
+                if fs.exists(stage):
+                    fs.remove_tree(stage)
     result.output, result.folder = output, folder
     result.seconds = time.perf_counter() - started
     return result
