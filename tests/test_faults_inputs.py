@@ -171,12 +171,12 @@ def test_a_setting_that_cannot_be_read_is_one_line(capture, capsys, monkeypatch,
 
 
 def test_settings_that_can_be_read_are_used(capture, capsys, monkeypatch):
-    from tracekit import settings
     from tracekit.parse.parser import workers
+    from tracekit.settings import setting
 
     monkeypatch.setenv("TRACEKIT_WORKERS", "3")
     monkeypatch.setenv("TRACEKIT_DECODER", "")  # empty: the default
-    assert workers() == 3 and settings.get("TRACEKIT_DECODER") is None
+    assert workers() == 3 and setting("TRACEKIT_DECODER") is None
     assert run_main(["info", str(capture)], capsys)[0] == 0
 
 

@@ -17,9 +17,9 @@ from typing import Any, Callable, Iterator, Optional
 
 import typer
 
-from tracekit import settings
 from tracekit.data import signals
 from tracekit.errors import TracekitError, TraceWarning
+from tracekit.settings import check_settings
 from tracekit.version import __version__
 
 
@@ -334,7 +334,7 @@ def _run(argv: list[str]) -> None:
 def _command(argv: list[str]) -> int:
     """Run the command; its exit status (a stop or an error raises)."""
     argv = _optional_values(argv)
-    settings.check()  # an environment variable that cannot be read: one line, before any work
+    check_settings()  # an environment variable that cannot be read: one line, before any work
     _register_commands(argv)
     rc = app(args=argv, standalone_mode=False)
     # Typer (0.29 here) turns Ctrl-C and typer.Exit(code) into a *returned* exit code when not standalone.

@@ -3,7 +3,7 @@ does. A value that cannot be read is an error naming the variable and what it ta
 never silently ignored (`TRACEKIT_WORKERS=abc` used to mean "one per CPU"); the CLI checks every one
 before a command runs. An empty value is the same as none.
 
-    workers = settings.get("TRACEKIT_WORKERS")     # None: the default (one per CPU)
+    workers = setting("TRACEKIT_WORKERS")     # None: the default (one per CPU)
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ SETTINGS = {
 }
 
 
-def get(name: str) -> Optional[Any]:
+def setting(name: str) -> Optional[Any]:
     """The value of setting `name` from the environment, None when unset (or empty)."""
     setting = SETTINGS[name]
     text = os.environ.get(name, "")
@@ -88,7 +88,7 @@ def get(name: str) -> Optional[Any]:
         ) from None
 
 
-def check() -> None:
+def check_settings() -> None:
     """Every setting read once: a value that cannot be read fails here, before any work."""
     for name in SETTINGS:
-        get(name)
+        setting(name)

@@ -20,9 +20,9 @@ import msgspec
 import numpy as np
 import pyarrow as pa
 
-from tracekit import settings
 from tracekit.parse import decode as _decode
 from tracekit.parse.decode import INT_ARGS
+from tracekit.settings import setting
 
 try:
     from tracekit.parse import _fastscan  # type: ignore[attr-defined]  # the C extension
@@ -36,7 +36,7 @@ STR_FIELDS = ("ph", "cat", "name", "sync_kind", "collective", "pg_ranks", "name_
 
 def available() -> bool:
     """Whether the C decoder is compiled and enabled (TRACEKIT_DECODER=msgspec turns it off)."""
-    return _fastscan is not None and settings.get("TRACEKIT_DECODER") != "msgspec"
+    return _fastscan is not None and setting("TRACEKIT_DECODER") != "msgspec"
 
 
 def decoder_name() -> str:

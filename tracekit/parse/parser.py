@@ -40,7 +40,6 @@ from typing import Callable, Iterator, Optional, Sequence
 import numpy as np
 import pyarrow as pa
 
-from tracekit import settings
 from tracekit.data import arrow as _arrow
 from tracekit.data import files as _files
 from tracekit.data import signals as _signals
@@ -74,6 +73,7 @@ from tracekit.parse import decode as _decode
 from tracekit.parse import fast as _fast
 from tracekit.parse import sanity as _sanity
 from tracekit.parse.derive import Frame, FrameBuilder, derive_steps, needed_for_derive
+from tracekit.settings import setting
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 MANIFEST_NAME = "manifest.json"  # written by `tracekit capture` beside the traces; not a trace
@@ -861,7 +861,7 @@ def chunk_bytes(size: int) -> int:
 def workers() -> int:
     """Decode processes: TRACEKIT_WORKERS, else one per CPU this process may run on (its affinity:
     `taskset -c 0,1` or a job scheduler's CPU set gives two, where os.cpu_count() counts the machine's)."""
-    return settings.get("TRACEKIT_WORKERS") or usable_cpus()
+    return setting("TRACEKIT_WORKERS") or usable_cpus()
 
 
 def usable_cpus() -> int:

@@ -236,9 +236,9 @@ def import_ray():
 def _connect_timeout(given: Optional[float]) -> float:
     if given is not None:
         return given
-    from tracekit import settings
+    from tracekit.settings import setting
 
-    return settings.get("TRACEKIT_RAY_CONNECT_TIMEOUT_S") or CONNECT_TIMEOUT_S
+    return setting("TRACEKIT_RAY_CONNECT_TIMEOUT_S") or CONNECT_TIMEOUT_S
 
 
 def _host_port(address: str) -> tuple[str, int]:

@@ -364,10 +364,10 @@ def _compiled():
     """The fastest loops at hand: the C extension's (no numba import, ~0.35 CPU-s and ~0.16 GiB less per
     replaying command), else numba's (TRACEKIT_LOOPS=numba forces them), else the Python ones."""
     global _group, _cover_into, _kahn, _kahn_by_time, binding_weights, longest_paths  # noqa: PLW0603
-    from tracekit import settings
+    from tracekit.settings import setting
 
     chosen = None
-    if settings.get("TRACEKIT_LOOPS") != "numba":
+    if setting("TRACEKIT_LOOPS") != "numba":
         try:
             import importlib
 
