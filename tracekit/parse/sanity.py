@@ -40,7 +40,7 @@ import pyarrow as pa
 from tracekit.data import arrow as _arrow
 from tracekit.data.schema import CAT_CPU_OP, CAT_USER_ANNOTATION, DEVICE_ACTIVITY_CATS
 from tracekit.errors import TraceFormatError
-from tracekit.parse.derive import Frame, impossible_rows
+from tracekit.parse.derive import TRACE_STEP_NAME, Frame, impossible_rows
 
 DUPLICATE_REFUSE_FRACTION = 0.5  # a repeated event list: every event twice
 # Real traces hold a few identical events (HTA's control trace, integer µs: 6 of 50,245 nested
@@ -184,8 +184,9 @@ def _steps(steps: pa.Table, where: str) -> list[str]:
             f"{where}: the step span {names[i]} has a negative duration ({dur[i] / 1e6:.3f} ms): a "
             "damaged trace, whose steps cannot be placed"
         )
-    if (dur == 0).any():  # a missing `dur` reads as 0; a real step lasts at least the profiler's µs
-        zero = np.flatnonzero(dur == 0)
+    spans = np.array([n != TRACE_STEP_NAME for n in names])  # the one step of a trace without steps
+    if (spans & (dur == 0)).any():  # a missing `dur` reads as 0; a real step lasts the profiler's µs
+        zero = np.flatnonzero(spans & (dur == 0))
         raise TraceFormatError(
             f"{where}: {zero.size} of its {len(dur)} step spans ({names[int(zero[0])]} first) have no "
             "duration (0, or `dur` missing or unreadable): a damaged trace, whose steps cannot be placed"
