@@ -13,6 +13,7 @@ metadata. Progress goes to stderr. Nothing existing is overwritten without `forc
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -34,7 +35,7 @@ from tracekit.capture.knobs import (
 from tracekit.capture.recorder import MANIFEST_NAME, TRACE_SUFFIX
 from tracekit.capture.workload import knobs_of
 from tracekit.data import signals
-from tracekit.data.files import remove_empty_folders, write_error
+from tracekit.data.files import new_folders_removed_on_failure, write_error
 from tracekit.data.store import check_output, check_parents
 from tracekit.errors import CaptureError, OutputExistsError, TracekitError
 from tracekit.orchestrate import interpreters
@@ -231,14 +232,7 @@ def run_capture(
     if device not in (None, "cuda", "cpu"):
         raise CaptureError(f"--device {device}: choose cuda or cpu")
     knobs = dict(knobs or {})
-    try:
-        sched = parse_schedule(
-            schedule
-            if isinstance(schedule, str) or schedule is None
-            else format_schedule({**parse_schedule(None), **dict(schedule)})
-        )
-    except KnobError as exc:
-        raise CaptureError(str(exc)) from None
+    sched = _checked_schedule(schedule)
     if script is not None:
         script = Path(script)
         if not script.is_file():
@@ -250,67 +244,43 @@ def run_capture(
     _check_out_folder(out)
     runs = plan_runs(label, out, list(pythons) or [None], name, force, repeat)
     _check_interpreters(runs, repeat)
-    # Everything is checked: the folders may be made. Those made here go again if they stay empty.
-    made = [_missing_folders(run.run_dir) for run in runs]
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise write_error(out, exc) from None
-    try:
-        return _capture_runs(
-            runs,
-            label,
-            workload,
-            script,
-            script_args,
-            device,
-            knobs,
-            sched,
-            force,
-            echo,
-            summarize,
-            parse,
-            repeat,
-        )
-    except BaseException:
-        for folders in made:
-            remove_empty_folders(folders)
-        raise
-
-
-def _capture_runs(
-    runs: list[Run],
-    label: str,
-    workload: str | None,
-    script: Path | None,
-    script_args: Sequence[str],
-    device: str | None,
-    knobs: Mapping[str, object],
-    sched: dict[str, int],
-    force: bool,
-    echo: Echo,
-    summarize: Summarize | None,
-    parse: bool,
-    repeat: int,
-) -> list[Path]:
     if repeat > 1:
         _announce(runs, repeat, echo)
-    written: list[Path] = []
-    for i, run in enumerate(runs, 1):
-        echo(
-            f"tracekit: [{i}/{len(runs)}] {label} under {run.interpreter.describe()} "
-            f"(torch {run.interpreter.torch_version or '?'}) "
-            f"→ {run.run_dir}"
-        )
+    # Everything is checked: the folders may be made; those made here go again unless a run is kept.
+    with contextlib.ExitStack() as made:
+        for run in runs:
+            made.enter_context(new_folders_removed_on_failure(run.run_dir / MANIFEST_NAME))
         try:
-            manifest = _run_child(run, workload, script, script_args, device, knobs, sched, force, echo)
-        except CaptureError as exc:
-            if not written:
-                raise
-            kept = ", ".join(p.stem if parse else p.name for p in written)
-            raise CaptureError(f"{exc}; the {len(written)} finished runs are kept ({kept})") from None
-        written.append(_parse_run(run, manifest, force, echo, summarize) if parse else run.run_dir)
-    return written
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise write_error(out, exc) from None
+        written: list[Path] = []
+        for i, run in enumerate(runs, 1):
+            echo(
+                f"tracekit: [{i}/{len(runs)}] {label} under {run.interpreter.describe()} "
+                f"(torch {run.interpreter.torch_version or '?'}) → {run.run_dir}"
+            )
+            try:
+                manifest = _run_child(run, workload, script, script_args, device, knobs, sched, force, echo)
+            except CaptureError as exc:
+                if not written:
+                    raise
+                kept = ", ".join(p.stem if parse else p.name for p in written)
+                raise CaptureError(f"{exc}; the {len(written)} finished runs are kept ({kept})") from None
+            written.append(_parse_run(run, manifest, force, echo, summarize) if parse else run.run_dir)
+        return written
+
+
+def _checked_schedule(schedule: str | Mapping[str, int] | None) -> dict[str, int]:
+    """The profiler schedule of `--schedule` text or a dict (keys over the default's), checked."""
+    try:
+        return parse_schedule(
+            schedule
+            if isinstance(schedule, str) or schedule is None
+            else format_schedule({**parse_schedule(None), **dict(schedule)})
+        )
+    except KnobError as exc:
+        raise CaptureError(str(exc)) from None
 
 
 def _check_interpreters(runs: Sequence[Run], repeat: int) -> None:
@@ -352,16 +322,6 @@ def _check_out_folder(out: Path) -> None:
     if out.exists() and not out.is_dir():
         raise OutputExistsError(f"-o {out}: is a file; name a folder for the captures (it holds one per run)")
     check_parents(out / "run.parquet")  # the path leads through folders (or none yet), not through a file
-
-
-def _missing_folders(path: Path) -> list[Path]:
-    """The folders from `path` up that do not exist yet, deepest first."""
-    missing = []
-    path = Path(os.path.abspath(path))
-    while not os.path.lexists(path) and path != path.parent:
-        missing.append(path)
-        path = path.parent
-    return missing
 
 
 def _child_command(
