@@ -60,8 +60,8 @@ def test_an_impossible_duration_is_left_out_and_named(tmp_path, capsys, what):
     victim = _events(doc, **pick)[1]
     victim["dur"] = 3600e6
     report, err = _report(tmp_path, doc, capsys, "--check")
-    assert "1 event with an impossible duration" in err and f"({victim['cat']}), 1.0 h long" in err
-    assert any("impossible duration" in w for w in report["capture"]["warnings"])
+    assert "1 event with an impossible time" in err and f"({victim['cat']}), 1.0 h long" in err
+    assert any("impossible time" in w for w in report["capture"]["warnings"])
     dev = report["devices"][0]
     assert dev["step_ms"]["max"] == pytest.approx(0.1)
     assert dev["steps"] == (3 if what == "step" else 4)
@@ -70,6 +70,25 @@ def test_an_impossible_duration_is_left_out_and_named(tmp_path, capsys, what):
     code, out, err = run_main(["whatif", str(tmp_path / "t.pt.trace.json"), "--json"], capsys)
     assert code == 0, err
     assert json.loads(out)["devices"][0]["observed_step_ms"] == pytest.approx(0.1)
+
+
+@pytest.mark.parametrize("what", ["op", "kernel"])
+def test_an_impossible_start_is_left_out_and_named(tmp_path, capsys, what):
+    """One corrupted `ts` (an op at 0: 53 years before the rest) made a trace without steps one step of
+    53 years ("interpreter 1,682,725,898,144 ms/step"), and whatif an IndexError."""
+    t = four_steps()
+    doc = t.build()
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("cat") != "user_annotation"]
+    for e in doc["traceEvents"]:
+        if isinstance(e.get("ts"), (int, float)):
+            e["ts"] += 1_682_725_899_000_000  # epoch µs, as Kineto writes them
+    victim = _events(doc, cat="cpu_op" if what == "op" else "kernel")[2]
+    victim["ts"] = 0
+    report, err = _report(tmp_path, doc, capsys)
+    assert f"1 event with an impossible time (most: {victim['name']} ({victim['cat']}), starting" in err
+    assert report["devices"][0]["step_ms"]["max"] < 1.0  # the trace's 0.37 ms, not 53 years
+    code, _, err = run_main(["whatif", str(tmp_path / "t.pt.trace.json"), "--python-speedup", "0.5"], capsys)
+    assert code == 0, err
 
 
 def test_a_long_last_step_with_its_work_is_not_impossible(tmp_path, capsys):

@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from tracekit.analysis.steps import check_step_numbers, cycles
 from tracekit.data import schema as S
-from tracekit.parse.derive import impossible, late_limits
+from tracekit.parse.derive import Limits, impossible, time_limits
 
 # The DataLoader iterator's fetch, a user_annotation such as
 # `enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__` (group 1: the iterator class).
@@ -275,23 +275,23 @@ class _Cols:
 _LATE_CATS = (S.CAT_USER_ANNOTATION, S.CAT_CPU_OP, *S.DEVICE_ACTIVITY_CATS)
 
 
-def _without_impossible(c: _Cols) -> tuple[_Cols, dict[int, int]]:
-    """The framed rows less the events of impossible duration (parse.derive.impossible_rows: the
-    parse named them), and each rank's limit."""
+def _without_impossible(c: _Cols) -> tuple[_Cols, Limits]:
+    """The framed rows less the events of impossible time (parse.derive.impossible_rows: the parse
+    named them), and each rank's limits."""
     judged = _classify(c.ccodes, c.ccats, lambda v: v in _LATE_CATS)
-    limits = late_limits(c.rank[judged], c.ts[judged])
-    late = judged & impossible(c.rank, c.end, limits)
+    limits = time_limits(c.rank[judged], c.ts[judged])
+    late = judged & impossible(c.rank, c.ts, c.end, limits)
     if not late.any():
         return c, limits
     return c.without(late), limits
 
 
-def _steps_before(rows: pa.Table, limits: dict[int, int]) -> pa.Table:
-    """The parser's step rows less those of impossible duration (a capture parsed before the rule)."""
+def _steps_before(rows: pa.Table, limits: Limits) -> pa.Table:
+    """The parser's step rows less those of impossible time (a capture parsed before the rule)."""
     if not rows.num_rows or not limits:
         return rows
     ts = _ints(rows["ts_ns"])
-    late = impossible(_ints(rows["rank"]), ts + np.maximum(_ints(rows["dur_ns"]), 0), limits)
+    late = impossible(_ints(rows["rank"]), ts, ts + np.maximum(_ints(rows["dur_ns"]), 0), limits)
     return rows.filter(pa.array(~late)) if late.any() else rows
 
 

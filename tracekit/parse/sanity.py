@@ -11,8 +11,8 @@ of the capture repeats it (docs/QUIRKS.md, the fault table).
              numbers each step once, and diff and whatif match steps by number
     refused  a step span with a negative or zero duration (or none): its step cannot be placed (zero-
              length steps beside 1,800 kernels were "0 steps ... CPU-only capture")
-    warned   an event whose duration is impossible (derive.impossible_rows: it ends long after anything
-             else the rank recorded starts): left out of every figure, and named
+    warned   an event whose time is impossible (derive.impossible_rows: it ends long after, or starts long
+             before, anything else the rank recorded): left out of every figure, and named
     refused  device activity more than MAX_DEVICE_DRIFT_NS after the host's last event (or before its
              first): the device clock is not the host's (one such kernel made whatif's observed step
              125,000,000 ms)
@@ -40,7 +40,7 @@ import pyarrow as pa
 from tracekit.data import arrow as _arrow
 from tracekit.data.schema import CAT_CPU_OP, CAT_USER_ANNOTATION, DEVICE_ACTIVITY_CATS
 from tracekit.errors import TraceFormatError
-from tracekit.parse.derive import TRACE_STEP_NAME, Frame, impossible_rows
+from tracekit.parse.derive import TRACE_STEP_NAME, Frame, impossible_rows, judged_rows
 
 DUPLICATE_REFUSE_FRACTION = 0.5  # a repeated event list: every event twice
 # Real traces hold a few identical events (HTA's control trace, integer µs: 6 of 50,245 nested
@@ -107,22 +107,28 @@ def check_rank(needed: pa.Table | Frame, steps: pa.Table, where: str) -> list[st
 
 
 def _impossible(frame: Frame, late: np.ndarray) -> list[str]:
-    """Events whose duration is impossible (derive.impossible_rows): named, and left out of every
-    figure."""
+    """Events whose time is impossible (derive.impossible_rows): named, and left out of every figure."""
     n = int(late.sum())
     if not n:
         return []
-    ts, dur = frame.ints("ts_ns"), frame.ints("dur_ns")
-    i = int(np.flatnonzero(late)[np.argmax(dur[late])])
+    ts, dur = frame.ints("ts_ns"), np.maximum(frame.ints("dur_ns"), 0)
+    rest = judged_rows(frame) & ~late
+    first, last = (int(ts[rest].min()), int(ts[rest].max())) if rest.any() else (0, 0)
+    away = np.maximum(first - ts, ts + dur - last)  # how far each lies outside the others' starts
+    i = int(np.flatnonzero(late)[np.argmax(away[late])])
     name = frame.strings("name", np.array([i]))[0] or "?"
     name = name if len(name) <= 60 else name[:59] + "…"
     cat = frame.strings("cat", np.array([i]))[0]
-    rest = frame.mask("ph", lambda v: v == "X") & ~late
-    span = int(ts[rest].max() - ts[rest].min()) if rest.any() else 0
+    if ts[i] < first:
+        where = f"starting {_human_ns(first - int(ts[i]))} before the rank's other events"
+    elif ts[i] > last:
+        where = f"starting {_human_ns(int(ts[i]) - last)} after the rank's other events start"
+    else:
+        where = f"{_human_ns(int(dur[i]))} long where the rank's other events start within "
+        where += _human_ns(last - first)
     return [
-        f"{n:,} event{'s' if n > 1 else ''} with an impossible duration (most: {name} ({cat}), "
-        f"{_human_ns(int(dur[i]))} long where the rank's other events start within "
-        f"{_human_ns(span)}): a damaged trace; left out of every figure"
+        f"{n:,} event{'s' if n > 1 else ''} with an impossible time (most: {name} ({cat}), {where}): a "
+        "damaged trace; left out of every figure"
     ]
 
 
