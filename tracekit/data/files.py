@@ -198,7 +198,7 @@ def atomic_write(loc: Location, *, replace: bool = True) -> Iterator[pa.NativeFi
                 os.unlink(tmp)
 
 
-# --- the rules every output follows (docs/DESIGN.md, "Outputs") ---------------------------------------
+# --- the rules every output follows (docs/DESIGN.md, "Outputs and inputs") ----------------------------
 # An output is written to a temporary file beside it and renamed over the name: so it must be a name a
 # rename may replace. A symbolic link is written through (its target is the output: the link stays a
 # link); a device, FIFO or socket is never an output (the rename would replace the device node, e.g.
