@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import decimal
 import functools
 import gzip
 import io
@@ -28,6 +29,7 @@ import random
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -337,6 +339,10 @@ def run_case(case: int, seed: int, base: dict, root: Path) -> list[Finding]:
     work.mkdir()
     (work / "blocker").write_bytes(b"a file where a folder is expected")
     (work / "out.txt").write_text("an existing file\n")
+    if rng.random() < HOSTILE_SHARE:
+        findings = hostile_case(case, rng, base, work)
+        shutil.rmtree(work, ignore_errors=True)
+        return findings
     if rng.random() < 0.6:
         doc, how = mutate_trace(rng.choice(base["traces"]), rng)
         inp = work / "t.pt.trace.json"
@@ -358,6 +364,246 @@ def run_case(case: int, seed: int, base: dict, root: Path) -> list[Finding]:
             findings.append(Finding(case, argv, f"[{how}] {reason}"))
     shutil.rmtree(work, ignore_errors=True)
     return findings
+
+
+# --- the hostile classes (issue 41): links, devices, FIFOs, names with `..` and commas, pooled duplicates,
+# mixed runs, corrupted durations, B/E events. Each knows what the command must do.
+
+HOSTILE_SHARE = 0.4  # of the in-process cases
+HOSTILE = (
+    "link_input",
+    "fifo_input",
+    "comma_name",
+    "run_name",
+    "odd_output",
+    "pooled_duplicate",
+    "mixed_runs",
+    "corrupt_duration",
+    "begin_end",
+)
+IMPOSSIBLE_US = [3.6e9, 2.0**31, 1e10, 86400e6]  # an hour, 2^31 µs, ~3 h, a day
+RUN_NAMES = ["..", ".", "../../escaped", "a/b", "", ".hidden", "x/.."]
+
+
+def hostile_case(case: int, rng: random.Random, base: dict, work: Path) -> list[Finding]:
+    what = rng.choice(HOSTILE)
+    doc = rng.choice(base["traces"])
+    trace = work / "t.pt.trace.json"
+    trace.write_text(json.dumps(doc))
+    found = globals()[f"_case_{what}"](rng, doc, trace, base, work)
+    return [Finding(case, argv, f"[{what}] {reason}") for argv, reason in found]
+
+
+def _run_checked(
+    argv: list, *, want: int | None = None, needle: str = ""
+) -> tuple[list, str | None, str, str]:
+    """argv run in process; (argv, the first broken promise or None, stdout, stderr). `want`: the exit
+    status the case requires (None: 0 or 2); `needle`: text its error line must hold."""
+    code, out, err, escaped = run_in_process(argv)
+    reason = check_exit(code, err, escaped) or check_result(argv, code, out, err)
+    if reason is None and want is not None and code != want:
+        reason = f"exit {code}, expected {want}: {err.strip()[-300:]}"
+    if reason is None and needle and code != 0 and needle not in err:
+        reason = f"the error does not say {needle!r}: {err.strip()[-300:]}"
+    return argv, reason, out, err
+
+
+def _case_link_input(rng, doc, trace, base, work):
+    link = work / "link.pt.trace.json"
+    dangling = work / "gone.pt.trace.json"
+    dangling.symlink_to(work / "nowhere.json")
+    command = rng.choice(["analyze", "info", "whatif"])
+    if rng.random() < 0.5:
+        link.symlink_to(trace)
+        argv, reason, _, _ = _run_checked([command, link])
+        return [(argv, reason)] if reason else []
+    argv, reason, _, _ = _run_checked([command, dangling], want=2, needle="does not exist")
+    return [(argv, reason)] if reason else []
+
+
+def _case_fifo_input(rng, doc, trace, base, work):
+    """A FIFO input must be refused at once (one without a writer used to hang forever)."""
+    fifo = work / rng.choice(["pipe.pt.trace.json", "pipe"])
+    os.mkfifo(fifo)
+    command = rng.choice([["analyze"], ["info"], ["whatif"], ["parse", "-o", str(work / "c.parquet")]])
+    argv = [sys.executable, "-m", "tracekit", command[0], str(fifo), *command[1:]]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    try:
+        run = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env)
+    except subprocess.TimeoutExpired:
+        return [(argv, "no exit within 60 s (a FIFO input must be refused up front)")]
+    reason = check_exit(run.returncode, run.stderr, None)
+    if reason is None and (run.returncode != 2 or "FIFO" not in run.stderr):
+        reason = f"exit {run.returncode}, expected 2 naming the FIFO: {run.stderr.strip()[-300:]}"
+    return [(argv, reason)] if reason else []
+
+
+def _case_comma_name(rng, doc, trace, base, work):
+    """A name holding a comma is one path (diff used to split it: "my: no such file")."""
+    comma = work / rng.choice(["my,run.pt.trace.json", "a,b,c.pt.trace.json"])
+    shutil.copy(trace, comma)
+    argv, reason, _, _ = _run_checked(["diff", comma, trace], want=0)
+    return [(argv, reason)] if reason else []
+
+
+def _case_run_name(rng, doc, trace, base, work):
+    """`capture --name` that is not one path component: refused before anything runs or changes."""
+    runs = work / "runs"
+    (runs / "other").mkdir(parents=True)
+    (runs / "mine.txt").write_text("keep")
+    before = _tree(work)
+    argv = ["capture", "heavy_mlp", "--device", "cpu", "-o", runs, "--name", rng.choice(RUN_NAMES)]
+    argv += ["--force"] if rng.random() < 0.5 else []
+    argv, reason, _, _ = _run_checked(argv, want=2, needle="a run name is one file name")
+    if reason is None and _tree(work) != before:
+        reason = f"the output folder changed: {sorted(set(_tree(work)) ^ set(before))}"
+    return [(argv, reason)] if reason else []
+
+
+def _case_odd_output(rng, doc, trace, base, work):
+    """-o onto a link (written through), a dangling link, a FIFO or a device (never replaced), or a path
+    through `..`; with or without --force."""
+    kind = rng.choice(["link", "dangling", "fifo", "device", "dotdot"])
+    out = work / "o.txt"
+    if kind == "link":
+        out.symlink_to(work / "out.txt")
+    elif kind == "dangling":
+        out.symlink_to(work / "made.txt")
+    elif kind == "fifo":
+        os.mkfifo(out)
+    elif kind == "device":
+        try:
+            os.mknod(out, 0o666 | stat.S_IFCHR, os.makedev(1, 3))  # a null device of our own
+        except (PermissionError, AttributeError):
+            kind = "fifo"
+            os.mkfifo(out)
+    else:
+        (work / "sub").mkdir()
+        out = work / "sub" / ".." / "out.txt"
+    command = rng.choice(
+        [["analyze", base["capture"], "--no-savings", "-o", out], ["whatif", base["capture"], "--trace", out]]
+    )
+    argv = command + (["--force"] if rng.random() < 0.5 else [])
+    special = kind in ("fifo", "device")
+    argv, reason, _, _ = _run_checked(argv, want=2 if special else None)
+    if reason is None:
+        mode = os.lstat(out).st_mode
+        if special and not (stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)):
+            reason = f"the {kind} was replaced"
+        elif kind in ("link", "dangling") and not stat.S_ISLNK(mode):
+            reason = "the link was replaced by a file"
+    if reason is None:
+        reason = check_outputs(work, {}, None, 0)
+    return [(argv, reason)] if reason else []
+
+
+def _case_pooled_duplicate(rng, doc, trace, base, work):
+    """One run twice in a pooled side of diff (by its path, another spelling, or a copy)."""
+    cap = base["capture"]
+    copy = work / "copy.parquet"
+    shutil.copy(cap, copy)
+    twice = rng.choice(
+        [f"{cap},{cap}", f"{cap},{cap},{cap},{cap}", f"{cap},{copy}", f"{trace},{work}/./t.pt.trace.json"]
+    )
+    argv, reason, _, _ = _run_checked(["diff", twice, trace], want=2, needle="in one side")
+    return [(argv, reason)] if reason else []
+
+
+def _case_mixed_runs(rng, doc, trace, base, work):
+    """A run folder holding two runs of one rank (another process, 38 s later): refused."""
+    run = work / "run"
+    run.mkdir()
+    shutil.copy(trace, run / "a.pt.trace.json")
+    pids = {e.get("pid") for e in doc["traceEvents"] if isinstance(e, dict) and e.get("cat") == "cpu_op"}
+    other = json.loads(json.dumps(doc))
+    for e in other["traceEvents"]:
+        if isinstance(e, dict) and isinstance(e.get("ts"), (int, float)):
+            e["ts"] += 38e6
+        if isinstance(e, dict) and e.get("pid") in pids:
+            e["pid"] = 987654
+    (run / "b.pt.trace.json").write_text(json.dumps(other))
+    command = rng.choice([["analyze", run], ["whatif", run], ["parse", run, "-o", work / "c.parquet"]])
+    argv, reason, _, _ = _run_checked(command, want=2, needle="different processes")
+    return [(argv, reason)] if reason else []
+
+
+def _case_corrupt_duration(rng, doc, trace, base, work):
+    """One duration set to hours: named, left out, never a figure."""
+    doc = json.loads(json.dumps(doc))
+    cats = rng.choice([("user_annotation",), ("kernel",), ("cpu_op",)])
+    victims = [
+        e for e in doc["traceEvents"] if isinstance(e, dict) and e.get("cat") in cats and e.get("ph") == "X"
+    ]
+    if not victims:
+        return []
+    us = rng.choice(IMPOSSIBLE_US)
+    rng.choice(victims)["dur"] = us
+    trace.write_text(json.dumps(doc))
+    argv, reason, out, err = _run_checked(["analyze", trace, "--json", "--no-savings"], want=0)
+    if reason is None and "impossible time" not in err:
+        reason = "no warning names the impossible duration"
+    if reason is None:
+        worst = max((d["step_ms"]["max"] for d in json.loads(out)["devices"]), default=0.0)
+        if worst >= us / 1e3 / 2:
+            reason = f"a step of {worst:.3f} ms: the corrupted duration is a figure"
+    return [(argv, reason)] if reason else []
+
+
+def _case_begin_end(rng, doc, trace, base, work):
+    """The host spans written as B/E pairs, in time order as a B/E writer emits them (at one instant an
+    E before a B, the outer B first, the inner E first): the report of the X events, where the spans
+    of each thread nest (B/E cannot write spans that overlap without nesting)."""
+    spans = [
+        e
+        for e in doc["traceEvents"]
+        if isinstance(e, dict)
+        and e.get("ph") == "X"
+        and e.get("cat") in ("user_annotation", "cpu_op", "cuda_runtime")
+    ]
+    if not all(
+        isinstance(e.get("ts"), (int, float)) and isinstance(e.get("dur"), (int, float)) for e in spans
+    ):
+        return []
+    marks = []
+    for e in spans:
+        b = {k: v for k, v in e.items() if k != "dur"}
+        marks.append(((e["ts"], 1, -e["dur"]), {**b, "ph": "B"}))
+        # the end as the decimal sum of the two numbers as written (a float sum is off by a ns)
+        at = float(decimal.Decimal(repr(e["ts"])) + decimal.Decimal(repr(e["dur"])))
+        end = {"ph": "E", "pid": e.get("pid"), "tid": e.get("tid"), "ts": at}
+        marks.append(((e["ts"] + e["dur"], 0, -e["ts"]), end))
+    marks.sort(key=lambda m: m[0])
+    others = [e for e in doc["traceEvents"] if not any(e is x for x in spans)]
+    be = work / "be.pt.trace.json"
+    be.write_text(json.dumps({**doc, "traceEvents": others + [m for _, m in marks]}))
+    argv, reason, out, err = _run_checked(["analyze", be, "--json", "--no-savings"])
+    if reason is None and _nested(spans):
+        _, _, want, err_x = _run_checked(["analyze", trace, "--json", "--no-savings"])
+        if not out or not want:
+            reason = None if bool(out) == bool(want) else f"one form failed: {(err or err_x).strip()[-300:]}"
+        elif json.loads(out)["devices"] != json.loads(want)["devices"]:
+            reason = "the B/E trace's figures differ from those of its X events"
+    return [(argv, reason)] if reason else []
+
+
+def _nested(spans: list[dict]) -> bool:
+    """Whether the spans of each thread nest (none overlaps another without containing it)."""
+    by_thread: dict = {}
+    for e in spans:
+        by_thread.setdefault((e.get("pid"), e.get("tid")), []).append((e["ts"], -e["dur"]))
+    for items in by_thread.values():
+        stack: list[float] = []
+        for ts, neg in sorted(items):
+            while stack and stack[-1] <= ts:
+                stack.pop()
+            if stack and ts - neg > stack[-1]:
+                return False
+            stack.append(ts - neg)
+    return True
+
+
+def _tree(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
 
 
 def _children(pid: int) -> set[int]:

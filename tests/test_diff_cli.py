@@ -3,6 +3,7 @@ workloads are called not comparable, a capture against itself changes nothing, e
 
 from __future__ import annotations
 
+import gzip
 import json
 import subprocess
 import sys
@@ -179,14 +180,21 @@ def test_stored_analysis_is_used_when_this_tracekit_wrote_it(tmp_path, monkeypat
         load_report(Path(paths[0]))
 
 
-def test_repeats_joined_with_a_comma_are_pooled(capsys):
-    doc = json.loads(_run(f"{MLP},{MLP}", MLP, "--json").output)
+def test_repeats_joined_with_a_comma_are_pooled(capsys, tmp_path):
+    # a second run of the same events: other bytes (one run pooled twice is refused: its steps would
+    # count twice, tracekit.compare.group.check_distinct_runs)
+    doc = json.loads(gzip.decompress(Path(MLP).read_bytes()))
+    again = tmp_path / "mlp.pt.trace.json"
+    again.write_text(json.dumps({**doc, "repeat": 2}))
+    doc = json.loads(_run(f"{MLP},{again}", MLP, "--json").output)
     assert [c["steps"] for c in doc["captures"]] == [6, 3]
     assert doc["captures"][0]["label"] == "mlp ×2"
     pair = doc["pairs"][0]
     assert pair["comparable"] and not any(f["significant"] for f in pair["figures"])
     code, _, err = _main(capsys, f"{MLP},{SYNC}", MLP)
     assert code == 2 and "not repeats of one configuration" in err
+    code, _, err = _main(capsys, f"{MLP},{MLP}", MLP)
+    assert code == 2 and "name one run twice in one side" in err
 
 
 def test_compare_names_the_knob_that_varies(tmp_path):

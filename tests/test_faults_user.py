@@ -48,7 +48,7 @@ def small_trace() -> TraceBuilder:
     t.op("aten::mm", 10, 20)
     t.launch(12, 5, corr=1)
     t.kernel("gemm", 30, 40, corr=1)
-    t.step(2, 100, 100)
+    t.step(2, 100, 200)
     t.op("aten::mm", 110, 20)
     t.launch(112, 5, corr=2)
     t.kernel("gemm", 130, 40, corr=2)
@@ -663,16 +663,25 @@ def test_real_same_stream_overlaps_are_not_warned(tmp_path, capsys):
 
 
 def test_device_activity_days_after_the_host_is_refused(tmp_path, capsys):
-    """A kernel 11.5 days late: dropped silently by analyze, whatif's observed step 125,000,000 ms."""
+    """Every kernel 11.5 days late: the device clock is not the host's (analyze dropped them silently,
+    whatif's observed step was 125,000,000 ms). One kernel 11.5 days late is a stray: left out and
+    named (issue 41: an impossible time)."""
 
     def late(doc):
-        _events(doc, cat="kernel")[-1]["ts"] += 11.5 * 86400e6
+        for e in _events(doc, cat="kernel"):
+            e["ts"] += 11.5 * 86400e6
 
     trace = _trace_with(tmp_path, late)
     for command in ("analyze", "whatif"):
         one_line_error(
             *run_main([command, str(trace)], capsys)[::2], "276.0 hours after the host's last event"
         )
+
+    def one_late(doc):
+        _events(doc, cat="kernel")[-1]["ts"] += 11.5 * 86400e6
+
+    code, _, err = run_main(["analyze", str(_trace_with(tmp_path, one_late))], capsys)
+    assert code == 0 and "1 event with an impossible time (most: gemm (kernel), starting 276.0 h after" in err
 
 
 def test_a_gpu_trace_without_its_kernels_is_not_called_cpu_only(tmp_path, capsys):

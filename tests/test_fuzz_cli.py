@@ -1,6 +1,8 @@
 """The CLI fuzz harness (benchmarks/fuzz_cli.py), bounded for CI: random mutations of real traces and
-captures, random option values, and parses stopped by a signal at a random time, with a fixed seed. Each
-case must keep the three promises (no traceback, no wrong number without a warning, no partial output).
+captures, random option values, the hostile classes (links, devices, FIFOs, run names with '..', names
+with commas, pooled duplicates, mixed runs, corrupted durations, B/E events), and parses stopped by a
+signal at a random time, with a fixed seed. Each case must keep the three promises (no traceback, no
+wrong number without a warning, no partial output), and a hostile one what its class requires.
 The long run is by hand: `python benchmarks/fuzz_cli.py --cases 500` (docs/QUIRKS.md records it)."""
 
 from __future__ import annotations

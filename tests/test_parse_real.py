@@ -188,7 +188,10 @@ def test_streamed_parse_to_file_equals_in_memory_parse(tmp_path, monkeypatch):
 
     monkeypatch.setattr(parse_mod, "CHUNK_BYTES", 64 << 10)
     monkeypatch.setenv("TRACEKIT_WORKERS", "2")
-    files = [HTA / "sampled_rank-0.json.gz", HTA / "sampled_rank-1.json.gz", HTA / "triton_example.json.gz"]
+    # the third file as rank 2 (as its own rank 0 it would be a second run of rank 0: refused)
+    third = tmp_path / "rank2.triton_example.json.gz"
+    third.write_bytes((HTA / "triton_example.json.gz").read_bytes())
+    files = [HTA / "sampled_rank-0.json.gz", HTA / "sampled_rank-1.json.gz", third]
     out = parse_mod.parse_to_file(files, tmp_path / "c.parquet")
     assert out.meta["event_rows"] == sum(t["events"] for t in out.traces)
     back = read_capture(tmp_path / "c.parquet")

@@ -20,6 +20,8 @@ from tracekit.parse.parser import parse_paths
 # Times with up to three decimals, as Kineto writes them, up to ~1.7e15 µs (epoch µs).
 TIMES = st.decimals(min_value=0, max_value=1_800_000_000_000_000, places=3, allow_nan=False)
 DURS = st.decimals(min_value=0, max_value=10_000_000, places=3, allow_nan=False)
+# A step lasts (a step span without a duration is refused by the parser, parse/sanity.py).
+STEP_DURS = st.decimals(min_value="0.001", max_value=10_000_000, places=3, allow_nan=False)
 
 
 # Within a trace, times an hour apart at most: a device clock hours from the host's is refused by the
@@ -34,7 +36,7 @@ def traces(draw) -> TraceBuilder:
     base = draw(TIMES)
     for n in draw(st.lists(st.integers(0, 10**6), max_size=3, unique=True)):
         a = base + draw(OFFSETS)
-        t.step(n, a, a + draw(DURS))
+        t.step(n, a, a + draw(STEP_DURS))
     seen = set()
     for _ in range(draw(st.integers(1, 8))):
         kind = draw(st.sampled_from(["op", "kernel", "launch", "memory", "python"]))

@@ -20,6 +20,7 @@ import typer
 from tracekit.commands import COMMANDS
 from tracekit.data import signals
 from tracekit.errors import TracekitError, TraceWarning
+from tracekit.settings import check_settings
 from tracekit.version import __version__
 
 
@@ -228,6 +229,7 @@ def _run(argv: list[str]) -> None:
 def _command(argv: list[str]) -> int:
     """Run the command; its exit status (a stop or an error raises)."""
     argv = _optional_values(argv)
+    check_settings()  # an environment variable that cannot be read: one line, before any work
     _register_commands(argv)
     rc = app(args=argv, standalone_mode=False)
     # Typer (0.29 here) turns Ctrl-C and typer.Exit(code) into a *returned* exit code when not standalone.

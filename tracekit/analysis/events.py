@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
 import numpy as np
@@ -22,6 +22,7 @@ from tracekit.analysis.causes import FAMILIES, FAMILY_STATE, RUNTIME_CATS
 from tracekit.analysis.no_work import cut_windows
 from tracekit.analysis.steps import check_step_numbers, cycles
 from tracekit.data import schema as S
+from tracekit.parse.derive import Limits, impossible, time_limits
 from tracekit.parse.iterations import (
     ANNOTATION,
     MODULE,
@@ -153,6 +154,8 @@ def load_frames(
     }
     del t  # each column goes once its framed rows are converted (when the caller let the table go)
     cols = _Cols.of(columns, row, ccodes, ccats)
+    cols, limits = _without_impossible(cols)
+    step_rows = _steps_before(step_rows, limits)
     if release is not None:
         # Arrow's jemalloc purges freed pages only as Arrow allocates again, which the analysis
         # hardly does: the let-go table's pages stayed resident until the attribution and set the
@@ -211,6 +214,17 @@ class _Cols:
     stream: np.ndarray
     nbytes: np.ndarray  # bytes a copy or memset moved (NaN for the rest)
 
+    def without(self, drop: np.ndarray) -> _Cols:
+        """These rows less those of `drop` (a mask); the dictionaries stay."""
+        keep = ~drop
+        return _Cols(
+            **{
+                f.name: value if f.name in ("ccats", "ncats") else value[keep]
+                for f in fields(self)
+                for value in [getattr(self, f.name)]
+            }
+        )
+
     # the table columns `of` reads at the framed rows
     READ = ("name", "ts_ns", "dur_ns", "rank", "pid", "tid", "correlation", "device", "stream", "bytes")
 
@@ -255,6 +269,30 @@ class _Cols:
             stream=take("stream", _floats),
             nbytes=take("bytes", _floats),
         )
+
+
+# The categories of the events the rule of an impossible duration looks at (parse.derive).
+_LATE_CATS = (S.CAT_USER_ANNOTATION, S.CAT_CPU_OP, *S.DEVICE_ACTIVITY_CATS)
+
+
+def _without_impossible(c: _Cols) -> tuple[_Cols, Limits]:
+    """The framed rows less the events of impossible time (parse.derive.impossible_rows: the parse
+    named them), and each rank's limits."""
+    judged = _classify(c.ccodes, c.ccats, lambda v: v in _LATE_CATS)
+    limits = time_limits(c.rank[judged], c.ts[judged])
+    late = judged & impossible(c.rank, c.ts, c.end, limits)
+    if not late.any():
+        return c, limits
+    return c.without(late), limits
+
+
+def _steps_before(rows: pa.Table, limits: Limits) -> pa.Table:
+    """The parser's step rows less those of impossible time (a capture parsed before the rule)."""
+    if not rows.num_rows or not limits:
+        return rows
+    ts = _ints(rows["ts_ns"])
+    late = impossible(_ints(rows["rank"]), ts, ts + np.maximum(_ints(rows["dur_ns"]), 0), limits)
+    return rows.filter(pa.array(~late)) if late.any() else rows
 
 
 def _device_frame(c: _Cols) -> pd.DataFrame:

@@ -37,6 +37,7 @@ from tracekit.analysis.model import (
 from tracekit.analysis.partial import Params, Partial
 from tracekit.analysis.ranks import job_summary
 from tracekit.analysis.steps import median_ns, spread_ns
+from tracekit.data.schema import device_properties
 
 
 def merge(parts: Iterable[Partial], meta: dict, params: Params = Params(), path: Any = None) -> Report:
@@ -241,8 +242,7 @@ def capture_info(meta: dict, path: Any = None) -> dict:
     traces = meta.get("traces") or []
     if traces:
         info.setdefault("ranks", sorted({t.get("rank", 0) for t in traces}))
-        md = traces[0].get("metadata") or {}
-        props = md.get("deviceProperties") or []
+        props = device_properties(traces[0].get("metadata"))
         if props and "device" not in info:
             info["device"] = props[0].get("name")
     sources = meta.get("sources") or []

@@ -69,7 +69,9 @@ class AnalyzeOptions:
     them. `reuse_stored`: read the analysis a previous `analyze --store` kept in the capture when
     this tracekit wrote it (what diff does), instead of analysing again. `step`: a regex of the event
     name (a record_function / annotation, a module or an op) that starts each step, instead of
-    ProfilerStep or the iterations tracekit finds (tracekit.parse.iterations)."""
+    ProfilerStep or the iterations tracekit finds (tracekit.parse.iterations). `force`: with `store`,
+    rewrite a capture that is read-only or another user's (tracekit.data.files.check_rewrite; `tracekit
+    analyze` sets it from its output's --force, so it declares no flag of its own)."""
 
     check: bool = option(
         False,
@@ -113,6 +115,7 @@ class AnalyzeOptions:
         ),
     )
     step: Optional[str] = option(None, STEP)
+    force: bool = False
     top_gaps: Optional[int] = None
     evidence: bool = True
     reuse_stored: bool = False

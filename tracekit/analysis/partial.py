@@ -50,6 +50,7 @@ from tracekit.analysis.model import (
 from tracekit.analysis.sketch import Sketch
 from tracekit.analysis.steps import cycle_starts_of, launch_times, step_windows
 from tracekit.analysis.sync import pointer_index, pointer_of, resolve_pointers, runtime_calls, sync_sources
+from tracekit.data.schema import device_properties
 
 # Idle-gap histogram bucket edges, µs (eager PyTorch loses its time in thousands of 5-50 µs gaps).
 GAP_EDGES_US = (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, 50_000, 100_000)
@@ -89,8 +90,8 @@ class CaptureContext:
     def of(cls, meta: dict, step_marker: Optional[str] = None) -> CaptureContext:
         names = {}
         for t in meta.get("traces") or []:
-            for p in (t.get("metadata") or {}).get("deviceProperties") or []:
-                if "id" in p and "name" in p:
+            for p in device_properties(t.get("metadata")):
+                if isinstance(p.get("id"), int) and "name" in p:
                     names[(int(t.get("rank", 0)), int(p["id"]))] = p["name"]
         return cls(
             manifest=dict(meta.get("manifest") or {}),
@@ -259,7 +260,8 @@ def _device(
     we = rsteps["end"].to_numpy(np.int64)
     busy = iv.total_overlap(busy_s, busy_e, ws, we)
     all_s, all_e = iv.union(acts["ts"].to_numpy(np.int64), acts["end"].to_numpy(np.int64))
-    after = iv.total_overlap(all_s, all_e, we[-1:], np.array([max(int(we[-1]), int(all_e.max()))]))
+    last = max(int(we[-1]), int(all_e.max())) if all_e.size else int(we[-1])  # all of them empty: none
+    after = iv.total_overlap(all_s, all_e, we[-1:], np.array([last]))
     busy_rows = None
     if sh.params.evidence:
         win, _, bs, be = iv.intersect_windows(busy_s, busy_e, ws, we)

@@ -207,7 +207,7 @@ def diff(
 def _side(item: Any, opts: AnalyzeOptions, executor: Optional[Executor]) -> Report:
     """One side of a diff as a Report (several runs of one configuration merged)."""
     from tracekit.api.views import Analysis
-    from tracekit.compare.group import merge_reports
+    from tracekit.compare.group import check_distinct_runs, merge_reports
 
     if isinstance(item, Analysis):
         return item.report
@@ -217,6 +217,7 @@ def _side(item: Any, opts: AnalyzeOptions, executor: Optional[Executor]) -> Repo
         paths = [_location(p) for p in item]
         if len(paths) == 1:
             return _named(analyze(paths[0], opts, executor=executor).report, paths[0])
+        check_distinct_runs(paths)
         reports = [_named(analyze(p, opts, executor=executor).report, p) for p in paths]
         names = [str(r.capture.get("run") or label_of(p)) for r, p in zip(reports, paths)]
         return _named(merge_reports(reports, names), ",".join(map(str, paths)))

@@ -42,7 +42,7 @@ from tracekit.api.options import AnalyzeOptions, WhatIfOptions
 from tracekit.data.describe import CaptureDescription
 from tracekit.data.describe import describe as describe_capture
 from tracekit.data.files import Location
-from tracekit.data.store import Capture, capture_ranks, is_capture, read_capture, read_meta
+from tracekit.data.store import Capture, capture_ranks, check_store, is_capture, read_capture, read_meta
 from tracekit.errors import TracekitError
 from tracekit.parse.derive import record_rules
 from tracekit.parse.parser import find_trace_files, load_capture, load_paths, parse_paths
@@ -94,6 +94,8 @@ def analyze(source: Capture | list[Location], opts: AnalyzeOptions, executor: Op
 def _analyze_capture(path: Location, opts: AnalyzeOptions, executor: Optional[Executor]) -> Analysed:
     """A capture on disk: its stored analysis (`reuse_stored`), or analysed whole here, or by its ranks."""
     meta = read_meta(path)  # read once (a round trip on object storage)
+    if opts.store:
+        check_store(path, meta, opts.force)
     stored = _stored_report(meta, opts.step) if opts.reuse_stored else None
     if stored is not None:
         return Analysed(stored)

@@ -20,6 +20,7 @@ import glob
 import json
 import os
 import runpy
+import signal
 import subprocess
 import sys
 import traceback
@@ -36,6 +37,7 @@ from tracekit.capture.knobs import (
 )
 from tracekit.capture.recorder import (
     MANIFEST_NAME,
+    STOPPED,
     TRACE_SUFFIX,
     CaptureConfig,
     Session,
@@ -83,6 +85,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     if args.list:
         _print_list(args.json)
         return
+    _interrupt_once()
     result: Dict[str, Any] = {"status": "error", "message": "", "run_dir": args.out}
     code = 0
     try:
@@ -102,6 +105,23 @@ def main(argv: Optional[List[str]] = None) -> None:
     if args.result:
         write_json(args.result, result)
     sys.exit(code)
+
+
+def _interrupt_once() -> None:
+    """Ctrl-C stops the capture once: the first SIGINT raises KeyboardInterrupt (the profiler is closed,
+    the steps that ran kept), later ones are ignored so that they cannot cut that clean-up short. A
+    first one that Python loses (raised in a `__del__` or a callback: "Exception ignored") is recorded,
+    and the session stops at its next step (recorder.STOPPED)."""
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        return  # ignored (a background job), or a handler of the script's own
+
+    def handler(signum: int, frame: Any) -> None:
+        if STOPPED:
+            return
+        STOPPED.append(signum)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, handler)
 
 
 def _print_list(as_json: bool) -> None:
@@ -170,6 +190,8 @@ def _capture(args: argparse.Namespace, argv: List[str], script_args: List[str]) 
     nproc = int(knobs.get("nproc", 1))
     world = int(os.environ.get("WORLD_SIZE", "1"))
     launched = os.environ.get(_LAUNCHED_ENV) == "1"
+    if device == "cuda" and not launched:
+        _cuda_torch()  # before any earlier trace is replaced
     if not launched:
         _prepare_out(args.out, args.force)
     if nproc > 1 and not launched:
@@ -256,6 +278,8 @@ def _run(config: CaptureConfig, torch: Any) -> Dict[str, Any]:
         )
     if status != "interrupted":
         config.calibration["after"] = calibrate_quietly(config.device)
+    if STOPPED and status in ("ok", "incomplete"):  # a Ctrl-C Python lost: the user asked to stop
+        status, error = "interrupted", f"interrupted at step {sess.index}"
     if status == "ok" and sess.index < sess.n_total:
         status = "incomplete"
         error = f"the loop ended after {sess.index} of {sess.n_total} steps"
@@ -314,7 +338,10 @@ def _launch_ranks(args: argparse.Namespace, argv: List[str], nproc: int) -> Dict
     try:
         rc = proc.wait()
     except KeyboardInterrupt:
-        rc = proc.wait()  # torchrun got the same SIGINT and stops its ranks
+        # This process is its own session's leader (`tracekit capture` starts it so): the stop reached
+        # it alone. torchrun passes SIGINT on to its ranks, which close their profilers.
+        proc.send_signal(signal.SIGINT)
+        rc = proc.wait()
     out = os.path.abspath(args.out)
     parts = []
     for rank in range(nproc):

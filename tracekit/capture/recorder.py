@@ -35,6 +35,11 @@ MANIFEST_VERSION = 1
 TRACE_SUFFIX = ".pt.trace.json.gz"
 
 
+# The Ctrl-C that stopped this capture process, if one came (`tracekit.capture.cli`): a session stops
+# at its next step even when Python lost the KeyboardInterrupt.
+STOPPED: List[int] = []
+
+
 def rank_manifest_name(rank: int) -> str:
     """Where rank `rank` of a multi-process capture leaves its part before the launcher merges them."""
     return f".manifest.rank{rank}.json"
@@ -126,6 +131,8 @@ class Session:
         """Mark the end of one training step (`samples` = samples it processed, for throughput)."""
         if self.done:
             return
+        if STOPPED:
+            raise KeyboardInterrupt
         if not self.entered:
             raise KnobError(
                 "session.step() was called before the session started: use `with session() as s:` "

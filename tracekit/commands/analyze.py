@@ -12,7 +12,9 @@ from tracekit.commands.flags import OptionsFrom, emit, executor, output_options,
 from tracekit.render.output import Output
 
 
-@output_options()
+@output_options(
+    "Overwrite --output if it exists; with --store, rewrite a capture that is read-only or another user's."
+)
 @with_options
 def analyze(
     inputs: List[str] = typer.Argument(
@@ -36,7 +38,8 @@ def analyze(
     keeps every rank."""
     from tracekit import api  # --help imports every command: benchmarks/import_costs.py
 
-    opts = replace(opts, evidence=False)  # a report printed keeps no intervals
+    # a report printed keeps no intervals; --force also lets --store rewrite a capture not the user's
+    opts = replace(opts, evidence=False, force=out.force)
     with executor(ray) as ex:
         analysis = api.analyze(inputs, opts, executor=ex)
     report = analysis.report

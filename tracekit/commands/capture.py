@@ -53,7 +53,9 @@ def capture(
     sets: Optional[List[str]] = typer.Option(
         None, "--set", metavar="KEY=VALUE", help="Set a workload knob, e.g. --set num_workers=0 (repeatable)."
     ),
-    name: Optional[str] = typer.Option(None, "--name", help="Run name (default: py3.11 etc.)."),
+    name: Optional[str] = typer.Option(
+        None, "--name", help="Run name: one file name, no '/' (default: py3.11 etc.)."
+    ),
     script: Optional[Path] = typer.Option(
         None,
         "--script",
@@ -61,7 +63,12 @@ def capture(
     ),
     repeat: int = REPEAT,
     no_parse: bool = NO_PARSE,
-    force: bool = typer.Option(False, "--force", help="Overwrite existing outputs."),
+    force: bool = typer.Option(
+        False,
+        "--force",
+        help="Replace a run's earlier capture: its Parquet file, traces and manifest (other files in its "
+        "folder are kept).",
+    ),
 ) -> None:
     """Capture a workload under torch.profiler in each interpreter and parse it into Parquet."""
     from tracekit import api  # --help imports every command: benchmarks/import_costs.py

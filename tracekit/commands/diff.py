@@ -40,26 +40,26 @@ def diff(
     """Compare captures: step time, throughput, GPU utilisation, idle per cause, host dispatch gaps and
     framework op time per call, each with an interval; says plainly when captures are not comparable."""
     from tracekit import api  # --help imports every command: benchmarks/import_costs.py
+    from tracekit.data.files import split_joined
     from tracekit.data.store import check_output
     from tracekit.render.diff import PlotRenderer  # --plot only (benchmarks/import_costs.py)
 
-    if by is not None:
-        captures = _grouped(captures, by)
+    # A1,A2: runs pooled into one side (a name that exists is one path, commas and all)
+    sides = _grouped(captures, by) if by is not None else [split_joined(str(c)) for c in captures]
     if plot is not None:
         if plot.suffix.lower() != ".png":
             raise TracekitError(f"--plot {plot}: the plot is a PNG; name it with .png")
-        check_output(plot, out.force, [p for c in captures for p in str(c).split(",") if p])
-    sides = [[p for p in str(c).split(",") if p] for c in captures]  # A1,A2: runs pooled into one side
+        check_output(plot, out.force, [p for side in sides for p in side], [out.path])
     with executor(ray) as ex:
         result = api.diff(*sides, options=opts, executor=ex).result
     emit(out, result)
     if plot is not None:
-        PlotRenderer().render_to(result, plot)
+        PlotRenderer().render_to(result, plot, replace=out.force)
         typer.echo(f"wrote {plot}", err=True)
 
 
-def _grouped(folders: List[str], by: str) -> List[str]:
-    """The runs in `folders`, one comma-joined side per value of `by` (tracekit.compare.group)."""
+def _grouped(folders: List[str], by: str) -> List[List[str]]:
+    """The runs in `folders`, one side per value of `by` (tracekit.compare.group)."""
     from tracekit.compare.group import find_runs, group_runs
 
     runs = [r for folder in folders for r in find_runs(folder)]
@@ -74,4 +74,4 @@ def _grouped(folders: List[str], by: str) -> List[str]:
             f"--by {by}: every capture in {', '.join(folders)} has {by} = {groups[0][0]}; nothing to compare"
         )
     typer.echo("; ".join(f"{by} {value}: {len(paths)} runs" for value, paths in groups), err=True)
-    return [",".join(paths) for _, paths in groups]
+    return [paths for _, paths in groups]

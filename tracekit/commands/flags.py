@@ -126,11 +126,13 @@ _INPUT_PARAMETERS = ("inputs", "captures", "capture", "logdir")
 
 def _inputs_of(kwargs: dict) -> list:
     """The input paths among a command's arguments ("A1,A2" sides of diff split)."""
+    from tracekit.data.files import split_joined  # pyarrow: --help imports no command's dependencies
+
     found: list = []
     for name in _INPUT_PARAMETERS:
         value = kwargs.get(name)
         for item in value if isinstance(value, (list, tuple)) else [value] if value is not None else []:
-            found += [p for p in str(item).split(",") if p]
+            found += split_joined(str(item))
     return found
 
 

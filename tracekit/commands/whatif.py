@@ -8,7 +8,6 @@ from typing import List, Optional
 import typer
 
 from tracekit.commands.flags import OptionsFrom, emit, executor, output_options, ray_option, with_options
-from tracekit.errors import TracekitError
 from tracekit.render.output import Output
 from tracekit.whatif.scenario import WhatIfOptions
 
@@ -41,9 +40,7 @@ def whatif(
     from tracekit.data.store import check_output
 
     if trace is not None:
-        check_output(trace, out.force, inputs)
-        if out.path is not None and out.path.resolve() == trace.resolve():
-            raise TracekitError(f"--trace {trace} and -o {out.path} name one file; name two")
+        check_output(trace, out.force, inputs, others=[out.path])
     with executor(ray) as ex:  # without --ray, this machine's: the capture is loaded here
         prediction = api.whatif(inputs, opts, executor=ex, keep_trace=trace is not None)
     if trace is not None:

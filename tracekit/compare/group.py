@@ -84,6 +84,52 @@ def _merge_manifests(manifests: Sequence[Mapping[str, Any]], label: str) -> dict
     return merged
 
 
+def check_distinct_runs(paths: Sequence[Any]) -> None:
+    """Each run of a pooled side once: a path named twice (`A,A,A,A`), or two copies of one run (the
+    same trace bytes, by the digests a capture records or of the trace files), counted its steps several
+    times ("24 steps in 4 runs" of one capture: zero-width intervals, a change called significant)."""
+    seen: dict[Any, Any] = {}
+    for path in paths:
+        key = _run_identity(path)
+        if key in seen:
+            what = (
+                "name one run twice" if _same_file(seen[key], path) else "are one run (the same trace bytes)"
+            )
+            raise NotComparableError(
+                f"{seen[key]} and {path} {what} in one side: pooled, its steps would count twice "
+                "(intervals of zero width); name each run once"
+            )
+        seen[key] = path
+
+
+def _same_file(a: Any, b: Any) -> bool:
+    import os
+
+    from tracekit.data import files
+
+    if files.is_uri(a) or files.is_uri(b):
+        return str(a) == str(b)
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def _run_identity(path: Any) -> Any:
+    """What makes a run itself: the digests of its trace files (a capture's recorded ones, or of the
+    trace files named), else its real path."""
+    import os
+
+    from tracekit.data import files
+    from tracekit.data.store import file_digest, is_capture, read_meta, source_digest
+    from tracekit.parse.parser import find_trace_files
+
+    if is_capture(path):
+        digests = [source_digest(s) for s in read_meta(path).get("sources") or []]
+        if digests and all(d is not None for d in digests):
+            return tuple(sorted(digests))
+    elif files.exists(path):
+        return tuple(sorted(file_digest(p) for p, _ in find_trace_files([path])))
+    return str(path) if files.is_uri(path) else os.path.realpath(path)
+
+
 def merge_reports(reports: Sequence[Report], names: Sequence[str] | None = None) -> Report:
     """The steps of several runs of one configuration as one Report (step numbers offset per run)."""
     if len(reports) == 1:
@@ -151,6 +197,12 @@ def find_runs(folder: Any) -> list[tuple[str, Mapping[str, Any]]]:
     run folder (traces + manifest.json) that has no Parquet file beside it (`capture --no-parse`), with
     its manifest. Sorted by name."""
 
+    files.check_input(folder)
+    if not files.is_dir(folder):
+        raise NotComparableError(
+            f"{folder} is a file: --by pools the runs in a folder `tracekit capture -o OUT` wrote "
+            "(OUT/<workload>); name that folder, or compare captures by name (tracekit diff A B)"
+        )
     found: dict[str, tuple[str, Mapping[str, Any]]] = {}
     for name in sorted(files.list_dir(folder)):
         loc = files.join(folder, name)

@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
+from tracekit.data.schema import device_properties
+
 __all__ = ["CaptureDescription", "describe", "losses_line"]
 
 
@@ -35,7 +37,7 @@ def describe(meta: Mapping[str, Any], s: Any, path: Any) -> CaptureDescription:
     traces = []
     for t in meta.get("traces") or []:
         md = t.get("metadata") or {}
-        props = md.get("deviceProperties") or []
+        props = device_properties(md)
         traces.append(
             {
                 "rank": t.get("rank"),

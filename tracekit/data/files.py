@@ -180,19 +180,122 @@ def read_bytes(loc: Location) -> bytes:
 def atomic_write(loc: Location, *, replace: bool = True) -> Iterator[pa.NativeFile]:
     """A binary file to write `loc` through; `loc` appears only if the block succeeds (see the module
     docstring for what that means on an object store). Without `replace`, a local `loc` that appeared
-    while the block ran (another process writing the same new output) is not overwritten."""
-    tmp = temp_file(loc)
+    while the block ran (another process writing the same new output) is not overwritten. A symbolic
+    link at `loc` is written through (`output_target`); folders made for it go again if the block fails."""
+    loc = output_target(loc)
+    with new_folders_removed_on_failure(loc):
+        tmp = temp_file(loc)
+        try:
+            with pa.OSFile(os.fsencode(tmp), "wb") as out:
+                yield out
+            if is_uri(loc):
+                signals.check()
+                upload(tmp, loc)
+            else:
+                publish(tmp, Path(loc), replace=replace)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+
+
+# --- the rules every output follows (docs/DESIGN.md, "Outputs and inputs") ----------------------------
+# An output is written to a temporary file beside it and renamed over the name: so it must be a name a
+# rename may replace. A symbolic link is written through (its target is the output: the link stays a
+# link); a device, FIFO or socket is never an output (the rename would replace the device node, e.g.
+# /dev/null as root); a folder is an output only of the commands that write folders. Folders made for an
+# output that then fails are removed again: tracekit removes only what it created.
+
+_SPECIAL = (
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def special_kind(loc: Location) -> str | None:
+    """What a local `loc` is, when it exists (through links) and is neither a file nor a folder."""
+    if is_uri(loc):
+        return None
     try:
-        with pa.OSFile(os.fsencode(tmp), "wb") as out:
-            yield out
-        if is_uri(loc):
-            signals.check()
-            upload(tmp, loc)
-        else:
-            publish(tmp, Path(loc), replace=replace)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+        mode = os.stat(loc).st_mode
+    except OSError:
+        return None
+    return next((what for test, what in _SPECIAL if test(mode)), None)
+
+
+def output_target(loc: Location) -> Location:
+    """Where output `loc` is written: `loc`, or the file a symbolic link at `loc` leads to (a link is
+    written through, never replaced; a dangling link's target is created)."""
+    if is_uri(loc) or not os.path.islink(loc):
+        return loc
+    return Path(os.path.realpath(loc))
+
+
+def check_output_kind(loc: Location) -> None:
+    """Refuse, whatever --force says, an output that no rename may replace: a device, FIFO or socket
+    (through links), or a symbolic link loop."""
+    if is_uri(loc) or not os.path.lexists(loc):
+        return
+    try:
+        os.stat(loc)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OutputWriteError(f"cannot write {loc}: a symbolic link loop; name a file") from None
+        return  # a dangling link: its target is written (output_target)
+    what = special_kind(loc)
+    if what is not None:
+        raise OutputExistsError(
+            f"{loc} is {what}, not a file: tracekit writes an output aside and renames it into place, "
+            "which would replace it; name a regular file (or leave -o out to print)"
+        )
+
+
+def check_rewrite(loc: Location, force: bool) -> None:
+    """An existing file tracekit rewrites in place (`analyze --store` adds the analysis to the capture):
+    without `force`, only one the user may write and owns (a read-only file, or another user's in a shared
+    folder, would be replaced by the rename: its protection, or its owner, lost)."""
+    if force or is_uri(loc) or not os.path.exists(loc):
+        return
+    st = os.stat(loc)
+    why = None
+    if hasattr(os, "geteuid") and st.st_uid != os.geteuid():
+        why = f"belongs to another user (uid {st.st_uid})"
+    elif not st.st_mode & stat.S_IWUSR:  # its mode bits, not access(): root may write any file
+        why = "is read-only"
+    if why:
+        raise OutputExistsError(f"{loc} {why}; tracekit would replace it: pass --force to do so anyway")
+
+
+@contextlib.contextmanager
+def new_folders_removed_on_failure(loc: Location) -> Iterator[None]:
+    """Run the block that writes `loc`; if it fails, remove the folders above `loc` that did not exist
+    before it and are empty (a failed `-o new1/new2/x.parquet` used to leave new1/new2)."""
+    if is_uri(loc):
+        yield
+        return
+    missing = []
+    parent = Path(os.path.abspath(loc)).parent
+    while not os.path.lexists(parent) and parent != parent.parent:
+        missing.append(parent)
+        parent = parent.parent
+    try:
+        yield
+    except BaseException:
+        remove_empty_folders(missing)
+        raise
+
+
+def remove_empty_folders(folders: list[Path]) -> None:
+    """Remove `folders` (deepest first) that are empty; a folder that is not empty stays, and so do the
+    folders above it."""
+    for folder in folders:
+        try:
+            os.rmdir(folder)
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return
 
 
 # A temporary name keeps this much of the output's name: NAME_MAX (255 bytes) must hold the output's
@@ -344,8 +447,22 @@ def local_copy(loc: Location) -> Iterator[Path]:
 
 def write_bytes(loc: Location, data: bytes) -> None:
     """Write `data` to `loc` atomically."""
-    with atomic_write(loc) as out:
-        out.write(data)
+    try:
+        with atomic_write(loc) as out:
+            out.write(data)
+    except OSError as exc:  # a full disk: one line (it was a traceback)
+        if exc.errno not in WRITE_ERRNOS:
+            raise
+        raise write_error(loc, exc) from None
+
+
+def named_as_output(exc: OutputWriteError, stage: Location, loc: Location) -> OutputWriteError:
+    """A write error raised inside `stage` (the temporary folder an output is built in) as one about
+    the output `loc`: the user never named the stage ("cannot write .cdir.x1y2.tmp/.files/0.parquet")."""
+    text = str(exc)
+    for spelling in {os.path.abspath(stage), str(stage)} if not is_uri(stage) else {str(stage)}:
+        text = re.sub(re.escape(spelling) + r"[^\s(]*", lambda _: str(loc), text)
+    return OutputWriteError(text)
 
 
 @contextlib.contextmanager
@@ -358,23 +475,27 @@ def staged_folder(loc: Location, *, replace: bool = True) -> Iterator[Location]:
             remove_tree(loc)
         yield loc
         return
-    path = Path(loc)
-    tmp = temp_file(path, folder=True)
-    try:
-        yield tmp
-        if replace and path.exists():
-            signals.check()
-            with signals.held():  # a stop between the two renames would leave `path` moved away
-                old = temp_file(path, folder=True)
-                os.chmod(tmp, output_mode(path, folder=True))
-                os.replace(path, old / path.name)
-                os.replace(tmp, path)
-                shutil.rmtree(old, ignore_errors=True)
-        else:
-            publish(tmp, path, replace=False)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+    path = Path(output_target(loc))
+    with new_folders_removed_on_failure(path):
+        tmp = temp_file(path, folder=True)
+        try:
+            try:
+                yield tmp
+            except OutputWriteError as exc:
+                raise named_as_output(exc, tmp, loc) from None
+            if replace and path.exists():
+                signals.check()
+                with signals.held():  # a stop between the two renames would leave `path` moved away
+                    old = temp_file(path, folder=True)
+                    os.chmod(tmp, output_mode(path, folder=True))
+                    os.replace(path, old / path.name)
+                    os.replace(tmp, path)
+                    shutil.rmtree(old, ignore_errors=True)
+            else:
+                publish(tmp, path, replace=False)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
 
 
 def make_dirs(loc: Location) -> None:
@@ -404,6 +525,33 @@ def remove(loc: Location) -> None:
     fs, path = filesystem(loc)
     with contextlib.suppress(FileNotFoundError):
         fs.delete_file(path)
+
+
+def split_joined(arg: str) -> list[str]:
+    """The locations of a command-line argument that may join several with ',' (`diff A1,A2,A3 B`,
+    `--python-from B1,B2`): one location when a file or folder of that whole name exists (a name that
+    holds a comma, `my,run.parquet`, used to be cut: "my: no such file"), else its parts."""
+    if not is_uri(arg) and os.path.lexists(arg):
+        return [arg]
+    return [p for p in arg.split(",") if p]
+
+
+def check_input(loc: Location) -> None:
+    """A local input is a file or a folder that is there: a dangling link or a link loop says so
+    (`not_found`), and a FIFO, device or socket (a shell's process substitution `<(zcat t.gz)` is a
+    pipe) is refused up front: tracekit reads a trace more than once, in any order, where a pipe gives
+    its bytes once, front to back (a FIFO without a writer made it wait forever)."""
+    if is_uri(loc):
+        return
+    if not os.path.exists(loc):
+        raise not_found(loc)
+    what = special_kind(loc)
+    if what is not None:
+        raise InputNotFound(
+            f"{loc} is {what}, not a file: tracekit reads a trace more than once and in any order, which "
+            "a pipe (or a shell's <(...)) cannot give; write what it carries to a file first and name "
+            "that file"
+        )
 
 
 def not_found(loc: Location) -> InputNotFound:

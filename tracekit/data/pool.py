@@ -29,15 +29,13 @@ from typing import Any, Callable, Iterable, Iterator, Optional
 
 from tracekit.data import signals
 from tracekit.errors import WorkerError
+from tracekit.settings import setting
 
 
 def workers() -> int:
     """Worker processes: TRACEKIT_WORKERS, else one per CPU this process may run on (its affinity:
     `taskset -c 0,1` or a job scheduler's CPU set gives two, where os.cpu_count() counts the machine's)."""
-    env = os.environ.get("TRACEKIT_WORKERS", "")
-    if env.isdigit() and int(env) > 0:
-        return int(env)
-    return usable_cpus()
+    return setting("TRACEKIT_WORKERS") or usable_cpus()
 
 
 def usable_cpus() -> int:

@@ -147,3 +147,11 @@ def file_metadata(
     """The Parquet key-value metadata of a capture file."""
     doc = metadata_doc(sources=sources, traces=traces, manifest=manifest, analysis=analysis, failed=failed)
     return {METADATA_KEY: json.dumps(doc, sort_keys=True, default=str).encode()}
+
+
+def device_properties(metadata: object) -> list[dict]:
+    """A trace's `deviceProperties` (Kineto: a list of objects with id, name, ...), only the objects
+    (a damaged or foreign trace may hold a string, or a list of strings: the parser drops and counts
+    those, and a capture parsed before that holds them as they were)."""
+    props = metadata.get("deviceProperties") if isinstance(metadata, dict) else None
+    return [p for p in props if isinstance(p, dict)] if isinstance(props, list) else []

@@ -114,18 +114,43 @@ class Capture:
         return summarize_table(self.table)
 
 
-def check_output(path: Location, force: bool, inputs: Sequence[Location] = ()) -> None:
-    """Refuse an output that is a folder, that is one of the command's `inputs` (or inside an input
-    folder: the command would destroy what it reads), or that exists unless --force."""
+def check_output(
+    path: Location,
+    force: bool,
+    inputs: Sequence[Location] = (),
+    others: Sequence[Optional[Location]] = (),
+) -> None:
+    """Refuse an output that is a folder, a device, FIFO or socket (files.check_output_kind), that is one
+    of the command's `inputs` (or inside an input folder: the command would destroy what it reads), that
+    is one of the command's `others` outputs (two results written to one file: the first lost), or that
+    exists unless --force. A symbolic link is checked, and written, as the file it leads to."""
+    files.check_output_kind(path)
     if not files.is_uri(path) and os.path.isdir(path):
         raise OutputExistsError(f"{path} is a folder; name a file to write (e.g. {Path(path) / 'out'})")
-    _check_parents(path)
+    check_parents(files.output_target(path))
     check_not_input(path, inputs)
+    check_distinct(path, others)
     if files.exists(path) and not force:
         raise OutputExistsError(f"{path} exists; pass --force to overwrite")
 
 
-def _check_parents(path: Location) -> None:
+def check_distinct(path: Location, others: Sequence[Optional[Location]]) -> None:
+    """Refuse an output that another output of the same command names (by any spelling or link)."""
+    for other in others:
+        if other is not None and _same_place(path, other):
+            raise OutputExistsError(
+                f"{path} is named for two outputs ({other} too); the second would overwrite the first: "
+                "name two files"
+            )
+
+
+def _same_place(a: Location, b: Location) -> bool:
+    if files.is_uri(a) or files.is_uri(b):
+        return str(a).rstrip("/") == str(b).rstrip("/")
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def check_parents(path: Location) -> None:
     """Before any work: the output's nearest existing ancestor is a folder (`-o FILE/x.txt` used to fail
     only when written, after a command had written its other outputs)."""
     if files.is_uri(path):
@@ -170,6 +195,44 @@ def check_folder_output(path: Location, force: bool, inputs: Sequence[Location] 
         raise OutputExistsError(f"{path} is {what}; name a new folder for the capture")
     if not force:
         raise OutputExistsError(f"{path} exists; pass --force to overwrite")
+    foreign = _not_ours(path)
+    if foreign:
+        raise OutputExistsError(
+            f"{path} holds files tracekit did not write ({', '.join(foreign[:3])}), which replacing the "
+            "capture would delete; move them, or name a new folder"
+        )
+
+
+def _not_ours(root: Location) -> list[str]:
+    """The entries of a local capture folder that its writers did not make (they make the metadata
+    file, each rank's folder with its part and its stored idle rows, and hidden `.NAME.XXXX.tmp` files
+    on the way)."""
+    if files.is_uri(root):
+        return []
+    own = {FOLDER_META}
+    out = []
+    for entry in sorted(os.listdir(root)):
+        inside = os.path.join(root, entry)
+        if entry in own or (entry.startswith(".") and entry.endswith(".tmp")):
+            continue
+        if entry.startswith("rank=") and os.path.isdir(inside) and not os.path.islink(inside):
+            out += [
+                f"{entry}/{x}" for x in sorted(os.listdir(inside)) if x not in (PART_NAME, IDLE_PART_NAME)
+            ]
+        else:
+            out.append(entry)
+    return out
+
+
+def check_store(path: Location, meta: dict, force: bool) -> None:
+    """`analyze --store` rewrites the capture in place: the file, or a folder's metadata file and idle
+    parts. Without `force`, each must be one the user may write and owns (files.check_rewrite)."""
+    if meta.get("form") != "folder":
+        files.check_rewrite(path, force)
+        return
+    files.check_rewrite(files.join(path, FOLDER_META), force)
+    for part in meta.get("parts") or []:
+        files.check_rewrite(files.join(path, f"rank={part['rank']}", IDLE_PART_NAME), force)
 
 
 @contextmanager
@@ -179,18 +242,20 @@ def atomic_path(path: Path, *, replace: bool = True) -> Iterator[Path]:
     (short of the process being killed), and a write that fails for a reason of the output's (no space,
     a file-size limit, no permission, a read-only file system, a name too long: files.WRITE_ERRNOS)
     becomes one OutputWriteError."""
-    path = Path(path)
-    tmp_path = files.temp_file(path)
-    try:
-        yield tmp_path
-        files.publish(tmp_path, path, replace=replace)
-    except OSError as exc:
-        if exc.errno in files.WRITE_ERRNOS:
-            raise write_error(path, exc) from None
-        raise
-    finally:
-        if tmp_path.exists():
-            tmp_path.unlink()
+    named = Path(path)
+    path = Path(files.output_target(named))
+    with files.new_folders_removed_on_failure(path):
+        tmp_path = files.temp_file(path)
+        try:
+            yield tmp_path
+            files.publish(tmp_path, path, replace=replace)
+        except OSError as exc:
+            if exc.errno in files.WRITE_ERRNOS:
+                raise write_error(named, exc) from None
+            raise
+        finally:
+            if tmp_path.exists():
+                tmp_path.unlink()
 
 
 write_error = files.write_error

@@ -36,10 +36,11 @@ import json
 import os
 import shutil
 import statistics
+import threading
 import time
 from collections import defaultdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Mapping
+from typing import TYPE_CHECKING, Iterable, Iterator, Mapping
 
 import numpy as np
 
@@ -109,30 +110,33 @@ def write_events(
     old = event_files(run_dir)
     tmp = files.temp_file(run_dir, folder=True)
     try:
-        writer = EventFileWriter(str(tmp), filename_suffix=EVENT_SUFFIX)
-        for step in sorted(scalars):
-            values = [
-                summary_pb2.Summary.Value(
+        with _quiet_writer_thread():
+            writer = EventFileWriter(str(tmp), filename_suffix=EVENT_SUFFIX)
+            for step in sorted(scalars):
+                values = [
+                    summary_pb2.Summary.Value(
+                        tag=tag,
+                        metadata=scalar_meta,
+                        tensor=tensor_util.make_tensor_proto(np.float32(value)),
+                    )
+                    for tag, value in sorted(scalars[step].items())
+                ]
+                if values:
+                    summary = summary_pb2.Summary(value=values)
+                    writer.add_event(event_pb2.Event(wall_time=wall, step=int(step), summary=summary))
+            for tag, text in sorted((texts or {}).items()):
+                value = summary_pb2.Summary.Value(
                     tag=tag,
-                    metadata=scalar_meta,
-                    tensor=tensor_util.make_tensor_proto(np.float32(value)),
+                    metadata=text_meta,
+                    tensor=tensor_util.make_tensor_proto(np.array(text.encode("utf-8"), dtype=object)),
                 )
-                for tag, value in sorted(scalars[step].items())
-            ]
-            if values:
-                summary = summary_pb2.Summary(value=values)
-                writer.add_event(event_pb2.Event(wall_time=wall, step=int(step), summary=summary))
-        for tag, text in sorted((texts or {}).items()):
-            value = summary_pb2.Summary.Value(
-                tag=tag,
-                metadata=text_meta,
-                tensor=tensor_util.make_tensor_proto(np.array(text.encode("utf-8"), dtype=object)),
-            )
-            first = min(scalars) if scalars else 0
-            writer.add_event(
-                event_pb2.Event(wall_time=wall, step=int(first), summary=summary_pb2.Summary(value=[value]))
-            )
-        writer.close()
+                first = min(scalars) if scalars else 0
+                writer.add_event(
+                    event_pb2.Event(
+                        wall_time=wall, step=int(first), summary=summary_pb2.Summary(value=[value])
+                    )
+                )
+            writer.close()
         (written,) = list(tmp.iterdir())
         target = run_dir / written.name
         os.replace(written, target)
@@ -144,6 +148,23 @@ def write_events(
         if path != target:
             path.unlink(missing_ok=True)
     return target
+
+
+@contextlib.contextmanager
+def _quiet_writer_thread() -> Iterator[None]:
+    """TensorBoard's writer thread re-raises a failed write (a full disk), which `threading` prints as a
+    traceback; the writer raises it again in this thread (at close), where it becomes one line."""
+    old = threading.excepthook
+
+    def hook(args: threading.ExceptHookArgs) -> None:
+        if type(args.thread).__name__ != "_AsyncWriterThread":
+            old(args)
+
+    threading.excepthook = hook
+    try:
+        yield
+    finally:
+        threading.excepthook = old
 
 
 def read_events(run_dir: Path) -> tuple[dict[str, list[tuple[int, float]]], dict[str, str]]:

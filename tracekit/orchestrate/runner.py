@@ -13,9 +13,10 @@ metadata. Progress goes to stderr. Nothing existing is overwritten without `forc
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -35,9 +36,11 @@ from tracekit.capture.knobs import (
 from tracekit.capture.recorder import MANIFEST_NAME, TRACE_SUFFIX
 from tracekit.capture.workload import knobs_of
 from tracekit.compare.stats import DEFAULT_CONFIDENCE, runs_for_interval
-from tracekit.data.files import write_error
-from tracekit.data.store import write_capture
+from tracekit.data import signals
+from tracekit.data.files import new_folders_removed_on_failure, write_error
+from tracekit.data.store import check_output, check_parents, write_capture
 from tracekit.errors import CaptureError, OutputExistsError, TracekitError
+from tracekit.export.tensorboard import event_files
 from tracekit.orchestrate import interpreters
 from tracekit.parse.parser import parse_paths
 
@@ -131,6 +134,8 @@ def plan_runs(
         s.replace(".".join(i.version.split(".")[:2]), i.version, 1) if short.count(s) > 1 else s
         for s, i in zip(short, resolved)
     ]
+    if name is not None:
+        check_run_name(name, "--name")
     bases: list[str] = []
     for interp, stem in zip(resolved, stems):
         if name and len(resolved) == 1:
@@ -151,12 +156,38 @@ def plan_runs(
         run_name = bases[i] if repeat == 1 else f"{bases[i]}-{r}"
         run_dir = out / workload / run_name
         runs.append(Run(resolved[i], run_name, run_dir, out / workload / f"{run_name}.parquet"))
-    if not force:
-        for run in runs:
-            for path in (run.parquet, run.run_dir):
-                if path.exists() and (path.is_file() or any(path.iterdir())):
-                    raise OutputExistsError(f"{path} exists; pass --force to overwrite")
+    for run in runs:
+        check_run_name(run.name, "the run name")
+        _check_run_folder(run.run_dir, force)
+        check_output(run.parquet, force)
     return runs
+
+
+def check_run_name(name: str, what: str) -> None:
+    """A run name is one path component: it names OUT/<workload>/<name>/ and <name>.parquet, never a
+    path (`--name ..` made the run folder OUT itself, which --force then emptied; `--name ../x` wrote
+    outside OUT)."""
+    seps = [sep for sep in (os.sep, os.altsep, "\0") if sep]
+    bad = not name or any(sep in name for sep in seps)
+    if bad or name.startswith("."):
+        raise CaptureError(
+            f"{what} {name!r}: a run name is one file name, not empty, without '/' and not starting with "
+            "'.' (it names OUT/<workload>/<name>/ and <name>.parquet); e.g. --name baseline"
+        )
+
+
+def _check_run_folder(run_dir: Path, force: bool) -> None:
+    """The run folder may be written: absent, empty, or (with --force) a folder whose traces tracekit
+    replaces (the rest of what it holds is kept). Never a file, device or the like, even with --force."""
+    if not os.path.lexists(run_dir):
+        return
+    if not run_dir.is_dir():
+        raise OutputExistsError(
+            f"{run_dir} exists and is not a folder; a run's traces go in a folder of that name: "
+            "choose another --name, or move it"
+        )
+    if any(run_dir.iterdir()) and not force:
+        raise OutputExistsError(f"{run_dir} exists; pass --force to replace its traces")
 
 
 def check_knobs(workload: str | None, knobs: Mapping[str, object], device: str | None) -> None:
@@ -205,42 +236,55 @@ def run_capture(
     if device not in (None, "cuda", "cpu"):
         raise CaptureError(f"--device {device}: choose cuda or cpu")
     knobs = dict(knobs or {})
-    try:
-        sched = parse_schedule(
-            schedule
-            if isinstance(schedule, str) or schedule is None
-            else format_schedule({**parse_schedule(None), **dict(schedule)})
-        )
-    except KnobError as exc:
-        raise CaptureError(str(exc)) from None
+    sched = _checked_schedule(schedule)
     if script is not None:
         script = Path(script)
         if not script.is_file():
             raise CaptureError(f"--script {script}: no such file")
     check_knobs(workload, knobs, device)
     label = workload if workload is not None else script.stem  # type: ignore[union-attr]
+    check_run_name(label, "the workload name" if script is None else "--script's name")
     out = Path(out)
     _check_out_folder(out)
     runs = plan_runs(label, out, list(pythons) or [None], name, force, repeat)
     _check_interpreters(runs, repeat)
     if repeat > 1:
         _announce(runs, repeat, echo)
-    written: list[Path] = []
-    for i, run in enumerate(runs, 1):
-        echo(
-            f"tracekit: [{i}/{len(runs)}] {label} under {run.interpreter.describe()} "
-            f"(torch {run.interpreter.torch_version or '?'}) "
-            f"→ {run.run_dir}"
-        )
+    # Everything is checked: the folders may be made; those made here go again unless a run is kept.
+    with contextlib.ExitStack() as made:
+        for run in runs:
+            made.enter_context(new_folders_removed_on_failure(run.run_dir / MANIFEST_NAME))
         try:
-            manifest = _run_child(run, workload, script, script_args, device, knobs, sched, force, echo)
-        except CaptureError as exc:
-            if not written:
-                raise
-            kept = ", ".join(p.stem if parse else p.name for p in written)
-            raise CaptureError(f"{exc}; the {len(written)} finished runs are kept ({kept})") from None
-        written.append(_parse_run(run, manifest, force, echo, summarize) if parse else run.run_dir)
-    return written
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise write_error(out, exc) from None
+        written: list[Path] = []
+        for i, run in enumerate(runs, 1):
+            echo(
+                f"tracekit: [{i}/{len(runs)}] {label} under {run.interpreter.describe()} "
+                f"(torch {run.interpreter.torch_version or '?'}) → {run.run_dir}"
+            )
+            try:
+                manifest = _run_child(run, workload, script, script_args, device, knobs, sched, force, echo)
+            except CaptureError as exc:
+                if not written:
+                    raise
+                kept = ", ".join(p.stem if parse else p.name for p in written)
+                raise CaptureError(f"{exc}; the {len(written)} finished runs are kept ({kept})") from None
+            written.append(_parse_run(run, manifest, force, echo, summarize) if parse else run.run_dir)
+        return written
+
+
+def _checked_schedule(schedule: str | Mapping[str, int] | None) -> dict[str, int]:
+    """The profiler schedule of `--schedule` text or a dict (keys over the default's), checked."""
+    try:
+        return parse_schedule(
+            schedule
+            if isinstance(schedule, str) or schedule is None
+            else format_schedule({**parse_schedule(None), **dict(schedule)})
+        )
+    except KnobError as exc:
+        raise CaptureError(str(exc)) from None
 
 
 def _check_interpreters(runs: Sequence[Run], repeat: int) -> None:
@@ -273,14 +317,11 @@ def _announce(runs: Sequence[Run], repeat: int, echo: Echo) -> None:
 
 
 def _check_out_folder(out: Path) -> None:
-    """-o names the folder the runs go into: refuse a file there, and a folder that cannot be made,
-    before a workload runs for minutes."""
+    """-o names the folder the runs go into: refuse a file there (or above it) before a workload runs
+    for minutes. The folder is made once everything else is checked."""
     if out.exists() and not out.is_dir():
         raise OutputExistsError(f"-o {out}: is a file; name a folder for the captures (it holds one per run)")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise write_error(out, exc) from None
+    check_parents(out / "run.parquet")  # the path leads through folders (or none yet), not through a file
 
 
 def _child_command(
@@ -329,8 +370,8 @@ def _run_child(
     force: bool,
     echo: Echo,
 ) -> dict:
-    if force and run.run_dir.exists():
-        shutil.rmtree(run.run_dir)
+    if force and run.run_dir.is_dir():
+        _remove_own_files(run.run_dir)
     run.run_dir.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".tracekit-result-", suffix=".json")
     os.close(fd)
@@ -339,16 +380,19 @@ def _run_child(
     try:
         # The child's stdout (a workload's own prints) goes to stderr: stdout carries only the results.
         with capture_env() as env:
-            proc = subprocess.Popen(cmd, env=env, stdout=sys.stderr.fileno() if _has_fileno() else None)
+            proc = None
             try:
+                with signals.held():  # a stop while it starts: raised once the child is known
+                    proc = subprocess.Popen(
+                        cmd,
+                        env=env,
+                        stdout=sys.stderr.fileno() if _has_fileno() else None,
+                        start_new_session=True,
+                    )
                 rc = proc.wait()
             except KeyboardInterrupt:
-                # The child got the same SIGINT; let it close the profiler and write its manifest.
-                try:
-                    proc.wait(timeout=_INTERRUPT_GRACE_S)
-                except (subprocess.TimeoutExpired, KeyboardInterrupt):
-                    proc.kill()
-                    proc.wait()
+                if proc is not None:
+                    _stop_child(proc)
                 echo(f"tracekit: interrupted; traces written so far are kept in {run.run_dir}")
                 raise
         try:
@@ -374,6 +418,29 @@ def _run_child(
             f"(`tracekit parse {run.run_dir}` reads them)"
         )
     raise CaptureError(f"{run.name}: capture under {where} failed: {message}")
+
+
+def _stop_child(proc: subprocess.Popen) -> None:
+    """Stop the capture child as Ctrl-C stops it: it runs in a session of its own, so a stop signal
+    (Ctrl-C at the terminal, or SIGINT, SIGTERM, SIGHUP sent to tracekit alone) reaches tracekit only,
+    and is passed on as one SIGINT. The child then closes the profiler, keeping the traces of the steps
+    that ran, and writes its manifest; a second stop, or a child that has not ended in
+    _INTERRUPT_GRACE_S, kills it."""
+    try:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=_INTERRUPT_GRACE_S)
+    except (subprocess.TimeoutExpired, KeyboardInterrupt):
+        proc.kill()
+        proc.wait()
+
+
+def _remove_own_files(run_dir: Path) -> None:
+    """What an earlier capture of this run wrote and a new one replaces: its TensorBoard event files
+    (the child replaces its traces and manifest, `tracekit.capture.cli`). Nothing else is removed:
+    tracekit never deletes what it did not write."""
+    for path in event_files(run_dir):
+        path.unlink(missing_ok=True)
 
 
 def trace_files(run_dir: Path) -> list[Path]:

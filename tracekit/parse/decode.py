@@ -38,6 +38,7 @@ import pyarrow as pa
 from msgspec.structs import astuple
 
 from tracekit.data import arrow as _arrow
+from tracekit.data.files import check_input
 from tracekit.data.schema import (
     CAT_CUDA_SYNC,
     CAT_GPU_USER_ANNOTATION,
@@ -210,22 +211,34 @@ def read_trace_bytes(path: Path) -> tuple[bytes | mmap.mmap, Optional[str]]:
     damage, and a phrase that says so ("the gzip stream ends early after 1,234 decompressed bytes"):
     the caller refuses the trace with it, or with --salvage keeps the complete events in those bytes."""
     path = Path(path)
-    if not path.exists():
-        raise InputNotFound(f"{path}: no such file")
+    check_input(path)
     if path.is_dir():
         raise InputNotFound(f"{path}: is a folder, expected a trace file")
     try:
         with open(path, "rb") as fh:
-            magic = fh.read(2)
-            if magic == b"\x1f\x8b":
+            magic = fh.read(3)
+            if magic[:2] == b"\x1f\x8b":
                 fh.seek(0)
-                return _gunzip(fh.read())
+                data, damage = _gunzip(fh.read())
+                return _without_bom(data), damage
+            if magic == UTF8_BOM:  # read whole (a mapping is read-only): rare, and small ones
+                fh.seek(0)
+                return _without_bom(fh.read()), None
             fh.seek(0, 2)
             if fh.tell() == 0:
                 raise TraceFormatError(f"{path}: empty file, not a trace")
             return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ), None
     except OSError as exc:
         raise InputNotFound(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
+# A UTF-8 byte order mark: editors on Windows (Notepad, PowerShell's Out-File) write one before the text.
+# JSON forbids it (RFC 8259 §8.1) but allows parsers to ignore it; it is read as whitespace (offsets kept).
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
+def _without_bom(data: bytes) -> bytes:
+    return b"   " + data[3:] if data.startswith(UTF8_BOM) else data
 
 
 def _gunzip(data: bytes) -> tuple[bytes, Optional[str]]:
@@ -822,6 +835,7 @@ def _no_stats(skipped: Optional[dict] = None, dropped: Optional[dict] = None) ->
         "usable_events": 0,  # kept events other than metadata (process and thread names)
         "max_abs_ts": "0",
         "fractional": False,
+        "begin_end": 0,  # B and E events (tracekit.parse.begin_end pairs them)
         "skipped": {k: v for k, v in (skipped or {}).items() if v},
         "values_dropped": {k: v for k, v in (dropped or {}).items() if v},
     }
@@ -871,7 +885,9 @@ def assemble(
     is_flow = _in(ph, ("s", "f"))
     is_meta = _in(ph, ("M",))
     is_memory = _in(name, (MEMORY_NAME,))
+    ends = _in(ph, ("E",))  # Chrome's E events name no category: kept for parse.begin_end to pair
     keep = _in(cat, KEEP_CATS) | is_flow | (is_meta & _in(name, META_NAMES)) | (_in(ph, ("i",)) & is_memory)
+    keep |= ends
     counts = collections.Counter(skipped or {})
     timed = _placeable(keep, is_meta, cat, ts_state, dur_ns, counts)
     n_timed = int(np.count_nonzero(timed))
@@ -931,6 +947,7 @@ def assemble(
     stats = _no_stats(counts, dropped)
     usable = n_timed - int(np.count_nonzero(timed & is_meta))
     stats.update(events_seen=seen, usable_events=usable, max_abs_ts=max_abs_ts, fractional=fractional)
+    stats["begin_end"] = int(np.count_nonzero(timed & (ends | _in(ph, ("B",)))))
     return batch, stats
 
 

@@ -68,6 +68,74 @@ def needed_for_derive(events: pa.Table) -> pa.Table:
 
 
 # ---------------------------------------------------------------------------------------------------
+# An impossible time: one corrupted `dur` (a 1-hour ProfilerStep or kernel in a trace of milliseconds)
+# made every figure of its step absurd ("interpreter 1,199,997 ms/step, 100 %"), one corrupted `ts` (an
+# op at 0, 53 years before the rest) a step of 53 years. The rank's events of the step / cpu_op / device
+# categories start within a body: their starts less the earliest and the latest IMPOSSIBLE_TRIM of them
+# (a few strays). An event that starts more than max(IMPOSSIBLE_MARGIN_NS, IMPOSSIBLE_FACTOR × the
+# body's span) before it, or ends that much after it, is an outlier: nothing the trace recorded
+# happened there. The parse leaves it out of the steps and names it (parse.sanity's warning), and the
+# analysis and the replay leave it out of every figure (analysis.events), by this one rule.
+IMPOSSIBLE_MARGIN_NS = 600 * 10**9  # ten minutes of nothing recorded
+IMPOSSIBLE_FACTOR = 10
+IMPOSSIBLE_TRIM = 0.01  # at most this share of a rank's events (and at least one) are strays
+_INT64_MAX = int(np.iinfo(np.int64).max)
+_INT64_MIN = int(np.iinfo(np.int64).min)
+
+Limits = dict  # rank -> (the earliest start, the latest end) an event of the rank may have
+
+
+def time_limits(rank: np.ndarray, ts: np.ndarray) -> Limits:
+    """rank -> (earliest start, latest end) of a possible event (see above), from the starts `ts` of
+    the rank's complete events of the step / cpu_op / device categories."""
+    if not rank.size:
+        return {}
+    if rank.min() == rank.max():  # one rank: the usual case, no grouping
+        groups = [(int(rank[0]), ts)]
+    else:
+        groups = [(int(r), ts[rank == r]) for r in _arrow.distinct(rank)]
+    limits = {}
+    for r, starts in groups:
+        n = starts.size
+        k = max(1, int(n * IMPOSSIBLE_TRIM)) if n >= 3 else 0
+        # the body's ends: the (k+1)-th earliest and latest starts (a partition: no sort of every start)
+        lo = int(np.partition(starts, k)[k]) if k else int(starts.min())
+        hi = int(np.partition(starts, n - 1 - k)[n - 1 - k]) if k else int(starts.max())
+        margin = max(IMPOSSIBLE_MARGIN_NS, IMPOSSIBLE_FACTOR * (hi - lo))
+        limits[r] = (max(lo - margin, _INT64_MIN), min(hi + margin, _INT64_MAX))
+    return limits
+
+
+def impossible(rank: np.ndarray, start: np.ndarray, end: np.ndarray, limits: Limits) -> np.ndarray:
+    """Rows that start before or end after their rank's limits (`time_limits`); rows of a rank
+    without limits never are."""
+    if not rank.size or not limits:
+        return np.zeros(rank.size, bool)
+    if rank.min() == rank.max():
+        lo, hi = limits.get(int(rank[0]), (_INT64_MIN, _INT64_MAX))
+        return (start < lo) | (end > hi)
+    lo_at = np.full(rank.size, _INT64_MIN, np.int64)
+    hi_at = np.full(rank.size, _INT64_MAX, np.int64)
+    for r, (lo, hi) in limits.items():
+        mine = rank == r
+        lo_at[mine], hi_at[mine] = lo, hi
+    return (start < lo_at) | (end > hi_at)
+
+
+def judged_rows(frame: Frame) -> np.ndarray:
+    """The rows the rule of an impossible time looks at: complete events of the step / cpu_op / device
+    categories."""
+    return frame.mask("ph", lambda v: v == "X") & frame.mask("cat", lambda v: v in _DERIVE_CATS)
+
+
+def impossible_rows(frame: Frame, *, any_event: bool = False) -> np.ndarray:
+    """The complete events of the step / cpu_op / device categories of `frame` whose time is
+    impossible (see above); with `any_event`, every row that lies out there."""
+    timed = judged_rows(frame)
+    rank, ts = frame.ints("rank"), frame.ints("ts_ns")
+    end = ts + np.maximum(frame.ints("dur_ns"), 0)
+    out = impossible(rank, ts, end, time_limits(rank[timed], ts[timed]))
+    return out if any_event else timed & out
 
 
 def _is_module(name: str) -> bool:
@@ -76,7 +144,9 @@ def _is_module(name: str) -> bool:
 
 def derive_steps(events: pa.Table | Frame, breaks: dict | None = None) -> pa.Table:
     """Step windows: ProfilerStep#N spans on their owning thread; else the iterations found
-    (parse.iterations); else one step spanning the rank. `breaks`: rank -> its trace files' starts."""
+    (parse.iterations); else one step spanning the rank. `breaks`: rank -> its trace files' starts. An
+    event of impossible time (`impossible_rows`) neither is a step, nor a unit of an iteration, nor
+    stretches a step."""
     return derive_step_rows(events, breaks)[0]
 
 
@@ -85,8 +155,9 @@ def derive_step_rows(events: pa.Table | Frame, breaks: dict | None = None) -> tu
     frame = _frame(events)
     rules: dict = {}
     rank = frame.ints("rank")
+    usable = ~impossible_rows(frame, any_event=True)
     is_x = frame.mask("ph", lambda v: v == "X")
-    is_step = is_x & frame.mask("cat", lambda v: v == CAT_USER_ANNOTATION)
+    is_step = is_x & usable & frame.mask("cat", lambda v: v == CAT_USER_ANNOTATION)
     is_step &= frame.mask("name", lambda v: STEP_NAME.match(v) is not None)
     rows: dict[str, list] = {k: [] for k in ("rank", "pid", "tid", "ts_ns", "dur_ns", "name", "step")}
     idx = np.flatnonzero(is_step)
@@ -115,7 +186,9 @@ def derive_step_rows(events: pa.Table | Frame, breaks: dict | None = None) -> tu
                 "steps": len(by_thread[owner]),
             }
             continue
-        found = _iterations.find(units_of_frame(frame, rank == r), breaks=(breaks or {}).get(int(r), ()))
+        found = _iterations.find(
+            units_of_frame(frame, (rank == r) & usable), breaks=(breaks or {}).get(int(r), ())
+        )
         rules[int(r)] = found.to_json()
         if found.steps:
             rows["rank"] += [int(r)] * found.steps
@@ -127,7 +200,7 @@ def derive_step_rows(events: pa.Table | Frame, breaks: dict | None = None) -> tu
             rows["step"] += list(range(found.steps))
             continue
         # Nothing found: one step over the rank's timed events (metadata rows excluded).
-        in_rank = (rank == r) & ~frame.mask("ph", lambda v: v == "M")
+        in_rank = (rank == r) & ~frame.mask("ph", lambda v: v == "M") & usable
         if not in_rank.any():
             in_rank = rank == r
         start = int(ts[in_rank].min())

@@ -14,7 +14,6 @@ build), or with TRACEKIT_DECODER=msgspec, `decode` always returns None.
 from __future__ import annotations
 
 import decimal
-import os
 from typing import Optional
 
 import msgspec
@@ -23,6 +22,7 @@ import pyarrow as pa
 
 from tracekit.parse import decode as _decode
 from tracekit.parse.decode import INT_ARGS
+from tracekit.settings import setting
 
 try:
     from tracekit.parse import _fastscan  # type: ignore[attr-defined]  # the C extension
@@ -36,7 +36,7 @@ STR_FIELDS = ("ph", "cat", "name", "sync_kind", "collective", "pg_ranks", "name_
 
 def available() -> bool:
     """Whether the C decoder is compiled and enabled (TRACEKIT_DECODER=msgspec turns it off)."""
-    return _fastscan is not None and os.environ.get("TRACEKIT_DECODER", "") != "msgspec"
+    return _fastscan is not None and setting("TRACEKIT_DECODER") != "msgspec"
 
 
 def decoder_name() -> str:

@@ -44,9 +44,11 @@ from tracekit.data import files as _files
 from tracekit.data import pool as _pool
 from tracekit.data.describe import losses_line
 from tracekit.data.files import Location
-from tracekit.data.schema import CAT_CPU_OP, CAT_USER_ANNOTATION, KIND_EVENT, SCHEMA
+from tracekit.data.schema import CAT_CPU_OP, CAT_USER_ANNOTATION, KIND_EVENT, SCHEMA, device_properties
 from tracekit.data.store import (
     DIGEST,
+    FOLDER_META,
+    PART_NAME,
     Capture,
     CaptureWriter,
     EncodedRows,
@@ -57,6 +59,7 @@ from tracekit.data.store import (
     read_capture,
 )
 from tracekit.errors import (
+    CaptureFileError,
     InputNotFound,
     OutputExistsError,
     TraceFormatError,
@@ -64,6 +67,7 @@ from tracekit.errors import (
     TraceWarning,
     WorkerError,
 )
+from tracekit.parse import begin_end as _begin_end
 from tracekit.parse import decode as _decode
 from tracekit.parse import fast as _fast
 from tracekit.parse import sanity as _sanity
@@ -106,6 +110,7 @@ def parse_paths(paths: list[Path], *, salvage: bool = False, progress: Optional[
         keep_going=len(files) > 1,
     )
     check_rank_files(traces)
+    ranks_at_once(traces)
     events = pa.concat_tables(tables) if tables else SCHEMA.empty_table()
     _require_events(files, traces)
     frame = Frame(events)
@@ -228,6 +233,7 @@ def _stream_once(
             encode=part if parallel else None,
         )
         check_rank_files(traces)
+        ranks_at_once(traces)
         _require_events(files, traces)
         needed = kept.frame()  # its columns converted once, for derive and sanity
         derived, rules = derive_step_rows(needed, file_starts(traces))
@@ -290,15 +296,22 @@ def find_trace_files(paths: Sequence[Location]) -> list[tuple[Location, str]]:
             found.extend(_trace_files_at(str(p)))
             continue
         p = Path(p)
-        if not p.exists():
-            raise _files.not_found(p)
-        if p.is_dir():
-            inside = sorted(
-                q
-                for q in p.iterdir()
-                if q.is_file() and q.name.endswith(TRACE_SUFFIXES) and q.name != MANIFEST_NAME
+        _files.check_input(p)
+        if is_capture(p):
+            raise InputNotFound(
+                f"{p} is a capture (Parquet), not a trace: name a capture alone (tracekit analyze {p}), "
+                f"or compare captures with tracekit diff {p} OTHER"
             )
+        if p.is_dir():
+            named = sorted(
+                q for q in p.iterdir() if q.name.endswith(TRACE_SUFFIXES) and q.name != MANIFEST_NAME
+            )
+            for q in named:  # a rank's file that is a dangling link or a FIFO is not left out silently
+                if not q.is_dir():
+                    _files.check_input(q)
+            inside = [q for q in named if q.is_file()]
             if not inside:
+                _capture_folder_without_index(p)
                 subdirs = sorted(q.name for q in p.iterdir() if q.is_dir())
                 hint = f" (it has folders: {', '.join(subdirs[:5])}; name one run folder)" if subdirs else ""
                 raise InputNotFound(f"{p}: no trace files (*.json, *.json.gz) in this folder{hint}")
@@ -306,6 +319,17 @@ def find_trace_files(paths: Sequence[Location]) -> list[tuple[Location, str]]:
         else:
             found.append((p, p.name))
     return found
+
+
+def _capture_folder_without_index(folder: Path) -> None:
+    """A folder of rank parts without its metadata file is a capture folder whose writing did not end
+    (or whose `_tracekit.json` was removed): said, not "no trace files"."""
+    parts = sorted(folder.glob(f"rank=*/{PART_NAME}"))
+    if parts:
+        raise CaptureFileError(
+            f"{folder}: a capture folder without its {FOLDER_META} ({parts[0].relative_to(folder)} is "
+            "there): its writing was interrupted, or the file was removed; parse the traces again"
+        )
 
 
 def _trace_files_at(uri: str) -> list[tuple[Location, str]]:
@@ -322,19 +346,41 @@ def _trace_files_at(uri: str) -> list[tuple[Location, str]]:
 
 
 def find_manifest(paths: list[Path]) -> Optional[dict]:
-    """The capture manifest (manifest.json, written by `tracekit capture`) of the first named run folder
-    that has one, or None. An unreadable manifest is ignored: the traces are still worth parsing."""
+    """The capture manifest (manifest.json, written by `tracekit capture`) of the named run folders, or
+    None. Folders whose manifests differ are two runs: refused (one run's manifest labelled the other's
+    traces). A manifest that cannot be read (cut short, not an object) is named in a warning, and then
+    none is taken: whose run it was cannot be told (the traces are still worth parsing)."""
+    found: list[tuple[Location, dict]] = []
+    unreadable = []
     for p in paths:
         candidate = _files.join(p, MANIFEST_NAME)
         try:
             if not (_files.is_dir(p) and _files.is_file(candidate)):
                 continue
             doc = json.loads(_files.read_bytes(candidate))
-        except (OSError, ValueError, TracekitError):
+        except (OSError, ValueError, TracekitError) as exc:
+            unreadable.append(f"{candidate} ({_files.first_line(exc)[:80]})")
             continue
-        if isinstance(doc, dict):
-            return doc
-    return None
+        if not isinstance(doc, dict):
+            unreadable.append(f"{candidate} (not a JSON object)")
+            continue
+        found.append((p, doc))
+    for (a, ma), (b, mb) in zip(found, found[1:]):
+        if ma != mb:
+            raise TraceFormatError(
+                f"{a} and {b} are run folders of different runs (their manifests differ: "
+                f"{ma.get('run') or ma.get('started_at')} and {mb.get('run') or mb.get('started_at')}); "
+                "give each run its own capture (tracekit diff compares them)"
+            )
+    if unreadable:
+        warnings.warn(
+            f"cannot read {', '.join(unreadable)}: the capture has no manifest (no unprofiled step "
+            "times, knobs or versions)",
+            TraceWarning,
+            stacklevel=2,
+        )
+        return None
+    return found[0][1] if found else None
 
 
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
@@ -548,6 +594,49 @@ def check_rank_files(traces: list[dict]) -> None:
                     "overlap (copies of one trace, or traces of different runs?); successive profiler "
                     "cycles of one rank never overlap. Parse one of them, or give each run its own capture"
                 )
+        _one_process(rank, ts)
+
+
+def _one_process(rank: int, traces: list[dict]) -> None:
+    """The files of one rank come from one process (the successive profiler cycles of a run): files
+    whose host events come from different processes are two runs, merged they gave one step of 38 s
+    ("idle: interpreter 12714 ms/step") and a source the analysis never read."""
+    pids = [(t, set(t.get("host_pids") or ())) for t in traces]
+    known = [(t, p) for t, p in pids if p]
+    for (a, pa_), (b, pb) in zip(known, known[1:]):
+        if not pa_ & pb:
+            raise TraceFormatError(
+                f"{a['source']} and {b['source']} are both rank {rank} but come from different processes "
+                f"(pid {min(pa_)} and pid {min(pb)}): traces of two runs, not two profiler cycles of one "
+                "(those come from one process); give each run its own capture (tracekit diff compares them)"
+            )
+
+
+def ranks_at_once(traces: list[dict]) -> None:
+    """The ranks of one job run at once: a rank whose host events all lie before another rank's first
+    one is named in a warning in its trace entry (traces of different runs?); clocks of different hosts
+    may disagree, so it is not refused. Called once on a job's final trace entries."""
+    by_rank: dict[int, list[dict]] = collections.defaultdict(list)
+    for t in traces:
+        if t.get("host_span_ns"):
+            by_rank[int(t["rank"])].append(t)
+    spans = {
+        r: (min(t["host_span_ns"][0] for t in ts), max(t["host_span_ns"][1] for t in ts))
+        for r, ts in by_rank.items()
+    }
+    if len(spans) < 2:
+        return
+    last_start = max(spans, key=lambda r: spans[r][0])
+    first_end = min(spans, key=lambda r: spans[r][1])
+    apart = spans[last_start][0] - spans[first_end][1]
+    if apart <= 0:
+        return
+    entry = by_rank[last_start][0]
+    entry["warnings"] = entry.get("warnings", []) + [
+        f"rank {last_start} starts {apart / 1e9:.3f} s after rank {first_end} ended: the ranks of one job "
+        "run at once, so these may be traces of different runs (or of hosts whose clocks disagree); "
+        "collective waits and the job's step time mix them"
+    ]
 
 
 class _Digest:
@@ -604,26 +693,15 @@ def _parse_one(
     size = len(buf)
     if progress:
         progress(display, 0, size)
-    located = _decode.locate_events(buf) if plan["fast"] and not gz_damage else None
     stats_all = _decode._no_stats()
-    dropped_bytes = 0
-    source: bytes | mmap.mmap | memoryview
-    if located is not None:
-        metadata, start, end = located
-        ranges = _decode.split_points(buf, start, end, chunk_bytes(end - start) if parallel else CHUNK_BYTES)
-        source = buf
-    else:
-        # One validating decode of the whole file: exact errors, truncation and --salvage.
-        doc = _decode.split_document(buf, path, salvage=salvage, gz_damage=gz_damage)
-        metadata, dropped_bytes = doc.metadata, doc.dropped_bytes
-        if doc.deep_values:
-            stats_all["values_dropped"][_decode.DROP_TOO_DEEP] = doc.deep_values
-        source = doc.events
-        ranges = [(1, len(doc.events) - 1)]
+    where = _events_of(buf, path, plan["fast"] and not gz_damage, gz_damage, salvage, parallel, stats_all)
+    metadata, source, ranges, dropped_bytes, fast = where
     rank = rank_of(metadata, display)
     rows = 0
     done = 0
     span = _HostSpan()
+    pairing = plan.get("pair", False)  # B/E events: the file's tables are held, then paired (begin_end)
+    held: list[pa.Table] = []
     try:
         for table, needed, stats in _decode_ranges(
             source,
@@ -631,35 +709,84 @@ def _parse_one(
             unit=plan["unit"],
             where=str(path),
             rank=rank,
-            encode=encode,
+            encode=None if pairing else encode,
             digest=digest,
             parallel=parallel,
             display=display,
         ):
-            rows += table.num_rows
             _merge_stats(stats_all, stats)
+            done += stats.get("bytes", 0)
+            if pairing:
+                held.append(table)  # not encoded: encode is None
+                continue
+            rows += table.num_rows
             span.add(stats["host_span_ns"])
             sink(table, needed)
-            done += stats.get("bytes", 0)
             if progress:
                 progress(display, min(done, size), size)
     except TraceFormatError as exc:
-        if located is None:
+        if not fast:
             exc.rank = rank  # for the message of a job's failed file (`rank_hint`)
             raise
         raise _Redo({"fast": False}) from None
     unit = time_unit(metadata, stats_all)
     if unit != plan["unit"]:
         raise _Redo({"unit": unit})
+    if stats_all["begin_end"] and not pairing:
+        raise _Redo({"pair": True})
+    if pairing:
+        rows = _sink_paired(held, stats_all, span, sink)
     if progress:
         progress(display, size, size)
     entry = _trace_entry(metadata, stats_all, rank=rank, source=display, unit=unit, rows=rows)
     entry.update(
         salvaged_dropped_bytes=dropped_bytes if salvage else None,
         host_span_ns=span.value(),
+        host_pids=sorted(span.pids),
         gzip_damage=gz_damage,
     )
     return entry
+
+
+DROP_DEVICE_PROPERTIES = "deviceProperties entries that are not objects"
+
+
+def _events_of(
+    buf: bytes | mmap.mmap,
+    path: Path,
+    fast: bool,
+    gz_damage: Optional[str],
+    salvage: bool,
+    parallel: bool,
+    stats: dict,
+) -> tuple[dict, bytes | mmap.mmap | memoryview, list[tuple[int, int]], int, bool]:
+    """(the file's metadata, the buffer its events are in, the ranges of whole events to decode, the
+    bytes --salvage dropped, whether they were located in place): with `fast` the events located in
+    place, else (or where they cannot be) one validating decode of the whole file (exact errors,
+    truncation and --salvage)."""
+    located = _decode.locate_events(buf) if fast else None
+    if located is not None:
+        metadata, start, end = located
+        ranges = _decode.split_points(buf, start, end, chunk_bytes(end - start) if parallel else CHUNK_BYTES)
+        return metadata, buf, ranges, 0, True
+    doc = _decode.split_document(buf, path, salvage=salvage, gz_damage=gz_damage)
+    if doc.deep_values:
+        stats["values_dropped"][_decode.DROP_TOO_DEEP] = doc.deep_values
+    return doc.metadata, doc.events, [(1, len(doc.events) - 1)], doc.dropped_bytes, False
+
+
+def _sink_paired(tables: list[pa.Table], stats: dict, span: _HostSpan, sink: Sink) -> int:
+    """A file's decoded tables with its B/E events paired into complete events (tracekit.parse.begin_end),
+    into `sink` as one table; the B/E rows left out are counted in `stats`. Returns the rows sunk."""
+    paired, skipped = _begin_end.pair(pa.concat_tables(tables))
+    for reason, n in skipped.items():
+        stats["skipped"][reason] = stats["skipped"].get(reason, 0) + n
+    pairs = (stats["begin_end"] - sum(skipped.values())) // 2
+    stats["usable_events"] -= stats["begin_end"] - pairs  # each pair is one event now
+    needed = needed_for_derive(paired)
+    span.add(_host_span(needed))
+    sink(paired, needed)
+    return paired.num_rows
 
 
 def _trace_entry(metadata: dict, stats: dict, *, rank: int, source: str, unit: str, rows: int) -> dict:
@@ -669,6 +796,14 @@ def _trace_entry(metadata: dict, stats: dict, *, rank: int, source: str, unit: s
     if isinstance(metadata.get("traceName"), str):
         # Kineto writes the absolute temp path it traced to; keep only the file name.
         metadata["traceName"] = Path(metadata["traceName"]).name
+    props = metadata.get("deviceProperties")
+    if props is not None and device_properties(metadata) != props:
+        # `"H100"` or `["H100"]` where Kineto writes a list of objects (id, name, ...): only the objects
+        # are kept, the rest counted (readers used to fail on them: AttributeError)
+        metadata["deviceProperties"] = device_properties(metadata)
+        n = len(props) - len(metadata["deviceProperties"]) if isinstance(props, list) else 1
+        dropped = stats["values_dropped"]
+        dropped[DROP_DEVICE_PROPERTIES] = dropped.get(DROP_DEVICE_PROPERTIES, 0) + n
     untimed = (_decode.SKIP_TS_MISSING, _decode.SKIP_TS_NOT_NUMBER, _decode.SKIP_TS_OUT_OF_RANGE)
     return {
         "rank": rank,
@@ -696,11 +831,13 @@ class _HostSpan:
     def __init__(self) -> None:
         self.lo: Optional[int] = None
         self.hi: Optional[int] = None
+        self.pids: set[int] = set()  # the processes of those events (check_rank_files: one run's)
 
-    def add(self, chunk: Optional[tuple[int, int]]) -> None:
+    def add(self, chunk: Optional[tuple[int, int, list[int]]]) -> None:
         if chunk is None:
             return
-        lo, hi = chunk
+        lo, hi, pids = chunk
+        self.pids.update(pids)
         self.lo = lo if self.lo is None else min(self.lo, lo)
         self.hi = hi if self.hi is None else max(self.hi, hi)
 
@@ -708,19 +845,22 @@ class _HostSpan:
         return None if self.lo is None or self.hi is None else [self.lo, self.hi]
 
 
-def _host_span(needed: pa.Table) -> Optional[tuple[int, int]]:
-    """[first start, last end] of the host events of one chunk's derive rows (see _HostSpan), or None."""
+def _host_span(needed: pa.Table) -> Optional[tuple[int, int, list[int]]]:
+    """[first start, last end] of the host events of one chunk's derive rows (see _HostSpan) and their
+    processes, or None."""
     frame = Frame(needed)
     host = frame.mask("ph", lambda v: v == "X") & frame.mask("cat", lambda v: v in _HOST_SPAN_CATS)
     if not host.any():
         return None
     ts = frame.ints("ts_ns")[host]
     end = ts + np.maximum(frame.ints("dur_ns")[host], 0)
-    return int(ts.min()), int(end.max())
+    pids = frame.ints("pid")[host & frame.present("pid")]
+    return int(ts.min()), int(end.max()), _arrow.distinct(pids).tolist()
 
 
 def _merge_stats(into: dict, stats: dict) -> None:
     into["events_seen"] += stats["events_seen"]
+    into["begin_end"] += stats.get("begin_end", 0)
     into["usable_events"] += stats["usable_events"]
     for key in ("skipped", "values_dropped"):
         for reason, n in stats[key].items():

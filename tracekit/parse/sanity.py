@@ -9,7 +9,10 @@ of the capture repeats it (docs/QUIRKS.md, the fault table).
              figure would count twice (two files of one rank that overlap are refused for this reason)
     refused  a step number repeated on the step thread (ProfilerStep#5 eight times): the profiler
              numbers each step once, and diff and whatif match steps by number
-    refused  a step span with a negative duration: its step cannot be placed
+    refused  a step span with a negative or zero duration (or none): its step cannot be placed (zero-
+             length steps beside 1,800 kernels were "0 steps ... CPU-only capture")
+    warned   an event whose time is impossible (derive.impossible_rows: it ends long after, or starts long
+             before, anything else the rank recorded): left out of every figure, and named
     refused  device activity more than MAX_DEVICE_DRIFT_NS after the host's last event (or before its
              first): the device clock is not the host's (one such kernel made whatif's observed step
              125,000,000 ms)
@@ -24,6 +27,7 @@ of the capture repeats it (docs/QUIRKS.md, the fault table).
              CUDA graph launch (one correlation id: a graph's branches run at once, yet CUPTI puts them
              all on the stream it was launched on)
     warned   some events (DUPLICATE_WARN_FRACTION or more) exact copies of another
+    warned   device activities of length 0 (ZERO_LENGTH_WARN_FRACTION or more): no busy time
 
 All of it is vectorised: it runs on every parse, beside derive_steps.
 """
@@ -34,14 +38,15 @@ import numpy as np
 import pyarrow as pa
 
 from tracekit.data import arrow as _arrow
-from tracekit.data.schema import CAT_CPU_OP, CAT_USER_ANNOTATION, DEVICE_ACTIVITY_CATS
+from tracekit.data.schema import CAT_CPU_OP, CAT_USER_ANNOTATION, DEVICE_ACTIVITY_CATS, STEP_NAME
 from tracekit.errors import TraceFormatError
-from tracekit.parse.derive import Frame
+from tracekit.parse.derive import Frame, impossible_rows, judged_rows
 
 DUPLICATE_REFUSE_FRACTION = 0.5  # a repeated event list: every event twice
 # Real traces hold a few identical events (HTA's control trace, integer µs: 6 of 50,245 nested
 # `aten::zeros` with equal bounds): a warning only from 1 % up.
 DUPLICATE_WARN_FRACTION = 0.01
+ZERO_LENGTH_WARN_FRACTION = 0.01  # no trace under fixtures/ holds one
 STEP_OVERLAP_TOLERANCE_NS = 1_000  # Kineto's µs rounding lets consecutive steps touch within a µs
 MAX_DEVICE_DRIFT_NS = 3_600 * 10**9  # an hour: far beyond any queue of device work
 # Same-stream overlaps in real traces (benchmarks/stream_overlaps.py over fixtures/ and the HTA traces):
@@ -79,9 +84,11 @@ def check(needed: pa.Table | Frame, steps: pa.Table, traces: list[dict]) -> None
 def check_rank(needed: pa.Table | Frame, steps: pa.Table, where: str) -> list[str]:
     """The checks for one rank's rows (`where` names its trace in messages); returns the warnings."""
     frame = needed if isinstance(needed, Frame) else Frame(needed)
-    host = frame.mask("cat", lambda v: v in (CAT_CPU_OP, CAT_USER_ANNOTATION))
-    device = frame.mask("cat", lambda v: v in DEVICE_ACTIVITY_CATS)
-    warnings = _duplicates(frame, host | device, where)
+    late = impossible_rows(frame)
+    host = frame.mask("cat", lambda v: v in (CAT_CPU_OP, CAT_USER_ANNOTATION)) & ~late
+    device = frame.mask("cat", lambda v: v in DEVICE_ACTIVITY_CATS) & ~late
+    warnings = _impossible(frame, late)
+    warnings += _duplicates(frame, host | device, where)
     warnings += _steps(steps, where)
     dur = frame.ints("dur_ns")
     negative = int((frame.mask("cat", lambda v: v == CAT_CPU_OP) & (dur < 0)).sum())
@@ -93,9 +100,43 @@ def check_rank(needed: pa.Table | Frame, steps: pa.Table, where: str) -> list[st
             f"{no_id:,} device activit{'y' if no_id == 1 else 'ies'} without a usable device id "
             "(args.device beyond int32, or not a number): left out of the busy time"
         )
+    warnings += _zero_length(frame, device)
     warnings += _stream_overlaps(frame, device)
     _device_drift(frame, host, device, where)
     return warnings
+
+
+def _impossible(frame: Frame, late: np.ndarray) -> list[str]:
+    """Events whose time is impossible (derive.impossible_rows): named, and left out of every figure."""
+    n = int(late.sum())
+    if not n:
+        return []
+    ts, dur = frame.ints("ts_ns"), np.maximum(frame.ints("dur_ns"), 0)
+    rest = judged_rows(frame) & ~late
+    first, last = (int(ts[rest].min()), int(ts[rest].max())) if rest.any() else (0, 0)
+    away = np.maximum(first - ts, ts + dur - last)  # how far each lies outside the others' starts
+    i = int(np.flatnonzero(late)[np.argmax(away[late])])
+    name = frame.strings("name", np.array([i]))[0] or "?"
+    name = name if len(name) <= 60 else name[:59] + "…"
+    cat = frame.strings("cat", np.array([i]))[0]
+    if ts[i] < first:
+        where = f"starting {_human_ns(first - int(ts[i]))} before the rank's other events"
+    elif ts[i] > last:
+        where = f"starting {_human_ns(int(ts[i]) - last)} after the rank's other events start"
+    else:
+        where = f"{_human_ns(int(dur[i]))} long where the rank's other events start within "
+        where += _human_ns(last - first)
+    return [
+        f"{n:,} event{'s' if n > 1 else ''} with an impossible time (most: {name} ({cat}), {where}): a "
+        "damaged trace; left out of every figure"
+    ]
+
+
+def _human_ns(ns: int) -> str:
+    for unit, size in (("h", 3_600 * 10**9), ("min", 60 * 10**9), ("s", 10**9)):
+        if ns >= size:
+            return f"{ns / size:,.1f} {unit}"
+    return f"{ns / 1e6:.3f} ms"
 
 
 def _duplicates(frame: Frame, rows: np.ndarray, where: str) -> list[str]:
@@ -152,6 +193,16 @@ def _steps(steps: pa.Table, where: str) -> list[str]:
             f"{where}: the step span {names[i]} has a negative duration ({dur[i] / 1e6:.3f} ms): a "
             "damaged trace, whose steps cannot be placed"
         )
+    # the profiler's ProfilerStep spans: a missing `dur` reads as 0, and a real step lasts the profiler's
+    # µs (not the one step of a trace without steps, nor the iterations parse.iterations found: those
+    # are windows between events, and one of a zero-length event may last 0)
+    spans = np.array([STEP_NAME.match(n) is not None for n in names])
+    if (spans & (dur == 0)).any():
+        zero = np.flatnonzero(spans & (dur == 0))
+        raise TraceFormatError(
+            f"{where}: {zero.size} of its {len(dur)} step spans ({names[int(zero[0])]} first) have no "
+            "duration (0, or `dur` missing or unreadable): a damaged trace, whose steps cannot be placed"
+        )
     order = np.argsort(ts, kind="stable")
     overlap = (ts + dur)[order][:-1] - ts[order][1:]
     bad = np.flatnonzero(overlap > STEP_OVERLAP_TOLERANCE_NS)
@@ -192,6 +243,19 @@ def stream_overlaps(frame: Frame, device: np.ndarray) -> tuple[np.ndarray, np.nd
         overlap[a + 1 : b] = np.maximum(reach[:-1] - ts[a + 1 : b], 0)
         same_launch[a + 1 : b] = (corr[a + 1 : b] >= 0) & (corr[a + 1 : b] == corr[who[:-1]])
     return rows, overlap, same_launch
+
+
+def _zero_length(frame: Frame, device: np.ndarray) -> list[str]:
+    """Device activities of length 0 (a trace in whole µs rounds a sub-µs kernel down to 0; a `dur`
+    missing reads as 0): none of their time is busy time."""
+    n = int(device.sum())
+    zero = int((device & (frame.ints("dur_ns") == 0)).sum())
+    if not zero or zero < ZERO_LENGTH_WARN_FRACTION * n:
+        return []
+    return [
+        f"{zero:,} of {n:,} device activities last 0 µs (a trace in whole µs rounds sub-µs kernels "
+        "down to 0): their time is not busy time, so the GPU utilization is understated"
+    ]
 
 
 def _stream_overlaps(frame: Frame, device: np.ndarray) -> list[str]:

@@ -285,7 +285,7 @@ class PlotRenderer:
     name = "png"
     suffix = ".png"
 
-    def render_to(self, result: DiffResult, path: Path) -> Path:
+    def render_to(self, result: DiffResult, path: Path, *, replace: bool = True) -> Path:
         import matplotlib
 
         matplotlib.use("Agg", force=True)
@@ -348,7 +348,7 @@ class PlotRenderer:
 
         path = Path(path)
         try:
-            with atomic_path(path) as tmp:
+            with atomic_path(path, replace=replace) as tmp:
                 fig.savefig(tmp, format="png")
         finally:
             plt.close(fig)

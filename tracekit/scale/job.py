@@ -42,13 +42,20 @@ from tracekit.data.store import (
     read_rank,
     write_folder_meta,
 )
-from tracekit.errors import CaptureFileError, OutputExistsError, TraceFormatError, TracekitError
+from tracekit.errors import (
+    CaptureFileError,
+    OutputExistsError,
+    OutputWriteError,
+    TraceFormatError,
+    TracekitError,
+)
 from tracekit.parse.parser import (
     Progress,
     check_rank_files,
     find_manifest,
     find_trace_files,
     parse_files_to,
+    ranks_at_once,
     warn_losses,
 )
 from tracekit.scale import tasks
@@ -146,12 +153,15 @@ def parse_job(
             write_folder_meta(stage, result.meta, result.meta.pop("parts"))
     else:
         stage = fs.sibling(output, f".{fs.name_of(output)}.parts")
-        try:
-            result = _parse_into(stage, files, manifest, salvage, executor, spread, progress, files_done)
-            _concatenate(stage, output, result.meta, force)
-        finally:
-            if fs.exists(stage):
-                fs.remove_tree(stage)
+        with fs.new_folders_removed_on_failure(output):  # the stage makes the output's folders
+            try:
+                result = _parse_into(stage, files, manifest, salvage, executor, spread, progress, files_done)
+                _concatenate(stage, output, result.meta, force)
+            except OutputWriteError as exc:
+                raise fs.named_as_output(exc, stage, output) from None
+            finally:
+                if fs.exists(stage):
+                    fs.remove_tree(stage)
     result.output, result.folder = output, folder
     result.seconds = time.perf_counter() - started
     return result
@@ -214,6 +224,7 @@ def _parse_into(
     order = {d: i for i, (_, d) in enumerate(files)}
     sources = sorted((x for s in final.values() for x in s["sources"]), key=lambda x: order[x["path"]])
     traces = sorted((x for s in final.values() for x in s["traces"]), key=lambda x: order[x["source"]])
+    ranks_at_once(traces)
     warn_losses(traces)  # once, here: the tasks kept theirs quiet (they may run on other machines)
     parts = [
         {"rank": r, "path": f"rank={r}/part-0.parquet", "rows": s["rows"], "steps": s["steps"]}

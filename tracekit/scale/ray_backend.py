@@ -236,12 +236,9 @@ def import_ray():
 def _connect_timeout(given: Optional[float]) -> float:
     if given is not None:
         return given
-    env = os.environ.get("TRACEKIT_RAY_CONNECT_TIMEOUT_S", "")
-    try:
-        value = float(env)
-    except ValueError:
-        return CONNECT_TIMEOUT_S
-    return value if value > 0 else CONNECT_TIMEOUT_S
+    from tracekit.settings import setting
+
+    return setting("TRACEKIT_RAY_CONNECT_TIMEOUT_S") or CONNECT_TIMEOUT_S
 
 
 def _host_port(address: str) -> tuple[str, int]:

@@ -23,7 +23,7 @@ from tracekit.data import files
 from tracekit.data.files import Location, is_uri, name_of
 from tracekit.data.schema import KIND_IDLE
 from tracekit.data.store import IDLE_PART_NAME, CaptureWriter, read_ranks
-from tracekit.errors import TracekitError, TraceWarning
+from tracekit.errors import OutputWriteError, TracekitError, TraceWarning
 from tracekit.parse.parser import Progress, parse_files_to, rank_hint
 
 if TYPE_CHECKING:
@@ -95,7 +95,7 @@ def parse_rank(
                 pairs, out_path, force=True, salvage=salvage, part=True, parallel=parallel, progress=progress
             )
     except TracekitError as exc:
-        if len(pairs) != 1:
+        if len(pairs) != 1 or isinstance(exc, OutputWriteError):  # the output's failure, not the file's
             raise
         display = pairs[0][1]
         return {

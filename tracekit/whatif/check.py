@@ -20,7 +20,7 @@ def read_manifests(spec: str) -> tuple[str, list[Mapping[str, Any]]]:
     """B's label and manifests: a capture (.parquet or folder), a run folder, or several joined with ','."""
 
     out = []
-    for loc in [p for p in spec.split(",") if p]:
+    for loc in files.split_joined(spec):
         try:
             manifest = (read_meta(loc) or {}).get("manifest") if is_capture(loc) else None
             if manifest is None and files.is_dir(loc):

@@ -13,12 +13,12 @@ extension did not build, or with TRACEKIT_LOOPS=python, the Python definitions r
 
 from __future__ import annotations
 
-import os
 from typing import NamedTuple
 
 import numpy as np
 
 from tracekit.analysis import intervals as iv
+from tracekit.settings import setting
 
 try:
     from tracekit.whatif import _loops  # type: ignore[attr-defined]  # the C extension
@@ -372,7 +372,7 @@ C = _c_versions(_loops) if _loops is not None else None
 
 def _here() -> dict:
     """The loops that run: C where the extension built, unless TRACEKIT_LOOPS=python."""
-    if C is not None and os.environ.get("TRACEKIT_LOOPS", "") != "python":
+    if C is not None and setting("TRACEKIT_LOOPS") != "python":
         return C
     return PYTHON
 

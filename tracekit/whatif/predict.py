@@ -289,9 +289,36 @@ def whatif(
         devices=tuple(devices),
         unprofiled=unprofiled,
         graph=graph_info,
-        notes=tuple(_notes(rp, devices) + _graph_notes(af)),
+        notes=tuple(_notes(rp, devices) + _graph_notes(af) + _loader_notes(rp, scenario, devices)),
     )
     return result, pred_rep
+
+
+def _loader_notes(rp: Replayer, scenario: WhatIfOptions, devices: list[DevicePrediction]) -> list[str]:
+    """`--loader-workers N` where the capture cannot support it: no rank timed its fetches (a trace, or
+    a capture by a tracekit before `tracekit.capture.loader`), or its loader has no worker count (not a
+    DataLoader). The prediction then leaves the input pipeline as the trace shows it: said, not a
+    silent +0.0 %."""
+    n = scenario.loader_workers
+    if n is None:
+        return []
+    ranks = sorted({d.rank for d in devices})
+    untimed = [r for r in ranks if r not in rp.producers]
+    unknown = [r for r in ranks if r in rp.producers and rp.producers[r].workers is None]
+    out = []
+    if untimed:
+        which = "this capture" if len(untimed) == len(ranks) else f"rank(s) {', '.join(map(str, untimed))}"
+        out.append(
+            f"--loader-workers {n}: cannot tell: {which} never timed its DataLoader fetches (only "
+            "`tracekit capture` records them, in the manifest), so the effect of the worker count is "
+            "not in this prediction, which keeps the input pipeline as the trace shows it"
+        )
+    if unknown:
+        out.append(
+            f"--loader-workers {n}: cannot tell for rank(s) {', '.join(map(str, unknown))}: its loader "
+            "is not a DataLoader with a known worker count; the prediction keeps its input pipeline"
+        )
+    return out
 
 
 def _manifest_step_ms(rp: Replayer) -> Optional[float]:
