@@ -498,6 +498,45 @@ class DataLoaderInfo:
     ns_per_step: float = 0.0
 
 
+BOUND_TRAINING = "training step"
+BOUND_PIPELINE = "input pipeline"
+BOUND_CPUS = "CPU oversubscription"
+
+
+@dataclass(frozen=True)
+class SteadyState:
+    """The step the loop runs at without the profiler, from the input pipeline measured at its source
+    (tracekit.analysis.loader.steady_state): the largest of the training step alone (`consumer_ms`), the
+    workers' pace (`pool_ms`: a batch's production time with a CPU of its own × batches per step /
+    workers) and the CPUs' (`cpu_floor_ms`: the workers' and the trainer's CPU per step over the usable
+    CPUs). `bound` names which one sets it."""
+
+    step_ms: float
+    bound: str  # "training step" | "input pipeline" | "CPU oversubscription"
+    consumer_ms: Optional[float]
+    consumer_basis: str  # "unprofiled": its timed steps; "profiled": the profiled steps, an upper bound
+    pool_ms: Optional[float]
+    cpu_floor_ms: Optional[float]
+    workers: int
+    batches_per_step: float
+    production_ms: float  # one batch, with a CPU of its own (wall less run-queue wait; else wall)
+    production_wall_ms: float  # one batch as it went (run-queue waits included)
+    worker_cpu_ms: float  # one batch's CPU time in its worker
+    trainer_cpu_ms: Optional[float]  # the training process' CPU per step
+    trainer_cpu_basis: str
+    usable_cpus: Optional[int]
+    trainer_threads: Optional[int]
+    batches: int  # batches the workers timed
+    unprofiled_steps: int
+
+    @property
+    def oversubscribed(self) -> bool:
+        """The workers and the trainer's threads are more than the CPUs the process may use."""
+        if not self.usable_cpus or self.trainer_threads is None:
+            return False
+        return self.workers + self.trainer_threads > self.usable_cpus
+
+
 @dataclass(frozen=True)
 class InputPipeline:
     """The input pipeline without the profiler (the capture's timed fetches, tracekit.capture.loader)
@@ -511,6 +550,7 @@ class InputPipeline:
     active_steps: int  # the schedule's active steps per cycle
     loader: Mapping[str, Any] = field(default_factory=dict)  # the manifest's `loader` (its settings)
     warnings: tuple[str, ...] = ()  # why the profiled window cannot show a loader stall
+    steady: Optional[SteadyState] = None  # the steady state from the workers' own timings
 
     @property
     def unprofiled_step_median_ms(self) -> float:
@@ -555,6 +595,9 @@ class InputPipeline:
             "unprofiled_wait_share": self.unprofiled_wait_share,
             "profiled_wait_share": self.profiled_wait_share,
             "hidden": self.hidden,
+            "steady": None
+            if self.steady is None
+            else {**_plain(self.steady), "oversubscribed": self.steady.oversubscribed},
         }
 
 

@@ -57,7 +57,9 @@ def capture(
     script: Optional[Path] = typer.Option(
         None,
         "--script",
-        help="Capture your own training script (it marks steps with tracekit.capture.session).",
+        help="Capture your own training script, unmodified: its own torch.profiler.profile is adopted "
+        "(its schedule and trace handler kept, --schedule unused; its steps, DataLoader fetches and "
+        "workers' batches timed), or it marks its steps with tracekit.capture.session (docs/capture.md).",
     ),
     repeat: int = REPEAT,
     no_parse: bool = NO_PARSE,
