@@ -253,19 +253,23 @@ def test_whatifs_producer_takes_the_workers_pace_when_the_timed_steps_are_scatte
     assert next(iter(producers(m).values())).period_ms is None
 
 
-def test_a_thin_baseline_is_pooled_with_the_recorded_steps():
+def test_a_thin_baseline_takes_the_smaller_of_two_upper_bounds():
     # GIVEN one unprofiled step taken right after the profiler's pause (the trainer 100 ms, 110 ms CPU)
-    #       and three recorded steps of 20 ms (1 ms waiting, 30 ms CPU)
+    #       and three recorded steps of 20, 20 and 60 ms (1 ms waiting; 30, 30, 70 ms CPU)
     m = _manifest(_production(100.0, 100.0), 2, 2, step=(101.0,), wait=(1.0,), cpu_ms=(110.0,))
     m["ranks"][0]["profiled"] = {
         "phases": ["wait", "warmup", "active", "active", "active"],
-        "host_step_ms": [500.0, 40.0, 20.0, 20.0, 20.0],
+        "host_step_ms": [500.0, 40.0, 20.0, 20.0, 60.0],
         "loader_wait_ms": [300.0, 1.0, 1.0, 1.0, 1.0],
-        "cpu_ms": [200.0, 35.0, 30.0, 30.0, 30.0],
+        "cpu_ms": [200.0, 35.0, 30.0, 30.0, 70.0],
         "loader_fetches": [1, 1, 1, 1, 1],
     }
     st = steady_state(m)
-    # THEN the medians are over the four (the active ones only, besides the unprofiled one)
+    # THEN each figure is the smaller of the unprofiled step's and the recorded steps' median
     assert st.consumer_ms == pytest.approx(19.0) and st.trainer_cpu_ms == pytest.approx(30.0)
-    assert st.consumer_basis == st.trainer_cpu_basis == "1 unprofiled and 3 profiled steps"
+    assert st.consumer_basis == "the smaller of 1 unprofiled and 3 profiled steps' medians"
     assert st.cpu_floor_ms == pytest.approx(65.0) and st.bound == BOUND_CPUS
+    # AND the other way round: the unprofiled step is the smaller
+    m["ranks"][0]["unprofiled"].update(step_ms=[11.0], cpu_ms=[25.0])
+    st = steady_state(m)
+    assert st.consumer_ms == pytest.approx(10.0) and st.trainer_cpu_ms == pytest.approx(25.0)

@@ -62,7 +62,7 @@ PROFILED_FASTER_MARGIN = 0.10  # profiled mean step < 90 % of the unprofiled mea
 TYPICAL_MAX_DEPTH = 16
 STEADY_MARGIN = 0.10  # the loader or the CPUs set the step when they take > 10 % longer than the consumer
 MIN_BATCHES = 4  # fewer timed batches than this: no steady state
-THIN_BASELINE = 3  # fewer unprofiled steps than this: the recorded profiled ones are pooled with them
+THIN_BASELINE = 3  # fewer unprofiled steps than this: the recorded profiled steps are a second estimate
 
 
 def unprofiled_waits(manifest: Mapping[str, Any]) -> tuple[tuple[float, ...], tuple[float, ...]]:
@@ -223,41 +223,45 @@ def _active(rec: Mapping[str, Any], key: str) -> list[Optional[float]]:
     return [values[i] for i, ph in enumerate(rec.get("phases") or []) if ph == "active" and i < len(values)]
 
 
-def _samples(un: Mapping[str, Any], pr: Mapping[str, Any], of: Any) -> tuple[list[float], str]:
-    """Per-step samples `of(record, clock_key)` from the unprofiled steps, pooled with the recorded
-    profiled ones when the unprofiled are fewer than THIN_BASELINE (one wait step alone, right after the
-    profiler's pause, is no steady state: on a 2-core CPU the same step took 20 ms or 180 ms)."""
+def _estimate(un: Mapping[str, Any], pr: Mapping[str, Any], of: Any) -> tuple[Optional[float], str]:
+    """The median of per-step samples `of(record, clock_key)` of the unprofiled steps; where they are fewer
+    than THIN_BASELINE, the smaller of their median and the recorded profiled steps' median. Both are then
+    upper bounds of the training step alone: a wait step right after the profiler's pause runs while the
+    Python objects of its recording are collected (on a 2-core CPU the same wait step took 10 ms in one run
+    and 190 ms in the next), a recorded step carries the profiler's own cost."""
     got = of(un, "step_ms")
     if len(got) >= THIN_BASELINE:
-        return got, "unprofiled"
+        return statistics.median(got), "unprofiled"
     active = {k: _active(pr, k) for k in ("host_step_ms", "loader_wait_ms", "cpu_ms")}
     more = of(active, "host_step_ms")
     if not more:
-        return got, "unprofiled" if got else "none"
-    return got + more, f"{len(got)} unprofiled and {len(more)} profiled steps"
+        return (statistics.median(got), "unprofiled") if got else (None, "none")
+    if not got:
+        return statistics.median(more), f"{len(more)} profiled steps"
+    return (
+        min(statistics.median(got), statistics.median(more)),
+        f"the smaller of {len(got)} unprofiled and {len(more)} profiled steps' medians",
+    )
 
 
 def _consumer(un: Mapping[str, Any], pr: Mapping[str, Any]) -> tuple[Optional[float], str]:
-    """The training step without waiting for its batch: median(step − wait) of the unprofiled steps, with
-    the recorded profiled ones (host clock, the profiler's cost inside) where they are few."""
+    """The training step without waiting for its batch: median(step − wait) of the unprofiled steps
+    (`_estimate` where they are few)."""
 
     def of(rec: Mapping[str, Any], clock: str) -> list[float]:
         step, wait = rec.get(clock) or [], rec.get("loader_wait_ms") or []
         return [max(float(s) - float(w), 0.0) for s, w in zip(step, wait) if s is not None and w is not None]
 
-    got, basis = _samples(un, pr, of)
-    return (statistics.median(got), basis) if got else (None, "none")
+    return _estimate(un, pr, of)
 
 
 def _trainer_cpu(un: Mapping[str, Any], pr: Mapping[str, Any]) -> tuple[Optional[float], str]:
-    """The training process' CPU per step: the unprofiled steps' median, with the recorded profiled
-    steps' where they are few."""
+    """The training process' CPU per step: the unprofiled steps' median (`_estimate` where they are few)."""
 
     def of(rec: Mapping[str, Any], clock: str) -> list[float]:
         return _floats(rec.get("cpu_ms"))
 
-    got, basis = _samples(un, pr, of)
-    return (statistics.median(got), basis) if got else (None, "none")
+    return _estimate(un, pr, of)
 
 
 def _warnings(ip: InputPipeline, schedule: Mapping[str, int]) -> list[str]:
