@@ -575,7 +575,7 @@ def input_pipeline_section(report: Report) -> Section | None:
 def steady_lines(st: SteadyState) -> list[str]:
     """The steady state in words: what sets it, and each of its three figures with its source."""
     consumer = (
-        f"{st.consumer_ms:.3f} ms ({st.consumer_basis} steps, less their loader wait)"
+        f"{st.consumer_ms:.3f} ms ({_steps_of(st.consumer_basis)}, less their loader wait)"
         if st.consumer_ms is not None
         else "unknown"
     )
@@ -688,6 +688,11 @@ def _cpu_only_note(report) -> str:
         "CUDA launch calls: the trace lost its GPU events (CUPTI's device activity missing, or the trace "
         "trimmed); only the host breakdown can be told, the GPU's idle time cannot."
     )
+
+
+def _steps_of(basis: str) -> str:
+    """'unprofiled' → 'unprofiled steps'; a longer basis says its steps itself."""
+    return basis if " " in basis else f"{basis} steps"
 
 
 def _the(bound: str) -> str:
