@@ -131,6 +131,17 @@ def test_workers_and_trainer_sharing_too_few_cpus_set_the_steady_state():
     assert st.pool_ms == pytest.approx(50.0) and st.consumer_ms == pytest.approx(38.0)
 
 
+def test_the_workers_pace_is_their_batches_mean_time():
+    # GIVEN 2 workers whose batches take 100 ms at the median, but one in four takes 220 ms: mean 130 ms
+    prod = _production(100.0, 100.0)
+    prod["own_ms"] = dict(prod["own_ms"], mean=130.0, p90=220.0)
+    prod["cpu_ms"] = dict(prod["cpu_ms"], mean=128.0)
+    st = steady_state(_manifest(prod, 16, 8, step=(20.0,), wait=(0.0,), device="cuda"))
+    # THEN 20 batches take 20 x 130 / 2 ms: one every 65 ms, not the median's 50
+    assert st.bound == BOUND_PIPELINE and st.step_ms == pytest.approx(65.0)
+    assert st.production_ms == pytest.approx(130.0) and st.worker_cpu_ms == pytest.approx(128.0)
+
+
 def test_a_pool_that_keeps_up_leaves_the_training_step():
     st = steady_state(_manifest(_production(20.0, 20.0, workers_=4), 16, 4, step=(30.0,), wait=(0.5,)))
     assert st.bound == BOUND_TRAINING and st.step_ms == pytest.approx(29.5)
@@ -179,14 +190,14 @@ def test_the_report_names_the_bound_and_the_steady_step(tmp_path):
     assert back.input_pipeline == r.input_pipeline and back.advice == r.advice
 
 
-def _foreign(tmp_path, steps=3, iterator="_MultiProcessingDataLoaderIter", first=0):
-    """A trace made without tracekit: `steps` 50 µs steps numbered from `first`, a 1 µs fetch each, on
-    a device (one kernel per step), no manifest."""
+def _foreign(tmp_path, steps=3, iterator="_MultiProcessingDataLoaderIter", first=0, fetch=1):
+    """A trace made without tracekit: `steps` 50 µs steps numbered from `first`, a `fetch` µs fetch
+    each, on a device (one kernel per step after the fetch), no manifest."""
     t = TraceBuilder()
     for n in range(steps):
         t.step(first + n, n * 50, n * 50 + 50)
-        t.dataloader(n * 50, 1, kind=iterator)
-        t.kernel("k", n * 50 + 10, 30)
+        t.dataloader(n * 50, fetch, kind=iterator)
+        t.kernel("k", n * 50 + max(10, fetch + 1), 10)
     return parse_paths([t.write(tmp_path / "f.pt.trace.json")])
 
 
@@ -205,6 +216,15 @@ def test_a_foreign_trace_with_a_multiworker_loader_warns_that_a_stall_can_hide(t
     get_renderer("text", width=400).render(r, out)
     assert "warning: the trace's DataLoader is multi-worker" in out.getvalue()
     assert Report.from_json(r.to_json()).input_pipeline == ip
+
+
+def test_a_foreign_trace_that_shows_a_wait_still_warns_that_a_longer_one_can_hide(tmp_path):
+    # GIVEN the same trace whose fetches take 20 of each 50 µs step: the loader waits 40 % of the step
+    r = analyze(_foreign(tmp_path, fetch=20))
+    # THEN the warning says so: the queue refilled in the profiler's pauses served part of the window
+    ip = r.input_pipeline
+    assert ip is not None and ip.unmeasured and ip.profiled_wait_share == pytest.approx(0.4)
+    assert "it shows the loader waiting 40% of the step already" in ip.warnings[0]
 
 
 @pytest.mark.parametrize(
@@ -231,12 +251,17 @@ def test_analyze_says_its_unprofiled_savings_rest_on_an_untrusted_default(tmp_pa
     import tracekit.api as api
     from tracekit.render.registry import get_renderer
 
-    _foreign(tmp_path)
+    _foreign(tmp_path, fetch=20)  # the loader waits 40 % of the step: the loader advice fires
     report = api.analyze(tmp_path / "f.pt.trace.json").report
     assert report.savings is not None and report.savings.profiler_cost_source == "default"
     out = io.StringIO()
     get_renderer("text", width=1000).render(report, out)
     assert "Warning: the step without the profiler cannot be trusted from this trace alone" in out.getvalue()
+    # AND every advice with an unprofiled saving says that step is unknown where a stall can hide
+    assert report.input_pipeline is not None and report.input_pipeline.unmeasured
+    predicted = [a for a in report.advice if a.saved_ms]
+    assert [a.kind for a in predicted] == ["dataloader_workers"]
+    assert "a stall the profiled window hid (the input pipeline's warning)" in predicted[0].prediction_note
 
 
 def test_whatifs_producer_takes_the_workers_pace_when_the_timed_steps_are_scattered():

@@ -29,8 +29,9 @@ least each of
     consumer   the training step without waiting for its batch: median(step − loader wait) of the
                unprofiled steps (else of the profiled ones: an upper bound, the profiler's cost inside)
     pool       k × production / workers: a batch's production time with a CPU of its own (wall less the
-               time its worker waited for a CPU), k batches per step, the workers in parallel
-    cpu floor  (k × a batch's CPU + the trainer's CPU per step) / usable CPUs: what the machine's CPUs
+               time its worker waited for a CPU; the mean over the timed batches, `_pace`), k batches
+               per step, the workers in parallel
+    cpu floor  (k × a batch's mean CPU + the trainer's CPU per step) / usable CPUs: what the machine's CPUs
                allow once workers and trainer compete for them (workers + trainer threads > CPUs)
 
 and the steady-state step is the largest; `bound` names it ("training step" when the largest is within
@@ -126,8 +127,10 @@ def foreign_loader(
 ) -> Optional[InputPipeline]:
     """A trace made without tracekit's capture whose DataLoader is multi-worker: the figures the trace
     has and a warning that its window may be too short to show a stall (None where tracekit's capture
-    timed the loader, or the loader is not multi-worker, or the window is longer than any usual depth,
-    or the trace shows the loader waiting already)."""
+    timed the loader, or the loader is not multi-worker, or the window is longer than any usual depth).
+    A trace that shows the loader waiting already gets it too: the queue the profiler's pauses refilled
+    served part of the window, so the stall without the profiler can be longer than the wait it shows
+    (the seed recipe on an H100, docs/results/foreign.md)."""
     if manifest or active <= 0:  # a capture of tracekit's: its manifest says what it timed
         return None
     if dataloader is None or not dataloader.multi_worker or active > TYPICAL_MAX_DEPTH:
@@ -135,16 +138,22 @@ def foreign_loader(
     prof_ms = (
         float(np.mean(step_ns.astype(np.float64))) / 1e6 if step_ns is not None and step_ns.size else 0.0
     )
-    wait_ms = dataloader.ns_per_step / 1e6
-    if prof_ms <= 0 or wait_ms / prof_ms >= LOADER_STALL_MIN_SHARE:
+    if prof_ms <= 0:
         return None
+    wait_ms = dataloader.ns_per_step / 1e6
+    shown = (
+        f" (it shows the loader waiting {wait_ms / prof_ms:.0%} of the step already: without the profiler "
+        "the wait can be longer)"
+        if wait_ms / prof_ms >= LOADER_STALL_MIN_SHARE
+        else ""
+    )
     warning = (
         f"the trace's DataLoader is multi-worker ({dataloader.iterator}), and a trace does not say how many "
         f"workers it had: its prefetch depth (num_workers x prefetch_factor, 2 per worker by default: 4 "
         f"batches with 2 workers, {TYPICAL_MAX_DEPTH} with 8) may not be shorter than the profiled window "
         f"({active} active steps), and the batches the workers queue during the profiler's pauses can hide "
-        "a loader stall from the trace. Capture with `tracekit capture --script` (it times the workers' "
-        "batches and every fetch without the profiler), or profile an active window longer than "
+        f"a loader stall from the trace{shown}. Capture with `tracekit capture --script` (it times the "
+        "workers' batches and every fetch without the profiler), or profile an active window longer than "
         "num_workers x prefetch_factor steps"
     )
     ip = InputPipeline(
@@ -173,9 +182,9 @@ def steady_state(manifest: Mapping[str, Any]) -> Optional[SteadyState]:
     workers = int(prod.get("workers") or 0)
     if workers < 1 or int(prod.get("batches") or 0) < MIN_BATCHES:
         return None
-    wall = float(prod["wall_ms"]["median"])
-    own = float((prod.get("own_ms") or prod["wall_ms"])["median"])
-    cpu = float(prod["cpu_ms"]["median"])
+    wall = _pace(prod["wall_ms"])
+    own = _pace(prod.get("own_ms") or prod["wall_ms"])
+    cpu = _pace(prod["cpu_ms"])
     rank = next((r for r in manifest.get("ranks") or [] if isinstance(r, Mapping)), {})
     un, pr = rank.get("unprofiled") or {}, rank.get("profiled") or {}
     # batches per step: the fetches of the steps (a loop may fetch several per optimizer step)
@@ -215,6 +224,13 @@ def steady_state(manifest: Mapping[str, Any]) -> Optional[SteadyState]:
         batches=int(prod.get("batches") or 0),
         unprofiled_steps=len(_floats(un.get("step_ms"))),
     )
+
+
+def _pace(stats: Mapping[str, Any]) -> float:
+    """A batch's time in the workers' pace: the mean of the timed batches (their sum over the workers
+    is how long the pool takes to make them: a few slow batches cost their whole time, which a median
+    leaves out), the median where a manifest has no mean."""
+    return float(stats["mean"] if stats.get("mean") is not None else stats["median"])
 
 
 def _active(rec: Mapping[str, Any], key: str) -> list[Optional[float]]:

@@ -585,6 +585,12 @@ class InputPipeline:
         """The profiled window cannot show a loader stall (see `warnings`)."""
         return bool(self.warnings)
 
+    @property
+    def unmeasured(self) -> bool:
+        """A stall can hide and nothing measured the loop without the profiler (a trace made without
+        tracekit's capture): the step without the profiler is unknown, not a profiler cost away."""
+        return self.hidden and not self.unprofiled_step_ms and self.steady is None
+
     def to_json(self) -> dict[str, Any]:
         return {
             **_plain(self),
@@ -595,6 +601,7 @@ class InputPipeline:
             "unprofiled_wait_share": self.unprofiled_wait_share,
             "profiled_wait_share": self.profiled_wait_share,
             "hidden": self.hidden,
+            "unmeasured": self.unmeasured,
             "steady": None
             if self.steady is None
             else {**_plain(self.steady), "oversubscribed": self.steady.oversubscribed},
