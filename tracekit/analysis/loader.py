@@ -29,7 +29,7 @@ least each of
     consumer   the training step without waiting for its batch: median(step − loader wait) of the
                unprofiled steps (else of the profiled ones: an upper bound, the profiler's cost inside)
     pool       k × production / workers: a batch's production time with a CPU of its own (wall less the
-               time its worker waited for a CPU; the mean over the timed batches, `_pace`), k batches
+               time its worker waited for a CPU; the mean over the timed batches, `batch_time`), k batches
                per step, the workers in parallel
     cpu floor  (k × a batch's mean CPU + the trainer's CPU per step) / usable CPUs: what the machine's CPUs
                allow once workers and trainer compete for them (workers + trainer threads > CPUs)
@@ -182,9 +182,9 @@ def steady_state(manifest: Mapping[str, Any]) -> Optional[SteadyState]:
     workers = int(prod.get("workers") or 0)
     if workers < 1 or int(prod.get("batches") or 0) < MIN_BATCHES:
         return None
-    wall = _pace(prod["wall_ms"])
-    own = _pace(prod.get("own_ms") or prod["wall_ms"])
-    cpu = _pace(prod["cpu_ms"])
+    wall = batch_time(prod["wall_ms"])
+    own = batch_time(prod.get("own_ms") or prod["wall_ms"])
+    cpu = batch_time(prod["cpu_ms"])
     rank = next((r for r in manifest.get("ranks") or [] if isinstance(r, Mapping)), {})
     un, pr = rank.get("unprofiled") or {}, rank.get("profiled") or {}
     # batches per step: the fetches of the steps (a loop may fetch several per optimizer step)
@@ -226,7 +226,7 @@ def steady_state(manifest: Mapping[str, Any]) -> Optional[SteadyState]:
     )
 
 
-def _pace(stats: Mapping[str, Any]) -> float:
+def batch_time(stats: Mapping[str, Any]) -> float:
     """A batch's time in the workers' pace: the mean of the timed batches (their sum over the workers
     is how long the pool takes to make them: a few slow batches cost their whole time, which a median
     leaves out), the median where a manifest has no mean."""

@@ -519,9 +519,9 @@ class SteadyState:
     cpu_floor_ms: Optional[float]
     workers: int
     batches_per_step: float
-    production_ms: float  # one batch, with a CPU of its own (wall less run-queue wait; else wall)
-    production_wall_ms: float  # one batch as it went (run-queue waits included)
-    worker_cpu_ms: float  # one batch's CPU time in its worker
+    production_ms: float  # one batch (mean), with a CPU of its own (wall less run-queue wait; else wall)
+    production_wall_ms: float  # one batch (mean) as it went (run-queue waits included)
+    worker_cpu_ms: float  # one batch's CPU time in its worker (mean)
     trainer_cpu_ms: Optional[float]  # the training process' CPU per step
     trainer_cpu_basis: str
     usable_cpus: Optional[int]

@@ -23,7 +23,8 @@ first stall, it does not change the throughput). Per rank:
   (only period ≤ the step): predictions then say so and leave it out. Timed steps that are not
   consecutive (an adopted profiler's wait steps and the loop's steps outside it) give no such span: the
   period is then the workers' own, a batch's production time with a CPU of its own over the workers
-  (the manifest's `loader.production`, tracekit.capture.workers), or unknown without it.
+  (the manifest's `loader.production`, tracekit.capture.workers; tracekit.analysis.loader.batch_time),
+  or unknown without it.
   Without workers (`num_workers=0`) the batch is made inside the fetch: the step is consumer + load,
   load = the median unprofiled wait.
 - `--set dataloader=F` scales the producer (period and fetch cost, or the serial load) by F;
@@ -42,6 +43,8 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
+
+from tracekit.analysis.loader import batch_time
 
 WAITED_MIN_SHARE = 0.10  # a step whose loader wait is ≥ 10 % of it waited for its batch
 
@@ -154,7 +157,7 @@ def _production_period(loader: Mapping[str, Any]) -> Optional[float]:
     if not prods or not prods[0].get("workers"):
         return None
     own = prods[0].get("own_ms") or prods[0].get("wall_ms") or {}
-    return float(own["median"]) / int(prods[0]["workers"]) if "median" in own else None
+    return batch_time(own) / int(prods[0]["workers"]) if "median" in own or "mean" in own else None
 
 
 @dataclass(frozen=True)
