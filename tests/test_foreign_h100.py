@@ -74,3 +74,14 @@ def test_generates_tokens_are_its_steps():
     # every step holds one forward pass: none is the loop's exit alone
     d = report.devices[0]
     assert min(s.dur_ns for s in d.samples) > 0.5 * sorted(s.dur_ns for s in d.samples)[len(d.samples) // 2]
+
+
+def test_whatifs_sensitivity_to_the_profiler_cost_is_paced_by_the_loader_as_its_prediction():
+    # GIVEN the seed capture, whose workers pace the step without the profiler
+    un = tk.whatif(FIXTURES / "seed" / "capture", keep_trace=False).to_json()["unprofiled"]
+    # THEN the predictions at both ends of the profiler costs fitted on real captures are paced too (they
+    # were plain replays, far below the paced step)
+    assert un["loader"] and un["loader"][0]["paces_step"]
+    assert [r["predicted_step_ms"] for r in un["predicted_step_ms_by_cost"]] == pytest.approx(
+        [un["predicted_step_ms"]] * 2
+    )

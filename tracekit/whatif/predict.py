@@ -268,8 +268,13 @@ def whatif(
         un_base = rp.steps.times(rp.run(IDENTITY, est.cost_us))
     _check_finite(scenario, pred, un_pred)
     # how much the prediction without the profiler depends on its cost: replayed at both ends of the
-    # range of costs fitted on real captures
-    sensitivity = tuple(slowest_ms(rp.steps.times(rp.run(scenario, c, af)).dur) for c in MEASURED_RANGE_US)
+    # range of costs fitted on real captures, as the prediction is (a producer paces it where there is one)
+    def at(c: float) -> float:
+        if unprofiled_step_ms is None:
+            return slowest_ms(rp.unprofiled(scenario, c, af)[0].dur)
+        return slowest_ms(rp.steps.times(rp.run(scenario, c, af)).dur)
+
+    sensitivity = tuple(at(c) for c in MEASURED_RANGE_US)
     graph_info = _graph_info(rp.graph, af)
     if last_use:
         rp.graph.let_edges_go()
