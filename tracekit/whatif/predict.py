@@ -267,6 +267,7 @@ def whatif(
         un_pred, loader = rp.steps.times(rp.run(scenario, est.cost_us, af)), []
         un_base = rp.steps.times(rp.run(IDENTITY, est.cost_us))
     _check_finite(scenario, pred, un_pred)
+
     # how much the prediction without the profiler depends on its cost: replayed at both ends of the
     # range of costs fitted on real captures, as the prediction is (a producer paces it where there is one)
     def at(c: float) -> float:
