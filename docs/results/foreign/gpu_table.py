@@ -50,6 +50,17 @@ def truth_ms(truth: dict) -> float:
     return float(truth.get("ms_per_token") or truth["steady_step_ms"])
 
 
+def spread(truth: dict) -> str:
+    """The truth's median step and its first and second halves' means (how much the loop drifted while
+    it was timed), ms."""
+    steps = [float(x) for x in truth.get("step_ms") or []]
+    if len(steps) < 4 or truth.get("ms_per_token"):
+        return ""
+    half = len(steps) // 2
+    a, b = statistics.fmean(steps[:half]), statistics.fmean(steps[half:])
+    return f" (median {statistics.median(steps):.3g}; halves {a:.3g}, {b:.3g})"
+
+
 def analyse(folder: Path) -> dict[str, Any]:
     report = tk.analyze(folder).report
     w = tk.whatif(folder, keep_trace=False).to_json()
@@ -108,12 +119,13 @@ def main(argv: list[str]) -> int:
                 except TracekitError as exc:
                     print(f"{name} {run}: {exc}", file=sys.stderr)
     print(
-        "| case | run | steps found by | profiled step, median / mean ms | measured without the profiler, "
+        "| case | run | steps found by | profiled step, median / mean ms | measured without the profiler, mean "
         "ms/step | steady state (workers' timings) | whatif without the profiler | its profiler cost |"
     )
     print("|" + "---|" * 8)  # fmt: skip
     for name, run, truth, a in rows:
         t = truth_ms(truth)
+        per = " per token" if "ms_per_token" in truth else spread(truth)
         steady = (
             "-"
             if a["steady"] is None
@@ -122,7 +134,7 @@ def main(argv: list[str]) -> int:
         span = f"; {a['by_cost'][0]:.3g}-{a['by_cost'][-1]:.3g} over 1.5-12.5 µs" if a["by_cost"] else ""
         print(
             f"| {name} | {run} | {a['steps']}, {a['rule']} | {a['profiled_median_ms']:.3g} / "
-            f"{a['profiled_mean_ms']:.3g} | {t:.3g}{' per token' if 'ms_per_token' in truth else ''} | "
+            f"{a['profiled_mean_ms']:.3g} | {t:.3g}{per} | "
             f"{steady} | {a['whatif_ms']:.3g} ({_pct(a['whatif_ms'], t)}) | {a['cost_source']}, "
             f"{a['cost_us']:.2g} µs/event{span} |"
         )
