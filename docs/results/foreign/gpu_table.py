@@ -119,8 +119,8 @@ def main(argv: list[str]) -> int:
                 except TracekitError as exc:
                     print(f"{name} {run}: {exc}", file=sys.stderr)
     print(
-        "| case | run | steps found by | profiled step, median / mean ms | measured without the profiler, mean "
-        "ms/step | steady state (workers' timings) | whatif without the profiler | its profiler cost |"
+        "| case | run | steps found by | profiled step, median / mean ms | measured without the profiler, "
+        "mean ms/step | steady state (workers' timings) | whatif without the profiler | its profiler cost |"
     )
     print("|" + "---|" * 8)  # fmt: skip
     for name, run, truth, a in rows:
