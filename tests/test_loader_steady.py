@@ -235,7 +235,7 @@ def test_no_foreign_loader_warning_where_no_stall_can_hide(tmp_path, kw):
 
 
 def test_the_default_profiler_cost_is_untrusted_with_a_multiworker_loader(tmp_path):
-    from tracekit.whatif import Replayer
+    from tracekit.whatif.predict import Replayer
 
     # GIVEN the foreign trace above (no unprofiled step: the default cost), and one without a loader's
     #       workers
