@@ -96,6 +96,43 @@ def test_a_different_first_window_is_a_step_unless_much_longer():
     assert it.steps == 5 and it.starts[0] == 60 and np.all(np.diff(it.starts) == 30)
 
 
+def test_a_trace_that_begins_inside_the_loop_starts_each_step_at_its_pass():
+    # GIVEN 20 ResNet-like passes and nothing before them: conv, bn, relu (c, b, r) repeat inside a pass,
+    # the max-pool 'm' is the first op that occurs once per pass
+    it = find(units(ops("cbrmcbrcbrpfl" * 20)))
+    # THEN every step is one whole pass from its first op, the last one too
+    assert it.steps == 20 and it.units == 13 and it.marker == "c"
+    assert it.starts[0] == 0 and np.all(np.diff(it.starts) == 130) and it.ends[-1] == 20 * 130 - 1
+
+
+def test_the_loops_exit_after_the_last_pass_is_no_step():
+    # GIVEN generate: set-up 's' and 'u', a prefill 'kkabcd', then 5 tokens of |u: append|zz: stopping
+    # check|abcd: decode forward|, and after the last token's append only its stopping check
+    it = find(units(ops("su" + "kkabcd" + "uzzabcd" * 5 + "uzz")))
+    # THEN one step per forward: the prefill's and the 5 decodes'; the last 'uzz' (3 of 7 units) is none
+    assert it.steps == 6 and it.marker == "u"
+    assert it.starts.tolist() == [10 + 70 * i for i in range(6)] and it.ends[-1] == 430
+    # GIVEN 4 steps |fetch|op|opt.step| and the epoch's last fetch (StopIteration) with nothing after it
+    ev = []
+    for i in range(5):
+        t = 100 * i
+        ev += [(ANNOTATION, "fetch", t, t + 10)]
+        if i < 4:
+            ev += [(OP, "aten::mm", t + 20, t + 60), (ANNOTATION, "opt.step", t + 70, t + 90)]
+    it = find(units(ev))
+    # THEN the last fetch is no step
+    assert it.rule == "annotation" and it.steps == 4 and it.ends[-1] == 400
+    # GIVEN 4 iterations whose marker follows the forward: |6 forward ops|zero_grad|backward 30..95|
+    ev = []
+    for i in range(4):
+        t = 100 * i
+        ev += [(OP, "aten::linear", t + 2 * j, t + 2 * j + 1) for j in range(6)]
+        ev += [(ANNOTATION, "zero_grad", t + 20, t + 25), (OP, "backward", t + 30, t + 95)]
+    it = find(units(ev))
+    # THEN the last window, without a forward (2 of 8 units) but with most of a step's time, is a step
+    assert it.rule == "annotation" and it.steps == 4 and it.ends[-1] == 395
+
+
 def test_nothing_repeated_is_one_window_and_says_so():
     it = find(units(ops("abcdefgh")))
     assert it.rule == "none" and it.steps == 0
@@ -173,9 +210,13 @@ def test_a_repeated_block_is_found_at_its_period(block, k, prefix):
     p = _period(block)
     whole = k * len(block) // p
     assert it.rule == "op_sequence"
-    assert whole - 1 <= it.steps <= whole  # an anchor of several ops may miss the last pass
+    # an anchor that is not a pass's first unit leaves the set-up's part of the first pass out; a last
+    # window of under half a pass is then no step
+    assert whole - 1 <= it.steps <= whole
     assert np.all(np.diff(it.starts) == 10 * p)  # every window is one period
     assert np.all(it.ends[:-1] == it.starts[1:]) and it.ends[-1] > it.starts[-1]
+    if not prefix:  # the trace begins with the loop: every pass is a step, from its first unit
+        assert it.steps == whole and it.starts[0] == 0
 
 
 def test_a_pass_with_no_op_of_its_own_is_found_by_the_pair_where_passes_meet():

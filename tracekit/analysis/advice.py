@@ -31,7 +31,16 @@ from typing import Any, Callable, Iterable, Optional, Sequence
 import numpy as np
 
 from tracekit.analysis.causes import CAUSE_ROWS
-from tracekit.analysis.model import Advice, InputPipeline, KernelStat, OpStat, Report
+from tracekit.analysis.model import (
+    BOUND_CPUS,
+    BOUND_TRAINING,
+    Advice,
+    InputPipeline,
+    KernelStat,
+    OpStat,
+    Report,
+    SteadyState,
+)
 
 DATALOADER_MIN_FRACTION = 0.20  # dataloader idle ≥ 20 % of step time
 SYNC_MIN_FRACTION = 0.10  # sync idle ≥ 10 % of step time
@@ -215,12 +224,65 @@ def _capture_advice(report: Report) -> Advice | None:
     )
 
 
+def _steady_advice(st: SteadyState) -> Advice:
+    """The input pipeline, or the CPUs it shares with the trainer, sets the steady-state step
+    (tracekit.analysis.loader.steady_state): its share is what it adds to the training step alone, of
+    that steady step."""
+    consumer = st.consumer_ms or 0.0
+    share = min(max((st.step_ms - consumer) / st.step_ms, 0.0), 1.0) if st.step_ms > 0 else 0.0
+    per_batch = f"{st.production_ms:.3g} ms per batch ({st.worker_cpu_ms:.3g} ms CPU)"
+    at = "at least " if st.bound == BOUND_CPUS else "~"  # the CPUs' floor shares them perfectly
+    step = f"without the profiler the loop runs at {at}{st.step_ms:.3g} ms/step"
+    alone = f", the training step alone {consumer:.3g} ms ({st.consumer_basis})" if st.consumer_ms else ""
+    if st.bound == BOUND_CPUS:
+        return Advice(
+            "cpu_oversubscription",
+            f"The DataLoader's {st.workers} workers and the training process ({st.trainer_threads} threads) "
+            f"compete for {st.usable_cpus} CPUs: {step}.",
+            f"a step needs {st.batches_per_step * st.worker_cpu_ms:.3g} ms of worker CPU and "
+            f"{st.trainer_cpu_ms:.3g} ms of training CPU ({st.trainer_cpu_basis}): "
+            f"{st.cpu_floor_ms:.3g} ms on {st.usable_cpus} CPUs; the workers take {per_batch}{alone}",
+            "dataloader",
+            share,
+            "unprofiled",
+            knob="cheaper samples, fewer training threads (torch.set_num_threads), or more CPUs",
+            prediction_note="how the CPUs are shared between the workers and the trainer's threads is not "
+            "in a trace: not predicted",
+        )
+    need = math.ceil(st.batches_per_step * st.production_ms / consumer - 1e-9) if consumer > 0 else None
+    note = (
+        "the workers' pace from their own timings (a batch's production time with a CPU of its own); "
+        "prefetch_factor hides a burst, never a loader slower than the step"
+    )
+    if need is not None and st.usable_cpus and need > st.usable_cpus - 1:
+        note += f"; {need} workers wanted, the host has {st.usable_cpus} CPUs (the trainer keeps one)"
+        need = max(st.usable_cpus - 1, 1)
+    if need is not None and need <= st.workers:
+        need = None
+    return Advice(
+        "dataloader_workers",
+        f"The input pipeline cannot keep up: {step}. More DataLoader workers, or a cheaper __getitem__.",
+        f"{st.workers} workers take {per_batch}: one batch every {st.pool_ms:.3g} ms{alone} "
+        f"({st.batches} batches timed in the workers)",
+        "dataloader",
+        share,
+        "unprofiled",
+        knob=f"DataLoader(num_workers={need})" if need else "DataLoader(num_workers=...)",
+        whatif=("--loader-workers", str(need)) if need else ("--set", "dataloader=0"),
+        prediction_note=note,
+        bound=need is None,
+    )
+
+
 def loader_rule(ev: Evidence) -> list[Advice]:
-    """The loader stalls: by the unprofiled steps' measured waits where the capture timed them (the
-    profiled window can hide a stall: tracekit.analysis.loader), else by the trace's dataloader idle."""
+    """The loader stalls: by its workers' own timings where the capture has them (the steady state), else
+    by the unprofiled steps' measured waits where the capture timed them (the profiled window can hide a
+    stall: tracekit.analysis.loader), else by the trace's dataloader idle."""
     report = ev.report
     ip: Optional[InputPipeline] = report.input_pipeline
     it = report.dataloader
+    if ip is not None and ip.steady is not None and ip.steady.bound != BOUND_TRAINING:
+        return [_steady_advice(ip.steady)]
     if ip is not None and ev.fires(ip.unprofiled_wait_share, DATALOADER_MIN_FRACTION):
         return [_unprofiled_loader(report, ip)]
     dl = _fraction(report, ("dataloader",))

@@ -22,7 +22,7 @@ from tracekit.analysis.collective import collective_waits
 from tracekit.analysis.compiled import compiled_summary
 from tracekit.analysis.host import dataloader_info
 from tracekit.analysis.launch import kernel_stats, merge_kernel_partials
-from tracekit.analysis.loader import input_pipeline
+from tracekit.analysis.loader import active_window, foreign_loader, input_pipeline
 from tracekit.analysis.model import (
     CAUSES,
     DeviceReport,
@@ -78,7 +78,10 @@ def merge(parts: Iterable[Partial], meta: dict, params: Params = Params(), path:
         dataloader=dataloader,
         profiler_overhead=_overhead(manifest, step_ns),
         parameters=params.to_json(),
-        input_pipeline=input_pipeline(manifest, step_ns, dataloader.ns_per_step if dataloader else 0.0),
+        input_pipeline=input_pipeline(manifest, step_ns, dataloader.ns_per_step if dataloader else 0.0)
+        or foreign_loader(
+            manifest, dataloader, active_window(h for p in parts for h in p.host_steps), step_ns
+        ),
         job=job_summary(devices),
         idle_intervals=_concat([p.idle_intervals for p in parts]),
         busy_intervals=_concat([p.busy_intervals for p in parts]),

@@ -498,6 +498,45 @@ class DataLoaderInfo:
     ns_per_step: float = 0.0
 
 
+BOUND_TRAINING = "training step"
+BOUND_PIPELINE = "input pipeline"
+BOUND_CPUS = "CPU oversubscription"
+
+
+@dataclass(frozen=True)
+class SteadyState:
+    """The step the loop runs at without the profiler, from the input pipeline measured at its source
+    (tracekit.analysis.loader.steady_state): the largest of the training step alone (`consumer_ms`), the
+    workers' pace (`pool_ms`: a batch's production time with a CPU of its own × batches per step /
+    workers) and the CPUs' (`cpu_floor_ms`: the workers' and the trainer's CPU per step over the usable
+    CPUs). `bound` names which one sets it."""
+
+    step_ms: float
+    bound: str  # "training step" | "input pipeline" | "CPU oversubscription"
+    consumer_ms: Optional[float]
+    consumer_basis: str  # "unprofiled": its timed steps; "profiled": the profiled steps, an upper bound
+    pool_ms: Optional[float]
+    cpu_floor_ms: Optional[float]
+    workers: int
+    batches_per_step: float
+    production_ms: float  # one batch (mean), with a CPU of its own (wall less run-queue wait; else wall)
+    production_wall_ms: float  # one batch (mean) as it went (run-queue waits included)
+    worker_cpu_ms: float  # one batch's CPU time in its worker (mean)
+    trainer_cpu_ms: Optional[float]  # the training process' CPU per step
+    trainer_cpu_basis: str
+    usable_cpus: Optional[int]
+    trainer_threads: Optional[int]
+    batches: int  # batches the workers timed
+    unprofiled_steps: int
+
+    @property
+    def oversubscribed(self) -> bool:
+        """The workers and the trainer's threads are more than the CPUs the process may use."""
+        if not self.usable_cpus or self.trainer_threads is None:
+            return False
+        return self.workers + self.trainer_threads > self.usable_cpus
+
+
 @dataclass(frozen=True)
 class InputPipeline:
     """The input pipeline without the profiler (the capture's timed fetches, tracekit.capture.loader)
@@ -511,6 +550,7 @@ class InputPipeline:
     active_steps: int  # the schedule's active steps per cycle
     loader: Mapping[str, Any] = field(default_factory=dict)  # the manifest's `loader` (its settings)
     warnings: tuple[str, ...] = ()  # why the profiled window cannot show a loader stall
+    steady: Optional[SteadyState] = None  # the steady state from the workers' own timings
 
     @property
     def unprofiled_step_median_ms(self) -> float:
@@ -545,6 +585,12 @@ class InputPipeline:
         """The profiled window cannot show a loader stall (see `warnings`)."""
         return bool(self.warnings)
 
+    @property
+    def unmeasured(self) -> bool:
+        """A stall can hide and nothing measured the loop without the profiler (a trace made without
+        tracekit's capture): the step without the profiler is unknown, not a profiler cost away."""
+        return self.hidden and not self.unprofiled_step_ms and self.steady is None
+
     def to_json(self) -> dict[str, Any]:
         return {
             **_plain(self),
@@ -555,6 +601,10 @@ class InputPipeline:
             "unprofiled_wait_share": self.unprofiled_wait_share,
             "profiled_wait_share": self.profiled_wait_share,
             "hidden": self.hidden,
+            "unmeasured": self.unmeasured,
+            "steady": None
+            if self.steady is None
+            else {**_plain(self.steady), "oversubscribed": self.steady.oversubscribed},
         }
 
 

@@ -16,18 +16,24 @@ are kept), 2 bad arguments, 3 torch missing or the device unavailable, 130 inter
 from __future__ import annotations
 
 import argparse
+import contextlib
 import glob
 import json
 import os
 import runpy
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+import time
 import traceback
 from typing import Any, Dict, List, Optional
 
-from tracekit.capture import api
+from tracekit.capture import api, workers
+from tracekit.capture.adopt import Adopter
 from tracekit.capture.calibrate import calibrate_quietly
+from tracekit.capture.environment import environment, utc_now
 from tracekit.capture.knobs import (
     COMMON_KNOBS,
     KnobError,
@@ -35,12 +41,14 @@ from tracekit.capture.knobs import (
     parse_schedule,
     resolve_knobs,
 )
+from tracekit.capture.loader import window_warning
 from tracekit.capture.recorder import (
     MANIFEST_NAME,
     STOPPED,
     TRACE_SUFFIX,
     CaptureConfig,
     Session,
+    manifest_doc,
     merge_rank_manifests,
     rank_manifest_name,
     write_json,
@@ -66,7 +74,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--label", default="", help="run label shown in progress lines and the manifest")
     p.add_argument(
-        "--script", help="capture this training script (marks steps with tracekit.capture.session)"
+        "--script",
+        help="capture this training script: its own torch.profiler.profile is adopted, or it marks its "
+        "steps with tracekit.capture.session",
     )
     p.add_argument("--force", action="store_true", help="replace traces already in the run directory")
     p.add_argument("--result", help="write a JSON status document here (used by `tracekit capture`)")
@@ -224,6 +234,7 @@ def _capture(args: argparse.Namespace, argv: List[str], script_args: List[str]) 
 def _prepare_out(out: str, force: bool) -> None:
     """Refuse to mix a new capture into old traces; with --force remove what an earlier capture wrote."""
     ours = glob.glob(os.path.join(out, "*" + TRACE_SUFFIX)) + glob.glob(os.path.join(out, MANIFEST_NAME))
+    ours += glob.glob(os.path.join(out, "rank*.pt.trace.json"))
     ours += glob.glob(os.path.join(out, ".manifest.rank*.json"))
     if ours and not force:
         raise KnobError(f"{out} already holds a capture; pass --force to replace it")
@@ -245,10 +256,19 @@ def _run(config: CaptureConfig, torch: Any) -> Dict[str, Any]:
     config.calibration["before"] = calibrate_quietly(config.device)
     torch.manual_seed(int(config.knobs.get("seed", 0)) + config.rank)
     sess = Session(config)
+    origin_ns = time.perf_counter_ns()
+    log_dir = tempfile.mkdtemp(prefix="tracekit-loader-")
+    workers.install(log_dir)  # every DataLoader worker times the batches it makes
+    adopter = None
+    if config.script is not None:  # a script's own torch.profiler.profile, adopted (tracekit.capture.adopt)
+        adopter = Adopter(config.out_dir, config.device, config.rank, sess.stream)
+        adopter.install()
+        sess.adopter = adopter
+    started_at = utc_now()
     status, error = "ok", None
     try:
         if config.script is not None:
-            _run_script(config, sess)
+            _run_script(config, sess, adopter)
         else:
             ctx = Context(
                 config.device, config.knobs, config.rank, config.world_size, config.local_rank, session=sess
@@ -262,28 +282,39 @@ def _run(config: CaptureConfig, torch: Any) -> Dict[str, Any]:
                     sess.step()
     except KnobError:  # a setting the workload cannot use, or a script that never marked a step
         sess.close(None)
+        if adopter is not None:
+            adopter.close(None)
+            adopter.uninstall()
+        workers.uninstall()
+        shutil.rmtree(log_dir, ignore_errors=True)
         raise
     except KeyboardInterrupt:
         sess.close(KeyboardInterrupt())
-        status, error = "interrupted", f"interrupted at step {sess.index + 1}"
+        _keep_adopted(adopter, KeyboardInterrupt())
+        status, error = "interrupted", f"interrupted at step {_steps_run(sess, adopter) + 1}"
         sys.stderr.write(f"tracekit.capture: {error}; traces written so far are kept in {config.out_dir}\n")
     except BaseException as exc:  # the workload's own error: show it, keep the traces
         sess.close(exc)
+        _keep_adopted(adopter, exc)
         status = "crashed"
         error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         traceback.print_exc()
         sys.stderr.write(
-            f"tracekit.capture: {config.workload} raised at step {sess.index + 1}; "
+            f"tracekit.capture: {config.workload} raised at step {_steps_run(sess, adopter) + 1}; "
             f"traces written so far are kept in {config.out_dir}\n"
         )
+    finally:
+        if adopter is not None:
+            adopter.uninstall()
     if status != "interrupted":
         config.calibration["after"] = calibrate_quietly(config.device)
-    if STOPPED and status in ("ok", "incomplete"):  # a Ctrl-C Python lost: the user asked to stop
-        status, error = "interrupted", f"interrupted at step {sess.index}"
-    if status == "ok" and sess.index < sess.n_total:
-        status = "incomplete"
-        error = f"the loop ended after {sess.index} of {sess.n_total} steps"
-    manifest = sess.manifest(status, error)
+    facts = workers.loader_facts(log_dir, origin_ns)
+    workers.uninstall()
+    shutil.rmtree(log_dir, ignore_errors=True)
+    if STOPPED and status == "ok":  # a Ctrl-C Python lost: the user asked to stop
+        status, error = "interrupted", f"interrupted at step {_steps_run(sess, adopter)}"
+    manifest = _manifest(config, sess, adopter, facts, started_at, status, error)
+    status, error = manifest["status"], manifest["error"]
     name = MANIFEST_NAME if config.world_size == 1 else rank_manifest_name(config.rank)
     write_json(os.path.join(config.out_dir, name), manifest)
     if dist is not None and dist.is_initialized():
@@ -293,7 +324,69 @@ def _run(config: CaptureConfig, torch: Any) -> Dict[str, Any]:
     return {"status": status, "message": error or "", "manifest": manifest}
 
 
-def _run_script(config: CaptureConfig, sess: Session) -> None:
+def _steps_run(sess: Session, adopter: Optional[Adopter]) -> int:
+    """The steps the loop finished: the session's, or the adopted profiler's prof.step() calls."""
+    return adopter.step_calls if adopter is not None and adopter.adopted else sess.index
+
+
+def _keep_adopted(adopter: Optional[Adopter], exc: BaseException) -> None:
+    """After the script raised: stop its profiler keeping the cycle in progress, copy what was written."""
+    if adopter is None or not adopter.adopted:
+        return
+    adopter.close(exc)
+    with contextlib.suppress(KnobError):  # nothing to keep: the message is the crash's
+        adopter.collect_traces()
+
+
+def _manifest(
+    config: CaptureConfig,
+    sess: Session,
+    adopter: Optional[Adopter],
+    facts: Dict[str, Any],
+    started_at: str,
+    status: str,
+    error: Optional[str],
+) -> Dict[str, Any]:
+    """This process's manifest: the session's, or that of the script's adopted profiler."""
+    if adopter is not None and adopter.adopted:
+        return _adopted_manifest(config, adopter, facts, started_at, status, error)
+    if status == "ok" and sess.index < sess.n_total:
+        status = "incomplete"
+        error = f"the loop ended after {sess.index} of {sess.n_total} steps"
+    sess.loader_facts = facts
+    return sess.manifest(status, error)
+
+
+def _adopted_manifest(
+    config: CaptureConfig,
+    adopter: Adopter,
+    facts: Dict[str, Any],
+    started_at: str,
+    status: str,
+    error: Optional[str],
+) -> Dict[str, Any]:
+    """The manifest of a script whose own profiler was adopted: the schedule it ran, its steps."""
+    sched, how = adopter.schedule()
+    config.schedule = sched
+    rec = adopter.rank_record(status, error, facts)
+    manifest = manifest_doc(config, rec, environment(config.device), started_at, status, error)
+    manifest["adopted"] = {
+        **adopter.settings(),
+        "schedule_source": how,
+        "traces": [{"path": p, "time_ns": t} for p, _, t in adopter.exports],
+        "exported_by_tracekit": [os.path.basename(p) for p in adopter.exported_by_tracekit],
+        "unprofiled_steps": len(rec["unprofiled"]["step_ms"]),
+    }
+    if config.rank == 0:
+        adopter.stream.write(f"tracekit.capture: {adopter.summary_line(rec)}\n")
+        warning = window_warning(sched, rec["loader"])
+        if warning:
+            adopter.stream.write(f"tracekit.capture: warning: {warning}\n")
+        adopter.stream.flush()
+    return manifest
+
+
+def _run_script(config: CaptureConfig, sess: Session, adopter: Optional[Adopter]) -> None:
     script = config.script or {}
     path = script["path"]
     api._pending, api._taken = sess, None
@@ -308,11 +401,23 @@ def _run_script(config: CaptureConfig, sess: Session) -> None:
     finally:
         sys.argv, sys.path[:] = old_argv, old_path
         taken, api._pending, api._taken = api._taken, None, None
-    if taken is None:
+    adopted = adopter is not None and adopter.adopted
+    if taken is not None and adopted:
         raise KnobError(
-            f"{path} never called tracekit.capture.session() or steps(); mark its training steps as "
-            "docs/capture.md shows"
+            f"{path} both marks its steps with tracekit.capture.session()/steps() and runs its own "
+            "torch.profiler.profile; keep one (tracekit's session starts the profiler itself)"
         )
+    if taken is None and not adopted:
+        raise KnobError(
+            f"{path} neither started a torch.profiler.profile nor called tracekit.capture.session() or "
+            "steps(): nothing marks its steps; profile its loop with torch.profiler.profile(...) and "
+            "prof.step(), or mark the steps as docs/capture.md shows"
+        )
+    if adopted:
+        assert adopter is not None
+        adopter.close(None)  # a profiler the script left running
+        adopter.collect_traces()
+        return
     sess.close(None if sess.done else RuntimeError("loop ended early"))
 
 

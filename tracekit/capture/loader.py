@@ -60,17 +60,23 @@ def window_hides_loader(schedule: Mapping[str, int], loader: Optional[Mapping[st
 
 
 def window_warning(schedule: Mapping[str, int], loader: Optional[Mapping[str, Any]]) -> Optional[str]:
-    """The one-line warning `tracekit capture` prints when `window_hides_loader` holds, else None."""
+    """The one-line warning `tracekit capture` prints when `window_hides_loader` holds, else None (for a
+    script whose own profiler was adopted, the fix is in its schedule, not tracekit's)."""
     if not window_hides_loader(schedule, loader):
         return None
     assert loader is not None
     depth = int(loader["prefetch_depth"])
+    fix = (
+        f"give the script's schedule active={depth + 2} or more"
+        if loader.get("marked_by") == "adopted"
+        else f"use e.g. --schedule active={depth + 2}"
+    )
     return (
         f"the profiled window (active={schedule['active']} steps) is not longer than the DataLoader's "
         f"prefetch depth ({loader['num_workers']} workers x prefetch_factor {loader['prefetch_factor']} = "
         f"{depth} batches): the batches the workers queue during the profiler's pauses can hide a loader "
         f"stall from the trace. The unprofiled steps' loader waits (manifest) still show it; to see it in "
-        f"the trace use e.g. --schedule active={depth + 2}"
+        f"the trace {fix}"
     )
 
 

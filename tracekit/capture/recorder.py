@@ -102,8 +102,12 @@ class Session:
         self._events: List[Any] = []
         self._last = 0.0
         self._last_ns = 0
+        self._last_cpu_ns = 0
+        self.cpu_ms: List[float] = []  # the training process' CPU time per step (all its threads)
         self._prof: Any = None
         self._cuda = config.device == "cuda"
+        self.adopter: Any = None  # tracekit.capture.adopt.Adopter of a script's capture: told of our profiler
+        self.loader_facts: Dict[str, Any] = {}  # tracekit.capture.workers.loader_facts, for the manifest
 
     # -- the loop -------------------------------------------------------------------------------
     def __enter__(self) -> Session:
@@ -220,7 +224,10 @@ class Session:
         """Boundary `b` is the start of step `b` (and the end of step `b - 1`)."""
         import torch
 
-        now_ns = time.perf_counter_ns()
+        now_ns, cpu_ns = time.perf_counter_ns(), time.process_time_ns()
+        if b > 0:
+            self.cpu_ms.append((cpu_ns - self._last_cpu_ns) / 1e6)
+        self._last_cpu_ns = cpu_ns
         now = now_ns / 1e9
         host_ms = (now - self._last) * 1e3
         self._last, self._last_ns = now, now_ns
@@ -269,6 +276,8 @@ class Session:
             with_stack=bool(self.knobs.get("with_stack", False)),
             profile_memory=bool(self.knobs.get("profile_memory", False)),
         )
+        if self.adopter is not None:
+            self.adopter.own(self._prof)
         self._prof.__enter__()
 
     def _stop_profiler(self, exc: Optional[BaseException]) -> None:
@@ -334,6 +343,7 @@ class Session:
                 "step_ms": [round(x, 4) for x in unprof_ms],
                 "clock": "cuda_event" if self.unprofiled_device_ms else "host",
                 "host_step_ms": [round(x, 4) for x in host_unprof],
+                "cpu_ms": [round(x, 4) for x in self.cpu_ms[first_timed:first_prof]],
                 "peak_memory_bytes": self.peak_bytes[first_timed:first_prof],
                 "samples": self.samples[first_timed:first_prof],
                 **timed_loader,
@@ -343,6 +353,7 @@ class Session:
             "profiled": {
                 "profiler_step": list(range(len(self.host_ms[first_prof:]))),
                 "host_step_ms": [round(x, 4) for x in self.host_ms[first_prof:]],
+                "cpu_ms": [round(x, 4) for x in self.cpu_ms[first_prof:]],
                 "peak_memory_bytes": self.peak_bytes[first_prof:],
                 "samples": self.samples[first_prof:],
                 "phases": [
@@ -364,45 +375,56 @@ class Session:
         doc.update(f.loader or {})
         doc["window_hides_stall"] = bool(window_warning(self.config.schedule, f.loader))
         doc["unprofiled_warmup_steps"] = self.n_untimed  # timing_warmup, or the prefetch depth when longer
+        doc.update(self.loader_facts)
         return doc
 
     def manifest(self, status: str, error: Optional[str]) -> Dict[str, Any]:
-        from tracekit.version import __version__
+        return manifest_doc(
+            self.config, self.rank_record(status, error), self.env, self.started_at, status, error
+        )
 
-        cfg = self.config
-        rec = self.rank_record(status, error)
-        spp = [s for s in rec["unprofiled"]["samples"] + rec["profiled"]["samples"] if s is not None]
-        peaks = [
-            p for p in rec["unprofiled"]["peak_memory_bytes"] + rec["profiled"]["peak_memory_bytes"] if p
-        ]
-        doc: Dict[str, Any] = {
-            "manifest_version": MANIFEST_VERSION,
-            "tracekit_version": __version__,
-            "workload": cfg.workload,
-            "run": cfg.label or None,
-            "script": cfg.script,
-            "knobs": cfg.knobs,
-            "knobs_set": cfg.knobs_set,
-            "extra": dict(cfg.extra),
-            "calibration": dict(cfg.calibration),
-            "schedule": dict(cfg.schedule),
-            "schedule_text": format_schedule(cfg.schedule),
-            "device_kind": cfg.device,
-            "started_at": self.started_at,
-            "finished_at": utc_now(),
-            "world_size": cfg.world_size,
-            "status": status,
-            "error": error,
-            "samples_per_step": spp[0] if spp else None,
-            "global_samples_per_step": spp[0] * cfg.world_size if spp else None,
-            "unprofiled_step_ms": rec["unprofiled"]["step_ms"],
-            "unprofiled_loader_wait_ms": rec["unprofiled"].get("loader_wait_ms"),
-            "loader": rec["loader"],
-            "peak_memory_bytes": max(peaks) if peaks else None,
-            "ranks": [rec],
-        }
-        doc.update(self.env)
-        return doc
+
+def manifest_doc(
+    cfg: CaptureConfig,
+    rec: Dict[str, Any],
+    env: Dict[str, Any],
+    started_at: Optional[str],
+    status: str,
+    error: Optional[str],
+) -> Dict[str, Any]:
+    """The manifest of one process (`rec`: its rank record) with the capture's settings and environment."""
+    from tracekit.version import __version__
+
+    spp = [s for s in rec["unprofiled"]["samples"] + rec["profiled"]["samples"] if s is not None]
+    peaks = [p for p in rec["unprofiled"]["peak_memory_bytes"] + rec["profiled"]["peak_memory_bytes"] if p]
+    doc: Dict[str, Any] = {
+        "manifest_version": MANIFEST_VERSION,
+        "tracekit_version": __version__,
+        "workload": cfg.workload,
+        "run": cfg.label or None,
+        "script": cfg.script,
+        "knobs": cfg.knobs,
+        "knobs_set": cfg.knobs_set,
+        "extra": dict(cfg.extra),
+        "calibration": dict(cfg.calibration),
+        "schedule": dict(cfg.schedule),
+        "schedule_text": format_schedule(cfg.schedule),
+        "device_kind": cfg.device,
+        "started_at": started_at,
+        "finished_at": utc_now(),
+        "world_size": cfg.world_size,
+        "status": status,
+        "error": error,
+        "samples_per_step": spp[0] if spp else None,
+        "global_samples_per_step": spp[0] * cfg.world_size if spp else None,
+        "unprofiled_step_ms": rec["unprofiled"]["step_ms"],
+        "unprofiled_loader_wait_ms": rec["unprofiled"].get("loader_wait_ms"),
+        "loader": rec["loader"],
+        "peak_memory_bytes": max(peaks) if peaks else None,
+        "ranks": [rec],
+    }
+    doc.update(env)
+    return doc
 
 
 def write_json(path: str, doc: Dict[str, Any]) -> None:

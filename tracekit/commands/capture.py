@@ -23,6 +23,14 @@ NO_PARSE = typer.Option(
     "let `tracekit diff` read the run folders (for a GPU machine without tracekit's analysis side).",
 )
 
+SCRIPT = typer.Option(
+    None,
+    "--script",
+    help="Capture your own training script, unmodified: its own torch.profiler.profile is adopted "
+    "(its schedule and trace handler kept, --schedule unused; its steps, DataLoader fetches and "
+    "workers' batches timed), or it marks its steps with tracekit.capture.session (docs/capture.md).",
+)
+
 
 def capture(
     targets: Optional[List[str]] = typer.Argument(
@@ -56,11 +64,7 @@ def capture(
     name: Optional[str] = typer.Option(
         None, "--name", help="Run name: one file name, no '/' (default: py3.11 etc.)."
     ),
-    script: Optional[Path] = typer.Option(
-        None,
-        "--script",
-        help="Capture your own training script (it marks steps with tracekit.capture.session).",
-    ),
+    script: Optional[Path] = SCRIPT,
     repeat: int = REPEAT,
     no_parse: bool = NO_PARSE,
     force: bool = typer.Option(

@@ -16,10 +16,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -45,8 +47,11 @@ from tracekit.orchestrate import interpreters
 from tracekit.parse.parser import parse_paths
 
 Echo = Callable[[str], None]
+# Kineto (torch 2.x) prints a line like this to stderr at each profiler start and stop: noise to a reader.
+KINETO_USDT = re.compile(rb"^USDT:\S+ \S+ \d+:\d+ \S+\.cpp:\d+\] profiler_(start|stop)\s*$")
 Summarize = Callable[[Path, Any], object]  # (run folder, its parsed Capture)
 _INTERRUPT_GRACE_S = 60
+_PUMP_DRAIN_S = 5  # after a stopped child: how long its last output may take to come through the pipe
 
 
 def _stderr(line: str) -> None:
@@ -347,12 +352,25 @@ def _child_command(
     return cmd
 
 
-def _has_fileno() -> bool:
-    try:
-        sys.stderr.fileno()
-    except (AttributeError, OSError, ValueError):
-        return False
-    return True
+def forward_output(stream: Any, write: Callable[[str], Any] | None = None) -> None:
+    """Copy a child's output to our stderr as it comes, less Kineto's `USDT ... profiler_start` lines
+    (KINETO_USDT). A partial line is written at once (a progress bar's `\r` updates) unless it may
+    still become such a line."""
+    out = write or (lambda text: (sys.stderr.write(text), sys.stderr.flush()))
+    held = b""
+    while True:
+        chunk = stream.read1(65536) if hasattr(stream, "read1") else stream.read(65536)
+        if not chunk:
+            break
+        held += chunk
+        *lines, held = held.split(b"\n")
+        text = b"".join(line + b"\n" for line in lines if not KINETO_USDT.match(line))
+        if held and not (held.startswith(b"USDT:") or b"USDT:".startswith(held)):
+            text, held = text + held, b""
+        if text:
+            out(text.decode("utf-8", "replace"))
+    if held and not KINETO_USDT.match(held):
+        out(held.decode("utf-8", "replace"))
 
 
 def _knob_text(value: object) -> str:
@@ -378,21 +396,24 @@ def _run_child(
     result_path = Path(tmp)
     cmd = _child_command(run, workload, script, script_args, device, knobs, sched, result_path)
     try:
-        # The child's stdout (a workload's own prints) goes to stderr: stdout carries only the results.
+        # The child's stdout (a workload's own prints) and stderr go to stderr, through one pipe (their
+        # order kept) that drops Kineto's start/stop lines: stdout carries only the results.
         with capture_env() as env:
-            proc = None
+            proc = pump = None
             try:
                 with signals.held():  # a stop while it starts: raised once the child is known
                     proc = subprocess.Popen(
-                        cmd,
-                        env=env,
-                        stdout=sys.stderr.fileno() if _has_fileno() else None,
-                        start_new_session=True,
+                        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
                     )
+                pump = threading.Thread(target=forward_output, args=(proc.stdout,), daemon=True)
+                pump.start()
                 rc = proc.wait()
+                pump.join()
             except KeyboardInterrupt:
                 if proc is not None:
                     _stop_child(proc)
+                if pump is not None:
+                    pump.join(timeout=_PUMP_DRAIN_S)  # the child's last lines (its traces kept) before ours
                 echo(f"tracekit: interrupted; traces written so far are kept in {run.run_dir}")
                 raise
         try:
@@ -444,8 +465,11 @@ def _remove_own_files(run_dir: Path) -> None:
 
 
 def trace_files(run_dir: Path) -> list[Path]:
-    """The trace files of a run folder (not manifest.json)."""
-    return sorted(p for p in Path(run_dir).iterdir() if p.name.endswith(TRACE_SUFFIX))
+    """The trace files of a run folder (not manifest.json): tracekit's own, gzipped, and those an adopted
+    profiler's handler wrote without gzip (tracekit.capture.adopt copies them under the same names)."""
+    return sorted(
+        p for p in Path(run_dir).iterdir() if p.name.endswith((TRACE_SUFFIX, TRACE_SUFFIX[: -len(".gz")]))
+    )
 
 
 def _parse_run(run: Run, manifest: dict, force: bool, echo: Echo, summarize: Summarize | None) -> Path:

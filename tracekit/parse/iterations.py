@@ -27,6 +27,13 @@ every second iteration is coarser), then the one that starts first (the iteratio
 DataLoader fetch before the forward starts its step as ``prof.step()`` would). A window ends where the
 next one starts; the last one of a trace file after its start's median period of top-level work.
 
+Where the units before the first start are the repeated window's tail (the trace began inside the loop
+and the anchor is not a pass's first unit: 20 ResNet passes anchored at their one max_pool2d), every start
+moves back by that many units (`_rotated`): the first pass is a step and the last one whole. A trace
+file's last window with under FRAGMENT of the other windows' median top-level units and of their median
+duration is no step (`_fragments`): the loop's exit, e.g. ``generate``'s stopping check after its last
+token, or a DataLoader's last fetch that ends the epoch.
+
 What this cannot tell apart, and says nothing wrong about only because it picks the shortest period: a
 model whose forward is itself k identical blocks with nothing else between passes repeats at the block,
 so the rule finds k steps per pass; name the pass with ``--step``.
@@ -55,6 +62,7 @@ MIN_REPEATS = 3  # a candidate must start at least this many times
 FIRST_WINDOW_MAX_RATIO = 2.0  # a different first window stays a step up to this many units per unit
 NGRAM_MAX = 8  # the longest run of units tried as a candidate (`_repeated`)
 COVERED = 0.9  # a candidate whose windows cover this share of the units ends the search for longer runs
+FRAGMENT = 0.5  # a file's last window with fewer top-level units than this share of the median is no step
 
 
 @dataclass(frozen=True)
@@ -178,6 +186,8 @@ def find(units: Units, marker: Optional[re.Pattern] = None, breaks: Sequence[int
         first, m = found
         starts = mine.ts[first]
         ends = _ends(starts, mine.ts[top], mine.end[top], mine.end[first], breaks)
+        keep = ~_fragments(starts, ends, mine.ts[top], breaks)
+        first, starts, ends = first[keep], starts[keep], ends[keep]
         return Iterations(
             rule,
             mine.names[int(mine.code[first[0]])],
@@ -288,7 +298,44 @@ def _repeated(u: Units, seq: np.ndarray) -> Optional[tuple[np.ndarray, int]]:
                 best = (key, pos, m)
         if best is not None and best[0][0] >= COVERED * seq.size:
             break
-    return None if best is None else (seq[best[1]], best[2])
+    return None if best is None else (seq[_rotated(tokens, best[1], best[2])], best[2])
+
+
+def _rotated(tokens: np.ndarray, pos: np.ndarray, m: int) -> np.ndarray:
+    """`pos` moved back by r units where the r < m units before the first start, all there are, are the
+    tail of the repeated window and every window is that window (module docstring); else `pos`."""
+    r = int(pos[0])
+    if r == 0 or r >= m or pos.size < 2 or np.any(np.diff(pos) != m):
+        return pos
+    window = tokens[pos[1] : pos[1] + m]
+    same = np.array_equal(tokens[pos[0] : pos[0] + m], window)
+    return pos - r if same and np.array_equal(tokens[:r], window[m - r :]) else pos
+
+
+def _fragments(starts: np.ndarray, ends: np.ndarray, top_ts: np.ndarray, breaks: Sequence[int]) -> np.ndarray:
+    """A mask of the windows that are no step: a trace file's last window where both the top-level units
+    from its start to the file's end and its duration are under FRAGMENT × the median of the windows
+    that end at the next start (either alone is no fragment: a loop whose marker follows the forward
+    leaves its last window without one, yet with most of a step's time; a slow last step is cut at the
+    median period, yet holds a step's units)."""
+    n = starts.size
+    out = np.zeros(n, bool)
+    if n < 2:
+        return out
+    cuts = np.sort(np.asarray(breaks, np.int64))
+    file_of = np.searchsorted(cuts, starts, side="right")
+    last = np.r_[file_of[1:] != file_of[:-1], True]
+    if last.all():
+        return out
+    order = np.sort(top_ts)
+    file_end = np.r_[cuts, np.iinfo(np.int64).max][file_of]
+    held = np.searchsorted(order, np.where(last, file_end, ends), side="left")
+    held = held - np.searchsorted(order, starts, side="left")
+    dur = ends - starts
+    out[last] = (held[last] < FRAGMENT * np.median(held[~last])) & (
+        dur[last] < FRAGMENT * np.median(dur[~last])
+    )
+    return out
 
 
 def _consistent_candidates(

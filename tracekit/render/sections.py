@@ -6,9 +6,19 @@ import statistics
 from typing import Any, Mapping
 
 from tracekit.analysis.advice import command as advice_command
-from tracekit.analysis.model import CAUSES, HOST_STATES, Advice, CompiledSummary, HostReport, Report
+from tracekit.analysis.model import (
+    BOUND_CPUS,
+    CAUSES,
+    HOST_STATES,
+    Advice,
+    CompiledSummary,
+    HostReport,
+    Report,
+    SteadyState,
+)
 from tracekit.analysis.steps import outliers
 from tracekit.render.base import Section
+from tracekit.whatif.profiler import MEASURED_RANGE_US, untrusted_default
 
 TOP_ROWS = 10  # rows shown in the longer tables (the JSON has everything)
 MANY_RANKS = 8  # beyond, the report summarises the ranks instead of a table set per rank
@@ -282,14 +292,23 @@ def _savings_note(report: Report, trusted: bool) -> str:
         )
     info = report.savings
     assert info is not None and info.profiler_cost_us_per_event is not None
-    source = {"manifest": "for the manifest's unprofiled step", "default": "default: no unprofiled step"}
+    lo, hi = MEASURED_RANGE_US
+    source = {
+        "manifest": "for the manifest's unprofiled step",
+        "default": f"default: no unprofiled step; costs fitted on real captures ranged {lo:g}-{hi:g} "
+        "µs/event",
+    }
     cost = info.profiler_cost_us_per_event
     why = source.get(info.profiler_cost_source or "", "")
-    return (
+    note = (
         f"saved if removed: replayed with that cause alone removed (unprofiled: less {cost:.1f} µs/event "
         f"of profiler cost, {why}); savings need not sum to the idle time: removing a cause can let "
         "another hold the device, or shorten a host-bound step by more than its idle share"
     )
+    untrusted = untrusted_default(report.dataloader.iterator if report.dataloader else None)
+    if info.profiler_cost_source == "default" and untrusted:
+        note += f". Warning: {untrusted}"
+    return note
 
 
 def host_sections(report: Report) -> list[Section]:
@@ -507,24 +526,37 @@ def compiled_lines(c: CompiledSummary) -> list[str]:
 
 
 def input_pipeline_section(report: Report) -> Section | None:
-    """The unprofiled steps' loader waits beside the profiled window's (tracekit.analysis.loader)."""
+    """The unprofiled steps' loader waits beside the profiled window's, and the steady state the
+    workers' own timings give (tracekit.analysis.loader)."""
     ip = report.input_pipeline
     if ip is None:
         return None
     un, w = ip.unprofiled_step_ms, ip.unprofiled_wait_ms
-    rows = [
-        ["without profiler", f"{ip.unprofiled_step_mean_ms:.3f}", f"{ip.unprofiled_wait_mean_ms:.3f}"]
-        + [_pct(ip.unprofiled_wait_share)],
+    rows = []
+    if un:
+        rows.append(
+            ["without profiler", f"{ip.unprofiled_step_mean_ms:.3f}", f"{ip.unprofiled_wait_mean_ms:.3f}"]
+            + [_pct(ip.unprofiled_wait_share)]
+        )
+    rows.append(
         ["profiled (trace)", f"{ip.profiled_step_ms:.3f}", f"{ip.profiled_wait_ms:.3f}"]
-        + [_pct(ip.profiled_wait_share)],
-    ]
+        + [_pct(ip.profiled_wait_share)]
+    )
+    st = ip.steady
+    if st is not None:
+        extra = st.step_ms - (st.consumer_ms or st.step_ms)
+        rows.append(["steady state (workers)", f"{st.step_ms:.3f}", f"{extra:.3f}", _pct(extra / st.step_ms)])
     cfg = ip.loader or {}
-    notes = [
-        f"{len(un)} unprofiled steps timed by the capture (host clock around each fetch); means per step "
-        f"(medians: step {ip.unprofiled_step_median_ms:.3f} ms, loader wait "
-        f"{ip.unprofiled_wait_median_ms:.3f} ms; ranges {min(un):.3f}-{max(un):.3f} and "
-        f"{min(w):.3f}-{max(w):.3f} ms)"
-    ]
+    notes = []
+    if un:
+        notes.append(
+            f"{len(un)} unprofiled steps timed by the capture (host clock around each fetch); means per "
+            f"step (medians: step {ip.unprofiled_step_median_ms:.3f} ms, loader wait "
+            f"{ip.unprofiled_wait_median_ms:.3f} ms; ranges {min(un):.3f}-{max(un):.3f} and "
+            f"{min(w):.3f}-{max(w):.3f} ms)"
+        )
+    if st is not None:
+        notes += steady_lines(st)
     if cfg.get("dataloader"):
         notes.append(
             f"DataLoader: num_workers {cfg.get('num_workers')}, prefetch_factor {cfg.get('prefetch_factor')} "
@@ -538,6 +570,41 @@ def input_pipeline_section(report: Report) -> Section | None:
     return Section(
         "input pipeline: loader wait per step, without and with the profiler", columns, rows, notes
     )
+
+
+def steady_lines(st: SteadyState) -> list[str]:
+    """The steady state in words: what sets it, and each of its three figures with its source."""
+    consumer = (
+        f"{st.consumer_ms:.3f} ms ({_steps_of(st.consumer_basis)}, less their loader wait)"
+        if st.consumer_ms is not None
+        else "unknown"
+    )
+    floor = (
+        f"{st.cpu_floor_ms:.3f} ms ({st.batches_per_step * st.worker_cpu_ms:.3g} ms of worker CPU + "
+        f"{st.trainer_cpu_ms:.3g} ms of training CPU ({st.trainer_cpu_basis}) per step on "
+        f"{st.usable_cpus} usable CPUs)"
+        if st.cpu_floor_ms is not None
+        else "unknown"
+    )
+    at_least = "at least " if st.bound == BOUND_CPUS else ""
+    lines = [
+        f"steady state without the profiler: {at_least}{st.step_ms:.3f} ms/step, set by {_the(st.bound)}; "
+        f"the training step alone {consumer}; the workers' pace {st.pool_ms:.3f} ms ({st.workers} workers, "
+        f"{st.production_ms:.3f} ms per batch with a CPU of their own, {st.production_wall_ms:.3f} ms as "
+        f"they ran, {st.worker_cpu_ms:.3f} ms CPU; {st.batches} batches timed in the workers); the CPUs' "
+        f"floor {floor}"
+    ]
+    if st.bound == BOUND_CPUS:
+        lines.append(
+            "the CPUs' floor shares them perfectly between workers and trainer: the trainer's threads "
+            "waiting on one another while the workers hold the CPUs make the step longer (a lower bound)"
+        )
+    if st.oversubscribed:
+        lines.append(
+            f"the DataLoader's {st.workers} workers and the training process' {st.trainer_threads} threads "
+            f"are more than the {st.usable_cpus} CPUs the process may use: they compete for them"
+        )
+    return lines
 
 
 def report_sections(report: Report) -> list[Section]:
@@ -621,3 +688,13 @@ def _cpu_only_note(report) -> str:
         "CUDA launch calls: the trace lost its GPU events (CUPTI's device activity missing, or the trace "
         "trimmed); only the host breakdown can be told, the GPU's idle time cannot."
     )
+
+
+def _steps_of(basis: str) -> str:
+    """'unprofiled' → 'unprofiled steps'; a longer basis says its steps itself."""
+    return basis if " " in basis else f"{basis} steps"
+
+
+def _the(bound: str) -> str:
+    """'the input pipeline', 'the training step', 'CPU oversubscription'."""
+    return bound if bound[:1].isupper() else f"the {bound}"

@@ -32,12 +32,18 @@ def print_sections(console: Console, sections: list[Section]) -> None:
         console.print()
         console.print(sec.title, style="bold", markup=False)
         table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-        for col, al in zip(sec.columns, sec.alignment()):
-            # a narrow terminal wraps a column between words, never inside the header's words
+        aligns = sec.alignment()
+        for i, (col, al) in enumerate(zip(sec.columns, aligns)):
+            # a narrow terminal wraps a column between words, never inside the header's words; a row's
+            # name (the first column: an op, a kernel, a source line) is cut short instead, one row a line,
+            # to what the other columns leave of the width
+            name = i == 0 and al != "r" and len(aligns) > 1
             table.add_column(
                 col,
                 justify="right" if al == "r" else "left",
-                overflow="fold",
+                overflow="ellipsis" if name else "fold",
+                no_wrap=name,
+                max_width=_name_width(console.width, sec) if name else None,
                 min_width=max((len(w) for w in col.split()), default=1),
             )
         for row in sec.rows:
@@ -45,6 +51,16 @@ def print_sections(console: Console, sections: list[Section]) -> None:
         console.print(table)
         for note in sec.notes:
             console.print(Padding(Text(note), (0, 0, 0, 2), expand=False))
+
+
+def _name_width(width: int, sec: Section) -> int:
+    """The first column's width once the others (one space of padding each side) have theirs."""
+    others = sum(
+        max([len(col)] + [len(str(row[j])) for row in sec.rows if j < len(row)]) + 2
+        for j, col in enumerate(sec.columns)
+        if j > 0
+    )
+    return max(12, width - others - 8)
 
 
 class TextRenderer:

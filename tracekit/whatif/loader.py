@@ -20,7 +20,11 @@ first stall, it does not change the throughput). Per rank:
   waited when it took longer than a ready batch's fetch (the cheapest of the timed steps) by at least
   WAITED_MIN_SHARE of its step. With one timed step, which waited: that step's time; with none waited,
   or a single stall among steps that did not wait, the loader kept up and its throughput is unknown
-  (only period ≤ the step): predictions then say so and leave it out.
+  (only period ≤ the step): predictions then say so and leave it out. Timed steps that are not
+  consecutive (an adopted profiler's wait steps and the loop's steps outside it) give no such span: the
+  period is then the workers' own, a batch's production time with a CPU of its own over the workers
+  (the manifest's `loader.production`, tracekit.capture.workers; tracekit.analysis.loader.batch_time),
+  or unknown without it.
   Without workers (`num_workers=0`) the batch is made inside the fetch: the step is consumer + load,
   load = the median unprofiled wait.
 - `--set dataloader=F` scales the producer (period and fetch cost, or the serial load) by F;
@@ -39,6 +43,8 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
+
+from tracekit.analysis.loader import batch_time
 
 WAITED_MIN_SHARE = 0.10  # a step whose loader wait is ≥ 10 % of it waited for its batch
 
@@ -95,10 +101,16 @@ def _producer(rec: Mapping[str, Any], loader: Mapping[str, Any], cpus: Optional[
     ends = un.get("loader_fetch_end_ms") or [None] * len(step)
     waited = _waited(step, wait)
     workers = loader.get("num_workers") if loader.get("dataloader") else None
+    if un.get("consecutive") is False:
+        # steps from here and there (an adopted profiler's wait steps, the loop's steps outside it): no
+        # span between their fetches is the pool's; its pace is what its workers measured, if anything
+        period = _production_period(loader)
+    else:
+        period = _period(waited, host if len(host) == len(step) else step, ends, step)
     return Producer(
         rank=int(rec.get("rank", 0)),
         workers=int(workers) if workers is not None else None,
-        period_ms=_period(waited, host if len(host) == len(step) else step, ends, step),
+        period_ms=period,
         load_ms=statistics.median(wait),
         fetch_ms=min((wait[i] for i in range(len(step)) if i not in waited), default=None),
         consumer_ms=statistics.median(s - w for s, w in zip(step, wait)),
@@ -136,6 +148,16 @@ def _period(waited: list[int], host: list[float], ends: list[Any], step: list[fl
     start = [sum(host[:i]) for i in range(len(host))]  # each step's start on the host clock
     span = (start[last] + float(ends[last])) - (start[first] + float(ends[first]))
     return span / (last - first) if span > 0 else statistics.median(step[i] for i in waited)
+
+
+def _production_period(loader: Mapping[str, Any]) -> Optional[float]:
+    """A batch's production time with a CPU of its own over the workers (tracekit.capture.workers), or
+    None without the workers' timings."""
+    prods = [p for p in loader.get("production") or [] if isinstance(p, Mapping)]
+    if not prods or not prods[0].get("workers"):
+        return None
+    own = prods[0].get("own_ms") or prods[0].get("wall_ms") or {}
+    return batch_time(own) / int(prods[0]["workers"]) if "median" in own or "mean" in own else None
 
 
 @dataclass(frozen=True)

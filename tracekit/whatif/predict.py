@@ -12,7 +12,7 @@ import numpy as np
 from tracekit.analysis import intervals as iv
 from tracekit.analysis.attribution import DEFAULT_SYNC_TOLERANCE_NS
 from tracekit.analysis.events import FRAME_COLUMNS, load_frames
-from tracekit.analysis.host import Threads
+from tracekit.analysis.host import Threads, dataloader_kinds
 from tracekit.analysis.model import ProfilerOverhead
 from tracekit.analysis.pipeline import _capture_info as info
 from tracekit.analysis.pipeline import idle_by_device
@@ -21,7 +21,14 @@ from tracekit.whatif.cudagraph import GRAPH_GAP_NS, GRAPH_GAP_RANGE_NS, GRAPH_LA
 from tracekit.whatif.graph import EDGE_KINDS, Graph, build_graph, keep_sync_records, recorded_stream_waits
 from tracekit.whatif.loader import WAITED_MIN_SHARE, LoaderPrediction, Producer, predict, producers
 from tracekit.whatif.model import DevicePrediction, Unprofiled, WhatIfResult
-from tracekit.whatif.profiler import DEFAULT_COST_US, MEASURED_RANGE_US, CostEstimate, estimate_cost
+from tracekit.whatif.profiler import (
+    DEFAULT_COST_US,
+    MEASURED_RANGE_US,
+    CostEstimate,
+    default_note,
+    estimate_cost,
+    untrusted_default,
+)
 from tracekit.whatif.replay import Factors, StepModel, StepTimes, factors, replay, weights
 from tracekit.whatif.scenario import ScenarioError, WhatIfOptions
 from tracekit.whatif.timeline import replayed_frames
@@ -57,6 +64,7 @@ class Replayer:
     unchanged: Optional[StepTimes] = None  # the unchanged replay's step times, once made (`replayed`)
     # without the frames: the host events' columns the --ops / --cuda-graphs / --pin-memory factors read
     host_events: Any = None
+    loader_iterator: Optional[str] = None  # the trace's DataLoader iterator kind (the most frequent)
 
     @property
     def replayed(self) -> StepTimes:
@@ -100,12 +108,23 @@ class Replayer:
             )
         th = threads if threads is not None else Threads(fr.host, fr.steps)
         g = build_graph(fr, th, recorded_stream_waits(capture.table))
+        kinds = dataloader_kinds(fr.host)
+        iterator = min(kinds[0], key=lambda k: (-kinds[0][k], k)) if kinds and kinds[0] else None
         kept = fr if keep_frames else None
         thin = fr.host[list(HOST_EVENT_COLUMNS)] if keep_host and not keep_frames else None
         del fr, th  # the graph holds what it needs: the threads (and frames not kept) go with these
         sm = StepModel(g)
         manifest = (getattr(capture, "manifest", None) or {}) if capture is not None else {}
-        rp = cls(capture, g, sm, sm.times(g.obs), kept, producers(manifest), host_events=thin)
+        rp = cls(
+            capture,
+            g,
+            sm,
+            sm.times(g.obs),
+            kept,
+            producers(manifest),
+            host_events=thin,
+            loader_iterator=iterator,
+        )
         if unchanged:
             rp.replayed  # noqa: B018 (made now: a whatif lets the graph's edges go after its replays)
         return rp
@@ -154,11 +173,13 @@ class Replayer:
         else the measured default (tracekit.whatif.profiler)."""
         source, target = self.unprofiled_target(flag_ms)
         if target is None:
-            note = (
-                f"no unprofiled step time (manifest or --unprofiled-step-ms): the default profiler cost "
-                f"{default_us:g} µs/event (measured on H200 captures) is assumed"
+            note = default_note(default_us)
+            untrusted = untrusted_default(self.loader_iterator)
+            return (
+                source,
+                None,
+                CostEstimate(default_us, None, None, f"{note}; {untrusted}" if untrusted else note),
             )
-            return source, None, CostEstimate(default_us, None, None, note)
         paced = bool(self.producers) and flag_ms is None
         base = NO_FETCH if paced else IDENTITY
         af = self.check(base)
@@ -246,9 +267,15 @@ def whatif(
         un_pred, loader = rp.steps.times(rp.run(scenario, est.cost_us, af)), []
         un_base = rp.steps.times(rp.run(IDENTITY, est.cost_us))
     _check_finite(scenario, pred, un_pred)
+
     # how much the prediction without the profiler depends on its cost: replayed at both ends of the
-    # range of costs fitted on real captures
-    sensitivity = tuple(slowest_ms(rp.steps.times(rp.run(scenario, c, af)).dur) for c in MEASURED_RANGE_US)
+    # range of costs fitted on real captures, as the prediction is (a producer paces it where there is one)
+    def at(c: float) -> float:
+        if unprofiled_step_ms is None:
+            return slowest_ms(rp.unprofiled(scenario, c, af)[0].dur)
+        return slowest_ms(rp.steps.times(rp.run(scenario, c, af)).dur)
+
+    sensitivity = tuple(at(c) for c in MEASURED_RANGE_US)
     graph_info = _graph_info(rp.graph, af)
     if last_use:
         rp.graph.let_edges_go()

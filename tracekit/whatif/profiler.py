@@ -35,6 +35,31 @@ IDENTIFIED_RATIO = 2.0
 TOLERANCE = 0.005
 
 
+def default_note(default_us: float = DEFAULT_COST_US) -> str:
+    """Why and which default cost is assumed, with the range of the costs fitted on real captures."""
+    lo, hi = MEASURED_RANGE_US
+    return (
+        f"no unprofiled step time (manifest or --unprofiled-step-ms): the default profiler cost "
+        f"{default_us:g} µs/event is assumed (the median of the costs fitted on H200 captures, which ranged "
+        f"{lo:g}-{hi:g} µs/event: predictions at both ends are shown)"
+    )
+
+
+def untrusted_default(loader_iterator: Optional[str]) -> Optional[str]:
+    """Where a default cost cannot give the step without the profiler: a multi-worker DataLoader, whose
+    stall the profiler's pauses can hide from the trace (its workers queue batches meanwhile), so the
+    unprofiled step may be longer than any profiler cost removed from the trace says (None otherwise)."""
+    if not loader_iterator or "MultiProcess" not in loader_iterator:
+        return None
+    return (
+        f"the step without the profiler cannot be trusted from this trace alone: its DataLoader is "
+        f"multi-worker ({loader_iterator}), the profiler's pauses let its workers queue batches, and a "
+        "loader stall the window hid makes the unprofiled step longer than any profiler cost removed from "
+        "the trace predicts; `tracekit capture --script` measures it (the workers' batches and every fetch "
+        "without the profiler)"
+    )
+
+
 @dataclass(frozen=True)
 class CostEstimate:
     cost_us: float  # the cost used
@@ -159,4 +184,12 @@ def _bisect(
     return hi if first_below else lo
 
 
-__all__ = ["estimate_cost", "CostEstimate", "DEFAULT_COST_US", "MAX_COST_US", "MEASURED_RANGE_US"]
+__all__ = [
+    "estimate_cost",
+    "default_note",
+    "untrusted_default",
+    "CostEstimate",
+    "DEFAULT_COST_US",
+    "MAX_COST_US",
+    "MEASURED_RANGE_US",
+]

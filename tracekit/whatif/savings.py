@@ -130,7 +130,25 @@ def with_savings(
     )
     info = SavingsInfo(s.profiler_cost_us_per_event, s.cost_source)
     advice = predict_advice(rp, report.advice, s.profiler_cost_us_per_event)
+    ip = report.input_pipeline
+    if ip is not None and ip.unmeasured:
+        advice = tuple(_noted(a, _unmeasured_note(a)) if a.saved_ms else a for a in advice)
     return replace(report, devices=devices, savings=info, advice=advice)
+
+
+def _unmeasured_note(a: Any) -> str:
+    """What an unprofiled saving means where the trace's DataLoader can hide a stall and nothing measured
+    the loop without the profiler (InputPipeline.unmeasured)."""
+    if a.cause == "dataloader":
+        return (
+            "a stall the profiled window hid (the input pipeline's warning) is in neither saving: without "
+            "the profiler the loader may take longer"
+        )
+    return (
+        "from this trace alone the step without the profiler is unknown: where its DataLoader hides a "
+        "stall (the input pipeline's warning), the loader paces that step and little is saved until it "
+        "keeps up"
+    )
 
 
 # An advice whose unprofiled saving is below this part of its profiled one, on a capture whose input
