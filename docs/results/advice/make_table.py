@@ -36,7 +36,6 @@ from typing import Any, Optional
 
 import tracekit as tk
 from tracekit.analysis.advice import advise, command
-from tracekit.data.store import read_capture
 from tracekit.whatif.predict import Replayer
 from tracekit.whatif.savings import predict_advice
 
@@ -121,7 +120,7 @@ def prediction(
         notes = "; ".join(x.prediction_note for x in picked if x is not None and x.prediction_note)
         a = replace(a, whatif=flags or both, saved_ms=None, step_ms=None, prediction_note=notes or None)
         strict = all(any(f.kind == r for f in report.advice) for r in rules or (rule,))
-        rp = Replayer.of(read_capture(capture), keep_frames=False, keep_host=True)
+        rp = Replayer.of(tk.load(capture), keep_frames=False, keep_host=True)
         (a,) = predict_advice(rp, [a], report.savings.profiler_cost_us_per_event if report.savings else 0.0)
     return {
         "fired": strict,
