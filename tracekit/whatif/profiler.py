@@ -104,13 +104,18 @@ def estimate_cost(
         lo_m, hi_m = MEASURED_RANGE_US
         if not lo_m <= c <= hi_m:
             clipped = min(max(c, lo_m), hi_m)
+            why = (
+                "the replay lacks a dependency, or the profiler slows more than its recorded events"
+                if c > hi_m
+                else "the profiled steps are hardly slower than the unprofiled ones: the host ran faster "
+                "while profiled, and the steps without the profiler are predicted faster than measured"
+            )
             return CostEstimate(
                 clipped,
                 low,
                 high,
                 f"the unprofiled step asks for {c:.2f} µs/event, outside the {lo_m:g}-{hi_m:g} µs/event "
-                f"fitted on real captures: clipped to {clipped:g} (the replay lacks a dependency, or the "
-                "profiler slows more than its recorded events)",
+                f"fitted on real captures: clipped to {clipped:g} ({why})",
             )
         return CostEstimate(c, low, high, "estimated from the unprofiled step time", True)
     c = min(default_us, high)
