@@ -299,7 +299,8 @@ def layout_rule(ev: Evidence) -> list[Advice]:
         "device"
     )
     note = (
-        "only the conversions go; the convolutions keep their time (their channels_last kernels may differ)"
+        "only the conversions' device time goes (their launch calls stay, where channels_last makes none); "
+        "the convolutions keep their time (their channels_last kernels may differ)"
     )
     if bn_n:
         evidence += f"; cuDNN's NCHW batch norm {bn_ms:.3f} ms/step"
