@@ -22,9 +22,10 @@ first stall, it does not change the throughput). Per rank:
   last: a stall that is no part of the pool's rate (a first step's lazy initialisation, a pause) falls
   in a few windows, but it moved the whole stretch's mean by its length over the steps
   (docs/results/advice.md, the workers pair). A fetch waited when it took longer than a ready batch's
-  fetch (the cheapest of the timed steps) by at least WAITED_MIN_SHARE of its step. With one timed step, which waited: that step's time; with none waited,
-  or a single stall among steps that did not wait, the loader kept up and its throughput is unknown
-  (only period ≤ the step): predictions then say so and leave it out.
+  fetch (the cheapest of the timed steps) by at least WAITED_MIN_SHARE of its step. With one timed step,
+  which waited: that step's time; with none waited, or a single stall among steps that did not wait, the
+  loader kept up and its throughput is unknown (only period ≤ the step): predictions then say so and
+  leave it out.
   Without workers (`num_workers=0`) the batch is made inside the fetch: the step is consumer + load,
   load = the median unprofiled wait.
 - `--set dataloader=F` scales the producer (period and fetch cost, or the serial load) by F;
