@@ -23,10 +23,12 @@ from tracekit.analysis.advice import (
     LAYOUT_RE,
     PAGEABLE_RE,
     PRECISION_MIN_FRACTION,
+    SYNC_OPS_RE,
     TF32_RE,
     advise,
     command,
 )
+from tracekit.analysis.causes import SYNC_OPS
 from tracekit.analysis.model import Advice, Report
 from tracekit.errors import TracekitError
 from tracekit.whatif.predict import Replayer
@@ -92,6 +94,12 @@ def test_pageable_and_layout_names():
     assert re.search(PAGEABLE_RE, "Memcpy DtoH (Device -> Pageable)")
     assert not re.search(PAGEABLE_RE, "Memcpy HtoD (Pinned -> Device)")
     assert re.search(LAYOUT_RE, "void cudnn::ops::nchwToNhwcKernel<float, float, float, false, true>(...)")
+
+
+def test_the_item_pattern_is_the_sync_ops():
+    # the .item() advice's --ops pattern matches the ops the causes table counts as host reads, no other
+    names = {"aten::item", "aten::_local_scalar_dense", "aten::itemsize", "aten::to", "aten::sum"}
+    assert {n for n in names if re.search(SYNC_OPS_RE, n)} == set(SYNC_OPS)
 
 
 # -- rules with hand-computed evidence and predictions ---------------------------------------------------

@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterable, Optional, Sequence
 
 import numpy as np
 
-from tracekit.analysis.causes import CAUSE_ROWS
+from tracekit.analysis.causes import CAUSE_ROWS, SYNC_OPS
 from tracekit.analysis.model import Advice, InputPipeline, KernelStat, OpStat, Report
 
 DATALOADER_MIN_FRACTION = 0.20  # dataloader idle ≥ 20 % of step time
@@ -78,7 +78,8 @@ _BF16_NAMES = re.compile(
 
 ZERO_GRAD_REGION = r"^Optimizer\.zero_grad#"
 OPTIMIZER_STEP_REGION = r"^Optimizer\.step#(\w+)\.step"
-SYNC_ITEM_OPS = ("aten::item", "aten::_local_scalar_dense")
+# the ops of a host read of a device value (.item()), causes.SYNC_OPS, as an --ops pattern
+SYNC_OPS_RE = r"^aten::(item|_local_scalar_dense)$"
 COPY_OPS = ("aten::to", "aten::_to_copy", "aten::copy_")  # a copy with non_blocking=False syncs its stream
 
 
@@ -432,12 +433,12 @@ def sync_rule(ev: Evidence) -> list[Advice]:
         knob = ".to(device, non_blocking=True) from pinned memory (DataLoader(pin_memory=True))"
         flags: tuple[str, ...] = ("--set", "sync=0")
         note = "every host wait in the steps removed (the calls keep their own overhead)"
-    elif top.op in SYNC_ITEM_OPS:
+    elif top.op in SYNC_OPS:
         msg = (
             f"A host read of a device value (.item()) at {where} drains the GPU queue: remove it or defer it."
         )
         knob = f"remove the .item() at {where}, or read the value every N steps"
-        flags = ("--ops", "^aten::(item|_local_scalar_dense)$=0")
+        flags = ("--ops", f"{SYNC_OPS_RE}=0")
         note = "every .item() in the steps removed (the trace names ops, not lines)"
     else:
         msg = f"Host synchronisation ({top.call}) at {where} drains the GPU queue: remove it or defer it."
