@@ -18,15 +18,27 @@ from hypothesis import strategies as st
 import tracekit as tk
 from tests.clirun import run_main
 from tests.tracebuilder import TraceBuilder
-from tracekit.analysis.advice import FP32_RE, LAYOUT_RE, PAGEABLE_RE, TF32_RE, advise, command
+from tracekit.analysis.advice import (
+    FP32_RE,
+    LAYOUT_RE,
+    PAGEABLE_RE,
+    PRECISION_MIN_FRACTION,
+    SYNC_OPS_RE,
+    TF32_RE,
+    advise,
+    command,
+)
+from tracekit.analysis.causes import SYNC_OPS
 from tracekit.analysis.model import Advice, Report
 from tracekit.errors import TracekitError
-from tracekit.whatif.savings import scenario_of
+from tracekit.whatif.predict import Replayer
+from tracekit.whatif.savings import predict_advice, scenario_of
 
 H100 = [{"id": 0, "name": "NVIDIA H100 80GB HBM3", "computeMajor": 9, "computeMinor": 0}]
 V100 = [{"id": 0, "name": "Tesla V100-SXM2-16GB", "computeMajor": 7, "computeMinor": 0}]
 FP32_GEMM = "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize64x64x8_stage3_warpsize1x4x1_ffma_aligna4_execute"
 ROOT = Path(__file__).resolve().parents[1]
+ARTICLE_H100 = ROOT / "fixtures/h100/article"
 
 
 def analysis(tmp_path: Path, t: TraceBuilder, name: str = "rank0.pt.trace.json") -> Report:
@@ -84,6 +96,12 @@ def test_pageable_and_layout_names():
     assert re.search(LAYOUT_RE, "void cudnn::ops::nchwToNhwcKernel<float, float, float, false, true>(...)")
 
 
+def test_the_item_pattern_is_the_sync_ops():
+    # the .item() advice's --ops pattern matches the ops the causes table counts as host reads, no other
+    names = {"aten::item", "aten::_local_scalar_dense", "aten::itemsize", "aten::to", "aten::sum"}
+    assert {n for n in names if re.search(SYNC_OPS_RE, n)} == set(SYNC_OPS)
+
+
 # -- rules with hand-computed evidence and predictions ---------------------------------------------------
 def test_layout_conversions_on_a_device_bound_step(tmp_path):
     # GIVEN a step whose host launches five kernels at once (host window [0, 20)) and whose device runs
@@ -127,6 +145,50 @@ def test_precision_on_a_tensor_core_gpu_only(tmp_path):
     # AND the prediction: the GEMM takes 80 × 0.068 = 5.44 µs in bf16, 80 × 0.135 = 10.8 µs in TF32
     assert bf16.saved_ms["profiled"] == pytest.approx(0.080 - 0.00544, abs=1e-5)
     assert tf32.saved_ms["profiled"] == pytest.approx(0.080 - 0.0108, abs=1e-5)
+
+
+def test_precision_on_a_host_paced_step_is_at_most_its_replay(tmp_path):
+    # GIVEN a 100 µs step whose host spends it in one framework op that launches a 15 µs fp32 GEMM
+    #       (5-20) and a 10 µs cuDNN batch norm (20-30): the device idles the other 75 µs in framework time
+    t = TraceBuilder(device_properties=H100)
+    t.step(1, 0, 100)
+    t.op("aten::linear", 0, 100)
+    t.launch(1, 1, corr=1)
+    t.kernel(FP32_GEMM, 5, 15, corr=1)
+    t.launch(3, 1, corr=2)
+    t.kernel("void cudnn::bn_fw_tr_1C11_kernel_NCHW<float, float, int, 512, true, 1, true>", 20, 10, corr=2)
+    a = one(analysis(tmp_path, t), "precision")
+    # THEN the evidence names the batch norm and the host-paced step, and the replay's saving (the GEMM
+    #      faster: nothing, the host is the step) is at most what bf16 saves: autocast's own host work is
+    #      not in it
+    assert a.share == pytest.approx(0.15)
+    assert "cuDNN's batch norm 0.010 ms/step" in a.evidence and "idles 75% of the step" in a.evidence
+    assert a.bound and "autocast adds host work" in a.prediction_note
+    assert "batch norm leaves cuDNN" in a.prediction_note
+    assert a.saved_ms["profiled"] == pytest.approx(0.0, abs=1e-6)
+    # AND on a device-bound step the replay is an estimate, not a bound
+    assert not one(analysis(tmp_path, _fp32_step(), "d.pt.trace.json"), "precision").bound
+
+
+def test_the_layout_advice_names_cudnns_nchw_batch_norm(tmp_path):
+    # GIVEN a device-bound step: conv 60, nchwToNhwc 10, cuDNN's NCHW batch-norm backward 20, conv 10
+    t = TraceBuilder(device_properties=H100)
+    t.step(1, 0, 20)
+    device_bound(
+        t,
+        [
+            ("conv_a", 60),
+            ("cudnn::ops::nchwToNhwcKernel", 10),
+            ("void cudnn::bn_bw_1C11_kernel_new<float, float, float2, 512, true, 1>", 20),
+            ("conv_b", 10),
+        ],
+    )
+    a = one(analysis(tmp_path, t), "layout")
+    # THEN the replay removes the conversion alone; the batch norm, which channels_last moves to cuDNN's
+    #      NHWC kernels, is named as what the prediction leaves out
+    assert "cuDNN's NCHW batch norm 0.020 ms/step" in a.evidence
+    assert "likely larger" in a.prediction_note
+    assert a.saved_ms["profiled"] == pytest.approx(0.010, abs=1e-6)
 
 
 def _fp32_step() -> TraceBuilder:
@@ -217,6 +279,37 @@ def test_the_article_trace_gets_the_precision_rule_with_a_prediction():
     doc = json.loads(json.dumps(r.to_json()))
     back = Report.from_json(doc)
     assert back.advice == r.advice
+
+
+@pytest.mark.slow
+def test_the_article_recipe_on_an_h100():
+    """fixtures/h100/article: the seed article's ResNet-18 behind a 2-worker DataLoader, pageable copies,
+    fp32 (TF32 convolutions), profiled the article's way; its unprofiled steps alternated with B's."""
+    report = tk.analyze(ARTICLE_H100).report
+    kinds = [a.kind for a in report.advice]
+    # THEN the loader paces the step: its advice comes first, with a predicted saving within the step
+    assert kinds[:3] == ["dataloader_workers", "pageable_copy", "layout"]
+    loader, pageable, layout = report.advice[:3]
+    assert 0 < loader.saved_ms["unprofiled"] < loader.step_ms["unprofiled"]
+    # AND the pageable copies and the layout conversions fire, each with its replayed saving: the copies'
+    #     saving profiled, and nothing without the profiler until the loader keeps up (the note says so)
+    assert "pageable copies per step" in pageable.evidence
+    assert 0 < pageable.saved_ms["profiled"] < pageable.step_ms["profiled"]
+    assert pageable.saved_ms["unprofiled"] == pytest.approx(0.0, abs=1e-6)
+    assert "paces the step" in pageable.prediction_note
+    assert "layout conversions" in layout.evidence and "NCHW batch norm" in layout.evidence
+    assert layout.saved_ms is not None and layout.saved_ms["unprofiled"] == pytest.approx(0.0, abs=1e-6)
+    # AND the TF32 convolutions are under the precision rule's 10 %: no precision advice at the threshold;
+    #     with every rule firing, what it predicts is nothing, the loader being the step
+    assert "precision" not in kinds
+    (precision,) = [a for a in advise(report, strict=False) if a.kind == "precision"]
+    assert 0 < precision.share < PRECISION_MIN_FRACTION and not precision.bound
+    rp = Replayer.of(tk.load(ARTICLE_H100), keep_frames=False, keep_host=True)
+    (precision,) = predict_advice(rp, [precision], report.savings.profiler_cost_us_per_event)
+    assert precision.saved_ms["unprofiled"] == pytest.approx(0.0, abs=1e-6)
+    for a in report.advice:
+        assert 0.0 <= a.share <= 1.0
+        assert all(a.saved_ms[b] <= a.step_ms[b] for b in ("profiled", "unprofiled"))
 
 
 def test_strict_false_fires_every_rule_with_evidence(tmp_path):

@@ -15,6 +15,7 @@ from tests.tracebuilder import TraceBuilder
 from tracekit.parse.parser import parse_paths
 from tracekit.whatif.graph import COLL, JOIN, WAIT, XSTREAM
 from tracekit.whatif.predict import Replayer, whatif
+from tracekit.whatif.profiler import MEASURED_RANGE_US, estimate_cost
 from tracekit.whatif.scenario import WhatIfOptions
 
 US = 1000
@@ -214,6 +215,24 @@ def test_profiler_cost_fitted_to_the_unprofiled_step(tmp_path):
         attribute=False,
     )
     assert result.unprofiled.predicted_step_ms == pytest.approx(0.030, rel=0.02)
+
+
+def test_a_cost_outside_the_measured_range_is_clipped_and_says_which_side():
+    # GIVEN a replayed step of 100 µs with one recorded event per segment boundary: 1 event (a step
+    #       100 µs less c), or 100 events (100 µs less 100 c)
+    def one(c_us: float) -> float:
+        return (100.0 - c_us) / 1000
+
+    def many(c_us: float) -> float:
+        return (100.0 - 100 * c_us) / 1000
+
+    # WHEN the unprofiled step asks for 22 µs/event: more than the profiler costs on real captures
+    high = estimate_cost(one, 0.078)
+    assert high.cost_us == MEASURED_RANGE_US[1] and "lacks a dependency" in high.note
+    # WHEN it asks for 0.08: the profiled step is hardly slower than the unprofiled one
+    low = estimate_cost(many, 0.092)
+    assert low.cost_us == MEASURED_RANGE_US[0] and "0.08 µs/event" in low.note
+    assert "ran faster while profiled" in low.note
 
 
 def test_without_unprofiled_time_the_default_cost_is_said(tmp_path):

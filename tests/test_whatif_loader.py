@@ -70,6 +70,17 @@ def test_the_producer_period_is_measured_between_waited_fetches():
     assert kept.period_ms is None and kept.fetch_ms == pytest.approx(0.001)
 
 
+def test_one_slow_step_does_not_set_the_pools_rate():
+    # GIVEN a 2-worker pool that makes every step wait 60 of its 100 ms, and a first step whose batch
+    # came at 60 ms but which then ran 940 ms more (the model's lazy initialisation: no loader's time)
+    m = _manifest([1000.0] + [100.0] * 19, [60.0] * 20, workers=2)
+    (p,) = producers(m).values()
+    # THEN the rate is the typical window's: 100 ms per batch over windows of 4 steps (2 per worker);
+    # the whole stretch from the first fetch's end to the last's says (1000 + 18 × 100) / 19 = 147 ms
+    assert p.period_ms == pytest.approx(100.0)
+    assert p.consumer_ms == pytest.approx(40.0)
+
+
 def test_a_ready_batchs_fetch_on_a_short_step_is_not_a_wait():
     # GIVEN the H200 dataloader_train steps (py3.10-1): ~4 ms steps whose fetches take 0.21-0.45 ms,
     # a ready batch's own cost (unpickled from the worker's queue), 11 % of the 4 ms step at most

@@ -6,8 +6,8 @@ capture beside what the other capture measured.
 The captures (docs/results/loader/*.parquet, made by `benchmarks/loader_pairs.sh`, default schedule) hold
 their manifests: the unprofiled steps' times and loader waits. "Measured" is the B capture's mean
 unprofiled step (a loader's stalls come in bursts, so the mean is the job's step; the median is shown
-too) and, for a producer-paced B, its producer period (one batch per period between its first and last
-waited fetch: the throughput without the phase of the burst in a 10-step window).
+too) and, for a producer-paced B, its producer period (one batch per period between waited fetches,
+tracekit.whatif.loader's: the throughput without the phase of the burst in a 10-step window).
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterable, Optional, Sequence
 
 import numpy as np
 
-from tracekit.analysis.causes import CAUSE_ROWS
+from tracekit.analysis.causes import CAUSE_ROWS, SYNC_OPS
 from tracekit.analysis.model import (
     BOUND_CPUS,
     BOUND_TRAINING,
@@ -61,6 +61,11 @@ OPTIMIZER_MIN_FRACTION = 0.05  # a per-parameter optimizer step's region ≥ 5 %
 # Device work by class (searched in the activity's name).
 PAGEABLE_RE = r"Memcpy (?:HtoD|DtoH) \(.*Pageable"
 LAYOUT_RE = r"nchwToNhwc|nhwcToNchw"  # cuDNN's transposes around an NHWC kernel on NCHW tensors
+# cuDNN's batch norm: its NCHW kernels (bn_fw_tr_1C11_*, bn_bw_1C11_*; channels_last runs NHWC ones,
+# batchnorm_*_nhwc_*) and all of them (torch runs bf16 batch norm in its own kernels: cuDNN's take no
+# bf16 input)
+NCHW_BATCHNORM_RE = r"cudnn::bn_(?:fw|bw)\w*1C11"
+CUDNN_BATCHNORM_RE = r"cudnn::(?:bn_|batchnorm_)"
 _LOW = r"f16|half|fp8|e4m3|e5m2|i8|h\d+gemm"  # bf16, fp16, fp8, int8 kernels
 _MATH = r"gemm|conv|fprop|grad"
 # fp32 math on tensor cores (TF32: cuBLAS/cuDNN's tf32 kernels, CUTLASS's s1688 tensor-op kernels)
@@ -82,7 +87,8 @@ _BF16_NAMES = re.compile(
 
 ZERO_GRAD_REGION = r"^Optimizer\.zero_grad#"
 OPTIMIZER_STEP_REGION = r"^Optimizer\.step#(\w+)\.step"
-SYNC_ITEM_OPS = ("aten::item", "aten::_local_scalar_dense")
+# the ops of a host read of a device value (.item()), causes.SYNC_OPS, as an --ops pattern
+SYNC_OPS_RE = r"^aten::(item|_local_scalar_dense)$"
 COPY_OPS = ("aten::to", "aten::_to_copy", "aten::copy_")  # a copy with non_blocking=False syncs its stream
 
 
@@ -168,8 +174,8 @@ def _unprofiled_loader(report: Report, ip: InputPipeline) -> Advice:
         "cpu_count"
     )
     note = (
-        "prefetch_factor changes how many batches wait in the queue, not how fast the workers make "
-        "them: it hides a burst, never a loader slower than the step"
+        "persistent_workers and prefetch_factor make no batch faster (the first saves the workers' start "
+        "once per epoch, the second hides a burst): neither helps a loader slower than the step"
     )
     if workers == 0:
         n = max(1, math.ceil(wait / consumer - 1e-9))
@@ -179,11 +185,6 @@ def _unprofiled_loader(report: Report, ip: InputPipeline) -> Advice:
         # it needs workers × step / consumer of them
         n = max(workers + 1, math.ceil(workers * step / consumer - 1e-9))
         msg = "The steps wait for their batch: more DataLoader workers, or a cheaper __getitem__."
-        if not cfg.get("persistent_workers"):
-            note += (
-                "; persistent_workers=True also saves the workers' start at each epoch, which a "
-                "trace that spans no epoch start cannot show"
-            )
     else:
         n = None
         msg = "The steps wait for their batch: more DataLoader workers, or a cheaper __getitem__."
@@ -342,8 +343,9 @@ def pageable_rule(ev: Evidence) -> list[Advice]:
             "profiled",
             knob="DataLoader(..., pin_memory=True) (or tensor.pin_memory()); .to(device, non_blocking=True)",
             whatif=("--pin-memory",),
-            prediction_note="each copy takes a pinned copy's time, 1 µs + bytes at 55 GB/s (the H200 hosts' "
-            "pinned copies): a host whose pinned bandwidth differs moves the device's share of the saving",
+            prediction_note="each copy takes a pinned copy's time, 1 µs + bytes at 55 GB/s (the pinned "
+            "copies of the H200 and H100 hosts): a host whose pinned bandwidth differs moves the device's "
+            "share of the saving",
         )
     ]
 
@@ -354,19 +356,33 @@ def layout_rule(ev: Evidence) -> list[Advice]:
     share = ev.share(dev_ms)
     if not count or not ev.fires(share, LAYOUT_MIN_FRACTION):
         return []
+    bn_ms, _, bn_n, _ = ev.kernel_ms(NCHW_BATCHNORM_RE)
+    evidence = (
+        f"{count:.3g} layout conversions (nchwToNhwc / nhwcToNchw) per step, {dev_ms:.3f} ms/step on the "
+        "device"
+    )
+    note = (
+        "only the conversions' device time goes (their launch calls stay, where channels_last makes none); "
+        "the convolutions keep their time (their channels_last kernels may differ)"
+    )
+    if bn_n:
+        evidence += f"; cuDNN's NCHW batch norm {bn_ms:.3f} ms/step"
+        note += (
+            "; channels_last also moves cuDNN's batch norm from its NCHW kernels to NHWC ones, whose time "
+            "the trace cannot tell (faster on the H100 pair of docs/results/advice.md): the saving is likely "
+            "larger"
+        )
     return [
         Advice(
             "layout",
             "cuDNN converts the tensors' layout around its convolutions: keep model and input channels_last.",
-            f"{count:.3g} layout conversions (nchwToNhwc / nhwcToNchw) per step, {dev_ms:.3f} ms/step on "
-            "the device",
+            evidence,
             None,
             share,
             "profiled",
             knob="model.to(memory_format=torch.channels_last); x = x.to(memory_format=torch.channels_last)",
             whatif=("--kernels", f"{LAYOUT_RE}=0"),
-            prediction_note="only the conversions go; the convolutions keep their time (their channels_last "
-            "kernels may differ)",
+            prediction_note=note,
         )
     ]
 
@@ -406,20 +422,43 @@ def precision_rules(ev: Evidence) -> list[Advice]:
             flags += ["--kernels", f"{TF32_RE}={BF16_OVER_TF32:g}"]
         if fp_n:
             flags += ["--kernels", f"{FP32_RE}={BF16_OVER_FP32:g}"]
+        evidence = (
+            f"fp32 GEMMs and convolutions {fp_ms:.3f} ms/step ({fp_n:.0f} kernels), TF32 ones "
+            f"{tf_ms:.3f} ms/step ({tf_n:.0f} kernels) on the device"
+        )
+        note = (
+            f"GEMM and convolution time x the dense peaks' ratio (bf16/TF32 {BF16_OVER_TF32:g}, bf16/fp32 "
+            f"{BF16_OVER_FP32:g}): the bound for compute-bound kernels; the other kernels keep their time "
+            "(in bf16 they move half the bytes)"
+        )
+        bn_ms, _, bn_n, _ = ev.kernel_ms(CUDNN_BATCHNORM_RE)
+        if bn_n:
+            evidence += f"; cuDNN's batch norm {bn_ms:.3f} ms/step"
+            note += (
+                "; batch norm leaves cuDNN under bf16 (torch runs it in its own kernels), at a time the "
+                "trace cannot tell (slower on NCHW tensors on the H100 pair of docs/results/advice.md)"
+            )
+        hp = _fraction(report, GRAPHED_AWAY)  # the host's own work: what a graph replay no longer spends
+        paced = hp >= HOST_BOUND_MIN_FRACTION
+        if paced:
+            evidence += f"; the device idles {hp:.0%} of the step in {', '.join(GRAPHED_AWAY)} time"
+            note += (
+                "; autocast adds host work the replay leaves out (each weight cast to bf16 every step, its "
+                "gradient cast back, the autocast dispatch): on a step the host paces it can take the whole "
+                "saving, so this is at most what bf16 saves (measure it)"
+            )
         out.append(
             Advice(
                 "precision",
                 "fp32 GEMMs and convolutions on a GPU with bf16 tensor cores: run them in bf16 (autocast).",
-                f"fp32 GEMMs and convolutions {fp_ms:.3f} ms/step ({fp_n:.0f} kernels), TF32 ones "
-                f"{tf_ms:.3f} ms/step ({tf_n:.0f} kernels) on the device",
+                evidence,
                 None,
                 share,
                 "profiled",
                 knob="with torch.autocast('cuda', dtype=torch.bfloat16): loss = loss_fn(model(x), y)",
                 whatif=tuple(flags),
-                prediction_note=f"GEMM and convolution time x the dense peaks' ratio (bf16/TF32 "
-                f"{BF16_OVER_TF32:g}, bf16/fp32 {BF16_OVER_FP32:g}): the bound for compute-bound kernels; "
-                "the other kernels keep their time (in bf16 they move half the bytes)",
+                prediction_note=note,
+                bound=paced,
             )
         )
     fshare = ev.share(fp_ms)
@@ -456,12 +495,12 @@ def sync_rule(ev: Evidence) -> list[Advice]:
         knob = ".to(device, non_blocking=True) from pinned memory (DataLoader(pin_memory=True))"
         flags: tuple[str, ...] = ("--set", "sync=0")
         note = "every host wait in the steps removed (the calls keep their own overhead)"
-    elif top.op in SYNC_ITEM_OPS:
+    elif top.op in SYNC_OPS:
         msg = (
             f"A host read of a device value (.item()) at {where} drains the GPU queue: remove it or defer it."
         )
         knob = f"remove the .item() at {where}, or read the value every N steps"
-        flags = ("--ops", "^aten::(item|_local_scalar_dense)$=0")
+        flags = ("--ops", f"{SYNC_OPS_RE}=0")
         note = "every .item() in the steps removed (the trace names ops, not lines)"
     else:
         msg = f"Host synchronisation ({top.call}) at {where} drains the GPU queue: remove it or defer it."

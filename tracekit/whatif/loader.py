@@ -15,16 +15,23 @@ first stall, it does not change the throughput). Per rank:
   before its batch is produced, so the step is max(consumer, period). `period_ms` is measured where the
   consumer waited: a step whose fetch waited (loader wait ≥ WAITED_MIN_SHARE of the step) returned the
   moment its batch was produced, and the pool was busy throughout (a waiting consumer leaves no batch in
-  the queue), so between the first and the last waited fetch of the timed steps the batches came at the
-  pool's rate: period = (end of the last waited fetch − end of the first) / (steps between). A fetch
-  waited when it took longer than a ready batch's fetch (the cheapest of the timed steps) by at least
-  WAITED_MIN_SHARE of its step. With one timed step, which waited: that step's time; with none waited,
-  or a single stall among steps that did not wait, the loader kept up and its throughput is unknown
-  (only period ≤ the step): predictions then say so and leave it out. Timed steps that are not
-  consecutive (an adopted profiler's wait steps and the loop's steps outside it) give no such span: the
-  period is then the workers' own, a batch's production time with a CPU of its own over the workers
-  (the manifest's `loader.production`, tracekit.capture.workers; tracekit.analysis.loader.batch_time),
-  or unknown without it.
+  the queue), so between waited fetches of the timed steps the batches came at the pool's rate:
+  period = (end of a later waited fetch − end of an earlier one) / (steps between), the median over the
+  windows of at least WINDOW_CYCLES × workers steps (WINDOW_MIN_STEPS at least) from a waited fetch to
+  the first waited one past the window, else over the whole stretch from the first waited fetch to the
+  last: a stall that is no part of the pool's rate (a first step's lazy initialisation, a pause) falls
+  in a few windows, but it moved the whole stretch's mean by its length over the steps
+  (docs/results/advice.md, the workers pair). A fetch waited when it took longer than a ready batch's
+  fetch (the cheapest of the timed steps) by at least WAITED_MIN_SHARE of its step. With one timed step,
+  which waited: that step's time; with none waited, or a single stall among steps that did not wait, the
+  loader kept up and its throughput is unknown (only period ≤ the step): predictions then say so and
+  leave it out. Timed steps that are not consecutive (an adopted profiler's wait steps and the loop's
+  steps outside it) give no such span: the period is then the workers' own, a batch's production time
+  with a CPU of its own over the workers (the manifest's `loader.production`, tracekit.capture.workers;
+  tracekit.analysis.loader.batch_time), or unknown without it. (The two differ on purpose: a span between
+  fetches holds one-off stalls that are no part of the pool's rate, hence the median over windows; the
+  workers' own batch times are the batches themselves, each slow one costing the pool its whole time,
+  hence their mean.)
   Without workers (`num_workers=0`) the batch is made inside the fetch: the step is consumer + load,
   load = the median unprofiled wait.
 - `--set dataloader=F` scales the producer (period and fetch cost, or the serial load) by F;
@@ -40,6 +47,7 @@ consumer's unprofiled time, median(step − loader wait) (tracekit.whatif.predic
 
 from __future__ import annotations
 
+import bisect
 import statistics
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
@@ -47,6 +55,8 @@ from typing import Any, Mapping, Optional
 from tracekit.analysis.loader import batch_time
 
 WAITED_MIN_SHARE = 0.10  # a step whose loader wait is ≥ 10 % of it waited for its batch
+WINDOW_CYCLES = 2  # the pool's rate over windows of two batches from every worker ...
+WINDOW_MIN_STEPS = 4  # ... and of 4 steps at least
 
 
 @dataclass(frozen=True)
@@ -106,7 +116,7 @@ def _producer(rec: Mapping[str, Any], loader: Mapping[str, Any], cpus: Optional[
         # span between their fetches is the pool's; its pace is what its workers measured, if anything
         period = _production_period(loader)
     else:
-        period = _period(waited, host if len(host) == len(step) else step, ends, step)
+        period = _period(waited, host if len(host) == len(step) else step, ends, step, workers)
     return Producer(
         rank=int(rec.get("rank", 0)),
         workers=int(workers) if workers is not None else None,
@@ -136,8 +146,11 @@ def _waited(step: list[float], wait: list[float]) -> list[int]:
     return [i for i, (w, s) in enumerate(zip(wait, step)) if s > 0 and w - floor >= WAITED_MIN_SHARE * s]
 
 
-def _period(waited: list[int], host: list[float], ends: list[Any], step: list[float]) -> Optional[float]:
-    """The pool's time per batch between the first and the last waited fetch (module docstring)."""
+def _period(
+    waited: list[int], host: list[float], ends: list[Any], step: list[float], workers: Optional[int] = None
+) -> Optional[float]:
+    """The pool's time per batch between waited fetches: the median over windows of the timed steps, or
+    over the whole waited stretch where it holds no window (module docstring)."""
     if not waited or (len(waited) == 1 < len(step)):
         # none waited, or one stall among steps that did not wait: a moment the queue ran dry, not the
         # pool's rate (a pool slower than the consumer would have made every later step wait)
@@ -146,8 +159,21 @@ def _period(waited: list[int], host: list[float], ends: list[Any], step: list[fl
     if last == first or ends[first] is None or ends[last] is None:
         return statistics.median(step[i] for i in waited)
     start = [sum(host[:i]) for i in range(len(host))]  # each step's start on the host clock
-    span = (start[last] + float(ends[last])) - (start[first] + float(ends[first]))
-    return span / (last - first) if span > 0 else statistics.median(step[i] for i in waited)
+
+    def rate(a: int, b: int) -> float:
+        return ((start[b] + float(ends[b])) - (start[a] + float(ends[a]))) / (b - a)
+
+    k = max(WINDOW_MIN_STEPS, WINDOW_CYCLES * int(workers or 1))
+    rates = []
+    for a in waited:
+        j = bisect.bisect_left(waited, a + k)
+        if j == len(waited):
+            break
+        b = waited[j]
+        if ends[a] is not None and ends[b] is not None:
+            rates.append(rate(a, b))
+    period = statistics.median(rates) if rates else rate(first, last)
+    return period if period > 0 else statistics.median(step[i] for i in waited)
 
 
 def _production_period(loader: Mapping[str, Any]) -> Optional[float]:

@@ -128,15 +128,7 @@ def estimate_cost(
         c = (low + high) / 2
         lo_m, hi_m = MEASURED_RANGE_US
         if not lo_m <= c <= hi_m:
-            clipped = min(max(c, lo_m), hi_m)
-            return CostEstimate(
-                clipped,
-                low,
-                high,
-                f"the unprofiled step asks for {c:.2f} µs/event, outside the {lo_m:g}-{hi_m:g} µs/event "
-                f"fitted on real captures: clipped to {clipped:g} (the replay lacks a dependency, or the "
-                "profiler slows more than its recorded events)",
-            )
+            return _clipped(c, low, high)
         return CostEstimate(c, low, high, "estimated from the unprofiled step time", True)
     c = min(default_us, high)
     return CostEstimate(
@@ -147,6 +139,25 @@ def estimate_cost(
         f"it, and any cost up to {high:.2f} µs/event does (device-bound: the step hardly depends on the "
         f"host); the measured default {default_us:g} µs/event is kept"
         + (f", at most {high:.2f}" if high < default_us else ""),
+    )
+
+
+def _clipped(c: float, low: float, high: float) -> CostEstimate:
+    """A fitted cost outside MEASURED_RANGE_US, clipped to it, with what each side says."""
+    lo_m, hi_m = MEASURED_RANGE_US
+    clipped = min(max(c, lo_m), hi_m)
+    why = (
+        "the replay lacks a dependency, or the profiler slows more than its recorded events"
+        if c > hi_m
+        else "the profiled steps are hardly slower than the unprofiled ones: the host ran faster while "
+        "profiled, and the steps without the profiler are predicted faster than measured"
+    )
+    return CostEstimate(
+        clipped,
+        low,
+        high,
+        f"the unprofiled step asks for {c:.2f} µs/event, outside the {lo_m:g}-{hi_m:g} µs/event fitted on "
+        f"real captures: clipped to {clipped:g} ({why})",
     )
 
 

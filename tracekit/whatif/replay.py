@@ -86,8 +86,8 @@ def op_factors(g: Graph, host, ops: dict) -> tuple[np.ndarray, np.ndarray]:
 
 
 # A copy from pinned memory: COPY_LATENCY_NS + bytes / PINNED_GBPS (the median of pinned host-to-device
-# copies of >= 1 MiB, and of every copy under 4 KiB, on the H200 captures in fixtures/:
-# `python benchmarks/copy_bandwidth.py fixtures/h200*/*`, benchmarks/RESULTS.md).
+# copies of >= 1 MiB, and of every copy under 4 KiB, on the H200 captures in fixtures/, and the same on
+# the H100 run of docs/results/advice: `python benchmarks/copy_bandwidth.py ...`, benchmarks/RESULTS.md).
 PINNED_GBPS = 55.0
 COPY_LATENCY_NS = 1_000
 

@@ -121,7 +121,7 @@ def with_savings(
         return report
     if context is not None:
         frames, threads = context.hand_over()
-    host = any(f in HOST_FLAGS for a in report.advice for f in a.whatif)
+    host = any(_reads_host(a.whatif) for a in report.advice if a.whatif)
     rp = Replayer.of(capture, frames, threads, keep_frames=False, unchanged=False, keep_host=host)
     del frames, threads  # (the caller's, when it passed them itself, stay)
     s = cause_savings(rp)
@@ -155,10 +155,6 @@ def _unmeasured_note(a: Any) -> str:
 # pipeline paces the unprofiled step, says that the loader is why.
 PACED_FRACTION = 0.5
 
-# The flags of `tracekit whatif` that advice uses (tracekit.analysis.advice), and which of them name host
-# events (their factors read the host events: the Replayer keeps those columns).
-HOST_FLAGS = ("--ops", "--cuda-graphs", "--pin-memory")
-
 
 def scenario_of(flags: Sequence[str]) -> WhatIfOptions:
     """The scenario of an advice's `whatif` flags, as `tracekit whatif` reads them (the flags of
@@ -167,6 +163,14 @@ def scenario_of(flags: Sequence[str]) -> WhatIfOptions:
         return WhatIfOptions(**from_argv(WhatIfOptions, flags))
     except ValueError as exc:  # a flag WhatIfOptions does not have, or a value of the wrong type
         raise ScenarioError(f"{exc}: not what-if flags that advice can use") from None
+
+
+def _reads_host(flags: Sequence[str]) -> bool:
+    """Whether an advice's scenario reads the host events (an unusable one is said by predict_advice)."""
+    try:
+        return scenario_of(flags).reads_host
+    except ScenarioError:
+        return False
 
 
 def predict_advice(rp: Replayer, advice: Sequence[Any], cost_us: float) -> tuple:

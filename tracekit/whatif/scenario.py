@@ -281,7 +281,7 @@ class WhatIfOptions:
             "Predict the step with the copies from pageable host memory made from pinned memory with "
             "non_blocking=True: their runtime calls (and the stream sync of a blocking copy) no longer "
             "block the host, and each copy takes a pinned copy's time (1 µs + bytes at 55 GB/s, measured "
-            "on H200 hosts).",
+            "on H200 and H100 hosts).",
             bool,
             describe=lambda o: (
                 "pageable copies from pinned memory, not blocking the host" if o.pin_memory else None
@@ -314,6 +314,13 @@ class WhatIfOptions:
     @property
     def no_wait(self) -> bool:
         return self.set.get("sync", 1.0) == 0.0
+
+    @property
+    def reads_host(self) -> bool:
+        """Whether the replay's factors read the host events (tracekit.whatif.replay.factors: the ops,
+        pinned copies and CUDA-graph regions are found among them), so a Replayer without the frames must
+        keep their columns."""
+        return bool(self.ops) or self.pin_memory or self.cuda_graphs
 
     def cause_factor(self, cause: str) -> float:
         f = float(self.set.get(cause, 1.0))

@@ -42,6 +42,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional
 import torch
 from torch import nn
 
+from tracekit.capture.calibrate import calibrate_quietly
 from tracekit.capture.environment import environment
 from tracekit.capture.loader import Fetches, describe_loader, loader_lists, window_hides_loader
 
@@ -483,6 +484,9 @@ class Timed:
     host_step_ms: List[float] = field(default_factory=list)
     loader: List[Dict[str, Any]] = field(default_factory=list)  # per step: wait, fetches, end of last fetch
     rounds: List[List[float]] = field(default_factory=list)  # the step times of each round
+    # the machine-speed calibration (tracekit.capture.calibrate) at the start of each round: the host's
+    # speed during the timed steps, beside the capture's own before and after
+    calibrations: List[Dict[str, Any]] = field(default_factory=list)
 
 
 def timed_steps(ctx: Ctx, w: Workload, n: int, t: Timed) -> None:
@@ -540,6 +544,7 @@ def capture(ctx: Ctx, name: str, w: Workload, runs: str, t: Timed, cfg: Config) 
     host: List[float] = []
     recs: List[Dict[str, Any]] = []
     ctx.sync()
+    before = calibrate_quietly(ctx.dev.type)
     if w.loader is not None:
         w.epoch()
     else:
@@ -564,6 +569,7 @@ def capture(ctx: Ctx, name: str, w: Workload, runs: str, t: Timed, cfg: Config) 
             recs.append(w.fetches.take(last))
             last = now
     ctx.sync()
+    after = calibrate_quietly(ctx.dev.type)
     traces = sorted(f for f in os.listdir(out) if f.endswith(".pt.trace.json.gz"))
     phases = (["wait", "warmup"] + ["active"] * 3) * repeat
     loader_doc = None
@@ -607,7 +613,8 @@ def capture(ctx: Ctx, name: str, w: Workload, runs: str, t: Timed, cfg: Config) 
             "interleaved_with": cfg.group,
             "note": "unprofiled steps: this configuration's steps of the interleaved rounds",
         },
-        "calibration": {},
+        # the capture's own machine-speed control (tracekit diff reads before and after), and the rounds'
+        "calibration": {"before": before, "after": after, "rounds": t.calibrations},
         "schedule": sched,
         "schedule_text": ",".join(f"{k}={v}" for k, v in sched.items()),
         "device_kind": ctx.dev.type,
@@ -757,6 +764,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                 traceback.print_exc()
         order = list(built)
         for r in range(rounds):
+            cal = calibrate_quietly(dev.type)
+            for name in order:
+                timed.setdefault(name, Timed()).calibrations.append(cal)
             for name in order if r % 2 == 0 else order[::-1]:
                 run_round(ctx, built[name], args, timed.setdefault(name, Timed()))
             print(f"== group {g}: round {r + 1}/{rounds} at {time.monotonic() - t0:.0f} s", flush=True)
