@@ -75,6 +75,7 @@ INT_ARGS = (
     "total_allocated",
     "total_reserved",
     "device_id",
+    "addr",
 )
 
 
@@ -102,6 +103,7 @@ class _Args(msgspec.Struct, gc=False):
     total_allocated: Any = msgspec.field(default=None, name="Total Allocated")
     total_reserved: Any = msgspec.field(default=None, name="Total Reserved")
     device_id: Any = msgspec.field(default=None, name="Device Id")
+    addr: Any = msgspec.field(default=None, name="Addr")
 
 
 class _Event(msgspec.Struct, gc=False):
@@ -892,7 +894,9 @@ def assemble(
     ext = ints["external_id"]
     if ints["external_id_old"][1].any():
         ext = _choose(~ext[1], ints["external_id_old"], ext)
-    flow = ints["flow"]
+    flow = ints["flow"][0], ints["flow"][1] & is_flow
+    if ints["addr"][1].any():  # a [memory] instant's block address shares the flow id's column
+        flow = _choose(is_memory, ints["addr"], flow)
     label_codes, label_uniques = texts["name"]
     columns: dict[str, Strings | Ints] = {
         "ph": ph,
@@ -906,7 +910,7 @@ def assemble(
         "stream": stream,
         "correlation": ints["correlation"],
         "external_id": ext,
-        "flow_id": (flow[0], flow[1] & is_flow),
+        "flow_id": flow,
         "seq": ints["seq"],
         "fwd_tid": ints["fwd_tid"],
         "bytes": nbytes,
