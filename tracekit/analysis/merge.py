@@ -79,6 +79,7 @@ def merge(parts: Iterable[Partial], meta: dict, params: Params = Params(), path:
         parameters=params.to_json(),
         input_pipeline=input_pipeline(manifest, step_ns, dataloader.ns_per_step if dataloader else 0.0),
         job=job_summary(devices),
+        memory=tuple(m for p in parts for m in p.memory),
         idle_intervals=_concat([p.idle_intervals for p in parts]),
         busy_intervals=_concat([p.busy_intervals for p in parts]),
         step_rules=tuple(sorted((r for p in parts for r in p.step_rules), key=lambda r: r.rank)),

@@ -18,6 +18,7 @@ from typing import Any, Mapping, Optional
 
 from tracekit.analysis.causes import CAUSES, HOST_STATES
 from tracekit.parse.iterations import RULE
+from tracekit.analysis.memory_model import DeviceMemory, memory_json
 
 REPORT_VERSION = 1
 
@@ -671,6 +672,8 @@ class Report:
     step_rules: tuple[StepRule, ...] = ()  # how each rank's steps were found
     graph_captures: tuple[GraphCaptureInfo, ...] = ()  # ranks whose trace records a graph capture
     no_work: tuple[NoWorkInfo, ...] = ()  # ranks with stretches of no work between their steps
+    # each device's memory over the steps, where the trace has memory events (tracekit.analysis.memory)
+    memory: tuple[DeviceMemory, ...] = ()
     version: int = REPORT_VERSION
     # In-memory evidence for check_invariants and `analyze --store` (not part of the JSON):
     # idle pieces (rank, device, step, ts_ns, dur_ns, cause) and busy intervals (rank, device, ts_ns, dur_ns)
@@ -729,6 +732,7 @@ class Report:
             "step_rules": [_plain(r) for r in self.step_rules],
             "graph_captures": [_plain(g) for g in self.graph_captures],
             "no_work": [_plain(n) for n in self.no_work],
+            **({"memory": [memory_json(m) for m in self.memory]} if self.memory else {}),
         }
 
     @classmethod
