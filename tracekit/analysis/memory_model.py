@@ -14,11 +14,16 @@ from typing import Any, Mapping, Optional
 @dataclass(frozen=True)
 class Category:
     """One kind of device memory: how the analysis recognises a block of it, and whether it grows with
-    the samples of a micro-batch (what `tracekit whatif --batch-scale` and the other memory what-ifs scale)."""
+    the samples of a micro-batch (what the memory what-ifs scale, tracekit.whatif.memory)."""
 
     name: str
     recognised: str
     per_sample: bool
+    label: str = ""  # how reports name it (default: the name with spaces)
+
+    @property
+    def title(self) -> str:
+        return self.label or self.name.replace("_", " ")
 
 
 # The categories of allocated memory, in the order reports list them. Each block of a device's trace is
@@ -61,6 +66,7 @@ CATEGORIES: tuple[Category, ...] = (
         "in a backward (the batch, the loss, outputs the loop keeps); or held before the trace and freed "
         "in it other than by zero_grad (the previous step's)",
         True,
+        "inputs/outputs",
     ),
     Category(
         "unattributed",

@@ -9,6 +9,7 @@ from tracekit.analysis.advice import command as advice_command
 from tracekit.analysis.model import CAUSES, HOST_STATES, Advice, CompiledSummary, HostReport, Report
 from tracekit.analysis.steps import outliers
 from tracekit.render.base import Section
+from tracekit.render.memory import NO_MEMORY_EVENTS, memory_sections
 
 TOP_ROWS = 10  # rows shown in the longer tables (the JSON has everything)
 MANY_RANKS = 8  # beyond, the report summarises the ranks instead of a table set per rank
@@ -473,6 +474,8 @@ def other_notes(report: Report) -> list[str]:
         )
     if report.cpu_only:
         notes.append(_cpu_only_note(report))
+    elif not report.memory:
+        notes.append(NO_MEMORY_EVENTS)
     for odd in report.capture.get("warnings") or []:
         notes.append(f"warning: {odd}")
     if report.savings is not None and report.savings.skipped:
@@ -546,6 +549,7 @@ def report_sections(report: Report) -> list[Section]:
     loader = input_pipeline_section(report)
     if loader is not None:
         out.append(loader)
+    out.extend(memory_sections(report))
     out.extend(host_sections(report))
     for s in (
         sync_section(report),
