@@ -40,13 +40,13 @@ def nonzero(d) -> dict:
 def training_step(t: TraceBuilder, base: int = 1000, offset: float = 0.0, n: int = 1) -> None:
     """One training step over [offset, offset + 100) µs, addresses unique per step:
 
-        main    |-- aten::linear [5,15) --|                 |- Optimizer.step [70,80) -| |- zero_grad [85,90) -|
-                   |- aten::addmm [7,10) -|
-        engine                              |- evaluate_function: MmBackward0 [40,60) -|
-        +A 100 @6 (freed @58: activation)   +G 30 @45 (freed @87 in zero_grad: gradient)
-        +T 50 @8, -T @12 (temporary)        +X 20 @50, -X @55 (temporary)
-                                             +S 40 @72 (never freed: optimizer state)
-                                             +U 10 @74, -U @76 (temporary)
+    main    |-- aten::linear [5,15) --|                 |- Optimizer.step [70,80) -| |- zero_grad [85,90) -|
+               |- aten::addmm [7,10) -|
+    engine                              |- evaluate_function: MmBackward0 [40,60) -|
+    +A 100 @6 (freed @58: activation)   +G 30 @45 (freed @87 in zero_grad: gradient)
+    +T 50 @8, -T @12 (temporary)        +X 20 @50, -X @55 (temporary)
+                                         +S 40 @72 (never freed: optimizer state)
+                                         +U 10 @74, -U @76 (temporary)
     """
     o = offset
     a = 1000 * n
@@ -79,7 +79,9 @@ def test_categories_sum_to_the_peak_and_name_each_block(tmp_path):
     # recorded 600 of parameters and 300 of optimizer state
     t = TraceBuilder()
     training_step(t)
-    manifest = {"ranks": [{"rank": 0, "memory": {"model": {"0": {"parameters": 600, "optimizer_state": 300}}}}]}
+    manifest = {
+        "ranks": [{"rank": 0, "memory": {"model": {"0": {"parameters": 600, "optimizer_state": 300}}}}]
+    }
     # WHEN
     m = memory(run(tmp_path, t, manifest))
     # THEN the peak is 1150 at 8 µs (A and T alive), in forward, inside aten::addmm
@@ -93,7 +95,12 @@ def test_categories_sum_to_the_peak_and_name_each_block(tmp_path):
         "unattributed": 100,
     }
     assert sum(s.by_category.values()) == s.peak_allocated
-    assert (s.allocated_start, s.allocated_end, s.peak_reserved, s.reserve_at_peak) == (1000, 1040, 2300, 1150)
+    assert (s.allocated_start, s.allocated_end, s.peak_reserved, s.reserve_at_peak) == (
+        1000,
+        1040,
+        2300,
+        1150,
+    )
     assert {(b.bytes, b.category, b.op, b.top_op, b.phase) for b in m.largest} == {
         (100, "activations", "aten::linear", "aten::linear", "forward"),
         (50, "temporaries", "aten::addmm", "aten::linear", "forward"),
@@ -113,7 +120,10 @@ def test_each_category_by_where_it_was_made_and_freed(tmp_path):
     fr = load_frames(capture.table)
     (tl,) = device_timelines(fr, Threads(fr.host, fr.steps), {})
     # THEN each block has the category of the docstring, by address
-    cats = {int(tl.blocks["alloc"].iat[j]): CATEGORY_NAMES[tl.blocks["category"].iat[j]] for j in range(len(tl.blocks))}
+    cats = {
+        int(tl.blocks["alloc"].iat[j]): CATEGORY_NAMES[tl.blocks["category"].iat[j]]
+        for j in range(len(tl.blocks))
+    }
     by_size = {int(tl.nbytes[i]): c for i, c in cats.items()}
     assert by_size == {
         100: "activations",
