@@ -8,7 +8,7 @@ derived from its per-step samples (`MemoryStep`), so `tracekit diff` can give ea
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional
+from typing import Mapping, Optional
 
 
 @dataclass(frozen=True)
@@ -158,14 +158,3 @@ class DeviceMemory:
     def peak_allocated(self) -> int:
         p = self.peak
         return p.peak_allocated if p is not None else 0
-
-
-def memory_json(m: DeviceMemory) -> dict[str, Any]:
-    """A device's memory as the JSON report holds it: its fields, and `peak` (the step whose peak is
-    highest, repeated for readers that want only it). `Report.from_json` reads the fields back."""
-    from tracekit.analysis.model import _plain
-
-    doc = _plain(m)
-    peak = m.peak
-    doc["peak"] = None if peak is None else _plain(peak)
-    return doc

@@ -17,8 +17,8 @@ from enum import Enum
 from typing import Any, Mapping, Optional
 
 from tracekit.analysis.causes import CAUSES, HOST_STATES
+from tracekit.analysis.memory_model import DeviceMemory
 from tracekit.parse.iterations import RULE
-from tracekit.analysis.memory_model import DeviceMemory, memory_json
 
 REPORT_VERSION = 1
 
@@ -729,10 +729,7 @@ class Report:
             "compiled": _plain(self.compiled) if self.compiled is not None else None,
             **({"input_pipeline": self.input_pipeline.to_json()} if self.input_pipeline else {}),
             **({"job": _plain(self.job)} if self.job is not None else {}),
-            "step_rules": [_plain(r) for r in self.step_rules],
-            "graph_captures": [_plain(g) for g in self.graph_captures],
-            "no_work": [_plain(n) for n in self.no_work],
-            **({"memory": [memory_json(m) for m in self.memory]} if self.memory else {}),
+            **({"memory": [_memory_json(m) for m in self.memory]} if self.memory else {}),
         }
 
     @classmethod
@@ -778,6 +775,14 @@ def _device_fields(d: Mapping[str, Any]) -> dict[str, Any]:
     if "busy_after_last_step_ms" in d:
         out["busy_after_last_step_ns"] = int(round(d["busy_after_last_step_ms"] * 1e6))
     return out
+
+
+def _memory_json(m: DeviceMemory) -> dict[str, Any]:
+    """A device's memory as the JSON report holds it: its fields, and `peak` (the step whose peak is
+    highest, repeated for readers that want only it). `Report.from_json` reads the fields back."""
+    doc = _plain(m)
+    doc["peak"] = None if m.peak is None else _plain(m.peak)
+    return doc
 
 
 def _plain(obj: Any) -> Any:

@@ -10,7 +10,9 @@ manifest.json. With `--set nproc=N` the process relaunches itself under `torch.d
 per device; nccl on CUDA, gloo on CPU) and merges the ranks' manifests.
 
 Exit status: 0 done, 1 the workload or script raised (its traceback is on stderr; traces written so far
-are kept), 2 bad arguments, 3 torch missing or the device unavailable, 130 interrupted.
+are kept), 2 bad arguments, 3 torch missing or the device unavailable, 4 out of device memory (a result,
+not a crash: one line says where, the manifest's `oom` the figures; traces written so far are kept),
+130 interrupted.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from tracekit.capture.knobs import (
     parse_schedule,
     resolve_knobs,
 )
+from tracekit.capture.memory import EXIT_OOM, is_out_of_memory, out_of_memory
 from tracekit.capture.recorder import (
     MANIFEST_NAME,
     TRACE_SUFFIX,
@@ -87,9 +90,13 @@ def main(argv: Optional[List[str]] = None) -> None:
     code = 0
     try:
         result.update(_capture(args, argv, script_args))
-        code = {"ok": 0, "incomplete": 0, "crashed": EXIT_CRASHED, "interrupted": EXIT_INTERRUPTED}.get(
-            result["status"], EXIT_CRASHED
-        )
+        code = {
+            "ok": 0,
+            "incomplete": 0,
+            "oom": EXIT_OOM,
+            "crashed": EXIT_CRASHED,
+            "interrupted": EXIT_INTERRUPTED,
+        }.get(result["status"], EXIT_CRASHED)
     except KnobError as exc:
         result["message"], code = str(exc), EXIT_USAGE
     except CaptureFailure as exc:
@@ -245,15 +252,25 @@ def _run(config: CaptureConfig, torch: Any) -> Dict[str, Any]:
         sess.close(KeyboardInterrupt())
         status, error = "interrupted", f"interrupted at step {sess.index + 1}"
         sys.stderr.write(f"tracekit.capture: {error}; traces written so far are kept in {config.out_dir}\n")
-    except BaseException as exc:  # the workload's own error: show it, keep the traces
-        sess.close(exc)
-        status = "crashed"
-        error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-        traceback.print_exc()
-        sys.stderr.write(
-            f"tracekit.capture: {config.workload} raised at step {sess.index + 1}; "
-            f"traces written so far are kept in {config.out_dir}\n"
-        )
+    except BaseException as exc:
+        if config.device == "cuda" and is_out_of_memory(exc):  # a result, not a crash: where, how full
+            sess.oom = out_of_memory(
+                exc, sess.step_label(), (sess.env.get("device") or {}).get("total_memory_bytes")
+            )
+            sess.close(exc)
+            status, error = "oom", sess.oom["message"]
+            sys.stderr.write(
+                f"tracekit.capture: {error}; traces written so far are kept in {config.out_dir}\n"
+            )
+        else:  # the workload's own error: show it, keep the traces
+            sess.close(exc)
+            status = "crashed"
+            error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+            traceback.print_exc()
+            sys.stderr.write(
+                f"tracekit.capture: {config.workload} raised at step {sess.index + 1}; "
+                f"traces written so far are kept in {config.out_dir}\n"
+            )
     if status != "interrupted":
         config.calibration["after"] = calibrate_quietly(config.device)
     if status == "ok" and sess.index < sess.n_total:
