@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Mapping, Optional
 
 from tracekit.analysis.memory_model import CATEGORIES, DeviceMemory, MemoryStep
 from tracekit.analysis.model import Report
@@ -14,6 +14,14 @@ NO_MEMORY_EVENTS = (
     "device memory: the trace has no memory events (record them with `tracekit capture ... --set "
     "profile_memory=true`, or torch.profiler.profile(profile_memory=True))"
 )
+
+
+def oom_note(capture: Mapping[str, Any]) -> Optional[str]:
+    """The capture's out-of-memory result (tracekit.capture.memory), or None."""
+    oom = capture.get("oom")
+    if not isinstance(oom, Mapping) or not oom.get("message"):
+        return None
+    return f"the capture ran {oom['message']}; the trace holds the steps before it"
 
 
 def unit_of(n: int) -> tuple[str, int]:

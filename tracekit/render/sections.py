@@ -9,7 +9,7 @@ from tracekit.analysis.advice import command as advice_command
 from tracekit.analysis.model import CAUSES, HOST_STATES, Advice, CompiledSummary, HostReport, Report
 from tracekit.analysis.steps import outliers
 from tracekit.render.base import Section
-from tracekit.render.memory import NO_MEMORY_EVENTS, memory_sections
+from tracekit.render.memory import NO_MEMORY_EVENTS, memory_sections, oom_note
 
 TOP_ROWS = 10  # rows shown in the longer tables (the JSON has everything)
 MANY_RANKS = 8  # beyond, the report summarises the ranks instead of a table set per rank
@@ -476,6 +476,9 @@ def other_notes(report: Report) -> list[str]:
         notes.append(_cpu_only_note(report))
     elif not report.memory:
         notes.append(NO_MEMORY_EVENTS)
+    oom = oom_note(report.capture)
+    if oom:
+        notes.append(oom)
     for odd in report.capture.get("warnings") or []:
         notes.append(f"warning: {odd}")
     if report.savings is not None and report.savings.skipped:
