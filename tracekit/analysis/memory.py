@@ -92,6 +92,7 @@ class DeviceTimeline:
     check: MemoryCheck
     addresses: bool
     recorded: Mapping[str, int]  # the capture's parameters / gradients / optimizer_state bytes here
+    marks: Marks  # the rank's phase intervals
 
     def cycle_end(self, c: int) -> int:
         """One past the last event index of cycle c."""
@@ -138,6 +139,12 @@ class DeviceTimeline:
             rest -= take
         out[UNATTR] += rest
         return out, excess
+
+    def positions(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every state in time order on one axis: (the position of each event's state, of each cycle's
+        start state); cycle c's start comes just before its first event."""
+        pos = np.arange(self.ts.size, dtype=np.int64) + self.cycle + 1
+        return pos, self.cycle_first + np.arange(self.cycle_first.size, dtype=np.int64)
 
     def step_states(self, w: int) -> Optional[tuple[int, np.ndarray]]:
         """(the state at the start of step window w, the events inside it), or None where nothing is
@@ -234,7 +241,7 @@ def device_memory(tl: DeviceTimeline, threads: Any, manifest: Mapping[str, Any])
 # -- building a device's timeline ---------------------------------------------------------------------
 # -- building a device's timeline ---------------------------------------------------------------------
 @dataclass
-class _Marks:
+class Marks:
     """A rank's phase intervals (disjoint, sorted): optimizer, zero_grad, backward."""
 
     opt_s: np.ndarray
@@ -245,7 +252,7 @@ class _Marks:
     bw_e: np.ndarray
 
 
-def _phase_marks(host: pd.DataFrame, threads: Any, rank: int, steps: pd.DataFrame) -> _Marks:
+def _phase_marks(host: pd.DataFrame, threads: Any, rank: int, steps: pd.DataFrame) -> Marks:
     h = host[host["rank"] == rank]
     names = h["name"].astype(str) if len(h) else pd.Series([], dtype=object)
     ts, end = h["ts"].to_numpy(np.int64), h["end"].to_numpy(np.int64)
@@ -259,7 +266,7 @@ def _phase_marks(host: pd.DataFrame, threads: Any, rank: int, steps: pd.DataFram
     bw_s, bw_e = iv.union(np.concatenate([b[0] for b in bw]), np.concatenate([b[1] for b in bw]))
     opt_s, opt_e = iv.union(ts[opt], end[opt])
     zero_s, zero_e = iv.union(ts[zero], end[zero])
-    return _Marks(opt_s, opt_e, zero_s, zero_e, bw_s, bw_e)
+    return Marks(opt_s, opt_e, zero_s, zero_e, bw_s, bw_e)
 
 
 def _containing(s: np.ndarray, e: np.ndarray, t: np.ndarray) -> np.ndarray:
@@ -268,7 +275,7 @@ def _containing(s: np.ndarray, e: np.ndarray, t: np.ndarray) -> np.ndarray:
 
 
 def _timeline(
-    rank: int, device: int, ev: pd.DataFrame, steps: pd.DataFrame, marks: _Marks, recorded: Mapping[str, int]
+    rank: int, device: int, ev: pd.DataFrame, steps: pd.DataFrame, marks: Marks, recorded: Mapping[str, int]
 ) -> DeviceTimeline:
     ts = ev["ts"].to_numpy(np.int64)
     order = np.argsort(ts, kind="stable")  # trace order among equal times
@@ -312,6 +319,7 @@ def _timeline(
         check=check,
         addresses=addresses,
         recorded=recorded,
+        marks=marks,
     )
     if addresses:
         blocks["category"] = classify(tl, marks)
@@ -434,7 +442,7 @@ def _no_blocks() -> pd.DataFrame:
     return pd.DataFrame({"size": z, "alloc": z, "free": z, "cycle": z, "category": z.astype(np.int8)})
 
 
-def classify(tl: DeviceTimeline, marks: _Marks) -> np.ndarray:
+def classify(tl: DeviceTimeline, marks: Marks) -> np.ndarray:
     """The category (CATEGORY_NAMES index) of each block of `tl` (module docstring, CATEGORIES)."""
     b = tl.blocks
     n = tl.ts.size
@@ -470,6 +478,25 @@ def classify(tl: DeviceTimeline, marks: _Marks) -> np.ndarray:
     in_zero = _containing(marks.zero_s, marks.zero_e, t_free) >= 0
     out[before] = np.where(in_zero[before], GRAD, IO)
     return out
+
+
+def event_ops(tl: DeviceTimeline, threads: Any, events: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The innermost and the outermost cpu_op around each of `events` (indices) on its own thread
+    (object arrays, None where no op covers it)."""
+    inner = np.full(events.size, None, dtype=object)
+    outer = np.full(events.size, None, dtype=object)
+    keys = np.stack([tl.pid[events], tl.tid[events]], axis=1) if events.size else np.zeros((0, 2), np.int64)
+    for pid, tid in {(int(p), int(t)) for p, t in keys}:  # one loop per thread
+        th = threads[(tl.rank, pid, tid)]
+        m = (tl.pid[events] == pid) & (tl.tid[events] == tid)
+        if th.op_s.size == 0 or not m.any():
+            continue
+        t = tl.ts[events[m]]
+        k = iv.innermost_containing(th.op_s, th.op_e, th.op_depth, t)
+        inner[m] = np.where(k >= 0, th.op_name[np.maximum(k, 0)], None)
+        k = iv.top_level_containing(th.op_s, th.op_e, th.op_depth, t)
+        outer[m] = np.where(k >= 0, th.op_name[np.maximum(k, 0)], None)
+    return inner, outer
 
 
 # -- the report's details -------------------------------------------------------------------------

@@ -24,12 +24,20 @@ Every figure comes from the same result objects the renderers format (`tracekit.
 
 from __future__ import annotations
 
+import statistics
 import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence, Union
 
-from tracekit.api.options import AnalyzeOptions, DiffOptions, ParseOptions, WhatIfOptions, options_of
+from tracekit.api.options import (
+    AnalyzeOptions,
+    DiffOptions,
+    MemoryOptions,
+    ParseOptions,
+    WhatIfOptions,
+    options_of,
+)
 from tracekit.data.describe import describe as describe_capture
 from tracekit.data.files import Location, is_uri, name_of
 from tracekit.data.store import Capture, check_schema, is_capture, read_meta
@@ -52,12 +60,14 @@ __all__ = [
     "AnalyzeOptions",
     "Comparison",
     "DiffOptions",
+    "MemoryOptions",
     "ParseOptions",
     "WhatIf",
     "WhatIfOptions",
     "analyze",
     "diff",
     "load",
+    "memory",
     "parse",
     "whatif",
 ]
@@ -277,6 +287,95 @@ def whatif(
         source = [_location(p) for p in (source if isinstance(source, (list, tuple)) else [source])]
     done = run.predict(source, scenario, executor, keep_trace)
     return WhatIf(done.result, done.capture, done.replayer, done.predicted, traceable=done.traceable)
+
+
+def memory(source: Source, options: Optional[MemoryOptions] = None, **fields: Any) -> Any:
+    """Each device's memory over the steps of a capture with memory events, and with a change
+    (MemoryOptions: `batch_scale=2`, `amp="bf16"`, `grad_accum=4`, `checkpoint=4`, `fit_gib=40`, ...)
+    its predicted peak and step time (tracekit.whatif.memory). A tracekit.whatif.memory.MemoryResult; a
+    capture without memory events is a TracekitError that says how to record them."""
+    from tracekit.analysis.events import ANALYSIS_COLUMNS, ANALYSIS_KINDS, load_frames
+    from tracekit.analysis.host import Threads
+    from tracekit.analysis.memory import device_memory, device_timelines
+    from tracekit.analysis.merge import capture_info
+    from tracekit.analysis.steps import cycle_starts_of
+    from tracekit.render.memory import NO_MEMORY_EVENTS
+    from tracekit.whatif import memory as wm
+    from tracekit.whatif.predict import COLUMNS
+
+    opts = options_of(MemoryOptions, options, fields)
+    scenario = opts.scenario()
+    if isinstance(source, Capture):
+        capture = source
+    else:
+        items = [_location(p) for p in (source if isinstance(source, (list, tuple)) else [source])]
+        columns = list(dict.fromkeys([*ANALYSIS_COLUMNS, *COLUMNS]))
+        capture = load(*items, columns=columns, kinds=ANALYSIS_KINDS)
+    manifest = capture.manifest or {}
+    fr = load_frames(capture.table, cycle_starts_of(capture.meta))
+    threads = Threads(fr.host, fr.steps)
+    timelines = device_timelines(fr, threads, manifest)
+    if not timelines:
+        raise TracekitError(f"{capture.path or 'the capture'}: {NO_MEMORY_EVENTS}")
+    reports = tuple(device_memory(tl, threads, manifest) for tl in timelines)
+    info = capture_info(capture.meta or {}, capture.path)
+    if scenario.describe() == "unchanged":
+        return wm.MemoryResult(info, reports)
+    preds = [wm.predict_device(tl, threads, fr, scenario, manifest) for tl in timelines]
+    notes: list[str] = []
+    if opts.time and scenario.changes_time:
+        preds = _memory_times(capture, fr, timelines, preds, scenario, notes)
+    return wm.MemoryResult(info, reports, wm.MemoryWhatIfResult(info, scenario, tuple(preds), tuple(notes)))
+
+
+def _memory_times(
+    capture: Capture, fr: Any, timelines: list, preds: list, scenario: Any, notes: list
+) -> list:
+    """The memory predictions with their step times: the capture replayed with its device work (on a
+    CPU-only capture its framework ops) scaled as one micro-batch under the scenario
+    (tracekit.whatif.memory)."""
+    from tracekit.analysis.memory import FORWARD, OPTIMIZER
+    from tracekit.whatif import Replayer, parse_scenario
+    from tracekit.whatif import memory as wm
+    from tracekit.whatif import whatif as run_whatif
+
+    scale = wm.time_scale(scenario)
+    flag = f".*={scale:.6g}"
+    replay = parse_scenario(kernels=[flag]) if fr.has_device else parse_scenario(ops=[flag])
+    result, _ = run_whatif(capture, replay, replayer=Replayer.of(capture))
+    un = result.unprofiled
+    by_device = {(d.rank, d.device): d for d in result.devices}
+    out = []
+    for tl, pred in zip(timelines, preds):  # one loop per device
+        d = by_device.get((tl.rank, tl.device)) or next(
+            (x for x in result.devices if x.rank == tl.rank), None
+        )
+        if d is None:
+            out.append(pred)
+            continue
+        fwd, opt = wm.phase_ms(fr, tl, FORWARD), wm.phase_ms(fr, tl, OPTIMIZER)
+        ns = d.unprofiled_predicted_step_ns
+        unprofiled = None if not ns else statistics.median(ns) / 1e6
+        out.append(
+            wm.with_times(
+                pred,
+                scenario,
+                (d.observed_step_ms, un.observed_step_ms if un is not None else None),
+                (d.predicted_step_ms, unprofiled),
+                fwd,
+                opt,
+                wm.checkpoint_share(tl, fr, scenario),
+            )
+        )
+    what, option = ("device work", "kernels") if fr.has_device else ("framework ops", "ops")
+    notes.append(
+        f"step time: the capture replayed with its {what} × {scale:.3g} (one micro-batch under the change; "
+        f"tracekit whatif --{option} '{flag}')"
+        + (f", {scenario.grad_accum} of them and one optimizer step" if scenario.grad_accum > 1 else "")
+    )
+    return out
+
+
 
 
 def capture(

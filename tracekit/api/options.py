@@ -12,7 +12,7 @@ and `annotate` all pass it to the same function of `tracekit.api`. A field that 
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from typing import Any, Optional, TypeVar
 
 from tracekit.analysis.options import AnalyzeOptions
@@ -21,9 +21,44 @@ from tracekit.errors import TracekitError
 from tracekit.parse.options import ParseOptions
 from tracekit.whatif.scenario import WhatIfOptions
 
-__all__ = ["AnalyzeOptions", "DiffOptions", "WhatIfOptions", "ParseOptions", "options_of"]
+__all__ = ["AnalyzeOptions", "DiffOptions", "WhatIfOptions", "ParseOptions", "MemoryOptions", "options_of"]
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class MemoryOptions:
+    """The memory what-if of `tracekit.api.memory` (tracekit.whatif.memory.MemoryScenario): `batch_scale`
+    (F × the samples of a micro-batch), `amp` ("bf16" | "fp16"), `grad_accum` (K micro-batches of 1/K the
+    batch), `checkpoint` (N checkpoint_sequential segments) or `checkpoint_modules` (a regex over the
+    trace's module names), `fit_gib` (the largest batch whose reserved peak fits in that many GiB);
+    `time`: also predict the step time (a replay of the capture; False: memory only). No change: the
+    memory report alone."""
+
+    batch_scale: float = 1.0
+    amp: Optional[str] = None
+    grad_accum: int = 1
+    checkpoint: int = 0
+    checkpoint_modules: Optional[str] = None
+    fit_gib: Optional[float] = None
+    time: bool = True
+
+    def __post_init__(self) -> None:
+        self.scenario()
+
+    def scenario(self) -> Any:
+        """The tracekit.whatif.memory.MemoryScenario; a bad value is a TracekitError naming its flag."""
+        from tracekit.whatif.memory import MemoryScenario
+
+        return MemoryScenario(
+            self.batch_scale,
+            self.amp,
+            self.grad_accum,
+            self.checkpoint,
+            self.checkpoint_modules,
+            self.fit_gib,
+        )
+
 
 
 def options_of(cls: type[T], options: Optional[T], given: dict[str, Any]) -> T:

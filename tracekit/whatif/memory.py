@@ -1,0 +1,638 @@
+"""What if, for device memory (issue 38): the peak and the step time predicted for a larger or smaller
+batch, mixed precision, gradient accumulation, activation checkpointing, and the largest batch that fits
+in a given memory, from one capture's memory events (tracekit.analysis.memory).
+
+The memory model rescales and reshapes the blocks of the trace and replays their sum over every state
+of the device (the state after each memory event, and each profiler cycle's start):
+
+    predicted(state) = held(state) + Σ over live blocks of size × factor + weight copies(state)
+
+`held` is what the trace never saw allocated (the allocator's total minus its live blocks: kept as it
+is). A block's factor is 1, except for the categories that grow with the samples of a micro-batch
+(`Category.per_sample`: activations, temporaries, inputs/outputs), which take the batch factor
+(`batch_scale`, 1/K for K micro-batches) and, under mixed precision, 1/2 unless the op that allocated
+them runs in float32 under autocast (AUTOCAST_FP32). Mixed precision also keeps a 16-bit copy of the
+parameters that the forward uses (half their bytes), saved for backward: modelled alive in proportion
+to the live activations (all of it at the end of the forward, none once the backward freed them).
+Checkpointing N segments (torch's checkpoint_sequential: the last segment is not checkpointed) splits
+each forward's activations, in allocation order, into N parts of equal bytes; a checkpointed part's
+blocks live in the forward only until the next of its blocks is allocated (its last block, the next
+part's input, keeps its lifetime), and again from the moment the backward frees the first of them
+(its recomputation) to their own free. Named modules (`checkpoint_modules`, a regex over the trace's
+`nn.Module: Name_i` spans: with_stack) checkpoint the activations allocated inside each matching span.
+
+Step times come from the what-if replay (tracekit.whatif.predict): device work (kernels; on a CPU-only
+capture the framework ops) scaled by the batch factor, and by 1/2 under mixed precision; K micro-batches
+are K replays of a 1/K batch, less K-1 optimizer steps; checkpointing adds the forward's compute of the
+checkpointed part again. Each figure is a model: docs/results/memory.md holds predicted against measured.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, replace
+from typing import Any, Mapping, Optional
+
+import numpy as np
+
+from tracekit.analysis import intervals as iv
+from tracekit.analysis.memory import (
+    ACT,
+    BACKWARD,
+    FORWARD,
+    GRAD,
+    OPTIMIZER,
+    TMP,
+    DeviceTimeline,
+    event_ops,
+)
+from tracekit.analysis.memory_model import CATEGORIES, CATEGORY_NAMES, PHASES
+from tracekit.errors import TracekitError
+
+# Ops that autocast runs in float32 whatever their inputs (torch's autocast op lists, CUDA and CPU: the
+# losses, norms, softmax, reductions and pointwise math that need the range): what they allocate keeps
+# its size under mixed precision.
+AUTOCAST_FP32 = re.compile(
+    r"^aten::(_?log_softmax|_?softmax|layer_norm|native_layer_norm|group_norm|native_group_norm|norm|"
+    r"linalg_vector_norm|mse_loss|l1_loss|smooth_l1_loss|huber_loss|nll_loss\w*|cross_entropy_loss|"
+    r"binary_cross_entropy\w*|kl_div|soft_margin_loss|sum|prod|cumsum|cumprod|exp|log|log10|log2|log1p|"
+    r"pow|acos|asin|cosh|erfinv|reciprocal|rsqrt|sinh|tan|dist|pdist|cdist|renorm|logsumexp)(\b|$)"
+)
+AMP_DTYPES = ("bf16", "fp16")
+# Mixed precision: the device work of a step at this fraction of its float32 time (half the bytes moved;
+# tensor cores for the matrix products). A model, checked in docs/results/memory.md.
+AMP_TIME = 0.5
+MODULE_PREFIX = "nn.Module: "
+
+
+@dataclass(frozen=True)
+class MemoryScenario:
+    """A change to predict: `batch_scale` (F × the samples of a micro-batch), `amp` (bf16 | fp16),
+    `grad_accum` (K micro-batches of 1/K of the batch each), `checkpoint` (N checkpoint_sequential
+    segments), `checkpoint_modules` (a regex over module names), `fit_gib` (the largest batch whose
+    peak reserved memory fits in that many GiB, under the other changes)."""
+
+    batch_scale: float = 1.0
+    amp: Optional[str] = None
+    grad_accum: int = 1
+    checkpoint: int = 0
+    checkpoint_modules: Optional[str] = None
+    fit_gib: Optional[float] = None
+
+    def __post_init__(self) -> None:
+        if not (self.batch_scale > 0 and math.isfinite(self.batch_scale)):
+            raise TracekitError(f"--batch-scale {self.batch_scale:g}: give a factor > 0")
+        if self.amp is not None and self.amp not in AMP_DTYPES:
+            raise TracekitError(f"--amp {self.amp}: choose one of {', '.join(AMP_DTYPES)}")
+        if self.grad_accum < 1:
+            raise TracekitError(f"--grad-accum {self.grad_accum}: give a count of micro-batches >= 1")
+        if self.checkpoint < 0:
+            raise TracekitError(f"--checkpoint {self.checkpoint}: give a number of segments >= 0")
+        if self.checkpoint and self.checkpoint_modules:
+            raise TracekitError("--checkpoint and --checkpoint-modules both given; choose one")
+        if self.checkpoint_modules is not None:
+            try:
+                re.compile(self.checkpoint_modules)
+            except re.error as exc:
+                raise TracekitError(f"--checkpoint-modules {self.checkpoint_modules!r}: {exc}") from None
+        if self.fit_gib is not None and not self.fit_gib > 0:
+            raise TracekitError(f"--fit-gib {self.fit_gib:g}: give a memory size in GiB > 0")
+
+    @property
+    def factor(self) -> float:
+        """What multiplies the per-sample blocks' sizes (batch, micro-batches, precision)."""
+        return self.batch_scale / self.grad_accum
+
+    @property
+    def changes_time(self) -> bool:
+        return self.batch_scale != 1 or self.amp is not None or self.grad_accum > 1 or self.checkpointed
+
+    @property
+    def checkpointed(self) -> bool:
+        return self.checkpoint > 1 or bool(self.checkpoint_modules)
+
+    def describe(self) -> str:
+        parts = []
+        if self.batch_scale != 1:
+            parts.append(f"batch × {self.batch_scale:g}")
+        if self.amp:
+            parts.append(f"mixed precision ({self.amp})")
+        if self.grad_accum > 1:
+            parts.append(f"{self.grad_accum} micro-batches of 1/{self.grad_accum} the batch")
+        if self.checkpoint:
+            parts.append(f"checkpoint_sequential, {self.checkpoint} segments")
+        if self.checkpoint_modules:
+            parts.append(f"checkpointed modules /{self.checkpoint_modules}/")
+        if self.fit_gib is not None:
+            parts.append(f"the largest batch in {self.fit_gib:g} GiB")
+        return ", ".join(parts) or "unchanged"
+
+
+@dataclass(frozen=True)
+class MemoryPrediction:
+    """One device under a MemoryScenario: the observed and predicted peaks (bytes), the predicted
+    allocated bytes by category at the predicted peak, the step times (ms; None where not predicted)."""
+
+    rank: int
+    device: int
+    observed_peak_allocated: int
+    observed_peak_reserved: int
+    predicted_peak_allocated: int
+    predicted_peak_reserved: Optional[int]  # allocated × the observed reserved/allocated ratio at the peak
+    predicted_by_category: Mapping[str, int]
+    predicted_peak_phase: str
+    observed_step_ms: Optional[float] = None
+    predicted_step_ms: Optional[float] = None
+    unprofiled_observed_step_ms: Optional[float] = None
+    unprofiled_predicted_step_ms: Optional[float] = None
+    # --fit-gib: the largest batch factor (and micro-batch) whose predicted reserved peak fits
+    fit_batch_scale: Optional[float] = None
+    fit_batch_size: Optional[int] = None
+    batch_size: Optional[int] = None  # the captured micro-batch
+    notes: tuple[str, ...] = ()
+
+    @property
+    def change(self) -> float:
+        o = self.observed_peak_allocated
+        return self.predicted_peak_allocated / o - 1 if o else 0.0
+
+
+@dataclass(frozen=True)
+class MemoryWhatIfResult:
+    """`tracekit memory CAPTURE --batch-scale F ...`: the scenario and each device's prediction."""
+
+    capture: Mapping[str, Any]
+    scenario: MemoryScenario
+    devices: tuple[MemoryPrediction, ...]
+    notes: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        from tracekit.analysis.model import _plain
+
+        return {
+            "tracekit_memory_whatif": 1,
+            "capture": dict(self.capture),
+            "scenario": {**_plain(self.scenario), "text": self.scenario.describe()},
+            "devices": [{**_plain(d), "change": d.change} for d in self.devices],
+            "notes": list(self.notes),
+        }
+
+
+@dataclass(frozen=True)
+class MemoryResult:
+    """`tracekit memory CAPTURE`: each device's memory over the steps (tracekit.analysis.memory), and
+    with a scenario, its prediction."""
+
+    capture: Mapping[str, Any]
+    memory: tuple[Any, ...]  # tracekit.analysis.memory_model.DeviceMemory
+    prediction: Optional[MemoryWhatIfResult] = None
+
+    def to_json(self) -> dict[str, Any]:
+        from tracekit.analysis.model import _memory_json
+
+        return {
+            "tracekit_memory": 1,
+            "capture": dict(self.capture),
+            "memory": [_memory_json(m) for m in self.memory],
+            "prediction": None if self.prediction is None else self.prediction.to_json(),
+        }
+
+
+# -- the memory model -----------------------------------------------------------------------------------
+
+
+@dataclass
+class _Series:
+    """A device's states on one axis (DeviceTimeline.positions): the held bytes, and per block the
+    position interval(s) it is alive in with its size."""
+
+    allocated: np.ndarray  # observed, per position
+    reserved: np.ndarray
+    held: np.ndarray  # what no live block of the trace explains (kept as it is)
+    phase: np.ndarray  # per position (a cycle's start: forward)
+    n: int
+
+
+def _positions(tl: DeviceTimeline) -> tuple[np.ndarray, np.ndarray, int]:
+    pos, start = tl.positions()
+    return pos, start, int(tl.ts.size + tl.cycle_first.size)
+
+
+def _block_span(tl: DeviceTimeline, pos: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each block's live positions [lo, hi)."""
+    b = tl.blocks
+    alloc, free, cyc = (b[c].to_numpy() for c in ("alloc", "free", "cycle"))
+    held = alloc < tl.cycle_first[cyc]
+    lo = np.where(held, start[cyc], pos[np.clip(alloc, 0, max(tl.ts.size - 1, 0))])
+    end_pos = np.append(start[1:], len(pos) + len(start))  # a cycle's end: the next one's start
+    never = free >= np.append(tl.cycle_first[1:], tl.ts.size)[cyc]
+    hi = np.where(never, end_pos[cyc], pos[np.clip(free, 0, max(tl.ts.size - 1, 0))])
+    return lo, hi
+
+
+def _live_sum(lo: np.ndarray, hi: np.ndarray, weight: np.ndarray, n: int) -> np.ndarray:
+    """Σ weight of the intervals [lo, hi) covering each position 0..n-1."""
+    d = np.zeros(n + 1, dtype=np.float64)
+    np.add.at(d, lo, weight)
+    np.add.at(d, hi, -weight)
+    return np.cumsum(d[:-1])
+
+
+def _series(tl: DeviceTimeline) -> tuple[_Series, np.ndarray, np.ndarray]:
+    pos, start, n = _positions(tl)
+    allocated = np.zeros(n, np.int64)
+    reserved = np.zeros(n, np.int64)
+    phase = np.full(n, FORWARD, np.int8)
+    allocated[pos], allocated[start] = tl.allocated, tl.baseline
+    reserved[pos] = tl.reserved
+    reserved[start] = [tl.reserved_at(-1 - c) for c in range(start.size)]
+    phase[pos] = tl.phase
+    lo, hi = _block_span(tl, pos, start)
+    tracked = _live_sum(lo, hi, tl.blocks["size"].to_numpy(np.float64), n)
+    held = np.maximum(allocated - tracked, 0)
+    return _Series(allocated, reserved, held, phase, n), lo, hi
+
+
+@dataclass
+class _Pieces:
+    """Intervals [lo, hi) of positions with the bytes alive in them: `fixed` whatever the batch, `per`
+    the per-sample bytes at the captured micro-batch (× the batch factor), and their category."""
+
+    lo: np.ndarray
+    hi: np.ndarray
+    fixed: np.ndarray
+    per: np.ndarray
+    cat: np.ndarray
+
+    def add(
+        self, lo: np.ndarray, hi: np.ndarray, fixed: np.ndarray, per: np.ndarray, cat: np.ndarray
+    ) -> None:
+        self.lo = np.concatenate([self.lo, lo])
+        self.hi = np.concatenate([self.hi, hi])
+        self.fixed = np.concatenate([self.fixed, fixed])
+        self.per = np.concatenate([self.per, per])
+        self.cat = np.concatenate([self.cat, cat])
+
+    def at(self, factor: float, n: int) -> np.ndarray:
+        return _live_sum(self.lo, self.hi, self.fixed + factor * self.per, n)
+
+
+def predict_device(
+    tl: DeviceTimeline, threads: Any, frames: Any, scenario: MemoryScenario, manifest: Mapping[str, Any]
+) -> MemoryPrediction:
+    """The memory prediction of one device (module docstring); step times are added by `with_times`."""
+    if not tl.addresses:
+        raise TracekitError(
+            "the capture's memory events carry no block addresses (parsed by an older tracekit): parse its "
+            "trace files again (`tracekit parse`) to predict memory"
+        )
+    ser, lo, hi = _series(tl)
+    b = tl.blocks
+    size = b["size"].to_numpy(np.float64)
+    cat = b["category"].to_numpy().astype(np.int64)
+    per_sample = np.isin(cat, [i for i, c in enumerate(CATEGORIES) if c.per_sample])
+    notes: list[str] = []
+    precision = np.ones(len(b))
+    if scenario.amp:
+        precision = np.where(per_sample & ~_fp32_blocks(tl, threads), 0.5, 1.0)
+    pieces = _Pieces(
+        lo, hi, np.where(per_sample, 0.0, size), np.where(per_sample, size * precision, 0.0), cat
+    )
+    if scenario.checkpointed:
+        parts = _parts(tl, frames, scenario)
+        _checkpoint(pieces, parts)
+        notes.append(f"checkpointed {_share(tl, parts):.0%} of the forward's activation bytes")
+    grads = (cat == GRAD) & (b["alloc"].to_numpy() >= tl.cycle_first[b["cycle"].to_numpy()])
+    if scenario.amp:  # each gradient is made in 16 bits first, then cast to the parameter's float32
+        g = np.flatnonzero(grads)
+        pieces.add(lo[g], lo[g] + 1, size[g] / 2, np.zeros(g.size), cat[g])
+    copies = np.zeros(ser.n)
+    if scenario.amp:
+        copies, note = _weight_copies(tl, ser, pieces, manifest)
+        notes.append(note)
+    fixed_extra = ser.held + copies
+    factor = scenario.factor
+    pred = fixed_extra + pieces.at(factor, ser.n)
+    later = None
+    if scenario.grad_accum > 1:
+        later = _later_micro_batches(tl, ser, pieces, grads, factor, split=True)
+    k = int(np.argmax(pred))
+    weights = pieces.fixed + factor * pieces.per
+    live = (pieces.lo <= k) & (pieces.hi > k)
+    by_cat = np.bincount(pieces.cat[live], weights=weights[live], minlength=len(CATEGORY_NAMES))
+    if later is not None and (later[0] + fixed_extra).max() > pred[k]:
+        total, kept, made = later
+        k = int(np.argmax(total + fixed_extra))
+        pred = total + fixed_extra
+        g = np.zeros(len(pieces.lo), bool)
+        g[: len(grads)] = grads
+        live = (pieces.lo <= k) & (pieces.hi > k) & ~g
+        by_cat = np.bincount(pieces.cat[live], weights=weights[live], minlength=len(CATEGORY_NAMES))
+        by_cat[GRAD] += kept[k]
+        by_cat[TMP] += made[k]
+    predicted = int(round(pred[k]))
+    obs_k = int(np.argmax(ser.allocated))
+    ratio = ser.reserved[obs_k] / ser.allocated[obs_k] if ser.allocated[obs_k] and tl.device >= 0 else None
+    by_category = {c: int(round(by_cat[j])) for j, c in enumerate(CATEGORY_NAMES)}
+    by_category["unattributed"] += int(round(fixed_extra[k]))  # held, and the 16-bit copies
+    shift = predicted - sum(by_category.values())  # rounding: the categories sum to the prediction
+    by_category["unattributed"] += shift
+    batch = _batch_size(manifest)
+    fit_scale = fit_batch = None
+    if scenario.fit_gib is not None:
+        fit_scale = _fit(ser, pieces, fixed_extra, scenario, ratio, tl, grads)
+        fit_batch = (
+            int(math.floor(fit_scale * batch + 1e-9)) if batch and fit_scale not in (None, math.inf) else None
+        )
+        if ratio is None:
+            notes.append("no reserve known (the host allocator): the fit is of allocated bytes")
+    if scenario.amp:
+        notes.append(
+            "the 16-bit weight copies are counted in `unattributed` at the predicted peak; activations and "
+            "temporaries at half their size but where a float32 op (softmax, norms, losses, sums) made them"
+        )
+    if scenario.grad_accum > 1:
+        notes.append(
+            f"micro-batches 2-{scenario.grad_accum}: every gradient alive from the start, each new one a "
+            "temporary until it is added in"
+        )
+    return MemoryPrediction(
+        rank=tl.rank,
+        device=tl.device,
+        observed_peak_allocated=int(ser.allocated.max()),
+        observed_peak_reserved=int(ser.reserved.max()),
+        predicted_peak_allocated=predicted,
+        predicted_peak_reserved=None if ratio is None else int(round(predicted * ratio)),
+        predicted_by_category=by_category,
+        predicted_peak_phase=PHASES[int(ser.phase[k])],
+        fit_batch_scale=fit_scale,
+        fit_batch_size=fit_batch,
+        batch_size=batch,
+        notes=tuple(notes),
+    )
+
+
+def _later_micro_batches(
+    tl: DeviceTimeline, ser: _Series, pieces: _Pieces, grads: np.ndarray, factor: float, split: bool = False
+) -> Any:
+    """The states of micro-batches 2..K (gradient accumulation), where the forward and backward run with
+    every gradient of the step alive (the first micro-batch made them), and each gradient the backward
+    makes is a temporary (added into the kept one, then freed). The optimizer's states are the first's
+    (0 here). With `split`: (the total, the kept gradients, the temporaries they add), else the total."""
+    g = np.zeros(len(pieces.lo), bool)
+    g[: len(grads)] = grads
+    kept = _live_sum(pieces.lo[g], pieces.hi[g], pieces.fixed[g], ser.n)
+    others = _live_sum(pieces.lo[~g], pieces.hi[~g], (pieces.fixed + factor * pieces.per)[~g], ser.n)
+    made = _live_sum(pieces.lo[g], pieces.lo[g] + 1, pieces.fixed[g], ser.n)
+    pos, _ = tl.positions()
+    window = np.full(ser.n, -1, np.int64)
+    window[pos] = tl.window
+    total = np.zeros(ser.n)
+    full = np.zeros(ser.n)
+    for w in np.unique(window[window >= 0]):  # one loop per step
+        m = (window == w) & (ser.phase != OPTIMIZER)
+        full[m] = kept[window == w].max()
+        total[m] = others[m] + full[m] + made[m]
+    return (total, full, np.where(total > 0, made, 0.0)) if split else total
+
+
+def _fp32_blocks(tl: DeviceTimeline, threads: Any) -> np.ndarray:
+    """Blocks made by an op autocast runs in float32 (AUTOCAST_FP32, innermost or outermost op)."""
+    b = tl.blocks
+    alloc = b["alloc"].to_numpy()
+    made = alloc >= tl.cycle_first[b["cycle"].to_numpy()]
+    out = np.zeros(len(b), bool)
+    idx = np.flatnonzero(made)
+    inner, outer = event_ops(tl, threads, alloc[idx])
+    hit = np.array(
+        [
+            bool(AUTOCAST_FP32.match(str(i or ""))) or bool(AUTOCAST_FP32.match(str(o or "")))
+            for i, o in zip(inner, outer)
+        ],
+        dtype=bool,
+    )
+    out[idx] = hit
+    return out
+
+
+def _weight_copies(
+    tl: DeviceTimeline, ser: _Series, pieces: _Pieces, manifest: Mapping[str, Any]
+) -> tuple[np.ndarray, str]:
+    """The 16-bit parameter copies autocast keeps for backward, per position: half the parameter bytes
+    (the capture's record; else the gradients', which have the parameters' size) times the live
+    activations over their most."""
+    params = int(tl.recorded.get("parameters", 0))
+    source = "the capture's record of the parameters"
+    if not params:
+        g = pieces.cat == GRAD
+        grads = _live_sum(pieces.lo[g], pieces.hi[g], pieces.fixed[g], ser.n)
+        params = int(grads.max()) if grads.size else 0
+        source = "the gradients' bytes (no record of the parameters)"
+    a = pieces.cat == ACT
+    act = _live_sum(pieces.lo[a], pieces.hi[a], pieces.per[a], ser.n)
+    top = act.max() if act.size else 0.0
+    copies = (params / 2) * (act / top) if top > 0 else np.zeros(ser.n)
+    return copies, f"16-bit weight copies: {params / 2 / 2**20:.1f} MiB at most, from {source}"
+
+
+def _forwards(tl: DeviceTimeline) -> list[np.ndarray]:
+    """The activation blocks of each forward (those freed in one backward window), in allocation order."""
+    b = tl.blocks
+    act = np.flatnonzero(b["category"].to_numpy() == ACT)
+    if not act.size:
+        return []
+    free_t = tl.ts[np.clip(b["free"].to_numpy()[act], 0, tl.ts.size - 1)]
+    backward = iv.window_of(tl.marks.bw_s, tl.marks.bw_e, free_t)
+    alloc = b["alloc"].to_numpy()
+    out = []
+    for k in np.unique(backward[backward >= 0]):  # one loop per backward
+        blocks = act[backward == k]
+        out.append(blocks[np.argsort(alloc[blocks], kind="stable")])
+    return out
+
+
+def _parts(tl: DeviceTimeline, frames: Any, scenario: MemoryScenario) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The checkpointed parts of each forward, as (the part's activation blocks, those of the same
+    forward allocated after it), in allocation order: checkpoint_sequential's N segments of equal bytes
+    but the last, or the calls of the named modules."""
+    if scenario.checkpoint_modules:
+        return _module_parts(tl, frames, scenario.checkpoint_modules)
+    segments = scenario.checkpoint
+    out = []
+    for blocks in _forwards(tl) if segments > 1 else []:  # one loop per forward
+        cum = np.cumsum(tl.blocks["size"].to_numpy()[blocks])
+        part = np.minimum((cum - 1) * segments // max(int(cum[-1]), 1), segments - 1)
+        out += [(blocks[part == p], blocks[part > p]) for p in range(segments - 1) if (part == p).any()]
+    return out
+
+
+def _module_parts(tl: DeviceTimeline, frames: Any, pattern: str) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The activations allocated inside each outermost forward span of a module whose name matches."""
+    host = frames.host
+    py = host[(host["rank"] == tl.rank) & (host["cat"] == "python_function")]
+    modules = py[py["name"].astype(str).str.startswith(MODULE_PREFIX).to_numpy(bool)]
+    if not len(modules):
+        raise TracekitError(
+            "--checkpoint-modules needs the trace's module spans (nn.Module: Name_i), which only a capture "
+            "with stacks has: `tracekit capture ... --set with_stack=true`; or give --checkpoint N"
+        )
+    names = modules["name"].astype(str).str.slice(len(MODULE_PREFIX))
+    hit = modules[names.str.contains(pattern, regex=True).to_numpy(bool)]
+    if not len(hit):
+        known = ", ".join(sorted(set(names))[:8])
+        raise TracekitError(
+            f"--checkpoint-modules {pattern!r} matches no module of the trace; it has e.g. {known}"
+        )
+    s, e = hit["ts"].to_numpy(np.int64), hit["end"].to_numpy(np.int64)
+    top = iv.nesting_depth(s, e) == 0
+    order = np.argsort(s[top])
+    s, e = s[top][order], e[top][order]
+    alloc = tl.blocks["alloc"].to_numpy()
+    out = []
+    for blocks in _forwards(tl):  # one loop per forward
+        k = iv.window_of(s, e, tl.ts[alloc[blocks]])
+        for span in np.unique(k[k >= 0]):  # one loop per checkpointed module call
+            inside = np.flatnonzero(k == span)
+            out.append((blocks[inside], blocks[inside[-1] + 1 :]))
+    return out
+
+
+def _share(tl: DeviceTimeline, parts: list[tuple[np.ndarray, np.ndarray]]) -> float:
+    """The share of the forwards' activation bytes in the checkpointed parts (what is recomputed)."""
+    size = tl.blocks["size"].to_numpy(np.float64)
+    total = sum(float(size[f].sum()) for f in _forwards(tl))
+    ckpt = sum(float(size[p].sum()) for p, _ in parts)
+    return ckpt / total if total else 0.0
+
+
+def _checkpoint(pieces: _Pieces, parts: list[tuple[np.ndarray, np.ndarray]]) -> None:
+    """Checkpoint each part: its blocks (but its last, the next part's input) alive in the forward only
+    until its next block is allocated, then again from its recomputation, when the backward is done
+    with everything the forward made after it (the last free of those blocks; without any, just before
+    the first of its own is freed), to their own free."""
+    lo, hi = pieces.lo, pieces.hi
+    added = []
+    for blocks, later in parts:  # one loop per checkpointed part
+        if blocks.size < 2:
+            continue
+        inner, nxt = blocks[:-1], blocks[1:]
+        rec = int(hi[later].max()) if later.size else int(hi[inner].min()) - 1
+        rec = min(rec, int(hi[inner].min()) - 1)
+        added.append((np.full(inner.size, rec), hi[inner].copy(), inner))
+        hi[inner] = np.clip(lo[nxt], lo[inner] + 1, np.maximum(rec, lo[inner] + 1))
+    for rec_lo, rec_hi, inner in added:
+        pieces.add(rec_lo, rec_hi, pieces.fixed[inner], pieces.per[inner], pieces.cat[inner])
+
+
+def _fit(
+    ser: _Series,
+    pieces: _Pieces,
+    fixed_extra: np.ndarray,
+    scenario: MemoryScenario,
+    ratio: Optional[float],
+    tl: DeviceTimeline,
+    grads: np.ndarray,
+) -> Optional[float]:
+    """The largest batch factor F (× the captured micro-batch, under the scenario's other changes)
+    whose predicted reserved peak fits in scenario.fit_gib: predicted = fixed + F × per-sample at every
+    state, so F = min over states of (budget - fixed) / per-sample. None: nothing fits (what does not
+    grow with the batch is already over); inf: nothing grows with it."""
+    budget = scenario.fit_gib * 2**30 / (ratio or 1.0)
+    k = scenario.grad_accum
+    fixed = fixed_extra + pieces.at(0.0, ser.n)
+    var = _live_sum(pieces.lo, pieces.hi, pieces.per, ser.n) / k
+    if k > 1:  # the later micro-batches' states, at their own fixed part
+        steps = _later_micro_batches(tl, ser, pieces, grads, 0.0)
+        later = steps + fixed_extra
+        var_later = np.where(steps > 0, var, 0.0)
+        fixed, var = np.concatenate([fixed, later]), np.concatenate([var, var_later])
+    if (fixed > budget).any():
+        return None
+    room = (budget - fixed)[var > 0] / var[var > 0]
+    return float(room.min()) if room.size else math.inf
+
+
+def _batch_size(manifest: Mapping[str, Any]) -> Optional[int]:
+    """The captured micro-batch: the workload's batch_size knob, else samples per step / grad_accum."""
+    knobs = manifest.get("knobs") or {}
+    if isinstance(knobs.get("batch_size"), int):
+        return int(knobs["batch_size"])
+    spp = manifest.get("samples_per_step")
+    if isinstance(spp, int) and spp > 0:
+        return spp // max(int(knobs.get("grad_accum", 1) or 1), 1)
+    return None
+
+
+# -- step times -----------------------------------------------------------------------------------------
+
+
+def phase_ms(frames: Any, tl: DeviceTimeline, phase: int) -> float:
+    """The median per step of the compute of one phase: the durations of the device work launched in it
+    (a CPU-only capture: the step thread's time in it)."""
+    steps = tl.steps
+    ws, we = steps["ts"].to_numpy(np.int64), steps["end"].to_numpy(np.int64)
+    marks = tl.marks
+    if frames.has_device:
+        from tracekit.analysis.steps import launch_times
+
+        dev = frames.device[
+            (frames.device["rank"] == tl.rank) & (frames.device["device"] == max(tl.device, 0))
+        ]
+        t = launch_times(dev, frames.launches)
+        dur = (dev["end"] - dev["ts"]).to_numpy(np.float64)
+    else:
+        host = frames.host
+        key = steps[["pid", "tid"]].iloc[0] if len(steps) else None
+        if key is None:
+            return 0.0
+        ops = host[(host["rank"] == tl.rank) & (host["pid"] == key["pid"]) & (host["tid"] == key["tid"])]
+        ops = ops[ops["cat"] == "cpu_op"]
+        s, e = ops["ts"].to_numpy(np.int64), ops["end"].to_numpy(np.int64)
+        top = iv.nesting_depth(s, e) == 0
+        t, dur = s[top], (e - s)[top].astype(np.float64)
+    in_bw = iv.window_of(marks.bw_s, marks.bw_e, t) >= 0
+    in_opt = iv.window_of(marks.opt_s, marks.opt_e, t) >= 0
+    which = np.where(in_opt, OPTIMIZER, np.where(in_bw, BACKWARD, FORWARD))
+    w = iv.window_of(ws, we, t)
+    m = (which == phase) & (w >= 0)
+    per = np.bincount(w[m], weights=dur[m], minlength=len(ws))
+    return float(np.median(per)) / 1e6 if per.size else 0.0
+
+
+def time_scale(scenario: MemoryScenario) -> float:
+    """What multiplies the device work of a replayed step (one micro-batch under grad_accum)."""
+    return scenario.factor * (AMP_TIME if scenario.amp else 1.0)
+
+
+def with_times(
+    pred: MemoryPrediction,
+    scenario: MemoryScenario,
+    observed: tuple[float, Optional[float]],
+    replayed: tuple[float, Optional[float]],
+    fwd_ms: float,
+    opt_ms: float,
+    share: float,
+) -> MemoryPrediction:
+    """The prediction with its step times: `observed` and `replayed` (profiled, unprofiled) are the
+    replay's step of the capture and of one micro-batch under the scenario's device-work scale."""
+    k = scenario.grad_accum
+    extra = share * fwd_ms * time_scale(scenario)  # the recomputed forward (checkpointing)
+
+    def step(r: Optional[float]) -> Optional[float]:
+        if r is None:
+            return None
+        return k * (r - opt_ms) + opt_ms + k * extra if k > 1 else r + extra
+
+    return replace(
+        pred,
+        observed_step_ms=observed[0],
+        unprofiled_observed_step_ms=observed[1],
+        predicted_step_ms=step(replayed[0]),
+        unprofiled_predicted_step_ms=step(replayed[1]),
+    )
+
+
+def checkpoint_share(tl: DeviceTimeline, frames: Any, scenario: MemoryScenario) -> float:
+    """The share of the forward's activation bytes the scenario checkpoints (what is recomputed)."""
+    return _share(tl, _parts(tl, frames, scenario)) if scenario.checkpointed else 0.0
