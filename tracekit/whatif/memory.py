@@ -35,6 +35,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Mapping, Optional
 
 import numpy as np
+import pandas as pd
 
 from tracekit.analysis import intervals as iv
 from tracekit.analysis.memory import (
@@ -459,12 +460,78 @@ def _parts(tl: DeviceTimeline, frames: Any, scenario: MemoryScenario) -> list[tu
     if scenario.checkpoint_modules:
         return _module_parts(tl, frames, scenario.checkpoint_modules)
     segments = scenario.checkpoint
+    spans = _module_spans(tl, frames)
+    if spans is not None:
+        return _sequential_module_parts(tl, spans, segments)
     out = []
     for blocks in _forwards(tl) if segments > 1 else []:  # one loop per forward
         cum = np.cumsum(tl.blocks["size"].to_numpy()[blocks])
         part = np.minimum((cum - 1) * segments // max(int(cum[-1]), 1), segments - 1)
         out += [(blocks[part == p], blocks[part > p]) for p in range(segments - 1) if (part == p).any()]
     return out
+
+
+def _module_spans(tl: DeviceTimeline, frames: Any) -> Optional[pd.DataFrame]:
+    """The rank's module calls (`nn.Module: Name_i` python_function spans, with_stack captures): name,
+    ts, end; None without any."""
+    host = frames.host
+    py = host[(host["rank"] == tl.rank) & (host["cat"] == "python_function")]
+    modules = py[py["name"].astype(str).str.startswith(MODULE_PREFIX).to_numpy(bool)]
+    if not len(modules):
+        return None
+    out = pd.DataFrame(
+        {
+            "name": modules["name"].astype(str).str.slice(len(MODULE_PREFIX)).to_numpy(object),
+            "ts": modules["ts"].to_numpy(np.int64),
+            "end": modules["end"].to_numpy(np.int64),
+        }
+    )
+    return out.sort_values(["ts", "end"], ascending=[True, False]).reset_index(drop=True)
+
+
+def _sequential_module_parts(
+    tl: DeviceTimeline, spans: pd.DataFrame, segments: int
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """checkpoint_sequential as torch cuts it, where the trace has module calls: in each forward, the
+    outermost module call around its first activation, descended while it calls one module only; its
+    child calls in order are cut into `segments` chunks of len // segments calls (the last takes the
+    rest and is not checkpointed); a chunk's part is the activations allocated from its first call's
+    start to its last call's end."""
+    if segments < 2:
+        return []
+    s, e = spans["ts"].to_numpy(np.int64), spans["end"].to_numpy(np.int64)
+    alloc = tl.blocks["alloc"].to_numpy()
+    out = []
+    for blocks in _forwards(tl):  # one loop per forward
+        t = tl.ts[alloc[blocks]]
+        outer = np.flatnonzero((s <= t[0]) & (e > t[0]))
+        if not outer.size:
+            continue
+        parent = int(outer[0])
+        while True:
+            kids = _children(s, e, parent)
+            if kids.size != 1:
+                break
+            parent = int(kids[0])
+        if kids.size < 2:
+            continue
+        size = kids.size // segments
+        for c in range(segments - 1):  # the chunks checkpoint_sequential checkpoints
+            lo, hi = s[kids[c * size]], e[kids[(c + 1) * size - 1]]
+            inside = (t >= lo) & (t < hi)
+            if inside.any():
+                out.append((blocks[inside], blocks[t >= hi]))
+    return out
+
+
+def _children(s: np.ndarray, e: np.ndarray, parent: int) -> np.ndarray:
+    """The calls directly inside call `parent` (sorted by start, outermost first)."""
+    inside = np.flatnonzero((s >= s[parent]) & (e <= e[parent]) & (np.arange(s.size) != parent))
+    if not inside.size:
+        return inside
+    covered = np.maximum.accumulate(e[inside])
+    top = np.r_[True, s[inside][1:] >= covered[:-1]]
+    return inside[top]
 
 
 def _module_parts(tl: DeviceTimeline, frames: Any, pattern: str) -> list[tuple[np.ndarray, np.ndarray]]:
