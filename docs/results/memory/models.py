@@ -7,7 +7,8 @@ checkpointing. Captured by docs/results/memory/run_gpu.sh as `tracekit.capture -
 --model resnet50|resnet18|gpt2|gpt2-tiny; --batch N; --amp bf16|fp16 (autocast; fp16 with a GradScaler);
 --checkpoint N (ResNet: torch's checkpoint_sequential over its top-level modules in N segments; GPT-2:
 transformers' gradient_checkpointing, every block: give any N > 0); --seq L (GPT-2's sequence length);
---size S (ResNet's image side, 224); --device cuda|cpu. One step: forward, loss, backward, SGD step (momentum 0.9), zero_grad.
+--size S (ResNet's image side, 224); --device cuda|cpu. One step: forward, loss, backward, SGD step
+(momentum 0.9), zero_grad.
 """
 
 from __future__ import annotations

@@ -172,9 +172,10 @@ def _document(measured: dict, runs: dict[str, Path], captures: Path, device: str
     captures.mkdir(parents=True, exist_ok=True)
     for base in sorted(baselines):
         write_capture(parse_paths([runs[base]]), captures / f"{base}.parquet", force=True)
+    (captures / "measured.json").write_text(json.dumps(measured, indent=1, sort_keys=True) + "\n")
     lines += [
         "",
-        f"The baselines are kept as `docs/results/memory/<run>.parquet`; `measured.json` beside them "
+        "The baselines are kept as `docs/results/memory/<run>.parquet`; `measured.json` beside them "
         "holds every run's figures. Run again: `OUT=$OUT bash docs/results/memory/run_gpu.sh` on the GPU, "
         "then `python docs/results/memory/table.py $OUT`.",
     ]
