@@ -3,11 +3,13 @@ answers (times in µs, bytes as written). Each test reads GIVEN (the timeline), 
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
 import hypothesis.strategies as st
 import jsonschema
+import pytest
 from hypothesis import HealthCheck, given, settings
 
 from tests.tracebuilder import TraceBuilder
@@ -300,3 +302,46 @@ def test_random_streams_never_go_negative_and_sum_to_the_total(tmp_path, events,
             assert all(v >= 0 for v in s.by_category.values())
             assert sum(s.by_category.values()) == s.peak_allocated
             assert s.reserve_at_peak >= 0 and s.peak_allocated >= 0
+
+
+def test_diff_compares_the_memory_of_each_step(tmp_path):
+    from tracekit.compare.diff import diff as diff_reports
+
+    a, b = TraceBuilder(), TraceBuilder()
+    for n in range(1, 4):  # each step keeps its optimizer state S (40)
+        training_step(a, offset=100 * (n - 1), n=n, base=1000 + 40 * (n - 1))
+        training_step(b, offset=100 * (n - 1), n=n, base=2000 + 40 * (n - 1))
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    ra, rb = run(tmp_path / "a", a), run(tmp_path / "b", b)
+    figures = {f.key: f for p in diff_reports([ra, rb]).pairs for f in p.figures}
+    peak = figures["memory.peak_allocated"]
+    # medians over the 3 steps: step 2's peak, 1040 + 150 and 2040 + 150; held before the trace 1000, 2000
+    assert peak.a == pytest.approx(1190 / 2**20) and peak.b == pytest.approx(2190 / 2**20)
+    assert figures["memory.unattributed"].b == pytest.approx(2000 / 2**20)
+    same = {f.key: f for p in diff_reports([ra, ra]).pairs for f in p.figures}
+    assert same["memory.peak_allocated"].a == same["memory.peak_allocated"].b
+
+
+def test_an_out_of_memory_capture_says_so_in_the_report(tmp_path):
+    from tracekit.render.registry import get_renderer
+
+    t = TraceBuilder()
+    training_step(t)
+    where = "ProfilerStep#1 (active, step 3 of 4) in x.py:3 (f)"
+    oom = {"message": f"out of memory at {where}: peak 70.00 of 80.00 GiB"}
+    r = run(tmp_path, t, {"oom": oom})
+    out = io.StringIO()
+    get_renderer("text", width=200, color=False).render(r, out)
+    assert f"the capture ran {oom['message']}; the trace holds the steps before it" in out.getvalue()
+
+
+def test_the_api_view_has_a_row_per_step(tmp_path):
+    import tracekit as tk
+
+    t = TraceBuilder()
+    training_step(t)
+    a = tk.analyze(t.write(tmp_path / "rank0.pt.trace.json"), savings=False)
+    df = a.memory()
+    assert list(df["peak_allocated"]) == [1150]
+    assert int(df[[f"{c}_bytes" for c in CATEGORY_NAMES]].sum(axis=1).iloc[0]) == 1150

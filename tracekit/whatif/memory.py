@@ -9,7 +9,8 @@ of the device (the state after each memory event, and each profiler cycle's star
 
 `held` is what the trace never saw allocated (the allocator's total minus its live blocks: kept as it
 is). A block's factor is 1, except for the categories that grow with the samples of a micro-batch
-(`Category.per_sample`: activations, temporaries, inputs/outputs), which take the batch factor
+(`Category.per_sample`: activations, temporaries, inputs/outputs; not what Optimizer.step makes, which
+is parameter-sized), which take the batch factor
 (`batch_scale`, 1/K for K micro-batches) and, under mixed precision, 1/2 unless the op that allocated
 them runs in float32 under autocast (AUTOCAST_FP32). Mixed precision also keeps a 16-bit copy of the
 parameters that the forward uses (half their bytes), saved for backward: modelled alive in proportion
@@ -293,6 +294,8 @@ def predict_device(
     size = b["size"].to_numpy(np.float64)
     cat = b["category"].to_numpy().astype(np.int64)
     per_sample = np.isin(cat, [i for i, c in enumerate(CATEGORIES) if c.per_sample])
+    # what Optimizer.step makes is parameter-sized, whatever its category
+    per_sample &= tl.phase[np.clip(b["alloc"].to_numpy(), 0, max(tl.ts.size - 1, 0))] != OPTIMIZER
     notes: list[str] = []
     precision = np.ones(len(b))
     if scenario.amp:

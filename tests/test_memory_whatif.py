@@ -1,0 +1,158 @@
+"""The memory what-if (tracekit.whatif.memory, `tracekit memory`) on tiny synthetic traces with
+hand-computed answers (bytes as written; positions are the states after each memory event)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.clirun import run_main
+from tests.test_memory import ENGINE, training_step
+from tests.tracebuilder import TraceBuilder
+from tracekit import api
+from tracekit.errors import TracekitError
+from tracekit.parse.parser import parse_paths
+
+
+def capture(tmp_path: Path, t: TraceBuilder, manifest: dict | None = None):
+    cap = parse_paths([t.write(tmp_path / "rank0.pt.trace.json")])
+    if manifest is not None:
+        cap.meta["manifest"] = manifest
+    return cap
+
+
+def predict(tmp_path: Path, t: TraceBuilder, manifest: dict | None = None, **kw):
+    result = api.memory(capture(tmp_path, t, manifest), time=False, **kw)
+    (d,) = result.prediction.devices
+    return d
+
+
+def test_unchanged_is_the_observed_peak(tmp_path):
+    # GIVEN the training step of test_memory (1000 held; A 100 activation, T 50 temporary at its peak)
+    t = TraceBuilder()
+    training_step(t)
+    # WHEN nothing changes but the batch factor 1 / THEN the prediction is the capture
+    d = predict(tmp_path, t, batch_scale=1.0, grad_accum=1, fit_gib=1.0)
+    assert d.predicted_peak_allocated == d.observed_peak_allocated == 1150
+
+
+def test_double_batch_doubles_what_grows_with_the_samples(tmp_path):
+    # GIVEN the step; WHEN the batch doubles
+    t = TraceBuilder()
+    training_step(t)
+    d = predict(tmp_path, t, batch_scale=2)
+    # THEN A and T double at the forward's peak: 1000 + 200 + 100 (the optimizer's temporary U and the
+    # gradient and state do not grow)
+    assert d.predicted_peak_allocated == 1300 and d.predicted_peak_phase == "forward"
+    assert sum(d.predicted_by_category.values()) == 1300
+    assert d.predicted_by_category["activations"] == 200 and d.predicted_by_category["temporaries"] == 100
+    # reserved: the observed ratio at the peak (the trace builder reserves twice what is allocated)
+    assert d.predicted_peak_reserved == 2600
+
+
+def test_micro_batches_keep_every_gradient_alive(tmp_path):
+    # GIVEN the step; WHEN its samples run as 2 micro-batches of half each
+    t = TraceBuilder()
+    training_step(t)
+    d = predict(tmp_path, t, grad_accum=2)
+    # THEN the second micro-batch is the peak: at G's allocation, 1000 held + A/2 + the kept gradient 30 +
+    # the new one 30 (a temporary until added in)
+    assert d.predicted_peak_allocated == 1110 and d.predicted_peak_phase == "backward"
+    assert d.predicted_by_category["gradients"] == 30 and d.predicted_by_category["temporaries"] == 30
+    assert sum(d.predicted_by_category.values()) == 1110
+
+
+def checkpointable(t: TraceBuilder) -> None:
+    """Four activations of 100 made in the forward, freed in the backward in reverse (no held bytes):
+
+    pos  1 +A1@5  2 +A2@6  3 +A3@7  4 +A4@8 | 5 -A4@40  6 -A3@45  7 -A2@50  8 -A1@55
+    """
+    t.step(1, 0, 100)
+    t.op("aten::linear", 4, 10)
+    t.op("autograd::engine::evaluate_function: MmBackward0", 38, 20, tid=ENGINE)
+    t.memory_events(
+        [(5, 1, 100), (6, 2, 100), (7, 3, 100), (8, 4, 100)]
+        + [(40, 4, -100, ENGINE), (45, 3, -100, ENGINE), (50, 2, -100, ENGINE), (55, 1, -100, ENGINE)]
+    )
+
+
+def test_checkpointing_frees_a_segment_in_the_forward_and_recomputes_it(tmp_path):
+    # GIVEN 400 bytes of activations, peak 400 at the forward's end
+    t = TraceBuilder()
+    checkpointable(t)
+    # WHEN checkpoint_sequential with 2 segments: the first part (A1, A2; A2 kept as the next one's input)
+    d = predict(tmp_path, t, checkpoint=2)
+    # THEN A1 lives only until A2 is made, and again from A3's free (the backward done with what came
+    # after) to its own: the peak is A2 + A3 + A4 = 300
+    assert d.predicted_peak_allocated == 300
+    assert d.observed_peak_allocated == 400
+
+
+def test_the_largest_batch_that_fits(tmp_path):
+    # GIVEN the step (reserved twice allocated) and its batch of 64; WHEN 2600 bytes are the budget
+    t = TraceBuilder()
+    training_step(t)
+    manifest = {"knobs": {"batch_size": 64}}
+    d = predict(tmp_path, t, manifest, fit_gib=2600 / 2**30)
+    # THEN 1300 allocated: (1300 - 1000) / 150 at the forward's peak = 2x the batch
+    assert d.fit_batch_scale == pytest.approx(2.0) and d.fit_batch_size == 128
+    # and nothing fits when what does not grow with the batch is over the budget already
+    assert predict(tmp_path, t, manifest, fit_gib=1000 / 2**30).fit_batch_scale is None
+
+
+def test_mixed_precision_halves_the_samples_and_adds_weight_copies(tmp_path):
+    # GIVEN the step with a record of 200 parameter bytes: A (100) at the peak is the most activation
+    t = TraceBuilder()
+    training_step(t)
+    manifest = {"ranks": [{"rank": 0, "memory": {"model": {"0": {"parameters": 200}}}}]}
+    d = predict(tmp_path, t, manifest, amp="bf16")
+    # THEN the peak moves to G's allocation in the backward: 1000 held + A/2 (still saved, so the 16-bit
+    # weight copies, 200 / 2, are all alive) + G 30 + its first, 16-bit version 15; the forward's is 1175
+    assert d.predicted_peak_allocated == 1195 and d.predicted_peak_phase == "backward"
+    assert sum(d.predicted_by_category.values()) == 1195
+
+
+def test_bad_scenarios_are_refused_before_anything_is_read(tmp_path):
+    for kw, needle in (
+        ({"batch_scale": 0}, "--batch-scale"),
+        ({"amp": "fp8"}, "--amp"),
+        ({"grad_accum": 0}, "--grad-accum"),
+        ({"checkpoint": 2, "checkpoint_modules": "Block"}, "choose one"),
+        ({"checkpoint_modules": "("}, "--checkpoint-modules"),
+        ({"fit_gib": -1}, "--fit-gib"),
+    ):
+        with pytest.raises(TracekitError, match=needle):
+            api.memory(tmp_path / "nothing.parquet", **kw)
+
+
+def test_module_checkpointing_needs_module_spans(tmp_path):
+    t = TraceBuilder()
+    checkpointable(t)
+    with pytest.raises(TracekitError, match="with_stack=true"):
+        predict(tmp_path, t, checkpoint_modules="Linear")
+
+
+def test_cli_memory_report_and_prediction(tmp_path, capsys):
+    t = TraceBuilder()
+    training_step(t)
+    path = t.write(tmp_path / "rank0.pt.trace.json")
+    code, out, err = run_main(["memory", str(path), "--width", "120"], capsys)
+    assert code == 0, err
+    assert "device memory at its peak (step 1)" in out and "largest blocks alive at the peak" in out
+    code, out, err = run_main(["memory", str(path), "--batch-scale", "2", "--no-time", "--json"], capsys)
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["prediction"]["devices"][0]["predicted_peak_allocated"] == 1300
+    assert doc["memory"][0]["peak"]["peak_allocated"] == 1150
+
+
+def test_cli_a_trace_without_memory_events_says_how_to_record_them(tmp_path, capsys):
+    t = TraceBuilder()
+    t.step(1, 0, 100)
+    t.kernel("k", 0, 100)
+    path = t.write(tmp_path / "rank0.pt.trace.json")
+    code, out, err = run_main(["memory", str(path)], capsys)
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and "profile_memory=true" in err
