@@ -258,7 +258,7 @@ class Analysis:
         rows = []
         for m in self.report.memory:
             for s in m.steps:
-                row = {"rank": m.rank, "device": m.device, "step": s.step}
+                row: dict[str, Any] = {"rank": m.rank, "device": m.device, "step": s.step}
                 row.update(
                     allocated_start=s.allocated_start,
                     peak_allocated=s.peak_allocated,

@@ -329,9 +329,9 @@ def predict_device(
         total, kept, made = later
         k = int(np.argmax(total + fixed_extra))
         pred = total + fixed_extra
-        g = np.zeros(len(pieces.lo), bool)
-        g[: len(grads)] = grads
-        live = (pieces.lo <= k) & (pieces.hi > k) & ~g
+        is_grad = np.zeros(len(pieces.lo), bool)
+        is_grad[: len(grads)] = grads
+        live = (pieces.lo <= k) & (pieces.hi > k) & ~is_grad
         by_cat = np.bincount(pieces.cat[live], weights=weights[live], minlength=len(CATEGORY_NAMES))
         by_cat[GRAD] += kept[k]
         by_cat[TMP] += made[k]
@@ -608,7 +608,7 @@ def _fit(
     whose predicted reserved peak fits in scenario.fit_gib: predicted = fixed + F × per-sample at every
     state, so F = min over states of (budget - fixed) / per-sample. None: nothing fits (what does not
     grow with the batch is already over); inf: nothing grows with it."""
-    budget = scenario.fit_gib * 2**30 / (ratio or 1.0)
+    budget = (scenario.fit_gib or 0.0) * 2**30 / (ratio or 1.0)
     k = scenario.grad_accum
     fixed = fixed_extra + pieces.at(0.0, ser.n)
     var = _live_sum(pieces.lo, pieces.hi, pieces.per, ser.n) / k
