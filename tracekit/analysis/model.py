@@ -729,6 +729,9 @@ class Report:
             "compiled": _plain(self.compiled) if self.compiled is not None else None,
             **({"input_pipeline": self.input_pipeline.to_json()} if self.input_pipeline else {}),
             **({"job": _plain(self.job)} if self.job is not None else {}),
+            "step_rules": [_plain(r) for r in self.step_rules],
+            "graph_captures": [_plain(g) for g in self.graph_captures],
+            "no_work": [_plain(n) for n in self.no_work],
             **({"memory": [_memory_json(m) for m in self.memory]} if self.memory else {}),
         }
 

@@ -30,7 +30,13 @@ from typing import Any, Iterator, Optional
 import pyarrow.compute as pc
 
 from tracekit import version
-from tracekit.analysis.events import ANALYSIS_COLUMNS, ANALYSIS_KINDS, load_frames
+from tracekit.analysis.events import (
+    ANALYSIS_COLUMNS,
+    ANALYSIS_KINDS,
+    MEMORY_CAT,
+    analysis_columns,
+    load_frames,
+)
 from tracekit.analysis.invariants import check_invariants
 from tracekit.analysis.merge import merge, rank_report
 from tracekit.analysis.model import REPORT_VERSION, Report, SavingsInfo
@@ -43,6 +49,7 @@ from tracekit.data.describe import CaptureDescription
 from tracekit.data.describe import describe as describe_capture
 from tracekit.data.files import Location
 from tracekit.data.store import Capture, capture_ranks, is_capture, read_capture, read_meta
+from tracekit.data.summary import may_hold_category
 from tracekit.errors import TracekitError
 from tracekit.parse.derive import record_rules
 from tracekit.parse.parser import find_trace_files, load_capture, load_paths, parse_paths
@@ -104,16 +111,21 @@ def _analyze_capture(path: Location, opts: AnalyzeOptions, executor: Optional[Ex
     capture = (
         read_capture(path)
         if opts.store
-        else read_capture(path, columns=loaded_columns(opts.savings), kinds=ANALYSIS_KINDS)
+        else read_capture(path, columns=loaded_columns(opts.savings, path, meta), kinds=ANALYSIS_KINDS)
     )
     capture.step_marker = opts.step
     return Analysed(_analyze_here(capture, opts, own=True), capture, path if opts.store else None)
 
 
-def loaded_columns(savings: bool) -> list[str]:
-    """The capture columns an in-process analysis reads: the analysis' own, and with `savings` the
-    replay's."""
-    return list(dict.fromkeys([*ANALYSIS_COLUMNS, *(REPLAY_COLUMNS if savings else ())]))
+def loaded_columns(savings: bool, path: Optional[Location] = None, meta: Optional[dict] = None) -> list[str]:
+    """The capture columns an in-process analysis reads: the analysis' own (the memory events' only
+    where the capture at `path` has some), and with `savings` the replay's."""
+    own = (
+        ANALYSIS_COLUMNS
+        if path is None
+        else analysis_columns(may_hold_category(path, meta or {}, MEMORY_CAT))
+    )
+    return list(dict.fromkeys([*own, *(REPLAY_COLUMNS if savings else ())]))
 
 
 def _analyze_traces(inputs: list[Location], opts: AnalyzeOptions, executor: Optional[Executor]) -> Analysed:
