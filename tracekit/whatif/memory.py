@@ -11,8 +11,9 @@ of the device (the state after each memory event, and each profiler cycle's star
 is). A block's factor is 1, except for the categories that grow with the samples of a micro-batch
 (`Category.per_sample`: activations, temporaries, inputs/outputs; not what Optimizer.step makes, which
 is parameter-sized), which take the batch factor
-(`batch_scale`, 1/K for K micro-batches) and, under mixed precision, 1/2 unless the op that allocated
-them runs in float32 under autocast (AUTOCAST_FP32). Mixed precision also keeps a 16-bit copy of the
+(`batch_scale`, 1/K for K micro-batches) and, under mixed precision, 1/2 for activations and
+temporaries (the batch and the loss stay float32) unless the op that allocated them runs in float32
+under autocast (AUTOCAST_FP32). Mixed precision also keeps a 16-bit copy of the
 parameters that the forward uses (half their bytes), saved for backward: modelled alive in proportion
 to the live activations (all of it at the end of the forward, none once the backward freed them).
 Checkpointing N segments (torch's checkpoint_sequential: the last segment is not checkpointed) splits
@@ -44,6 +45,7 @@ from tracekit.analysis.memory import (
     BACKWARD,
     FORWARD,
     GRAD,
+    IO,
     OPTIMIZER,
     TMP,
     DeviceTimeline,
@@ -298,8 +300,8 @@ def predict_device(
     per_sample &= tl.phase[np.clip(b["alloc"].to_numpy(), 0, max(tl.ts.size - 1, 0))] != OPTIMIZER
     notes: list[str] = []
     precision = np.ones(len(b))
-    if scenario.amp:
-        precision = np.where(per_sample & ~_fp32_blocks(tl, threads), 0.5, 1.0)
+    if scenario.amp:  # the batch and the loss stay float32: autocast casts copies, which are activations
+        precision = np.where(per_sample & (cat != IO) & ~_fp32_blocks(tl, threads), 0.5, 1.0)
     pieces = _Pieces(
         lo, hi, np.where(per_sample, 0.0, size), np.where(per_sample, size * precision, 0.0), cat
     )
