@@ -107,24 +107,54 @@ class DeviceTimeline:
         first = int(self.cycle_first[-1 - i])  # what the cycle's first event saw: a bound, not a reading
         return max(int(self.reserved[first]), self.allocated_at(i)) if first < self.ts.size else 0
 
+    def position(self, i: int) -> int:
+        """The position of state i on the axis of `positions`."""
+        pos, start = self.positions()
+        return int(pos[i]) if i >= 0 else int(start[-1 - i])
+
+    def spans(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each block's live positions [lo, hi): from its allocation's state (a block held before the
+        trace: its cycle's start) to its free's (never freed: the next cycle's start)."""
+        if "lo" not in self.blocks:
+            pos, start = self.positions()
+            b = self.blocks
+            alloc, free, cyc = (b[c].to_numpy() for c in ("alloc", "free", "cycle"))
+            last = max(self.ts.size - 1, 0)
+            held = alloc < self.cycle_first[cyc]
+            end = np.append(start[1:], len(pos) + len(start))  # a cycle's end: the next one's start
+            never = free >= np.append(self.cycle_first[1:], self.ts.size)[cyc]
+            b["lo"] = np.where(held, start[cyc], pos[np.clip(alloc, 0, last)])
+            b["hi"] = np.where(never, end[cyc], pos[np.clip(free, 0, last)])
+        return self.blocks["lo"].to_numpy(), self.blocks["hi"].to_numpy()
+
     def live(self, i: int) -> np.ndarray:
         """Mask of the blocks alive in state i."""
-        b = self.blocks
-        alloc, free, cyc = (b[c].to_numpy() for c in ("alloc", "free", "cycle"))
-        if i < 0:
-            c = -1 - i
-            return (cyc == c) & (alloc < self.cycle_first[c])
-        return (cyc == self.cycle[i]) & (alloc <= i) & (free > i)
+        lo, hi = self.spans()
+        p = self.position(i)
+        return (lo <= p) & (hi > p)
+
+    def live_by_category(self, states: list[int]) -> np.ndarray:
+        """The live blocks' bytes by category (columns CATEGORY_NAMES) in each of `states`: each block
+        counted where lo <= p < hi, from cumulative sums over the sorted ends (no pass per state)."""
+        lo, hi = self.spans()
+        p = np.array([self.position(i) for i in states], dtype=np.int64)
+        cat = self.blocks["category"].to_numpy()
+        size = self.blocks["size"].to_numpy().astype(np.int64)
+        out = np.zeros((p.size, len(CATEGORY_NAMES)), np.int64)
+        for c in np.unique(cat):  # one pass per category
+            m = cat == c
+            out[:, c] = _covered(lo[m], size[m], p) - _covered(hi[m], size[m], p)
+        return out
 
     def by_category(self, i: int) -> tuple[np.ndarray, int]:
         """Allocated bytes by category in state i (summing exactly to the allocator's total there), and
         the excess of live blocks over that total, taken off (events missing)."""
-        total = self.allocated_at(i)
-        live = self.live(i)
-        b = self.blocks
-        out = np.bincount(
-            b["category"].to_numpy()[live], weights=b["size"].to_numpy()[live], minlength=len(CATEGORY_NAMES)
-        ).astype(np.int64)
+        return self.split(self.live_by_category([i])[0], self.allocated_at(i))
+
+    def split(self, live: np.ndarray, total: int) -> tuple[np.ndarray, int]:
+        """The live blocks' bytes by category completed to `total`: what no block explains named by the
+        capture's record, the rest unattributed; live bytes beyond `total` taken off (returned)."""
+        out = live.astype(np.int64).copy()
         rest = total - int(out.sum())
         excess = 0
         if rest < 0:
@@ -152,11 +182,18 @@ class DeviceTimeline:
         c = int(self.steps["cyc"].iat[w])
         if c >= self.cycle_first.size or self.cycle_first[c] >= self.cycle_end(c):
             return None
-        start = int(self.steps["ts"].iat[w])
+        start, end = int(self.steps["ts"].iat[w]), int(self.steps["end"].iat[w])
         lo, hi = int(self.cycle_first[c]), self.cycle_end(c)
-        k = lo + int(np.searchsorted(self.ts[lo:hi], start, side="left")) - 1
-        inside = np.flatnonzero(self.window[lo:hi] == w) + lo
-        return (k if k >= lo else -1 - c), inside
+        a, b = lo + np.searchsorted(self.ts[lo:hi], [start, end], side="left")
+        inside = np.arange(a, b, dtype=np.int64)  # the window's events: contiguous, sorted by time
+        return (int(a) - 1 if a > lo else -1 - c), inside
+
+
+def _covered(ends: np.ndarray, weights: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """Σ weights of the `ends` at or before each of `p`."""
+    order = np.argsort(ends, kind="stable")
+    cum = np.concatenate([[0], np.cumsum(weights[order])])
+    return cum[np.searchsorted(ends[order], p, side="right")]
 
 
 def device_timelines(frames: Any, threads: Any, manifest: Mapping[str, Any]) -> list[DeviceTimeline]:
@@ -181,21 +218,24 @@ def device_timelines(frames: Any, threads: Any, manifest: Mapping[str, Any]) -> 
 
 def device_memory(tl: DeviceTimeline, threads: Any, manifest: Mapping[str, Any]) -> DeviceMemory:
     """The report of one device's memory (`DeviceTimeline`)."""
-    steps_out = []
-    states = []
-    ops = _OpNames(tl, threads)
-    excess = 0
-    for w in range(len(tl.steps)):  # one loop per step
-        found = tl.step_states(w)
-        if found is None:
+    found = []
+    for w in range(len(tl.steps)):  # one loop per step (each a few searches)
+        states = tl.step_states(w)
+        if states is None:
             continue
-        start, inside = found
+        start, inside = states
         k = start
         if inside.size:
             top = int(inside[np.argmax(tl.allocated[inside])])
             if tl.allocated[top] > tl.allocated_at(start):
                 k = top
-        cats, x = tl.by_category(k)
+        found.append((w, start, inside, k))
+    live = tl.live_by_category([k for _, _, _, k in found])
+    ops = _OpNames(tl, threads)
+    steps_out = []
+    excess = 0
+    for (w, start, inside, k), row in zip(found, live):  # one loop per step
+        cats, x = tl.split(row, tl.allocated_at(k))
         excess = max(excess, x)
         ws = int(tl.steps["ts"].iat[w])
         at_event = k >= 0 and tl.window[k] == w
@@ -207,7 +247,9 @@ def device_memory(tl: DeviceTimeline, threads: Any, manifest: Mapping[str, Any])
                 allocated_start=tl.allocated_at(start),
                 allocated_end=tl.allocated_at(int(inside[-1]) if inside.size else start),
                 peak_allocated=tl.allocated_at(k),
-                peak_reserved=max([tl.reserved_at(start), *tl.reserved[inside].tolist()]),
+                peak_reserved=max(
+                    tl.reserved_at(start), int(tl.reserved[inside].max()) if inside.size else 0
+                ),
                 peak_at_ns=int(tl.ts[k]) - ws if at_event else 0,
                 peak_phase=PHASES[int(tl.phase[k])] if at_event else "forward",
                 peak_op=ops.inner(k) if at_event else None,
@@ -215,12 +257,11 @@ def device_memory(tl: DeviceTimeline, threads: Any, manifest: Mapping[str, Any])
                 reserve_at_peak=max(tl.reserved_at(k) - tl.allocated_at(k), 0),
             )
         )
-        states.append(k)
     largest: tuple[LiveBlock, ...] = ()
     peak_step = None
     if steps_out:
         top = max(range(len(steps_out)), key=lambda j: steps_out[j].peak_allocated)
-        largest = tuple(_largest(tl, states[top], ops))
+        largest = tuple(_largest(tl, found[top][3], ops))
         peak_step = steps_out[top].step
     check = tl.check if not excess else MemoryCheck(**{**tl.check.__dict__, "excess_bytes": excess})
     return DeviceMemory(

@@ -223,24 +223,12 @@ def _positions(tl: DeviceTimeline) -> tuple[np.ndarray, np.ndarray, int]:
     return pos, start, int(tl.ts.size + tl.cycle_first.size)
 
 
-def _block_span(tl: DeviceTimeline, pos: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each block's live positions [lo, hi)."""
-    b = tl.blocks
-    alloc, free, cyc = (b[c].to_numpy() for c in ("alloc", "free", "cycle"))
-    held = alloc < tl.cycle_first[cyc]
-    lo = np.where(held, start[cyc], pos[np.clip(alloc, 0, max(tl.ts.size - 1, 0))])
-    end_pos = np.append(start[1:], len(pos) + len(start))  # a cycle's end: the next one's start
-    never = free >= np.append(tl.cycle_first[1:], tl.ts.size)[cyc]
-    hi = np.where(never, end_pos[cyc], pos[np.clip(free, 0, max(tl.ts.size - 1, 0))])
-    return lo, hi
-
-
 def _live_sum(lo: np.ndarray, hi: np.ndarray, weight: np.ndarray, n: int) -> np.ndarray:
     """Σ weight of the intervals [lo, hi) covering each position 0..n-1."""
-    d = np.zeros(n + 1, dtype=np.float64)
-    np.add.at(d, lo, weight)
-    np.add.at(d, hi, -weight)
-    return np.cumsum(d[:-1])
+    if not len(lo):
+        return np.zeros(n)
+    d = np.bincount(lo, weights=weight, minlength=n + 1) - np.bincount(hi, weights=weight, minlength=n + 1)
+    return np.cumsum(d[:n])
 
 
 def _series(tl: DeviceTimeline) -> tuple[_Series, np.ndarray, np.ndarray]:
@@ -252,7 +240,7 @@ def _series(tl: DeviceTimeline) -> tuple[_Series, np.ndarray, np.ndarray]:
     reserved[pos] = tl.reserved
     reserved[start] = [tl.reserved_at(-1 - c) for c in range(start.size)]
     phase[pos] = tl.phase
-    lo, hi = _block_span(tl, pos, start)
+    lo, hi = (x.copy() for x in tl.spans())
     tracked = _live_sum(lo, hi, tl.blocks["size"].to_numpy(np.float64), n)
     held = np.maximum(allocated - tracked, 0)
     return _Series(allocated, reserved, held, phase, n), lo, hi
@@ -394,12 +382,16 @@ def _later_micro_batches(
     pos, _ = tl.positions()
     window = np.full(ser.n, -1, np.int64)
     window[pos] = tl.window
-    total = np.zeros(ser.n)
+    # the most gradient bytes alive in each step: its positions are one run of equal window numbers
+    inside = np.flatnonzero(window >= 0)
     full = np.zeros(ser.n)
-    for w in np.unique(window[window >= 0]):  # one loop per step
-        m = (window == w) & (ser.phase != OPTIMIZER)
-        full[m] = kept[window == w].max()
-        total[m] = others[m] + full[m] + made[m]
+    if inside.size:
+        run = np.flatnonzero(np.r_[True, np.diff(window[inside]) != 0])
+        most = np.maximum.reduceat(kept[inside], run)
+        full[inside] = np.repeat(most, np.diff(np.r_[run, inside.size]))
+    on = (window >= 0) & (ser.phase != OPTIMIZER)
+    full = np.where(on, full, 0.0)
+    total = np.where(on, others + full + made, 0.0)
     return (total, full, np.where(total > 0, made, 0.0)) if split else total
 
 
