@@ -35,7 +35,7 @@ profiler ran only: its figures start from zero and hold nothing older.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
 import numpy as np
@@ -93,6 +93,7 @@ class DeviceTimeline:
     addresses: bool
     recorded: Mapping[str, int]  # the capture's parameters / gradients / optimizer_state bytes here
     marks: Marks  # the rank's phase intervals
+    _windows: Optional[tuple] = field(default=None, repr=False)
 
     def cycle_end(self, c: int) -> int:
         """One past the last event index of cycle c."""
@@ -176,13 +177,20 @@ class DeviceTimeline:
         pos = np.arange(self.ts.size, dtype=np.int64) + self.cycle + 1
         return pos, self.cycle_first + np.arange(self.cycle_first.size, dtype=np.int64)
 
+    def windows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The steps' (cycle, start, end) as arrays (made once)."""
+        if self._windows is None:
+            self._windows = tuple(self.steps[c].to_numpy(np.int64) for c in ("cyc", "ts", "end"))
+        return self._windows
+
     def step_states(self, w: int) -> Optional[tuple[int, np.ndarray]]:
         """(the state at the start of step window w, the events inside it), or None where nothing is
         known of the device at that step (its cycle has no events)."""
-        c = int(self.steps["cyc"].iat[w])
+        cyc, ws, we = self.windows()
+        c = int(cyc[w])
         if c >= self.cycle_first.size or self.cycle_first[c] >= self.cycle_end(c):
             return None
-        start, end = int(self.steps["ts"].iat[w]), int(self.steps["end"].iat[w])
+        start, end = int(ws[w]), int(we[w])
         lo, hi = int(self.cycle_first[c]), self.cycle_end(c)
         a, b = lo + np.searchsorted(self.ts[lo:hi], [start, end], side="left")
         inside = np.arange(a, b, dtype=np.int64)  # the window's events: contiguous, sorted by time
@@ -219,6 +227,8 @@ def device_timelines(frames: Any, threads: Any, manifest: Mapping[str, Any]) -> 
 def device_memory(tl: DeviceTimeline, threads: Any, manifest: Mapping[str, Any]) -> DeviceMemory:
     """The report of one device's memory (`DeviceTimeline`)."""
     found = []
+    _, starts, ends = tl.windows()
+    numbers = tl.steps["step"].to_numpy(np.int64)
     for w in range(len(tl.steps)):  # one loop per step (each a few searches)
         states = tl.step_states(w)
         if states is None:
@@ -231,19 +241,21 @@ def device_memory(tl: DeviceTimeline, threads: Any, manifest: Mapping[str, Any])
                 k = top
         found.append((w, start, inside, k))
     live = tl.live_by_category([k for _, _, _, k in found])
-    ops = _OpNames(tl, threads)
+    at_peak = np.array([k for w, _, _, k in found if k >= 0 and tl.window[k] == w], dtype=np.int64)
+    inner, _ = event_ops(tl, threads, at_peak)  # one lookup per thread for every step's peak
+    op_at = dict(zip(at_peak.tolist(), inner))
     steps_out = []
     excess = 0
     for (w, start, inside, k), row in zip(found, live):  # one loop per step
         cats, x = tl.split(row, tl.allocated_at(k))
         excess = max(excess, x)
-        ws = int(tl.steps["ts"].iat[w])
+        ws = int(starts[w])
         at_event = k >= 0 and tl.window[k] == w
         steps_out.append(
             MemoryStep(
-                step=int(tl.steps["step"].iat[w]),
+                step=int(numbers[w]),
                 start_ns=ws,
-                dur_ns=int(tl.steps["end"].iat[w]) - ws,
+                dur_ns=int(ends[w]) - ws,
                 allocated_start=tl.allocated_at(start),
                 allocated_end=tl.allocated_at(int(inside[-1]) if inside.size else start),
                 peak_allocated=tl.allocated_at(k),
@@ -252,7 +264,7 @@ def device_memory(tl: DeviceTimeline, threads: Any, manifest: Mapping[str, Any])
                 ),
                 peak_at_ns=int(tl.ts[k]) - ws if at_event else 0,
                 peak_phase=PHASES[int(tl.phase[k])] if at_event else "forward",
-                peak_op=ops.inner(k) if at_event else None,
+                peak_op=op_at.get(k) if at_event else None,
                 by_category={name: int(cats[j]) for j, name in enumerate(CATEGORY_NAMES)},
                 reserve_at_peak=max(tl.reserved_at(k) - tl.allocated_at(k), 0),
             )
@@ -261,7 +273,7 @@ def device_memory(tl: DeviceTimeline, threads: Any, manifest: Mapping[str, Any])
     peak_step = None
     if steps_out:
         top = max(range(len(steps_out)), key=lambda j: steps_out[j].peak_allocated)
-        largest = tuple(_largest(tl, found[top][3], ops))
+        largest = tuple(_largest(tl, found[top][3], threads))
         peak_step = steps_out[top].step
     check = tl.check if not excess else MemoryCheck(**{**tl.check.__dict__, "excess_bytes": excess})
     return DeviceMemory(
@@ -541,29 +553,7 @@ def event_ops(tl: DeviceTimeline, threads: Any, events: np.ndarray) -> tuple[np.
 
 
 # -- the report's details -------------------------------------------------------------------------
-class _OpNames:
-    """The innermost and outermost cpu_op around a device's events (on the event's own thread)."""
-
-    def __init__(self, tl: DeviceTimeline, threads: Any) -> None:
-        self.tl, self.threads = tl, threads
-
-    def _lookup(self, i: int, outer: bool) -> Optional[str]:
-        th = self.threads[(self.tl.rank, int(self.tl.pid[i]), int(self.tl.tid[i]))]
-        if th.op_s.size == 0:
-            return None
-        t = self.tl.ts[i : i + 1]
-        find = iv.top_level_containing if outer else iv.innermost_containing
-        k = find(th.op_s, th.op_e, th.op_depth, t)[0]
-        return str(th.op_name[k]) if k >= 0 else None
-
-    def inner(self, i: int) -> Optional[str]:
-        return self._lookup(i, outer=False)
-
-    def outer(self, i: int) -> Optional[str]:
-        return self._lookup(i, outer=True)
-
-
-def _largest(tl: DeviceTimeline, i: int, ops: _OpNames) -> list[LiveBlock]:
+def _largest(tl: DeviceTimeline, i: int, threads: Any) -> list[LiveBlock]:
     live = np.flatnonzero(tl.live(i))
     if not live.size:
         return []
@@ -572,6 +562,8 @@ def _largest(tl: DeviceTimeline, i: int, ops: _OpNames) -> list[LiveBlock]:
     top = live[np.argsort(-size, kind="stable")[:LARGEST]]
     starts = tl.steps["ts"].to_numpy(np.int64)
     numbers = tl.steps["step"].to_numpy(np.int64)
+    alloc = b["alloc"].to_numpy()[top]
+    inner, outer = event_ops(tl, threads, np.maximum(alloc, 0))
 
     def step_of(k: int) -> Optional[int]:
         return int(numbers[tl.window[k]]) if tl.window[k] >= 0 else None
@@ -580,7 +572,7 @@ def _largest(tl: DeviceTimeline, i: int, ops: _OpNames) -> list[LiveBlock]:
         return int(tl.ts[k] - starts[tl.window[k]]) if tl.window[k] >= 0 else None
 
     out = []
-    for j in top:  # at most LARGEST
+    for n, j in enumerate(top):  # at most LARGEST
         a, f, c = int(b["alloc"].iat[j]), int(b["free"].iat[j]), int(b["cycle"].iat[j])
         held = a < tl.cycle_first[c]
         freed = f < tl.cycle_end(c)
@@ -588,8 +580,8 @@ def _largest(tl: DeviceTimeline, i: int, ops: _OpNames) -> list[LiveBlock]:
             LiveBlock(
                 bytes=int(b["size"].iat[j]),
                 category=CATEGORY_NAMES[int(b["category"].iat[j])],
-                op=None if held else ops.inner(a),
-                top_op=None if held else ops.outer(a),
+                op=None if held else inner[n],
+                top_op=None if held else outer[n],
                 phase="before" if held else PHASES[int(tl.phase[a])],
                 alloc_step=None if held else step_of(a),
                 alloc_at_ns=None if held else at(a),
