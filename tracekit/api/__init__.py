@@ -293,81 +293,93 @@ def memory(source: Source, options: Optional[MemoryOptions] = None, **fields: An
     """Each device's memory over the steps of a capture with memory events, and with a change
     (MemoryOptions: `batch_scale=2`, `amp="bf16"`, `grad_accum=4`, `checkpoint=4`, `fit_gib=40`, ...)
     its predicted peak and step time (tracekit.whatif.memory). A tracekit.whatif.memory.MemoryResult; a
-    capture without memory events is a TracekitError that says how to record them."""
+    capture without memory events is a TracekitError that says how to record them.
+
+    A capture read here is let go once its frames hold it, and the frames once the memory is known; the
+    step times' replay reads the capture again, so the memory's peak and the replay's come one after the
+    other instead of on top of each other (benchmarks/bench_memory.py, benchmarks/RESULTS.md)."""
     from tracekit.analysis.events import ANALYSIS_COLUMNS, ANALYSIS_KINDS, load_frames
     from tracekit.analysis.host import Threads
-    from tracekit.analysis.memory import device_memory, device_timelines
+    from tracekit.analysis.memory import FORWARD, OPTIMIZER, device_memory, device_timelines
     from tracekit.analysis.merge import capture_info
     from tracekit.analysis.steps import cycle_starts_of
     from tracekit.render.memory import NO_MEMORY_EVENTS
     from tracekit.whatif import memory as wm
-    from tracekit.whatif.predict import COLUMNS
 
     opts = options_of(MemoryOptions, options, fields)
     scenario = opts.scenario()
+    items: list = []
     if isinstance(source, Capture):
         capture = source
     else:
         items = [_location(p) for p in (source if isinstance(source, (list, tuple)) else [source])]
-        columns = list(dict.fromkeys([*ANALYSIS_COLUMNS, *COLUMNS]))
-        capture = load(*items, columns=columns, kinds=ANALYSIS_KINDS)
+        capture = load(*items, columns=list(ANALYSIS_COLUMNS), kinds=ANALYSIS_KINDS)
     manifest = capture.manifest or {}
-    fr = load_frames(capture.table, cycle_starts_of(capture.meta))
+    info = capture_info(capture.meta or {}, capture.path)
+    own = capture is not source  # read here: its table goes once the frames hold it
+
+    def release() -> None:
+        capture.table = capture.table.slice(0, 0)
+
+    fr = load_frames(capture.table, cycle_starts_of(capture.meta), release if own else None)
     threads = Threads(fr.host, fr.steps)
     timelines = device_timelines(fr, threads, manifest)
     if not timelines:
         raise TracekitError(f"{capture.path or 'the capture'}: {NO_MEMORY_EVENTS}")
     reports = tuple(device_memory(tl, threads, manifest) for tl in timelines)
-    info = capture_info(capture.meta or {}, capture.path)
     if scenario.describe() == "unchanged":
         return wm.MemoryResult(info, reports)
     preds = [wm.predict_device(tl, threads, fr, scenario, manifest) for tl in timelines]
     notes: list[str] = []
     if opts.time and scenario.changes_time:
-        preds = _memory_times(capture, fr, timelines, preds, scenario, notes)
+        # what the step times need of the frames, then the frames go before the replay's graph is built
+        phases = [
+            (
+                wm.phase_ms(fr, tl, FORWARD),
+                wm.phase_ms(fr, tl, OPTIMIZER),
+                wm.checkpoint_share(tl, fr, scenario),
+            )
+            for tl in timelines
+        ]
+        has_device = fr.has_device
+        del fr, threads, timelines
+        replayed = _whatif_capture(items, None) if own else capture
+        preds = _memory_times(replayed, has_device, preds, phases, scenario, notes, release=own)
     return wm.MemoryResult(info, reports, wm.MemoryWhatIfResult(info, scenario, tuple(preds), tuple(notes)))
 
 
 def _memory_times(
-    capture: Capture, fr: Any, timelines: list, preds: list, scenario: Any, notes: list
+    capture: Capture, has_device: bool, preds: list, phases: list, scenario: Any, notes: list, release: bool
 ) -> list:
     """The memory predictions with their step times: the capture replayed with its device work (on a
     CPU-only capture its framework ops) scaled as one micro-batch under the scenario
-    (tracekit.whatif.memory)."""
-    from tracekit.analysis.memory import FORWARD, OPTIMIZER
+    (tracekit.whatif.memory); `phases`: each device's forward and optimizer time and checkpointed
+    share."""
     from tracekit.whatif import Replayer, parse_scenario
     from tracekit.whatif import memory as wm
     from tracekit.whatif import whatif as run_whatif
 
     scale = wm.time_scale(scenario)
     flag = f".*={scale:.6g}"
-    replay = parse_scenario(kernels=[flag]) if fr.has_device else parse_scenario(ops=[flag])
-    result, _ = run_whatif(capture, replay, replayer=Replayer.of(capture))
+    replay = parse_scenario(kernels=[flag]) if has_device else parse_scenario(ops=[flag])
+    result, _ = run_whatif(capture, replay, replayer=Replayer.of(capture, release=release), last_use=release)
     un = result.unprofiled
     by_device = {(d.rank, d.device): d for d in result.devices}
     out = []
-    for tl, pred in zip(timelines, preds):  # one loop per device
-        d = by_device.get((tl.rank, tl.device)) or next(
-            (x for x in result.devices if x.rank == tl.rank), None
+    for pred, (fwd, opt, share) in zip(preds, phases):  # one loop per device
+        d = by_device.get((pred.rank, pred.device)) or next(
+            (x for x in result.devices if x.rank == pred.rank), None
         )
         if d is None:
             out.append(pred)
             continue
-        fwd, opt = wm.phase_ms(fr, tl, FORWARD), wm.phase_ms(fr, tl, OPTIMIZER)
         ns = d.unprofiled_predicted_step_ns
         unprofiled = None if not ns else statistics.median(ns) / 1e6
+        observed = (d.observed_step_ms, un.observed_step_ms if un is not None else None)
         out.append(
-            wm.with_times(
-                pred,
-                scenario,
-                (d.observed_step_ms, un.observed_step_ms if un is not None else None),
-                (d.predicted_step_ms, unprofiled),
-                fwd,
-                opt,
-                wm.checkpoint_share(tl, fr, scenario),
-            )
+            wm.with_times(pred, scenario, observed, (d.predicted_step_ms, unprofiled), fwd, opt, share)
         )
-    what, option = ("device work", "kernels") if fr.has_device else ("framework ops", "ops")
+    what, option = ("device work", "kernels") if has_device else ("framework ops", "ops")
     notes.append(
         f"step time: the capture replayed with its {what} × {scale:.3g} (one micro-batch under the change; "
         f"tracekit whatif --{option} '{flag}')"
