@@ -319,9 +319,16 @@ def memory(source: Source, options: Optional[MemoryOptions] = None, **fields: An
     own = capture is not source  # read here: its table goes once the frames hold it
 
     def release() -> None:
-        capture.table = capture.table.slice(0, 0)
+        capture.table = capture.table.schema.empty_table()  # (a slice would keep the buffers)
 
     fr = load_frames(capture.table, cycle_starts_of(capture.meta), release if own else None)
+    if own:  # the table is gone now (the call held it): its pages back to the system before more come
+        import gc
+
+        import pyarrow as pa
+
+        gc.collect()
+        pa.default_memory_pool().release_unused()
     threads = Threads(fr.host, fr.steps)
     timelines = device_timelines(fr, threads, manifest)
     if not timelines:

@@ -50,6 +50,7 @@ from tracekit.analysis.memory import (
     TMP,
     DeviceTimeline,
     event_ops,
+    names_matching,
 )
 from tracekit.analysis.memory_model import CATEGORIES, CATEGORY_NAMES, PHASES
 from tracekit.errors import TracekitError
@@ -473,7 +474,7 @@ def _module_spans(tl: DeviceTimeline, frames: Any) -> Optional[pd.DataFrame]:
     ts, end; None without any."""
     host = frames.host
     py = host[(host["rank"] == tl.rank) & (host["cat"] == "python_function")]
-    modules = py[py["name"].astype(str).str.startswith(MODULE_PREFIX).to_numpy(bool)]
+    modules = py[names_matching(py["name"], lambda n: n.startswith(MODULE_PREFIX))]
     if not len(modules):
         return None
     out = pd.DataFrame(
@@ -535,7 +536,7 @@ def _module_parts(tl: DeviceTimeline, frames: Any, pattern: str) -> list[tuple[n
     """The activations allocated inside each outermost forward span of a module whose name matches."""
     host = frames.host
     py = host[(host["rank"] == tl.rank) & (host["cat"] == "python_function")]
-    modules = py[py["name"].astype(str).str.startswith(MODULE_PREFIX).to_numpy(bool)]
+    modules = py[names_matching(py["name"], lambda n: n.startswith(MODULE_PREFIX))]
     if not len(modules):
         raise TracekitError(
             "--checkpoint-modules needs the trace's module spans (nn.Module: Name_i), which only a capture "
