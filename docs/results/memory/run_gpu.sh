@@ -79,11 +79,14 @@ spec_of() {  # run name -> "family|capture arguments|script arguments" (a worklo
   esac
 }
 
-fit_batch() {  # the batch `tracekit memory` predicts fits in $FIT_GIB GiB, from a captured baseline
+fit_batch() {  # the batch `tracekit memory` predicts fits in $FIT_GIB GiB, from a captured baseline (or nothing)
   "$PY" -m tracekit memory "$WORK/$1" --fit-gib "$FIT_GIB" --no-time --json 2>>"$LOG" | "$PY" -c '
 import json, sys
-d = json.load(sys.stdin)["prediction"]["devices"][0]
-print(d["fit_batch_size"] or 1)'
+try:
+    d = json.load(sys.stdin)["prediction"]["devices"][0]
+except ValueError:
+    sys.exit(0)
+print(d["fit_batch_size"] or "")' 2>>"$LOG"
 }
 
 has() { "$PY" -c "import $1" >/dev/null 2>&1; }
@@ -97,6 +100,10 @@ for run in $RUNS; do
     gpt2) has transformers || { echo "== $run: skipped, no transformers" | tee -a "$LOG"; continue; } ;;
   esac
   [ "$run" = mlp_oom ] && [ "$DEVICE" = cpu ] && { echo "== $run: skipped on the CPU" | tee -a "$LOG"; continue; }
+  if [ "$run" = mlp_fit ] && [[ "$args" == *"batch_size= "* || "$args" == *"batch_size=" ]]; then
+    echo "== $run: skipped, no fitted batch (did mlp_base run? see tracekit memory's error above)" | tee -a "$LOG"
+    continue
+  fi
   tail=()
   [ -n "$script_args" ] && tail=(-- $script_args --device "$DEVICE")  # the script's own flags
   echo "== $run ($family): $PY -m tracekit.capture $args ${tail[*]}" | tee -a "$LOG"
