@@ -27,7 +27,8 @@ COMMANDS = {
     "analyze --json --no-savings": ["analyze", "--json", "--no-savings"],
     "analyze --json": ["analyze", "--json"],
     "memory --json": ["memory", "--json"],
-    "memory --batch-scale 2 --checkpoint 4 --json": ["memory", "--batch-scale", "2", "--checkpoint", "4", "--json"],
+    "memory --batch-scale 2 --checkpoint 4 --json": ["memory", "--batch-scale", "2", "--checkpoint", "4"]
+    + ["--json"],
 }
 
 
@@ -65,7 +66,8 @@ def main(argv: list[str]) -> None:
         runs = [run([py, "-m", "tracekit", *cmd, str(capture)]) for _ in range(args.repeat)]
         peak = max(r[2] for r in runs)
         cpu = sorted(r[1] for r in runs)[len(runs) // 2]
-        print(f"{name:48s} CPU median {cpu:6.2f} s, peak RSS {peak:.2f} GiB ({peak / size_gb:.2f} GiB per GB)")
+        per_gb = peak / size_gb
+        print(f"{name:48s} CPU median {cpu:6.2f} s, peak RSS {peak:.2f} GiB ({per_gb:.2f} GiB per GB)")
 
 
 if __name__ == "__main__":
