@@ -13,7 +13,8 @@
 # Writes under $OUT (at most 7 files, none in a folder):
 #   mlp.tar, dataloader.tar, resnet.tar, gpt2.tar   the run folders: rank0.<time>.pt.trace.json.gz + manifest.json
 #   measured.json   per run: family, what changed, status (an OOM's line), unprofiled step ms, and the
-#                   allocator's peaks over the unprofiled timed steps (max_memory_allocated / _reserved)
+#                   allocator's peaks over the unprofiled timed steps (max_memory_allocated / _reserved);
+#                   `boundary`: what reading the allocator at a step boundary costs (benchmarks/memory_stats_cost.py)
 #   log.txt         the captures' own output
 # Then, here: python docs/results/memory/table.py $OUT   (writes docs/results/memory.md)
 # A model whose package is missing (torchvision, transformers) is skipped and says so.
@@ -92,6 +93,9 @@ print(d["fit_batch_size"] or "")' 2>>"$LOG"
 has() { "$PY" -c "import $1" >/dev/null 2>&1; }
 
 "$PY" -c "import sys, torch; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'no gpu')" 2>&1 | tee -a "$LOG"
+# what reading the allocator at every step boundary costs (the capture's, and what it did before)
+"$PY" benchmarks/memory_stats_cost.py >"$WORK/boundary.json" 2>>"$LOG" || echo '{}' >"$WORK/boundary.json"
+cat "$WORK/boundary.json" | tee -a "$LOG"
 for run in $RUNS; do
   spec="$(spec_of "$run")" || { echo "unknown run $run; choose from: $ALL_RUNS" | tee -a "$LOG"; continue; }
   IFS='|' read -r family args script_args <<<"$spec"
@@ -120,8 +124,11 @@ done
 import json, os, statistics, sys
 work, dest, fit_gib, device = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
 runs = {}
+boundary = json.load(open(os.path.join(work, "boundary.json")))
 for run in sorted(os.listdir(work)):
     d = os.path.join(work, run)
+    if not os.path.isdir(d):
+        continue
     path = os.path.join(d, "manifest.json")
     fam = os.path.join(d, "family.txt")
     family = open(fam).read().strip() if os.path.exists(fam) else None
@@ -156,7 +163,7 @@ for run in sorted(os.listdir(work)):
     }
     print(f"{run:14s} {m['status']:10s} step {runs[run]['unprofiled_step_ms_median']} ms, peak {runs[run]['allocated_peak_bytes']}")
 with open(dest, "w") as fh:
-    json.dump({"device": device, "fit_gib": fit_gib, "runs": runs}, fh, indent=1, sort_keys=True)
+    json.dump({"device": device, "fit_gib": fit_gib, "boundary": boundary, "runs": runs}, fh, indent=1, sort_keys=True)
 PYEOF
 
 for family in mlp dataloader resnet gpt2; do

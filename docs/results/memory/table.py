@@ -174,7 +174,8 @@ def _document(measured: dict, runs: dict[str, Path], captures: Path, device: str
         ],
         rows,
     )
-    lines += ["", *_fit(measured, runs, meas), "", *_oom(meas), "", *_checks(runs, meas, sorted(baselines))]
+    lines += ["", *_fit(measured, runs, meas), "", *_oom(meas), "", *_boundary(measured, meas)]
+    lines += ["", *_checks(runs, meas, sorted(baselines))]
     captures.mkdir(parents=True, exist_ok=True)
     for base in sorted(baselines):
         write_capture(parse_paths([runs[base]]), captures / f"{base}.parquet", force=True)
@@ -211,6 +212,25 @@ def _oom(meas: dict) -> list[str]:
         return []
     oom = (m.get("oom") or {}).get("message") or f"status {m.get('status')} (expected an OOM)"
     return [f"**A run that cannot fit** (heavy_mlp, a batch far too large): the capture says `{oom}`."]
+
+
+def _boundary(measured: dict, meas: dict) -> list[str]:
+    """What the capture's read of the allocator at each step boundary costs, against the steps."""
+    b = measured.get("boundary") or {}
+    if "read_allocator_us" not in b:
+        return []
+    steps = [m["unprofiled_step_ms_median"] for m in meas.values() if m.get("unprofiled_step_ms_median")]
+    least = min(steps) if steps else None
+    share = (
+        f", {b['read_allocator_us']['median'] / 1e3 / least:.2%} of the shortest step here" if least else ""
+    )
+    return [
+        f"**The capture's read of the allocator at each step boundary** (`benchmarks/memory_stats_cost.py`, "
+        f"{b['blocks']} blocks held): median {b['read_allocator_us']['median']:.1f} µs "
+        f"(p95 {b['read_allocator_us']['p95']:.1f}){share}; what it read before, max_memory_allocated: "
+        f"{b['before_us']['median']:.1f} µs. Host time between two steps: it slows a step only where the "
+        "host is the bottleneck."
+    ]
 
 
 def _checks(runs: dict[str, Path], meas: dict, bases: list[str]) -> list[str]:
