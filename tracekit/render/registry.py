@@ -39,9 +39,9 @@ _TABLE: dict[str, tuple[str, ...]] = {
         "tracekit.render.whatif:WhatIfMarkdownRenderer",
     ),
     "tracekit.whatif.memory.MemoryResult": (
-        "tracekit.render.memory:MemoryTextRenderer",
+        "tracekit.render.memory_result:MemoryTextRenderer",
         _JSON,
-        "tracekit.render.memory:MemoryMarkdownRenderer",
+        "tracekit.render.memory_result:MemoryMarkdownRenderer",
     ),
     "tracekit.data.describe.CaptureDescription": (
         "tracekit.render.info:InfoTextRenderer",

@@ -280,59 +280,21 @@ def predict_device(
             "the capture's memory events carry no block addresses (parsed by an older tracekit): parse its "
             "trace files again (`tracekit parse`) to predict memory"
         )
-    ser, lo, hi = _series(tl)
-    b = tl.blocks
-    size = b["size"].to_numpy(np.float64)
-    cat = b["category"].to_numpy().astype(np.int64)
-    per_sample = np.isin(cat, [i for i, c in enumerate(CATEGORIES) if c.per_sample])
-    # what Optimizer.step makes is parameter-sized, whatever its category
-    per_sample &= tl.phase[np.clip(b["alloc"].to_numpy(), 0, max(tl.ts.size - 1, 0))] != OPTIMIZER
+    ser, _, _ = _series(tl)
     notes: list[str] = []
-    precision = np.ones(len(b))
-    if scenario.amp:  # the batch and the loss stay float32: autocast casts copies, which are activations
-        precision = np.where(per_sample & (cat != IO) & ~_fp32_blocks(tl, threads), 0.5, 1.0)
-    pieces = _Pieces(
-        lo, hi, np.where(per_sample, 0.0, size), np.where(per_sample, size * precision, 0.0), cat
-    )
-    if scenario.checkpointed:
-        parts = _parts(tl, frames, scenario)
-        _checkpoint(pieces, parts)
-        notes.append(f"checkpointed {_share(tl, parts):.0%} of the forward's activation bytes")
-    grads = (cat == GRAD) & (b["alloc"].to_numpy() >= tl.cycle_first[b["cycle"].to_numpy()])
-    if scenario.amp:  # each gradient is made in 16 bits first, then cast to the parameter's float32
-        g = np.flatnonzero(grads)
-        pieces.add(lo[g], lo[g] + 1, size[g] / 2, np.zeros(g.size), cat[g])
+    pieces, grads = _reshaped(tl, threads, frames, scenario, notes)
     copies = np.zeros(ser.n)
     if scenario.amp:
         copies, note = _weight_copies(tl, ser, pieces, manifest)
         notes.append(note)
     fixed_extra = ser.held + copies
-    factor = scenario.factor
-    pred = fixed_extra + pieces.at(factor, ser.n)
-    later = None
-    if scenario.grad_accum > 1:
-        later = _later_micro_batches(tl, ser, pieces, grads, factor, split=True)
-    k = int(np.argmax(pred))
-    weights = pieces.fixed + factor * pieces.per
-    live = (pieces.lo <= k) & (pieces.hi > k)
-    by_cat = np.bincount(pieces.cat[live], weights=weights[live], minlength=len(CATEGORY_NAMES))
-    if later is not None and (later[0] + fixed_extra).max() > pred[k]:
-        total, kept, made = later
-        k = int(np.argmax(total + fixed_extra))
-        pred = total + fixed_extra
-        is_grad = np.zeros(len(pieces.lo), bool)
-        is_grad[: len(grads)] = grads
-        live = (pieces.lo <= k) & (pieces.hi > k) & ~is_grad
-        by_cat = np.bincount(pieces.cat[live], weights=weights[live], minlength=len(CATEGORY_NAMES))
-        by_cat[GRAD] += kept[k]
-        by_cat[TMP] += made[k]
-    predicted = int(round(pred[k]))
+    k, pred, by_cat = _peak(tl, ser, pieces, grads, fixed_extra, scenario.factor, scenario.grad_accum)
+    predicted = int(round(pred))
     obs_k = int(np.argmax(ser.allocated))
     ratio = ser.reserved[obs_k] / ser.allocated[obs_k] if ser.allocated[obs_k] and tl.device >= 0 else None
     by_category = {c: int(round(by_cat[j])) for j, c in enumerate(CATEGORY_NAMES)}
     by_category["unattributed"] += int(round(fixed_extra[k]))  # held, and the 16-bit copies
-    shift = predicted - sum(by_category.values())  # rounding: the categories sum to the prediction
-    by_category["unattributed"] += shift
+    by_category["unattributed"] += predicted - sum(by_category.values())  # rounding: they sum to it
     batch = _batch_size(manifest)
     fit_scale = fit_batch = None
     if scenario.fit_gib is not None:
@@ -366,6 +328,68 @@ def predict_device(
         batch_size=batch,
         notes=tuple(notes),
     )
+
+
+def _reshaped(
+    tl: DeviceTimeline, threads: Any, frames: Any, scenario: MemoryScenario, notes: list[str]
+) -> tuple[_Pieces, np.ndarray]:
+    """The device's blocks as pieces under the scenario (sizes per sample and precision, checkpointed
+    lifetimes, the 16-bit first versions of the gradients), and the mask of the blocks that are
+    gradients the trace saw made."""
+    lo, hi = (x.copy() for x in tl.spans())
+    b = tl.blocks
+    size = b["size"].to_numpy(np.float64)
+    cat = b["category"].to_numpy().astype(np.int64)
+    per_sample = np.isin(cat, [i for i, c in enumerate(CATEGORIES) if c.per_sample])
+    # what Optimizer.step makes is parameter-sized, whatever its category
+    per_sample &= tl.phase[np.clip(b["alloc"].to_numpy(), 0, max(tl.ts.size - 1, 0))] != OPTIMIZER
+    precision = np.ones(len(b))
+    if scenario.amp:  # the batch and the loss stay float32: autocast casts copies, which are activations
+        precision = np.where(per_sample & (cat != IO) & ~_fp32_blocks(tl, threads), 0.5, 1.0)
+    pieces = _Pieces(
+        lo, hi, np.where(per_sample, 0.0, size), np.where(per_sample, size * precision, 0.0), cat
+    )
+    if scenario.checkpointed:
+        parts = _parts(tl, frames, scenario)
+        _checkpoint(pieces, parts)
+        notes.append(f"checkpointed {_share(tl, parts):.0%} of the forward's activation bytes")
+    grads = (cat == GRAD) & (b["alloc"].to_numpy() >= tl.cycle_first[b["cycle"].to_numpy()])
+    if scenario.amp:  # each gradient is made in 16 bits first, then cast to the parameter's float32
+        g = np.flatnonzero(grads)
+        pieces.add(lo[g], lo[g] + 1, size[g] / 2, np.zeros(g.size), cat[g])
+    return pieces, grads
+
+
+def _peak(
+    tl: DeviceTimeline,
+    ser: _Series,
+    pieces: _Pieces,
+    grads: np.ndarray,
+    fixed_extra: np.ndarray,
+    factor: float,
+    accum: int,
+) -> tuple[int, float, np.ndarray]:
+    """(the position of the predicted peak, the predicted bytes there, the pieces' bytes there by
+    category): the first micro-batch's states, or with K > 1 the later ones' where they are higher."""
+    pred = fixed_extra + pieces.at(factor, ser.n)
+    k = int(np.argmax(pred))
+    weights = pieces.fixed + factor * pieces.per
+    live = (pieces.lo <= k) & (pieces.hi > k)
+    by_cat = np.bincount(pieces.cat[live], weights=weights[live], minlength=len(CATEGORY_NAMES))
+    if accum <= 1:
+        return k, float(pred[k]), by_cat
+    total, kept, made = _later_micro_batches(tl, ser, pieces, grads, factor, split=True)
+    later = total + fixed_extra
+    if later.max() <= pred[k]:
+        return k, float(pred[k]), by_cat
+    k = int(np.argmax(later))
+    is_grad = np.zeros(len(pieces.lo), bool)
+    is_grad[: len(grads)] = grads
+    live = (pieces.lo <= k) & (pieces.hi > k) & ~is_grad
+    by_cat = np.bincount(pieces.cat[live], weights=weights[live], minlength=len(CATEGORY_NAMES))
+    by_cat[GRAD] += kept[k]
+    by_cat[TMP] += made[k]
+    return k, float(later[k]), by_cat
 
 
 def _later_micro_batches(
