@@ -78,7 +78,7 @@ _HOST_CATS = (S.CAT_CPU_OP, S.CAT_RUNTIME, S.CAT_DRIVER, S.CAT_USER_ANNOTATION, 
 # stored in flow_id (tracekit.data.schema).
 MEMORY_COLUMNS = ("bytes", "total_allocated", "total_reserved", "flow_id")
 # Every column the analysis reads (load_frames, the memory events): a worker reads no other.
-ANALYSIS_COLUMNS = (*FRAME_COLUMNS, *MEMORY_COLUMNS)
+ANALYSIS_COLUMNS = tuple(dict.fromkeys((*FRAME_COLUMNS, *MEMORY_COLUMNS)))
 
 
 # Kineto's category of the [memory] instants (the only instants the parser keeps).
@@ -89,7 +89,7 @@ def analysis_columns(memory: bool) -> tuple[str, ...]:
     """ANALYSIS_COLUMNS, less the memory events' own where a capture has none (`memory`: its footers'
     summaries may hold MEMORY_CAT events, tracekit.data.summary.may_hold_category): three int64 columns
     of nulls cost 24 bytes a row beside the table (17 MiB on a 200 MB trace's capture)."""
-    return ANALYSIS_COLUMNS if memory else (*FRAME_COLUMNS, "total_allocated")
+    return ANALYSIS_COLUMNS if memory else tuple(dict.fromkeys((*FRAME_COLUMNS, "total_allocated")))
 
 
 # The row kinds the analysis and the replay read: the raw events and the step rows (the busy and
