@@ -321,7 +321,7 @@ def memory(source: Source, options: Optional[MemoryOptions] = None, **fields: An
     def release() -> None:
         capture.table = capture.table.schema.empty_table()  # (a slice would keep the buffers)
 
-    fr = load_frames(capture.table, cycle_starts_of(capture.meta), release if own else None)
+    fr = load_frames(capture.table, cycle_starts_of(capture.meta), release if own else None, marker=opts.step)
     if own:  # the table is gone now (the call held it): its pages back to the system before more come
         import gc
 
@@ -351,6 +351,7 @@ def memory(source: Source, options: Optional[MemoryOptions] = None, **fields: An
         has_device = fr.has_device
         del fr, threads, timelines
         replayed = _whatif_capture(items, None) if own else capture
+        replayed.step_marker = opts.step
         preds = _memory_times(replayed, has_device, preds, phases, scenario, notes, release=own)
     return wm.MemoryResult(info, reports, wm.MemoryWhatIfResult(info, scenario, tuple(preds), tuple(notes)))
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any, Optional, TypeVar
 
-from tracekit.analysis.options import AnalyzeOptions
+from tracekit.analysis.options import AnalyzeOptions, check_step
 from tracekit.compare.options import DiffOptions
 from tracekit.errors import TracekitError
 from tracekit.parse.options import ParseOptions
@@ -32,7 +32,8 @@ class MemoryOptions:
     (F × the samples of a micro-batch), `amp` ("bf16" | "fp16"), `grad_accum` (K micro-batches of 1/K the
     batch), `checkpoint` (N checkpoint_sequential segments) or `checkpoint_modules` (a regex over the
     trace's module names), `fit_gib` (the largest batch whose reserved peak fits in that many GiB);
-    `time`: also predict the step time (a replay of the capture; False: memory only). No change: the
+    `time`: also predict the step time (a replay of the capture; False: memory only); `step`: --step's
+    regex, the annotation that starts each step where the trace has no ProfilerStep. No change: the
     memory report alone."""
 
     batch_scale: float = 1.0
@@ -42,8 +43,10 @@ class MemoryOptions:
     checkpoint_modules: Optional[str] = None
     fit_gib: Optional[float] = None
     time: bool = True
+    step: Optional[str] = None
 
     def __post_init__(self) -> None:
+        check_step(self.step)
         self.scenario()
 
     def scenario(self) -> Any:

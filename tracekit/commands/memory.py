@@ -7,11 +7,13 @@ from typing import List, Optional
 
 import typer
 
-from tracekit.commands.flags import emit, output_options
+from tracekit.analysis.options import AnalyzeOptions
+from tracekit.commands.flags import OptionsFrom, emit, output_options, with_options
 from tracekit.render.output import Output
 
 
 @output_options("Overwrite --output if it exists.")
+@with_options
 def memory(
     inputs: List[str] = typer.Argument(
         ...,
@@ -50,6 +52,7 @@ def memory(
     no_time: bool = typer.Option(
         False, "--no-time", help="Predict memory only (no replay for the step time)."
     ),
+    steps: AnalyzeOptions = OptionsFrom(AnalyzeOptions, "step"),  # type: ignore[assignment]  # --step
     *,
     out: Output,
 ) -> None:
@@ -66,5 +69,6 @@ def memory(
         checkpoint_modules=checkpoint_modules,
         fit_gib=fit_gib,
         time=not no_time,
+        step=steps.step,
     )
     emit(out, api.memory(inputs, opts))
