@@ -345,19 +345,20 @@ def memory(source: Source, options: Optional[MemoryOptions] = None, **fields: An
                 wm.phase_ms(fr, tl, FORWARD),
                 wm.phase_ms(fr, tl, OPTIMIZER),
                 wm.checkpoint_share(tl, fr, scenario),
+                wm.prelaunched_ms(fr, tl),
             )
             for tl in timelines
         ]
-        has_device = fr.has_device
+        kernels = fr.device["name"].astype(str).unique() if fr.has_device else None
         del fr, threads, timelines
         replayed = _whatif_capture(items, None) if own else capture
         replayed.step_marker = opts.step
-        preds = _memory_times(replayed, has_device, preds, phases, scenario, notes, release=own)
+        preds = _memory_times(replayed, kernels, preds, phases, scenario, notes, release=own)
     return wm.MemoryResult(info, reports, wm.MemoryWhatIfResult(info, scenario, tuple(preds), tuple(notes)))
 
 
 def _memory_times(
-    capture: Capture, has_device: bool, preds: list, phases: list, scenario: Any, notes: list, release: bool
+    capture: Capture, kernels: Any, preds: list, phases: list, scenario: Any, notes: list, release: bool
 ) -> list:
     """The memory predictions with their step times: the capture replayed with its device work (on a
     CPU-only capture its framework ops) scaled as one micro-batch under the scenario
@@ -367,14 +368,15 @@ def _memory_times(
     from tracekit.whatif import memory as wm
     from tracekit.whatif import whatif as run_whatif
 
-    scale = wm.time_scale(scenario)
-    flag = f".*={scale:.6g}"
-    replay = parse_scenario(kernels=[flag]) if has_device else parse_scenario(ops=[flag])
+    flags, sets, typed = wm.time_flags(scenario, kernels)
+    has_device = kernels is not None
+    replay = parse_scenario(sets=sets, kernels=flags) if has_device else parse_scenario(sets=sets, ops=flags)
     result, _ = run_whatif(capture, replay, replayer=Replayer.of(capture, release=release), last_use=release)
     un = result.unprofiled
+    basis = "mean" if un is not None and un.loader else "median"
     by_device = {(d.rank, d.device): d for d in result.devices}
     out = []
-    for pred, (fwd, opt, share) in zip(preds, phases):  # one loop per device
+    for pred, (fwd, opt, share, before) in zip(preds, phases):  # one loop per device
         d = by_device.get((pred.rank, pred.device)) or next(
             (x for x in result.devices if x.rank == pred.rank), None
         )
@@ -384,14 +386,20 @@ def _memory_times(
         ns = d.unprofiled_predicted_step_ns
         unprofiled = None if not ns else statistics.median(ns) / 1e6
         observed = (d.observed_step_ms, un.observed_step_ms if un is not None else None)
-        out.append(
-            wm.with_times(pred, scenario, observed, (d.predicted_step_ms, unprofiled), fwd, opt, share)
-        )
-    what, option = ("device work", "kernels") if has_device else ("framework ops", "ops")
+        base = (d.replayed_step_ms, un.replayed_step_ms if un is not None else None)
+        replayed = (d.predicted_step_ms, unprofiled)
+        out.append(wm.with_times(pred, scenario, observed, base, replayed, (fwd, opt, share, before), basis))
+    what = "device work" if has_device else "framework ops"
     notes.append(
-        f"step time: the capture replayed with its {what} × {scale:.3g} (one micro-batch under the change; "
-        f"tracekit whatif --{option} '{flag}')"
+        f"step time: the observed step × the replay's change, the capture replayed with its {what} as one "
+        f"micro-batch under the change (tracekit whatif {typed})"
         + (f", {scenario.grad_accum} of them and one optimizer step" if scenario.grad_accum > 1 else "")
+        + (
+            "; GEMMs and convolutions at the bf16/fp32 and bf16/TF32 tensor-core peaks' ratios"
+            if scenario.amp and has_device
+            else ""
+        )
+        + ("; unprofiled: the mean step (the input pipeline paces the steps)" if basis == "mean" else "")
     )
     return out
 

@@ -34,9 +34,7 @@ def _prediction_section(p: Any) -> Section:
                 f"{100 * d.change:+.1f}%",
                 human(d.predicted_peak_reserved) if d.predicted_peak_reserved is not None else "-",
                 d.predicted_peak_phase,
-                _ms(d.observed_step_ms),
-                _ms(d.predicted_step_ms),
-                _ms(d.unprofiled_predicted_step_ms),
+                *_steps(d),
             ]
         )
     notes = []
@@ -58,6 +56,16 @@ def _prediction_section(p: Any) -> Section:
                 )
         notes.extend(f"rank {d.rank} device {d.device}: {n}" for n in d.notes)
     notes.extend(p.notes)
+    if any(d.predicted_step_ms is not None for d in p.devices):
+        notes.append(
+            "step ms: the capture's timed steps without the profiler ("
+            + ", ".join(sorted({d.unprofiled_basis for d in p.devices}))
+            + "), else the traced steps'; traced: "
+            + "; ".join(
+                f"{d.rank}:{d.device} {_ms(d.observed_step_ms)} → {_ms(d.predicted_step_ms)} ms"
+                for d in p.devices
+            )
+        )
     notes.append(
         "a model (tracekit.whatif.memory): predicted reserved is allocated × the observed reserved/allocated "
         "ratio at the peak; docs/results/memory.md holds predictions against measured runs"
@@ -65,24 +73,31 @@ def _prediction_section(p: Any) -> Section:
     return Section(
         f"what if: {p.scenario.describe()}",
         [
-            "rank:dev",
+            "dev",
             "peak",
             "predicted",
             "change",
             "reserved",
-            "peak in",
-            "step ms",
-            "predicted",
-            "unprofiled",
+            "in",
+            "step ms → predicted",
         ],
         rows,
         notes,
-        align="rrrrrlrrr",
+        align="rrrrrlr",
     )
 
 
+def _steps(d: Any) -> list[str]:
+    """A device's step time and its prediction: without the profiler where the capture timed steps so."""
+    if d.unprofiled_observed_step_ms is not None:
+        obs, pred = d.unprofiled_observed_step_ms, d.unprofiled_predicted_step_ms
+    else:
+        obs, pred = d.observed_step_ms, d.predicted_step_ms
+    return ["-" if obs is None and pred is None else f"{_ms(obs)} → {_ms(pred)}"]
+
+
 def _ms(x: Optional[float]) -> str:
-    return "-" if x is None else f"{x:.3f}"
+    return "-" if x is None else f"{x:.2f}"
 
 
 def memory_header(result: Any) -> list[str]:

@@ -24,9 +24,15 @@ part's input, keeps its lifetime), and again from the moment the backward frees 
 `nn.Module: Name_i` spans: with_stack) checkpoint the activations allocated inside each matching span.
 
 Step times come from the what-if replay (tracekit.whatif.predict): device work (kernels; on a CPU-only
-capture the framework ops) scaled by the batch factor, and by 1/2 under mixed precision; K micro-batches
-are K replays of a 1/K batch, less K-1 optimizer steps; checkpointing adds the forward's compute of the
-checkpointed part again. Each figure is a model: docs/results/memory.md holds predicted against measured.
+capture the framework ops) scaled by the batch factor; under mixed precision the fp32 and TF32 GEMMs and
+convolutions at the tensor cores' bf16 rate (the precision advice's ratios, tracekit.analysis.advice; the
+other kernels keep their time), framework ops on a CPU-only capture at AMP_TIME; K micro-batches are K
+replays of a 1/K batch, less K-1 optimizer steps; checkpointing adds the forward's compute of the
+checkpointed part again. The replay predicts the change: each predicted step is the capture's observed
+step (profiled, and the capture's timed steps without the profiler) times the scenario's replayed step
+over the unchanged capture's, so what the replay of the unchanged capture misses (device work slower
+under the profiler, the previous step's kernels still running when the profiled one began) cancels.
+Each figure is a model: docs/results/memory.md holds predicted against measured.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analysis import intervals as iv
+from tracekit.analysis.advice import BF16_OVER_FP32, BF16_OVER_TF32, FP32_RE, TF32_RE
 from tracekit.analysis.memory import (
     ACT,
     BACKWARD,
@@ -65,9 +72,11 @@ AUTOCAST_FP32 = re.compile(
     r"pow|acos|asin|cosh|erfinv|reciprocal|rsqrt|sinh|tan|dist|pdist|cdist|renorm|logsumexp)(\b|$)"
 )
 AMP_DTYPES = ("bf16", "fp16")
-# Mixed precision: the device work of a step at this fraction of its float32 time (half the bytes moved;
-# tensor cores for the matrix products). A model, checked in docs/results/memory.md.
+# Mixed precision on a CPU-only capture (no kernel names to tell the matrix products by): the framework
+# ops at this fraction of their float32 time. A model, checked in docs/results/memory.md.
 AMP_TIME = 0.5
+# Device work launched before the trace above this share of the step is said (with_times)
+PRELAUNCHED_NOTE = 0.05
 MODULE_PREFIX = "nn.Module: "
 
 
@@ -155,6 +164,9 @@ class MemoryPrediction:
     fit_batch_scale: Optional[float] = None
     fit_batch_size: Optional[int] = None
     batch_size: Optional[int] = None  # the captured micro-batch
+    # the unprofiled steps' statistic the step times are of: "median", or "mean" where a producer (the
+    # input pipeline) paces the steps (tracekit.whatif.loader: its stalls come in bursts)
+    unprofiled_basis: str = "median"
     notes: tuple[str, ...] = ()
 
     @property
@@ -292,9 +304,12 @@ def predict_device(
     predicted = int(round(pred))
     obs_k = int(np.argmax(ser.allocated))
     ratio = ser.reserved[obs_k] / ser.allocated[obs_k] if ser.allocated[obs_k] and tl.device >= 0 else None
-    by_category = {c: int(round(by_cat[j])) for j, c in enumerate(CATEGORY_NAMES)}
-    by_category["unattributed"] += int(round(fixed_extra[k]))  # held, and the 16-bit copies
-    by_category["unattributed"] += predicted - sum(by_category.values())  # rounding: they sum to it
+    # what no block explains named as the analysis names it (the capture's record of the model, the rest
+    # unattributed); the 16-bit weight copies unattributed too
+    live = np.round(by_cat).astype(np.int64)
+    named, _ = tl.split(live, int(live.sum()) + int(round(ser.held[k])))
+    by_category = {c: int(named[j]) for j, c in enumerate(CATEGORY_NAMES)}
+    by_category["unattributed"] += predicted - sum(by_category.values())  # the copies, and rounding
     batch = _batch_size(manifest)
     fit_scale = fit_batch = None
     if scenario.fit_gib is not None:
@@ -689,36 +704,90 @@ def phase_ms(frames: Any, tl: DeviceTimeline, phase: int) -> float:
     return float(np.median(per)) / 1e6 if per.size else 0.0
 
 
+def prelaunched_ms(frames: Any, tl: DeviceTimeline) -> float:
+    """The device work launched before the trace began that ran once the steps had (no launch record: the
+    step before the profiled ones, still queued), ms per step; the replay keeps it at its observed time
+    (tracekit.whatif.graph), whatever the scenario."""
+    if not frames.has_device or not len(tl.steps):
+        return 0.0
+    from tracekit.analysis.steps import launch_times
+
+    dev = frames.device[(frames.device["rank"] == tl.rank) & (frames.device["device"] == max(tl.device, 0))]
+    orphan = np.isnan(launch_times(dev, frames.launches))
+    ts = dev["ts"].to_numpy(np.int64)
+    cycles = tl.steps.groupby("cyc")["ts"].min().to_numpy(np.int64)  # each cycle's first step's start
+    first = cycles[np.maximum(np.searchsorted(cycles, ts, side="right") - 1, 0)]
+    ran = orphan & (ts >= first)
+    dur = (dev["end"] - dev["ts"]).to_numpy(np.float64)
+    return float(dur[ran].sum()) / 1e6 / len(tl.steps)
+
+
 def time_scale(scenario: MemoryScenario) -> float:
     """What multiplies the device work of a replayed step (one micro-batch under grad_accum)."""
-    return scenario.factor * (AMP_TIME if scenario.amp else 1.0)
+    return scenario.factor
+
+
+def time_flags(scenario: MemoryScenario, kernels: Optional[Any]) -> tuple[list[str], list[str], str]:
+    """The replay's patterns (`tracekit whatif --kernels`, or `--ops` on a CPU-only capture, `kernels`
+    None; several matching patterns multiply) and causes scaled (`--set`) for one micro-batch under the
+    scenario, and the same as flags to type. `kernels`: the device activities' distinct names (a class
+    none of them is in is left out: the replay refuses a pattern that matches nothing)."""
+    flags = [f".*={time_scale(scenario):.6g}"]
+    # a batch of F × the samples is also F × the input pipeline's work (each sample loaded)
+    sets = [f"dataloader={time_scale(scenario):.6g}"] if time_scale(scenario) != 1 else []
+    if scenario.amp and kernels is not None:
+        for pattern, ratio in ((FP32_RE, BF16_OVER_FP32), (TF32_RE, BF16_OVER_TF32)):
+            rx = re.compile(pattern)
+            if any(rx.search(str(n)) for n in kernels):
+                flags.append(f"{pattern}={ratio:g}")
+    elif scenario.amp:
+        flags[0] = f".*={time_scale(scenario) * AMP_TIME:.6g}"
+    option = "--kernels" if kernels is not None else "--ops"
+    typed = " ".join([f"{option} '{f}'" for f in flags] + [f"--set {x}" for x in sets])
+    return flags, sets, typed
 
 
 def with_times(
     pred: MemoryPrediction,
     scenario: MemoryScenario,
-    observed: tuple[float, Optional[float]],
-    replayed: tuple[float, Optional[float]],
-    fwd_ms: float,
-    opt_ms: float,
-    share: float,
+    observed: tuple[Optional[float], Optional[float]],
+    base: tuple[Optional[float], Optional[float]],
+    replayed: tuple[Optional[float], Optional[float]],
+    trace: tuple[float, float, float, float],
+    basis: str = "median",
 ) -> MemoryPrediction:
-    """The prediction with its step times: `observed` and `replayed` (profiled, unprofiled) are the
-    replay's step of the capture and of one micro-batch under the scenario's device-work scale."""
+    """The prediction with its step times, (profiled, unprofiled) each: `observed` the capture's steps,
+    `base` the replay of the unchanged capture, `replayed` the replay of one micro-batch under the
+    scenario's device-work scale; `trace`: the forward's and the optimizer's device time, the share of
+    the forward checkpointed, the device work launched before the trace (ms per step: phase_ms,
+    checkpoint_share, prelaunched_ms). A predicted step is the observed one times the scenario's replayed
+    step over the unchanged one's (module docstring)."""
+    fwd_ms, opt_ms, share, before = trace
     k = scenario.grad_accum
     extra = share * fwd_ms * time_scale(scenario)  # the recomputed forward (checkpointing)
 
-    def step(r: Optional[float]) -> Optional[float]:
-        if r is None:
+    def step(obs: Optional[float], b: Optional[float], r: Optional[float]) -> Optional[float]:
+        if r is None or obs is None or not b:
             return None
-        return k * (r - opt_ms) + opt_ms + k * extra if k > 1 else r + extra
+        total = k * (r - opt_ms) + opt_ms + k * extra if k > 1 else r + extra
+        return obs * total / b
 
+    notes = pred.notes
+    if observed[0] and before > PRELAUNCHED_NOTE * observed[0]:
+        notes += (
+            f"{before:.3g} ms of device work per step ran in the steps but was launched before the trace "
+            "began (the previous step's, still queued): the replay keeps it as observed, so a change that "
+            "shortens the device work is predicted short of its effect on the step; capture more than one "
+            "active step (e.g. --schedule wait=0,warmup=1,active=3,repeat=1)",
+        )
     return replace(
         pred,
         observed_step_ms=observed[0],
         unprofiled_observed_step_ms=observed[1],
-        predicted_step_ms=step(replayed[0]),
-        unprofiled_predicted_step_ms=step(replayed[1]),
+        predicted_step_ms=step(observed[0], base[0], replayed[0]),
+        unprofiled_predicted_step_ms=step(observed[1], base[1], replayed[1]),
+        unprofiled_basis=basis,
+        notes=notes,
     )
 
 

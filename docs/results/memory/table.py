@@ -1,15 +1,20 @@
-"""docs/results/memory.md from the captures of docs/results/memory/run_gpu.sh: each change predicted by
-`tracekit memory` from the model's baseline capture, beside what the changed run measured.
+"""docs/results/memory.md's tables from the captures of docs/results/memory/run_gpu.sh: each change predicted
+by `tracekit memory` from the model's baseline capture, beside what the changed run measured.
 
-    python docs/results/memory/table.py OUT                 # OUT: run_gpu.sh's $OUT (tars + measured.json)
-    python docs/results/memory/table.py OUT --md FILE --captures DIR
+    python docs/results/memory/table.py                     # the committed H100 runs: fixtures/h100_memory
+    python docs/results/memory/table.py OUT --save DIR      # a new run: OUT is run_gpu.sh's $OUT
 
-Measured peaks are the allocator's own (max_memory_allocated and max_memory_reserved over the unprofiled
-timed steps, which the capture reads and resets at every step boundary); on a CPU smoke run, which has
-no allocator figures, the changed run's trace peak. Measured step times are the unprofiled timed steps'
-median. Predictions are `tracekit memory BASE --batch-scale ... --json` (tracekit.whatif.memory); a miss
-is predicted / measured - 1. The baselines are kept as Parquet captures in --captures (default
-docs/results/memory/) so the predictions can be made again without the GPU.
+OUT may hold the run folders, or run_gpu.sh's tars and measured.json (also packed inside another tar, as
+the GPU machine's results come back); --save DIR keeps each run folder's manifest and trace, measured.json
+and log.txt in DIR (what fixtures/h100_memory holds). The tables are written into --md between its
+`<!-- table.py -->` markers; the prose around them is kept.
+
+Measured peaks are the allocator's own (max_memory_allocated / max_memory_reserved over the unprofiled
+timed steps, which the capture reads and resets at every step boundary; a CPU smoke run, which has no
+allocator figures, uses the changed run's trace peak). Measured step times are the changed run's
+unprofiled timed steps: their median, or their mean where the input pipeline paces the steps (the
+statistic the prediction is of: MemoryPrediction.unprofiled_basis). A miss is predicted / measured - 1.
+A run that did not finish is a row with its reason (status, error, exit status in log.txt).
 """
 
 from __future__ import annotations
@@ -17,6 +22,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
+import shutil
+import statistics
 import sys
 import tarfile
 import tempfile
@@ -24,16 +32,20 @@ from pathlib import Path
 from typing import Any, Optional
 
 import tracekit as tk
-from tracekit.data.store import write_capture
-from tracekit.parse.parser import parse_paths
+from tracekit.whatif.memory import MemoryScenario
 
 ROOT = Path(__file__).resolve().parents[3]
-# Each changed run: its baseline and the change, as tracekit memory's options.
+DATA = ROOT / "fixtures" / "h100_memory"
+PAGE = ROOT / "docs" / "results" / "memory.md"
+BEGIN, END = "<!-- table.py: begin -->", "<!-- table.py: end -->"
+# Each changed run: its baseline and the change, as tracekit memory's options (mlp_fit's batch is the one
+# the fit predicted: its own row, from the run's batch).
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "mlp_b2": ("mlp_base", {"batch_scale": 2}),
     "mlp_amp": ("mlp_base", {"amp": "bf16"}),
     "mlp_ckpt4": ("mlp_base", {"checkpoint": 4}),
     "mlp_ga4": ("mlp_base", {"grad_accum": 4}),
+    "mlp_fit": ("mlp_base", {}),
     "dl_b2": ("dl_base", {"batch_scale": 2}),
     "dl_amp": ("dl_base", {"amp": "bf16"}),
     "dl_ckpt2": ("dl_base", {"checkpoint": 2}),
@@ -49,10 +61,11 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
 FAMILIES = {
     "mlp": "heavy_mlp",
     "dl": "dataloader_train",
-    "resnet": "ResNet (torchvision)",
+    "resnet": "ResNet-50 (torchvision)",
     "gpt2": "GPT-2 (transformers)",
 }
 TARGET = 0.10  # predicted peaks within 10 % of measured (issue 38)
+SIGNALS = {130: "SIGINT", 137: "SIGKILL", 143: "SIGTERM", 124: "timeout"}
 
 
 def mib(n: Optional[float]) -> str:
@@ -67,223 +80,325 @@ def ms(x: Optional[float]) -> str:
     return "-" if x is None else f"{x:.2f}"
 
 
-def extract(out: Path, work: Path) -> dict[str, Path]:
-    """Every run folder of OUT's tars, by run name."""
-    runs = {}
-    for tar in sorted(out.glob("*.tar")):
+def miss(pred: Optional[float], meas: Optional[float]) -> Optional[float]:
+    return pred / meas - 1 if pred is not None and meas else None
+
+
+# -- the runs ---------------------------------------------------------------------------------------------
+
+
+def unpack(src: Path, work: Path) -> Path:
+    """The folder holding the run folders and measured.json: `src` itself, or `work` with every tar of
+    `src` extracted into it (tars inside those too)."""
+    if (src / "measured.json").exists() and not any(src.glob("*.tar")):
+        return src
+    for f in ("measured.json", "log.txt"):
+        if (src / f).exists():
+            shutil.copy(src / f, work / f)
+    pending = sorted(src.glob("*.tar"))
+    while pending:  # one loop per tar, nested ones appended
+        tar = pending.pop(0)
+        dest = work / f".{tar.stem}"
         with tarfile.open(tar) as tf:
-            tf.extractall(work, filter="data")
-    for d in sorted(work.iterdir()):
-        if (d / "manifest.json").exists():
-            runs[d.name] = d
-    return runs
+            tf.extractall(dest, filter="data")
+        for item in sorted(dest.iterdir()):
+            target = work / item.name
+            if item.suffix == ".tar":
+                shutil.move(str(item), target)
+                pending.append(target)
+            elif not target.exists():
+                shutil.move(str(item), target)
+        shutil.rmtree(dest)
+    return work
+
+
+def run_folders(folder: Path) -> dict[str, Path]:
+    return {d.name: d for d in sorted(folder.iterdir()) if d.is_dir() and not d.name.startswith(".")}
+
+
+def save(folder: Path, dest: Path) -> None:
+    """Each run folder's manifest and traces, measured.json and log.txt, into `dest`."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for f in ("measured.json", "log.txt"):
+        if (folder / f).exists():
+            shutil.copy(folder / f, dest / f)
+    for name, d in run_folders(folder).items():  # one loop per run
+        out = dest / name
+        out.mkdir(exist_ok=True)
+        for f in [d / "manifest.json", *sorted(d.glob("*.pt.trace.json.gz"))]:
+            if f.exists():
+                shutil.copy(f, out / f.name)
+
+
+def exits(log: str) -> dict[str, tuple[int, int]]:
+    """Each run's exit status and seconds, from run_gpu.sh's log."""
+    out, run = {}, None
+    for line in log.splitlines():  # one loop per line
+        m = re.match(r"== (\S+) \(", line)
+        if m:
+            run = m.group(1)
+        m = re.match(r"\s+exit status (\d+) after (\d+) s", line)
+        if m and run:
+            out[run] = (int(m.group(1)), int(m.group(2)))
+    return out
+
+
+def reason(run: str, meas: dict, exit_of: dict[str, tuple[int, int]]) -> str:
+    """Why a run has no measurement: its status, error and exit status."""
+    m = meas.get(run) or {}
+    status = m.get("status") or "not run"
+    parts = [status]
+    if m.get("error"):
+        parts.append(str(m["error"]).split(". Hint")[0])
+    if run in exit_of:
+        code, secs = exit_of[run]
+        sig = f" ({SIGNALS[code]})" if code in SIGNALS else ""
+        parts.append(f"the capture exited {code}{sig} after {secs} s")
+    return "; ".join(parts)
+
+
+def unprofiled_steps(run: Path) -> list[float]:
+    m = json.loads((run / "manifest.json").read_text())
+    return list(m["ranks"][0]["unprofiled"].get("step_ms") or [])
+
+
+def batch_of(run: Path) -> Optional[int]:
+    knobs = json.loads((run / "manifest.json").read_text()).get("knobs") or {}
+    b = knobs.get("batch_size")
+    return int(b) if isinstance(b, int) else None
+
+
+# -- the figures ------------------------------------------------------------------------------------------
+
+
+def derive(folder: Path) -> dict[str, Any]:
+    """Every figure of the page, from a folder of run folders and measured.json."""
+    measured = json.loads((folder / "measured.json").read_text())
+    meas = measured["runs"]
+    runs = {n: d for n, d in run_folders(folder).items() if (d / "manifest.json").exists()}
+    log = (folder / "log.txt").read_text() if (folder / "log.txt").exists() else ""
+    exit_of = exits(log)
+    rows, bases = [], []
+    for run, (base, kwargs) in VARIANTS.items():  # one loop per changed run
+        if base not in runs:
+            continue
+        if base not in bases:
+            bases.append(base)
+        m = meas.get(run) or {}
+        if run == "mlp_fit":
+            if run not in runs or not batch_of(runs[run]) or not batch_of(runs[base]):
+                continue
+            kwargs = {"batch_scale": batch_of(runs[run]) / batch_of(runs[base])}
+        d = tk.memory(str(runs[base]), **kwargs).prediction.devices[0]
+        ok = m.get("status") == "ok" and run in runs
+        peak = (m.get("allocated_peak_bytes") or trace_peak(runs[run])) if ok else None
+        steps = unprofiled_steps(runs[run]) if ok else []
+        stat = statistics.mean if d.unprofiled_basis == "mean" else statistics.median
+        rows.append(
+            {
+                "run": run,
+                "model": FAMILIES.get(run.split("_")[0], run),
+                "change": describe(run, kwargs),
+                "baseline_peak": d.observed_peak_allocated,
+                "measured_peak": peak,
+                "predicted_peak": d.predicted_peak_allocated,
+                "baseline_step_ms": d.unprofiled_observed_step_ms,
+                "measured_step_ms": stat(steps) if steps else None,
+                "predicted_step_ms": d.unprofiled_predicted_step_ms,
+                "basis": d.unprofiled_basis,
+                "missing": None if ok else reason(run, meas, exit_of),
+            }
+        )
+    return {
+        "device": measured.get("device", "cuda"),
+        "rows": rows,
+        "fit": fit(measured, runs),
+        "oom": (meas.get("mlp_oom") or {}).get("oom"),
+        "checks": checks(runs, bases),
+    }
+
+
+def describe(run: str, kwargs: dict[str, Any]) -> str:
+    if run == "mlp_fit":
+        return f"batch × {kwargs['batch_scale']:.2f}: the largest in the fit's budget"
+    return MemoryScenario(**kwargs).describe()
 
 
 def trace_peak(run: Path) -> Optional[int]:
     """The largest step peak of a run's trace (a CPU smoke run has no allocator figures)."""
-    try:
-        result = tk.memory(str(run))
-    except Exception:
+    return max((m.peak_allocated for m in tk.memory(str(run)).memory), default=None)
+
+
+def fit(measured: dict, runs: dict[str, Path]) -> Optional[dict[str, Any]]:
+    """The largest batch in X GiB: predicted from the baseline, then captured at that batch."""
+    if "mlp_fit" not in runs or "mlp_base" not in runs:
         return None
-    return max((m.peak_allocated for m in result.memory), default=None)
+    x = measured.get("fit_gib")
+    d = tk.memory(str(runs["mlp_base"]), fit_gib=x, time=False).prediction.devices[0]
+    m = measured["runs"].get("mlp_fit") or {}
+    return {
+        "gib": x,
+        "batch": d.fit_batch_size,
+        "scale": d.fit_batch_scale,
+        "captured": batch_of(runs["mlp_fit"]),
+        "baseline_batch": d.batch_size,
+        "measured_reserved": m.get("reserved_peak_bytes"),
+        "measured_allocated": m.get("allocated_peak_bytes"),
+    }
 
 
-def main(argv: list[str]) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("out", type=Path, help="run_gpu.sh's $OUT")
-    ap.add_argument("--md", type=Path, default=ROOT / "docs/results/memory.md")
-    ap.add_argument("--captures", type=Path, default=ROOT / "docs/results/memory")
-    args = ap.parse_args(argv)
-    measured = json.loads((args.out / "measured.json").read_text())
-    device = measured.get("device", "cuda")
-    with tempfile.TemporaryDirectory() as tmp:
-        runs = extract(args.out, Path(tmp))
-        lines = _document(measured, runs, args.captures, device)
-    args.md.write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
-    print(f"wrote {args.md}", file=sys.stderr)
+def checks(runs: dict[str, Path], bases: list[str]) -> list[dict[str, Any]]:
+    """Each baseline's peak explained (tracekit analyze): its categories, the trace's largest allocated
+    total, the allocator's max_memory_allocated of the same step."""
+    out = []
+    for base in sorted(bases):  # one loop per baseline
+        r = tk.analyze(str(runs[base]), savings=False).report
+        for m in r.memory:  # one loop per device
+            p = m.peak
+            if p is not None:
+                out.append(
+                    {
+                        "baseline": base,
+                        "peak": p.peak_allocated,
+                        "categories": dict(p.by_category),
+                        "trace_max": m.trace_max_allocated,
+                        "allocator": m.allocator_peak,
+                        "reserve": p.reserve_at_peak,
+                    }
+                )
+    return out
 
 
-def _document(measured: dict, runs: dict[str, Path], captures: Path, device: str) -> list[str]:
-    meas = measured["runs"]
-    smoke = device != "cuda"
-    lines = [
-        "# Device memory: what tracekit predicts against what the changed run measured",
-        "",
-        "Made by `docs/results/memory/table.py` from the captures of `docs/results/memory/run_gpu.sh`"
-        + (
-            " in its CPU smoke mode (`SMOKE=1`: the host's allocator, tiny sizes; no GPU run yet)"
-            if smoke
-            else ""
-        )
-        + ". Each model is captured once as a baseline with memory events (`--set profile_memory=true`) and "
-        "module spans (`with_stack`), and once per change; `tracekit memory BASE --batch-scale 2` (and "
-        "`--amp bf16`, `--checkpoint N`, `--checkpoint-modules REGEX`, `--grad-accum K`, `--fit-gib X`) "
-        'predicts the changed run from the baseline alone (docs/DESIGN.md "Device memory"). Measured: the '
-        + (
-            "changed run's trace peak"
-            if smoke
-            else "allocator's max_memory_allocated over the changed run's unprofiled timed steps"
-        )
-        + " and its unprofiled step time (median). Miss: predicted / measured - 1; the target is within "
-        f"{TARGET:.0%} for the peak."
-        + (
-            " The smoke run's step times come from a shared two-core VM, where one run's step differs "
-            "from the next by several times: they test the pipeline, not the time model."
-            if smoke
-            else ""
-        ),
-        "",
-    ]
-    rows, baselines = [], set()
-    for run, (base, kwargs) in VARIANTS.items():
-        if run not in runs or base not in runs:
-            continue
-        baselines.add(base)
-        m = meas.get(run, {})
-        pred = tk.memory(str(runs[base]), **kwargs)
-        d = pred.prediction.devices[0]
-        peak = m.get("allocated_peak_bytes") or trace_peak(runs[run])
-        miss = d.predicted_peak_allocated / peak - 1 if peak else None
-        step = m.get("unprofiled_step_ms_median")
-        pstep = d.unprofiled_predicted_step_ms
+# -- the page ---------------------------------------------------------------------------------------------
+
+
+def render(fig: dict[str, Any]) -> list[str]:
+    smoke = fig["device"] != "cuda"
+    rows = []
+    for r in fig["rows"]:  # one loop per changed run
+        m = miss(r["predicted_peak"], r["measured_peak"])
+        flag = " ✗" if m is not None and abs(m) > TARGET else ""
+        step = r["measured_step_ms"]
         rows.append(
             [
-                FAMILIES.get(run.split("_")[0], run),
-                pred.prediction.scenario.describe(),
-                mib(d.observed_peak_allocated),
-                mib(peak),
-                mib(d.predicted_peak_allocated),
-                pct(miss) + (" ✗" if miss is not None and abs(miss) > TARGET else ""),
+                r["model"],
+                r["change"],
+                mib(r["baseline_peak"]),
+                mib(r["measured_peak"]) if not r["missing"] else f"missing: {r['missing']}",
+                mib(r["predicted_peak"]),
+                pct(m) + flag,
+                ms(r["baseline_step_ms"]) + (" (mean)" if r["basis"] == "mean" else ""),
                 ms(step),
-                ms(pstep),
-                pct(pstep / step - 1 if step and pstep else None),
+                ms(r["predicted_step_ms"]),
+                pct(miss(r["predicted_step_ms"], step)),
             ]
         )
-    lines += _table(
+    lines = _table(
         [
             "model",
             "change",
             "baseline peak MiB",
-            "measured MiB",
+            "measured peak MiB",
             "predicted MiB",
             "miss",
+            "baseline step ms",
             "measured step ms",
             "predicted ms",
             "miss",
         ],
         rows,
     )
-    lines += ["", *_fit(measured, runs, meas), "", *_oom(meas), "", *_boundary(measured, meas)]
-    lines += ["", *_checks(runs, meas, sorted(baselines))]
-    captures.mkdir(parents=True, exist_ok=True)
-    for base in sorted(baselines):
-        write_capture(parse_paths([runs[base]]), captures / f"{base}.parquet", force=True)
-    (captures / "measured.json").write_text(json.dumps(measured, indent=1, sort_keys=True) + "\n")
-    lines += [
-        "",
-        "The baselines are kept as `docs/results/memory/<run>.parquet`; `measured.json` beside them "
-        "holds every run's figures. Run again: `OUT=$OUT bash docs/results/memory/run_gpu.sh` on the GPU, "
-        "then `python docs/results/memory/table.py $OUT`.",
-    ]
-    return lines
-
-
-def _fit(measured: dict, runs: dict[str, Path], meas: dict) -> list[str]:
-    """The largest batch in X GiB: predicted from the baseline, captured, its reserved peak measured."""
-    if "mlp_fit" not in runs or "mlp_base" not in runs:
-        return []
-    x = measured.get("fit_gib")
-    pred = tk.memory(str(runs["mlp_base"]), fit_gib=x, time=False).prediction.devices[0]
-    m = meas.get("mlp_fit", {})
-    reserved = m.get("reserved_peak_bytes") or m.get("allocated_peak_bytes") or trace_peak(runs["mlp_fit"])
-    verdict = "-" if not reserved else ("fits" if reserved <= x * 2**30 else "does not fit")
-    return [
-        f"**The largest batch in {x:g} GiB** (heavy_mlp): predicted batch {pred.fit_batch_size} "
-        f"(× {pred.fit_batch_scale:.2f} the baseline's {pred.batch_size}); captured at that batch, its "
-        f"reserved peak was {mib(reserved)} MiB of {x * 1024:,.1f}: {verdict}"
-        + (f" ({pct(reserved / (x * 2**30) - 1)} of the budget)." if reserved else ".")
-    ]
-
-
-def _oom(meas: dict) -> list[str]:
-    m = meas.get("mlp_oom")
-    if not m:
-        return []
-    oom = (m.get("oom") or {}).get("message") or f"status {m.get('status')} (expected an OOM)"
-    return [f"**A run that cannot fit** (heavy_mlp, a batch far too large): the capture says `{oom}`."]
-
-
-def _boundary(measured: dict, meas: dict) -> list[str]:
-    """What the capture's read of the allocator at each step boundary costs, against the steps."""
-    b = measured.get("boundary") or {}
-    if "read_allocator_us" not in b:
-        return []
-    steps = [m["unprofiled_step_ms_median"] for m in meas.values() if m.get("unprofiled_step_ms_median")]
-    least = min(steps) if steps else None
-    share = (
-        f", {b['read_allocator_us']['median'] / 1e3 / least:.2%} of the shortest step here" if least else ""
-    )
-    return [
-        f"**The capture's read of the allocator at each step boundary** (`benchmarks/memory_stats_cost.py`, "
-        f"{b['blocks']} blocks held): median {b['read_allocator_us']['median']:.1f} µs "
-        f"(p95 {b['read_allocator_us']['p95']:.1f}){share}; what it read before, max_memory_allocated: "
-        f"{b['before_us']['median']:.1f} µs. Host time between two steps: it slows a step only where the "
-        "host is the bottleneck."
-    ]
-
-
-def _checks(runs: dict[str, Path], meas: dict, bases: list[str]) -> list[str]:
-    """The analysis' own targets on each baseline: categories sum to the peak; the trace's peak against
-    its largest allocation and against the allocator's peak of the same step."""
-    rows = []
-    for base in bases:
-        r = tk.analyze(str(runs[base]), savings=False).report
-        for m in r.memory:
-            p = m.peak
-            if p is None:
-                continue
-            cat_sum = sum(p.by_category.values())
-            alloc = m.allocator_peak
-            rows.append(
-                [
-                    base,
-                    mib(p.peak_allocated),
-                    pct(cat_sum / p.peak_allocated - 1 if p.peak_allocated else None),
-                    mib(m.trace_max_allocated),
-                    pct(p.peak_allocated / m.trace_max_allocated - 1 if m.trace_max_allocated else None),
-                    mib(alloc),
-                    pct(p.peak_allocated / alloc - 1 if alloc else None),
-                    ", ".join(f"{k} {mib(v)}" for k, v in p.by_category.items() if v),
-                ]
-            )
-    if not rows:
-        return []
-    return [
-        "**The baselines' peaks explained** (`tracekit analyze`): categories against the peak; the peak "
-        "against the trace's largest allocated total and against the allocator's max_memory_allocated of "
-        "the same step (the capture's reading; none on the CPU).",
-        "",
-        *_table(
+    f = fig["fit"]
+    if f:
+        res, alloc, budget = f["measured_reserved"], f["measured_allocated"], f["gib"] * 2**30
+        verdict = "-" if not res else ("fits" if res <= budget else "does not fit")
+        lines += [
+            "",
+            f"**The largest batch in {f['gib']:g} GiB** (heavy_mlp, `tracekit memory mlp_base --fit-gib "
+            f"{f['gib']:g}`): batch {f['batch']} (× {f['scale']:.2f} the baseline's {f['baseline_batch']}); "
+            f"captured at batch {f['captured']}: reserved peak {mib(res)} MiB of {mib(budget)} ({verdict}, "
+            f"{pct(miss(res, budget))} of the budget), allocated peak {mib(alloc)} MiB.",
+        ]
+    if fig["oom"]:
+        lines += [
+            "",
+            f"**A run that cannot fit** (heavy_mlp, a batch far too large): the capture says "
+            f"`{fig['oom'].get('message')}` (status oom, exit 4).",
+        ]
+    crows = []
+    for c in fig["checks"]:  # one loop per baseline device
+        cats = c["categories"]
+        crows.append(
             [
-                "baseline",
-                "peak MiB",
-                "categories vs peak",
-                "trace max MiB",
-                "peak vs it",
-                "allocator MiB",
-                "peak vs it",
-                "categories (MiB)",
-            ],
-            rows,
-        ),
-    ]
+                c["baseline"],
+                mib(c["peak"]),
+                pct(miss(sum(cats.values()), c["peak"])),
+                mib(c["trace_max"]),
+                pct(miss(c["peak"], c["trace_max"])),
+                mib(c["allocator"]),
+                pct(miss(c["peak"], c["allocator"])),
+                ", ".join(f"{k} {mib(v)}" for k, v in cats.items() if v),
+                mib(c["reserve"]),
+            ]
+        )
+    if crows:
+        lines += [
+            "",
+            "**The baselines' peaks explained** (`tracekit analyze`): the categories against the peak; the "
+            "peak against the trace's largest allocated total and against the allocator's "
+            "max_memory_allocated of the same step (the capture's reading"
+            + ("; none on the CPU" if smoke else "")
+            + ").",
+            "",
+            *_table(
+                [
+                    "baseline",
+                    "peak MiB",
+                    "categories vs peak",
+                    "trace max MiB",
+                    "peak vs it",
+                    "allocator MiB",
+                    "peak vs it",
+                    "categories at the peak (MiB)",
+                    "reserve MiB",
+                ],
+                crows,
+            ),
+        ]
+    return lines
 
 
 def _table(columns: list[str], rows: list[list[str]]) -> list[str]:
     out = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
     out += ["| " + " | ".join(r) + " |" for r in rows]
     return out
+
+
+def write_page(page: Path, lines: list[str]) -> None:
+    """The lines between the page's markers (the markers and the page made where missing)."""
+    text = page.read_text() if page.exists() else f"{BEGIN}\n{END}\n"
+    if BEGIN not in text or END not in text:
+        text = text.rstrip("\n") + f"\n\n{BEGIN}\n{END}\n"
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    page.write_text(head + BEGIN + "\n" + "\n".join(lines) + "\n" + END + tail)
+
+
+def main(argv: list[str]) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out", type=Path, nargs="?", default=DATA, help="run_gpu.sh's $OUT, or run folders")
+    ap.add_argument("--md", type=Path, default=PAGE, help="the page to write the tables into")
+    ap.add_argument("--save", type=Path, help="keep the run folders, measured.json and log.txt here")
+    args = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = unpack(args.out, Path(tmp))
+        if args.save:
+            save(folder, args.save)
+            folder = args.save
+        lines = render(derive(folder))
+    write_page(args.md, lines)
+    print("\n".join(lines))
+    print(f"wrote {args.md}", file=sys.stderr)
 
 
 if __name__ == "__main__":
