@@ -181,3 +181,52 @@ def test_real_capture_checkpointing_follows_the_module_calls():
     # first checkpointed: it makes 2 of the forward's 5 saved ReLU outputs (all of one size)
     assert "checkpointed 40% of the forward's activation bytes" in d.notes
     assert d.predicted_peak_allocated <= d.observed_peak_allocated
+
+
+H100 = Path(__file__).parent.parent / "fixtures" / "h100_memory"
+H100_MEASURED = json.loads((H100 / "measured.json").read_text())["runs"]
+
+
+def test_real_gpu_baseline_split_end_to_end():
+    # GIVEN heavy_mlp on an H100 (batch 2048, 1024 → 4096 → 8 × 4096² → 512, no optimizer: forward,
+    # out.sum().backward(), zero_grad(set_to_none)), one profiled step with memory events
+    m = json.loads((H100 / "mlp_base" / "manifest.json").read_text())
+    k = m["knobs"]
+    layers = [(k["in_features"], k["hidden"])] + [(k["hidden"], k["hidden"])] * k["layers"]
+    layers.append((k["hidden"], k["out_features"]))
+    params = [4 * (i * o + o) for i, o in layers]  # float32 weight and bias of each Linear
+    # WHEN its memory is analysed
+    (dev,) = api.memory(str(H100 / "mlp_base")).memory
+    peak = dev.peak
+    cats = peak.by_category
+    # THEN the categories sum exactly to the peak, which is the trace's largest allocated total and the
+    # allocator's own max_memory_allocated of that step (the capture's reading)
+    assert sum(cats.values()) == peak.peak_allocated == dev.trace_max_allocated == dev.allocator_peak
+    assert dev.allocator_peak == H100_MEASURED["mlp_base"]["allocated_peak_bytes"]
+    # the parameters are the model's, by hand and as the capture recorded them
+    assert cats["parameters"] == sum(params) == m["ranks"][0]["memory"]["model"]["0"]["parameters"]
+    # the peak is in the first layer's backward: every other layer's gradients are alive, its own not yet
+    assert peak.peak_phase == "backward"
+    assert cats["gradients"] == sum(params[1:])
+    # saved for it: the first layer's ReLU output (batch × hidden float32), nothing else left
+    assert cats["activations"] == 4 * k["batch_size"] * k["hidden"]
+    assert cats["optimizer_state"] == 0 and not dev.check.unexplained_free_bytes
+
+
+@pytest.mark.parametrize(
+    ("run", "base", "kw"),
+    [
+        ("mlp_b2", "mlp_base", {"batch_scale": 2}),
+        ("mlp_amp", "mlp_base", {"amp": "bf16"}),
+        ("mlp_ckpt4", "mlp_base", {"checkpoint": 4}),
+        ("resnet_amp", "resnet_base", {"amp": "bf16"}),
+        ("gpt2_ckpt", "gpt2_base", {"checkpoint_modules": r"^GPT2Block_"}),
+    ],
+)
+def test_real_gpu_runs_predicted_within_ten_percent_of_the_allocators_peak(run, base, kw):
+    # GIVEN a baseline captured on an H100 and the same model run with the change
+    # WHEN the change is predicted from the baseline alone
+    d = api.memory(str(H100 / base), time=False, **kw).prediction.devices[0]
+    # THEN within 10 % of the allocator's max_memory_allocated over the changed run's timed steps
+    measured = H100_MEASURED[run]["allocated_peak_bytes"]
+    assert abs(d.predicted_peak_allocated / measured - 1) < 0.10, (d.predicted_peak_allocated, measured)

@@ -25,6 +25,11 @@ def resnet(name: str, checkpoint: int, device: str, size: int) -> tuple:
     import torchvision
 
     model = getattr(torchvision.models, name)(weights=None, num_classes=1000).to(device)
+    # The stem's ReLU not in place, in every run (so the runs compare like for like): checkpoint_sequential
+    # can cut right before it, and an in-place op on a checkpointed segment's input breaks its
+    # recomputation in backward (torchvision's is in place: the checkpoint 4 run on the H100 failed so).
+    # The blocks' own in-place ReLUs act inside a segment, on tensors the segment made.
+    model.relu = torch.nn.ReLU(inplace=False)
     # the top-level modules in order, so checkpoint_sequential can cut them (fc needs the flattened pool)
     seq = torch.nn.Sequential(
         model.conv1, model.bn1, model.relu, model.maxpool,

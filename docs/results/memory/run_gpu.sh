@@ -6,7 +6,9 @@
 # run out of memory (the capture's OOM result). Straight through the capture package
 # (python3 -m tracekit.capture), plus `python3 -m tracekit memory` once for the fitted batch.
 #
-#   OUT=/some/dir bash docs/results/memory/run_gpu.sh            # on one GPU (about 4 minutes on an H100)
+#   OUT=/some/dir bash docs/results/memory/run_gpu.sh            # on one GPU (about 6 minutes on an H100)
+#   ONLY="mlp dataloader" OUT=/some/dir bash docs/results/memory/run_gpu.sh   # some families (3.5 min)
+#   ONLY="resnet gpt2" OUT=/other/dir bash docs/results/memory/run_gpu.sh     # the others (3 min)
 #   SMOKE=1 OUT=/tmp/mem bash docs/results/memory/run_gpu.sh     # tiny sizes on the CPU (a minute)
 #   RUNS="mlp_base mlp_b2" bash docs/results/memory/run_gpu.sh   # a subset (names below)
 #
@@ -16,7 +18,8 @@
 #                   allocator's peaks over the unprofiled timed steps (max_memory_allocated / _reserved);
 #                   `boundary`: what reading the allocator at a step boundary costs (benchmarks/memory_stats_cost.py)
 #   log.txt         the captures' own output
-# Then, here: python docs/results/memory/table.py $OUT   (writes docs/results/memory.md)
+# Then, here: python docs/results/memory/table.py $OUT [$OUT2] --save fixtures/h100_memory
+# (writes docs/results/memory.md's tables; --save keeps the run folders for the tests and the page)
 # A model whose package is missing (torchvision, transformers) is skipped and says so.
 set -u
 cd "$(dirname "$0")/../../.."
@@ -29,9 +32,15 @@ mkdir -p "$OUT"
 LOG="$OUT/log.txt"
 : >"$LOG"
 MODELS=docs/results/memory/models.py
-# one profiled step is enough for the memory; the unprofiled timed steps give the measured peaks and times
-SCHED="wait=0,warmup=1,active=1,repeat=1"
+# Three profiled steps: the first begins with the warm-up step's device work still queued (launched before
+# the trace: the replay keeps it as observed, so its step is no model of the others); the median step is a
+# later one. The unprofiled timed steps give the measured peaks and times; the dataloader runs time more of
+# them, since their loader stalls once per prefetch depth (8 batches) and the step they are paced at is a
+# mean over several stalls.
+SCHED="wait=0,warmup=1,active=3,repeat=1"
 COMMON="--set timing_warmup=2 --set timing_steps=5"
+DL_TIMED="--set timing_steps=24"
+ONLY="${ONLY:-}"
 
 if [ -n "$SMOKE" ]; then
   DEVICE=cpu
@@ -63,11 +72,11 @@ spec_of() {  # run name -> "family|capture arguments|script arguments" (a worklo
     mlp_ga4)      echo "mlp|heavy_mlp $MLP $MLP_GA" ;;
     mlp_fit)      echo "mlp|heavy_mlp $MLP --set batch_size=$(fit_batch mlp_base)" ;;
     mlp_oom)      echo "mlp|heavy_mlp $MLP $MLP_OOM" ;;
-    dl_base)      echo "dataloader|dataloader_train $DL --set with_stack=true" ;;
-    dl_b2)        echo "dataloader|dataloader_train $DL $DL_B2" ;;
-    dl_amp)       echo "dataloader|dataloader_train $DL --set amp=true --set amp_dtype=bfloat16" ;;
-    dl_ckpt2)     echo "dataloader|dataloader_train $DL --set checkpoint=2" ;;
-    dl_ga2)       echo "dataloader|dataloader_train $DL $DL_GA" ;;
+    dl_base)      echo "dataloader|dataloader_train $DL $DL_TIMED --set with_stack=true" ;;
+    dl_b2)        echo "dataloader|dataloader_train $DL $DL_TIMED $DL_B2" ;;
+    dl_amp)       echo "dataloader|dataloader_train $DL $DL_TIMED --set amp=true --set amp_dtype=bfloat16" ;;
+    dl_ckpt2)     echo "dataloader|dataloader_train $DL $DL_TIMED --set checkpoint=2" ;;
+    dl_ga2)       echo "dataloader|dataloader_train $DL $DL_TIMED $DL_GA" ;;
     resnet_base)  echo "resnet|--set with_stack=true --script $MODELS|$RESNET" ;;
     resnet_b2)    echo "resnet|--script $MODELS|$RESNET $RESNET_B2" ;;
     resnet_amp)   echo "resnet|--script $MODELS|$RESNET --amp bf16" ;;
@@ -99,6 +108,7 @@ cat "$WORK/boundary.json" | tee -a "$LOG"
 for run in $RUNS; do
   spec="$(spec_of "$run")" || { echo "unknown run $run; choose from: $ALL_RUNS" | tee -a "$LOG"; continue; }
   IFS='|' read -r family args script_args <<<"$spec"
+  if [ -n "$ONLY" ] && [[ " $ONLY " != *" $family "* ]]; then continue; fi
   case "$family" in
     resnet) has torchvision || { echo "== $run: skipped, no torchvision" | tee -a "$LOG"; continue; } ;;
     gpt2) has transformers || { echo "== $run: skipped, no transformers" | tee -a "$LOG"; continue; } ;;

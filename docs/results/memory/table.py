@@ -2,7 +2,7 @@
 by `tracekit memory` from the model's baseline capture, beside what the changed run measured.
 
     python docs/results/memory/table.py                     # the committed H100 runs: fixtures/h100_memory
-    python docs/results/memory/table.py OUT --save DIR      # a new run: OUT is run_gpu.sh's $OUT
+    python docs/results/memory/table.py OUT [OUT2] --save DIR   # a new run: run_gpu.sh's $OUT of each call
 
 OUT may hold the run folders, or run_gpu.sh's tars and measured.json (also packed inside another tar, as
 the GPU machine's results come back); --save DIR keeps each run folder's manifest and trace, measured.json
@@ -61,7 +61,7 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
 FAMILIES = {
     "mlp": "heavy_mlp",
     "dl": "dataloader_train",
-    "resnet": "ResNet-50 (torchvision)",
+    "resnet": "ResNet (torchvision)",
     "gpt2": "GPT-2 (transformers)",
 }
 TARGET = 0.10  # predicted peaks within 10 % of measured (issue 38)
@@ -87,29 +87,53 @@ def miss(pred: Optional[float], meas: Optional[float]) -> Optional[float]:
 # -- the runs ---------------------------------------------------------------------------------------------
 
 
-def unpack(src: Path, work: Path) -> Path:
-    """The folder holding the run folders and measured.json: `src` itself, or `work` with every tar of
-    `src` extracted into it (tars inside those too)."""
-    if (src / "measured.json").exists() and not any(src.glob("*.tar")):
-        return src
-    for f in ("measured.json", "log.txt"):
-        if (src / f).exists():
-            shutil.copy(src / f, work / f)
+def unpack(sources: list[Path], work: Path) -> Path:
+    """One folder holding the run folders, measured.json and log.txt: a source itself where it is one,
+    else `work` with every source's tars extracted into it (tars inside those too), their measured.json
+    merged (run_gpu.sh in several calls, e.g. ONLY=...) and logs joined."""
+    if len(sources) == 1 and (sources[0] / "measured.json").exists() and not any(sources[0].glob("*.tar")):
+        return sources[0]
+    merged: dict[str, Any] = {}
+    logs = []
+    for i, src in enumerate(sources):  # one loop per source
+        part = work / f".{i}"
+        part.mkdir()
+        _extract(src, part)
+        if (part / "measured.json").exists():
+            m = json.loads((part / "measured.json").read_text())
+            runs = {**merged.get("runs", {}), **m.get("runs", {})}
+            merged = {**m, **merged, "runs": runs}
+        if (part / "log.txt").exists():
+            logs.append((part / "log.txt").read_text())
+        for d in run_folders(part).values():
+            shutil.move(str(d), work / d.name)
+        shutil.rmtree(part)
+    (work / "measured.json").write_text(json.dumps(merged, indent=1, sort_keys=True) + "\n")
+    (work / "log.txt").write_text("".join(logs))
+    return work
+
+
+def _extract(src: Path, dest: Path) -> None:
+    """`src`'s run folders, measured.json and log.txt into `dest`, its tars (and tars in them) extracted."""
+    for item in sorted(src.iterdir()):
+        if item.is_dir() or item.name in ("measured.json", "log.txt"):
+            (shutil.copytree if item.is_dir() else shutil.copy)(item, dest / item.name)
     pending = sorted(src.glob("*.tar"))
     while pending:  # one loop per tar, nested ones appended
         tar = pending.pop(0)
-        dest = work / f".{tar.stem}"
+        inner = dest / f".{tar.stem}"
         with tarfile.open(tar) as tf:
-            tf.extractall(dest, filter="data")
-        for item in sorted(dest.iterdir()):
-            target = work / item.name
+            tf.extractall(inner, filter="data")
+        for item in sorted(inner.iterdir()):
+            target = dest / item.name
             if item.suffix == ".tar":
-                shutil.move(str(item), target)
-                pending.append(target)
+                shutil.move(str(item), dest / f".{item.name}")
+                pending.append(dest / f".{item.name}")
             elif not target.exists():
                 shutil.move(str(item), target)
-        shutil.rmtree(dest)
-    return work
+        shutil.rmtree(inner)
+        if tar.parent == dest:
+            tar.unlink()
 
 
 def run_folders(folder: Path) -> dict[str, Path]:
@@ -148,8 +172,8 @@ def reason(run: str, meas: dict, exit_of: dict[str, tuple[int, int]]) -> str:
     m = meas.get(run) or {}
     status = m.get("status") or "not run"
     parts = [status]
-    if m.get("error"):
-        parts.append(str(m["error"]).split(". Hint")[0])
+    if m.get("error"):  # its first clause (torch's messages run on with tensors and hints)
+        parts.append(re.split(r": \[|\. ", str(m["error"]))[0])
     if run in exit_of:
         code, secs = exit_of[run]
         sig = f" ({SIGNALS[code]})" if code in SIGNALS else ""
@@ -386,7 +410,9 @@ def write_page(page: Path, lines: list[str]) -> None:
 
 def main(argv: list[str]) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("out", type=Path, nargs="?", default=DATA, help="run_gpu.sh's $OUT, or run folders")
+    ap.add_argument(
+        "out", type=Path, nargs="*", default=[DATA], help="run_gpu.sh's $OUT (of each call), or run folders"
+    )
     ap.add_argument("--md", type=Path, default=PAGE, help="the page to write the tables into")
     ap.add_argument("--save", type=Path, help="keep the run folders, measured.json and log.txt here")
     args = ap.parse_args(argv)
