@@ -30,9 +30,11 @@ other kernels keep their time), framework ops on a CPU-only capture at AMP_TIME;
 replays of a 1/K batch, less K-1 optimizer steps; checkpointing adds the forward's compute of the
 checkpointed part again. The replay predicts the change: each predicted step is the capture's observed
 step (profiled, and the capture's timed steps without the profiler) times the scenario's replayed step
-over the unchanged capture's, so what the replay of the unchanged capture misses (device work slower
-under the profiler, the previous step's kernels still running when the profiled one began) cancels.
-Each figure is a model: docs/results/memory.md holds predicted against measured.
+over the unchanged capture's, so where the replay of the unchanged capture is off by a factor, that
+cancels. Device work launched before the trace (the previous step's kernels still running when the
+profiled one began) does not: the replay keeps it where it was whatever the change, and the prediction
+says so (PRELAUNCHED_NOTE). Each figure is a model: docs/results/memory.md holds predicted against
+measured.
 """
 
 from __future__ import annotations
@@ -673,7 +675,7 @@ def _batch_size(manifest: Mapping[str, Any]) -> Optional[int]:
 
 def phase_ms(frames: Any, tl: DeviceTimeline, phase: int) -> float:
     """The median per step of the compute of one phase: the durations of the device work launched in it
-    (a CPU-only capture: the step thread's time in it)."""
+    (a CPU-only capture: the step thread's time in it; work launched before the trace is in none)."""
     steps = tl.steps
     ws, we = steps["ts"].to_numpy(np.int64), steps["end"].to_numpy(np.int64)
     marks = tl.marks
@@ -685,6 +687,8 @@ def phase_ms(frames: Any, tl: DeviceTimeline, phase: int) -> float:
         ]
         t = launch_times(dev, frames.launches)
         dur = (dev["end"] - dev["ts"]).to_numpy(np.float64)
+        launched = ~np.isnan(t)  # work launched before the trace is no phase's of these steps
+        t, dur = t[launched].astype(np.int64), dur[launched]
     else:
         host = frames.host
         key = steps[["pid", "tid"]].iloc[0] if len(steps) else None

@@ -65,6 +65,7 @@ FAMILIES = {
     "gpt2": "GPT-2 (transformers)",
 }
 TARGET = 0.10  # predicted peaks within 10 % of measured (issue 38)
+EXPLAIN = 0.02  # a predicted peak this far off is shown by category beside the run's own
 SIGNALS = {130: "SIGINT", 137: "SIGKILL", 143: "SIGTERM", 124: "timeout"}
 
 
@@ -231,6 +232,8 @@ def derive(folder: Path) -> dict[str, Any]:
                 "predicted_step_ms": d.unprofiled_predicted_step_ms,
                 "basis": d.unprofiled_basis,
                 "missing": None if ok else reason(run, meas, exit_of),
+                "predicted_categories": dict(d.predicted_by_category),
+                "measured_categories": split_at_peak(runs[run]) if ok and peak and off(d, peak) else None,
             }
         )
     return {
@@ -240,6 +243,18 @@ def derive(folder: Path) -> dict[str, Any]:
         "oom": (meas.get("mlp_oom") or {}).get("oom"),
         "checks": checks(runs, bases),
     }
+
+
+def off(d: Any, peak: int) -> bool:
+    """A prediction whose peak is far enough off to show where (its categories beside the run's)."""
+    return abs(d.predicted_peak_allocated / peak - 1) >= EXPLAIN
+
+
+def split_at_peak(run: Path) -> Optional[dict[str, int]]:
+    """The changed run's own categories at its trace's peak (tracekit analyze)."""
+    mem = tk.analyze(str(run), savings=False).report.memory
+    peaks = [m.peak for m in mem if m.peak is not None]
+    return dict(max(peaks, key=lambda p: p.peak_allocated).by_category) if peaks else None
 
 
 def describe(run: str, kwargs: dict[str, Any]) -> str:
@@ -259,6 +274,10 @@ def fit(measured: dict, runs: dict[str, Path]) -> Optional[dict[str, Any]]:
         return None
     x = measured.get("fit_gib")
     d = tk.memory(str(runs["mlp_base"]), fit_gib=x, time=False).prediction.devices[0]
+    at = d  # the prediction at the fitted batch
+    if d.fit_batch_size and d.batch_size:
+        scale = d.fit_batch_size / d.batch_size
+        at = tk.memory(str(runs["mlp_base"]), batch_scale=scale, time=False).prediction.devices[0]
     m = measured["runs"].get("mlp_fit") or {}
     return {
         "gib": x,
@@ -268,6 +287,11 @@ def fit(measured: dict, runs: dict[str, Path]) -> Optional[dict[str, Any]]:
         "baseline_batch": d.batch_size,
         "measured_reserved": m.get("reserved_peak_bytes"),
         "measured_allocated": m.get("allocated_peak_bytes"),
+        "predicted_reserved": at.predicted_peak_reserved,
+        "predicted_allocated": at.predicted_peak_allocated,
+        "baseline_ratio": d.observed_peak_reserved / d.observed_peak_allocated
+        if d.observed_peak_reserved and d.observed_peak_allocated
+        else None,
     }
 
 
@@ -332,16 +356,41 @@ def render(fig: dict[str, Any]) -> list[str]:
         ],
         rows,
     )
+    off_rows = [r for r in fig["rows"] if r.get("measured_categories")]
+    if off_rows:
+        names = [c for c in off_rows[0]["predicted_categories"]]
+        lines += [
+            "",
+            f"**Where the peaks differ** (a miss of {EXPLAIN:.0%} or more): the categories at the predicted "
+            "peak (`tracekit memory`) against the changed run's own at its peak (`tracekit analyze`), MiB.",
+            "",
+            *_table(
+                ["model", "change", ""] + [n.replace("_", " ") for n in names],
+                [
+                    [r["model"], r["change"], which] + [mib(r[key].get(n, 0)) for n in names]
+                    for r in off_rows
+                    for which, key in (
+                        ("predicted", "predicted_categories"),
+                        ("measured", "measured_categories"),
+                    )
+                ],
+            ),
+        ]
     f = fig["fit"]
     if f:
         res, alloc, budget = f["measured_reserved"], f["measured_allocated"], f["gib"] * 2**30
         verdict = "-" if not res else ("fits" if res <= budget else "does not fit")
+        ratio = f"{res / alloc:.2f}" if res and alloc else "-"
+        base = f"{f['baseline_ratio']:.2f}" if f["baseline_ratio"] else "- (no reserve known: allocated)"
         lines += [
             "",
             f"**The largest batch in {f['gib']:g} GiB** (heavy_mlp, `tracekit memory mlp_base --fit-gib "
-            f"{f['gib']:g}`): batch {f['batch']} (× {f['scale']:.2f} the baseline's {f['baseline_batch']}); "
+            f"{f['gib']:g}`): batch {f['batch']} (× {f['scale']:.2f} the baseline's {f['baseline_batch']}), "
+            f"predicted to reserve {mib(f['predicted_reserved'])} MiB (allocated "
+            f"{mib(f['predicted_allocated'])} × the baseline's reserved/allocated {base} at its peak); "
             f"captured at batch {f['captured']}: reserved peak {mib(res)} MiB of {mib(budget)} ({verdict}, "
-            f"{pct(miss(res, budget))} of the budget), allocated peak {mib(alloc)} MiB.",
+            f"{pct(miss(res, budget))} of the budget), allocated peak {mib(alloc)} MiB (reserved/allocated "
+            f"{ratio}).",
         ]
     if fig["oom"]:
         lines += [
