@@ -12,8 +12,10 @@ from tests.clirun import run_main
 from tests.test_memory import ENGINE, training_step
 from tests.tracebuilder import TraceBuilder
 from tracekit import api
+from tracekit.analysis.advice import BF16_OVER_FP32, BF16_OVER_TF32, FP32_RE, TF32_RE
 from tracekit.errors import TracekitError
 from tracekit.parse.parser import parse_paths
+from tracekit.whatif import memory as wm
 
 
 def capture(tmp_path: Path, t: TraceBuilder, manifest: dict | None = None):
@@ -230,3 +232,60 @@ def test_real_gpu_runs_predicted_within_ten_percent_of_the_allocators_peak(run, 
     # THEN within 10 % of the allocator's max_memory_allocated over the changed run's timed steps
     measured = H100_MEASURED[run]["allocated_peak_bytes"]
     assert abs(d.predicted_peak_allocated / measured - 1) < 0.10, (d.predicted_peak_allocated, measured)
+
+
+def _pred(**kw) -> wm.MemoryPrediction:
+    return wm.MemoryPrediction(0, 0, 100, 120, 100, 120, {}, "forward", **kw)
+
+
+def test_step_times_are_the_observed_step_times_the_replays_change():
+    # GIVEN a capture whose traced step is 60 ms and whose timed steps without the profiler took 30 ms,
+    # the unchanged replay 50 (profiled) and 40 (unprofiled), the batch × 2 replay 100 and 80
+    s = wm.MemoryScenario(batch_scale=2)
+    # WHEN the step times are predicted
+    d = wm.with_times(_pred(), s, (60.0, 30.0), (50.0, 40.0), (100.0, 80.0), (0.0, 0.0, 0.0, 0.0))
+    # THEN each observed step times the replay's change: 60 × 100/50, 30 × 80/40
+    assert d.predicted_step_ms == pytest.approx(120.0) and d.unprofiled_predicted_step_ms == pytest.approx(
+        60.0
+    )
+    assert d.unprofiled_observed_step_ms == 30.0 and not d.notes
+
+
+def test_micro_batches_and_recomputation_in_the_step_time():
+    # GIVEN a replayed micro-batch of 1/4 the batch of 20 ms (2 of them the optimizer's), the unchanged
+    # replay 50 ms: 4 micro-batches take 4 × (20 - 2) + 2 = 74 ms of replay, × 100/50 observed
+    s = wm.MemoryScenario(grad_accum=4)
+    d = wm.with_times(_pred(), s, (100.0, None), (50.0, None), (20.0, None), (0.0, 2.0, 0.0, 0.0))
+    assert d.predicted_step_ms == pytest.approx(148.0) and d.unprofiled_predicted_step_ms is None
+    # checkpointing half the forward's activations of a 10 ms forward recomputes 5 ms: (50 + 5) / 50
+    s = wm.MemoryScenario(checkpoint=2)
+    d = wm.with_times(_pred(), s, (100.0, 80.0), (50.0, 40.0), (50.0, 40.0), (10.0, 0.0, 0.5, 0.0))
+    assert d.predicted_step_ms == pytest.approx(110.0) and d.unprofiled_predicted_step_ms == pytest.approx(
+        90.0
+    )
+
+
+def test_work_launched_before_the_trace_is_said():
+    # GIVEN 25 ms of the traced 60 ms step launched before the trace began
+    s = wm.MemoryScenario(amp="bf16")
+    d = wm.with_times(_pred(), s, (60.0, 34.0), (60.0, 60.0), (30.0, 30.0), (0.0, 0.0, 0.0, 25.0))
+    # THEN the prediction says the replay keeps it (and still anchors to the observed steps)
+    assert any("launched before the trace" in n for n in d.notes)
+    assert d.unprofiled_predicted_step_ms == pytest.approx(17.0)
+
+
+def test_the_replays_flags_under_each_change():
+    fp32 = "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize256x128x8_stage3_warpsize4x2x1_ffma_aligna4"
+    tf32 = "sm90_xmma_gemm_tf32f32_tf32f32_f32_nt_n_tilesize128x128x32"
+    # a larger batch: every kernel and the input pipeline's work × 2
+    flags, sets, _ = wm.time_flags(wm.MemoryScenario(batch_scale=2), [fp32, "elementwise_kernel"])
+    assert flags == [".*=2"] and sets == ["dataloader=2"]
+    # mixed precision on a GPU: the fp32 GEMMs at the bf16/fp32 peaks' ratio, no TF32 class where no
+    # kernel is one (the replay refuses a pattern that matches nothing)
+    flags, sets, _ = wm.time_flags(wm.MemoryScenario(amp="bf16"), [fp32, "elementwise_kernel"])
+    assert flags == [".*=1", f"{FP32_RE}={BF16_OVER_FP32:g}"] and sets == []
+    flags, _, _ = wm.time_flags(wm.MemoryScenario(amp="bf16"), [tf32])
+    assert flags == [".*=1", f"{TF32_RE}={BF16_OVER_TF32:g}"]
+    # on a CPU-only capture the framework ops at AMP_TIME
+    flags, _, typed = wm.time_flags(wm.MemoryScenario(amp="bf16", grad_accum=2), None)
+    assert flags == [f".*={0.5 * wm.AMP_TIME:g}"] and typed.startswith("--ops")
