@@ -349,6 +349,7 @@ def test_the_api_view_has_a_row_per_step(tmp_path):
 
 def test_a_capture_file_reads_the_memory_columns_only_when_it_may_hold_memory_events(tmp_path):
     from tracekit import api
+    from tracekit.api.run import loaded_columns
     from tracekit.data.store import read_meta, write_capture
 
     with_memory, without = TraceBuilder(), TraceBuilder()
@@ -361,7 +362,7 @@ def test_a_capture_file_reads_the_memory_columns_only_when_it_may_hold_memory_ev
         out = tmp_path / f"{name}.parquet"
         write_capture(parse_paths([t.write(tmp_path / name / "rank0.pt.trace.json")]), out)
         paths.append(out)
-    cols = [api.loaded_columns(False, p, read_meta(p)) for p in paths]
+    cols = [loaded_columns(False, p, read_meta(p)) for p in paths]
     assert "flow_id" in cols[0] and "flow_id" not in cols[1] and "total_allocated" in cols[1]
     report = api.analyze(paths[0], savings=False).report
     assert report.memory[0].steps[0].peak_allocated == 1150

@@ -241,7 +241,7 @@ def _pred(**kw) -> wm.MemoryPrediction:
 def test_step_times_are_the_observed_step_times_the_replays_change():
     # GIVEN a capture whose traced step is 60 ms and whose timed steps without the profiler took 30 ms,
     # the unchanged replay 50 (profiled) and 40 (unprofiled), the batch × 2 replay 100 and 80
-    s = wm.MemoryScenario(batch_scale=2)
+    s = wm.MemoryOptions(batch_scale=2)
     # WHEN the step times are predicted
     d = wm.with_times(_pred(), s, (60.0, 30.0), (50.0, 40.0), (100.0, 80.0), (0.0, 0.0, 0.0, 0.0))
     # THEN each observed step times the replay's change: 60 × 100/50, 30 × 80/40
@@ -254,11 +254,11 @@ def test_step_times_are_the_observed_step_times_the_replays_change():
 def test_micro_batches_and_recomputation_in_the_step_time():
     # GIVEN a replayed micro-batch of 1/4 the batch of 20 ms (2 of them the optimizer's), the unchanged
     # replay 50 ms: 4 micro-batches take 4 × (20 - 2) + 2 = 74 ms of replay, × 100/50 observed
-    s = wm.MemoryScenario(grad_accum=4)
+    s = wm.MemoryOptions(grad_accum=4)
     d = wm.with_times(_pred(), s, (100.0, None), (50.0, None), (20.0, None), (0.0, 2.0, 0.0, 0.0))
     assert d.predicted_step_ms == pytest.approx(148.0) and d.unprofiled_predicted_step_ms is None
     # checkpointing half the forward's activations of a 10 ms forward recomputes 5 ms: (50 + 5) / 50
-    s = wm.MemoryScenario(checkpoint=2)
+    s = wm.MemoryOptions(checkpoint=2)
     d = wm.with_times(_pred(), s, (100.0, 80.0), (50.0, 40.0), (50.0, 40.0), (10.0, 0.0, 0.5, 0.0))
     assert d.predicted_step_ms == pytest.approx(110.0) and d.unprofiled_predicted_step_ms == pytest.approx(
         90.0
@@ -267,7 +267,7 @@ def test_micro_batches_and_recomputation_in_the_step_time():
 
 def test_work_launched_before_the_trace_is_said():
     # GIVEN 25 ms of the traced 60 ms step launched before the trace began
-    s = wm.MemoryScenario(amp="bf16")
+    s = wm.MemoryOptions(amp="bf16")
     d = wm.with_times(_pred(), s, (60.0, 34.0), (60.0, 60.0), (30.0, 30.0), (0.0, 0.0, 0.0, 25.0))
     # THEN the prediction says the replay keeps it (and still anchors to the observed steps)
     assert any("launched before the trace" in n for n in d.notes)
@@ -278,14 +278,15 @@ def test_the_replays_flags_under_each_change():
     fp32 = "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize256x128x8_stage3_warpsize4x2x1_ffma_aligna4"
     tf32 = "sm90_xmma_gemm_tf32f32_tf32f32_f32_nt_n_tilesize128x128x32"
     # a larger batch: every kernel and the input pipeline's work × 2
-    flags, sets, _ = wm.time_flags(wm.MemoryScenario(batch_scale=2), [fp32, "elementwise_kernel"])
-    assert flags == [".*=2"] and sets == ["dataloader=2"]
+    patterns, sets, typed = wm.time_flags(wm.MemoryOptions(batch_scale=2), [fp32, "elementwise_kernel"])
+    assert patterns == {".*": 2} and sets == {"dataloader": 2}
+    assert typed == "--kernels '.*=2' --set dataloader=2"
     # mixed precision on a GPU: the fp32 GEMMs at the bf16/fp32 peaks' ratio, no TF32 class where no
     # kernel is one (the replay refuses a pattern that matches nothing)
-    flags, sets, _ = wm.time_flags(wm.MemoryScenario(amp="bf16"), [fp32, "elementwise_kernel"])
-    assert flags == [".*=1", f"{FP32_RE}={BF16_OVER_FP32:g}"] and sets == []
-    flags, _, _ = wm.time_flags(wm.MemoryScenario(amp="bf16"), [tf32])
-    assert flags == [".*=1", f"{TF32_RE}={BF16_OVER_TF32:g}"]
+    patterns, sets, _ = wm.time_flags(wm.MemoryOptions(amp="bf16"), [fp32, "elementwise_kernel"])
+    assert patterns == {".*": 1, FP32_RE: BF16_OVER_FP32} and sets == {}
+    patterns, _, _ = wm.time_flags(wm.MemoryOptions(amp="bf16"), [tf32])
+    assert patterns == {".*": 1, TF32_RE: BF16_OVER_TF32}
     # on a CPU-only capture the framework ops at AMP_TIME
-    flags, _, typed = wm.time_flags(wm.MemoryScenario(amp="bf16", grad_accum=2), None)
-    assert flags == [f".*={0.5 * wm.AMP_TIME:g}"] and typed.startswith("--ops")
+    patterns, _, typed = wm.time_flags(wm.MemoryOptions(amp="bf16", grad_accum=2), None)
+    assert patterns == {".*": 0.5 * wm.AMP_TIME} and typed.startswith("--ops")

@@ -24,7 +24,6 @@ Every figure comes from the same result objects the renderers format (`tracekit.
 
 from __future__ import annotations
 
-import statistics
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -293,117 +292,15 @@ def memory(source: Source, options: Optional[MemoryOptions] = None, **fields: An
     """Each device's memory over the steps of a capture with memory events, and with a change
     (MemoryOptions: `batch_scale=2`, `amp="bf16"`, `grad_accum=4`, `checkpoint=4`, `fit_gib=40`, ...)
     its predicted peak and step time (tracekit.whatif.memory). A tracekit.whatif.memory.MemoryResult; a
-    capture without memory events is a TracekitError that says how to record them.
+    capture without memory events is a TracekitError that says how to record them. `source`: a loaded
+    Capture (never changed), a capture, trace files or run folders; one read here is let go as soon as
+    the memory is known (tracekit.api.run.memory)."""
+    from tracekit.api import run
 
-    A capture read here is let go once its frames hold it, and the frames once the memory is known; the
-    step times' replay reads the capture again, so the memory's peak and the replay's come one after the
-    other instead of on top of each other (benchmarks/bench_memory.py, benchmarks/RESULTS.md)."""
-    from tracekit.analysis.events import ANALYSIS_COLUMNS, ANALYSIS_KINDS, load_frames
-    from tracekit.analysis.host import Threads
-    from tracekit.analysis.memory import FORWARD, OPTIMIZER, device_memory, device_timelines
-    from tracekit.analysis.merge import capture_info
-    from tracekit.analysis.steps import cycle_starts_of
-    from tracekit.render.memory import NO_MEMORY_EVENTS
-    from tracekit.whatif import memory as wm
-
-    opts = options_of(MemoryOptions, options, fields)
-    scenario = opts.scenario()
-    items: list = []
-    if isinstance(source, Capture):
-        capture = source
-    else:
-        items = [_location(p) for p in (source if isinstance(source, (list, tuple)) else [source])]
-        capture = load(*items, columns=list(ANALYSIS_COLUMNS), kinds=ANALYSIS_KINDS)
-    manifest = capture.manifest or {}
-    info = capture_info(capture.meta or {}, capture.path)
-    own = capture is not source  # read here: its table goes once the frames hold it
-
-    def release() -> None:
-        capture.table = capture.table.schema.empty_table()  # (a slice would keep the buffers)
-
-    fr = load_frames(capture.table, cycle_starts_of(capture.meta), release if own else None, marker=opts.step)
-    if own:  # the table is gone now (the call held it): its pages back to the system before more come
-        import gc
-
-        import pyarrow as pa
-
-        gc.collect()
-        pa.default_memory_pool().release_unused()
-    threads = Threads(fr.host, fr.steps)
-    timelines = device_timelines(fr, threads, manifest)
-    if not timelines:
-        raise TracekitError(f"{capture.path or 'the capture'}: {NO_MEMORY_EVENTS}")
-    reports = tuple(device_memory(tl, threads, manifest) for tl in timelines)
-    if scenario.describe() == "unchanged":
-        return wm.MemoryResult(info, reports)
-    preds = [wm.predict_device(tl, threads, fr, scenario, manifest) for tl in timelines]
-    notes: list[str] = []
-    if opts.time and scenario.changes_time:
-        # what the step times need of the frames, then the frames go before the replay's graph is built
-        phases = [
-            (
-                wm.phase_ms(fr, tl, FORWARD),
-                wm.phase_ms(fr, tl, OPTIMIZER),
-                wm.checkpoint_share(tl, fr, scenario),
-                wm.prelaunched_ms(fr, tl),
-            )
-            for tl in timelines
-        ]
-        kernels = fr.device["name"].astype(str).unique() if fr.has_device else None
-        del fr, threads, timelines
-        replayed = _whatif_capture(items, None) if own else capture
-        replayed.step_marker = opts.step
-        preds = _memory_times(replayed, kernels, preds, phases, scenario, notes, release=own)
-    return wm.MemoryResult(info, reports, wm.MemoryWhatIfResult(info, scenario, tuple(preds), tuple(notes)))
-
-
-def _memory_times(
-    capture: Capture, kernels: Any, preds: list, phases: list, scenario: Any, notes: list, release: bool
-) -> list:
-    """The memory predictions with their step times: the capture replayed with its device work (on a
-    CPU-only capture its framework ops) scaled as one micro-batch under the scenario
-    (tracekit.whatif.memory); `phases`: each device's forward and optimizer time and checkpointed
-    share."""
-    from tracekit.whatif import Replayer, parse_scenario
-    from tracekit.whatif import memory as wm
-    from tracekit.whatif import whatif as run_whatif
-
-    flags, sets, typed = wm.time_flags(scenario, kernels)
-    has_device = kernels is not None
-    replay = parse_scenario(sets=sets, kernels=flags) if has_device else parse_scenario(sets=sets, ops=flags)
-    result, _ = run_whatif(capture, replay, replayer=Replayer.of(capture, release=release), last_use=release)
-    un = result.unprofiled
-    basis = "mean" if un is not None and un.loader else "median"
-    by_device = {(d.rank, d.device): d for d in result.devices}
-    out = []
-    for pred, (fwd, opt, share, before) in zip(preds, phases):  # one loop per device
-        d = by_device.get((pred.rank, pred.device)) or next(
-            (x for x in result.devices if x.rank == pred.rank), None
-        )
-        if d is None:
-            out.append(pred)
-            continue
-        ns = d.unprofiled_predicted_step_ns
-        unprofiled = None if not ns else statistics.median(ns) / 1e6
-        observed = (d.observed_step_ms, un.observed_step_ms if un is not None else None)
-        base = (d.replayed_step_ms, un.replayed_step_ms if un is not None else None)
-        replayed = (d.predicted_step_ms, unprofiled)
-        out.append(wm.with_times(pred, scenario, observed, base, replayed, (fwd, opt, share, before), basis))
-    what = "device work" if has_device else "framework ops"
-    notes.append(
-        f"step time: the observed step × the replay's change, the capture replayed with its {what} as one "
-        f"micro-batch under the change (tracekit whatif {typed})"
-        + (f", {scenario.grad_accum} of them and one optimizer step" if scenario.grad_accum > 1 else "")
-        + (
-            "; GEMMs and convolutions at the bf16/fp32 and bf16/TF32 tensor-core peaks' ratios"
-            if scenario.amp and has_device
-            else ""
-        )
-        + ("; unprofiled: the mean step (the input pipeline paces the steps)" if basis == "mean" else "")
-    )
-    return out
-
-
+    opts = options_of(MemoryOptions, options, fields)  # a bad flag fails before anything is read
+    if not isinstance(source, Capture):
+        source = [_location(p) for p in (source if isinstance(source, (list, tuple)) else [source])]
+    return run.memory(source, opts)
 
 
 def capture(

@@ -63,6 +63,7 @@ from tracekit.analysis.memory import (
 )
 from tracekit.analysis.memory_model import CATEGORIES, CATEGORY_NAMES, PHASES
 from tracekit.errors import TracekitError
+from tracekit.whatif.memory_options import MemoryOptions
 
 # Ops that autocast runs in float32 whatever their inputs (torch's autocast op lists, CUDA and CPU: the
 # losses, norms, softmax, reductions and pointwise math that need the range): what they allocate keeps
@@ -73,7 +74,6 @@ AUTOCAST_FP32 = re.compile(
     r"binary_cross_entropy\w*|kl_div|soft_margin_loss|sum|prod|cumsum|cumprod|exp|log|log10|log2|log1p|"
     r"pow|acos|asin|cosh|erfinv|reciprocal|rsqrt|sinh|tan|dist|pdist|cdist|renorm|logsumexp)(\b|$)"
 )
-AMP_DTYPES = ("bf16", "fp16")
 # Mixed precision on a CPU-only capture (no kernel names to tell the matrix products by): the framework
 # ops at this fraction of their float32 time. A model, checked in docs/results/memory.md.
 AMP_TIME = 0.5
@@ -83,71 +83,8 @@ MODULE_PREFIX = "nn.Module: "
 
 
 @dataclass(frozen=True)
-class MemoryScenario:
-    """A change to predict: `batch_scale` (F × the samples of a micro-batch), `amp` (bf16 | fp16),
-    `grad_accum` (K micro-batches of 1/K of the batch each), `checkpoint` (N checkpoint_sequential
-    segments), `checkpoint_modules` (a regex over module names), `fit_gib` (the largest batch whose
-    peak reserved memory fits in that many GiB, under the other changes)."""
-
-    batch_scale: float = 1.0
-    amp: Optional[str] = None
-    grad_accum: int = 1
-    checkpoint: int = 0
-    checkpoint_modules: Optional[str] = None
-    fit_gib: Optional[float] = None
-
-    def __post_init__(self) -> None:
-        if not (self.batch_scale > 0 and math.isfinite(self.batch_scale)):
-            raise TracekitError(f"--batch-scale {self.batch_scale:g}: give a factor > 0")
-        if self.amp is not None and self.amp not in AMP_DTYPES:
-            raise TracekitError(f"--amp {self.amp}: choose one of {', '.join(AMP_DTYPES)}")
-        if self.grad_accum < 1:
-            raise TracekitError(f"--grad-accum {self.grad_accum}: give a count of micro-batches >= 1")
-        if self.checkpoint < 0:
-            raise TracekitError(f"--checkpoint {self.checkpoint}: give a number of segments >= 0")
-        if self.checkpoint and self.checkpoint_modules:
-            raise TracekitError("--checkpoint and --checkpoint-modules both given; choose one")
-        if self.checkpoint_modules is not None:
-            try:
-                re.compile(self.checkpoint_modules)
-            except re.error as exc:
-                raise TracekitError(f"--checkpoint-modules {self.checkpoint_modules!r}: {exc}") from None
-        if self.fit_gib is not None and not self.fit_gib > 0:
-            raise TracekitError(f"--fit-gib {self.fit_gib:g}: give a memory size in GiB > 0")
-
-    @property
-    def factor(self) -> float:
-        """What multiplies the per-sample blocks' sizes (batch, micro-batches, precision)."""
-        return self.batch_scale / self.grad_accum
-
-    @property
-    def changes_time(self) -> bool:
-        return self.batch_scale != 1 or self.amp is not None or self.grad_accum > 1 or self.checkpointed
-
-    @property
-    def checkpointed(self) -> bool:
-        return self.checkpoint > 1 or bool(self.checkpoint_modules)
-
-    def describe(self) -> str:
-        parts = []
-        if self.batch_scale != 1:
-            parts.append(f"batch × {self.batch_scale:g}")
-        if self.amp:
-            parts.append(f"mixed precision ({self.amp})")
-        if self.grad_accum > 1:
-            parts.append(f"{self.grad_accum} micro-batches of 1/{self.grad_accum} the batch")
-        if self.checkpoint:
-            parts.append(f"checkpoint_sequential, {self.checkpoint} segments")
-        if self.checkpoint_modules:
-            parts.append(f"checkpointed modules /{self.checkpoint_modules}/")
-        if self.fit_gib is not None:
-            parts.append(f"the largest batch in {self.fit_gib:g} GiB")
-        return ", ".join(parts) or "unchanged"
-
-
-@dataclass(frozen=True)
 class MemoryPrediction:
-    """One device under a MemoryScenario: the observed and predicted peaks (bytes), the predicted
+    """One device under a MemoryOptions: the observed and predicted peaks (bytes), the predicted
     allocated bytes by category at the predicted peak, the step times (ms; None where not predicted)."""
 
     rank: int
@@ -182,7 +119,7 @@ class MemoryWhatIfResult:
     """`tracekit memory CAPTURE --batch-scale F ...`: the scenario and each device's prediction."""
 
     capture: Mapping[str, Any]
-    scenario: MemoryScenario
+    scenario: MemoryOptions
     devices: tuple[MemoryPrediction, ...]
     notes: tuple[str, ...] = ()
 
@@ -192,7 +129,7 @@ class MemoryWhatIfResult:
         return {
             "tracekit_memory_whatif": 1,
             "capture": dict(self.capture),
-            "scenario": {**_plain(self.scenario), "text": self.scenario.describe()},
+            "scenario": self.scenario.to_json(),
             "devices": [{**_plain(d), "change": d.change} for d in self.devices],
             "notes": list(self.notes),
         }
@@ -286,7 +223,7 @@ class _Pieces:
 
 
 def predict_device(
-    tl: DeviceTimeline, threads: Any, frames: Any, scenario: MemoryScenario, manifest: Mapping[str, Any]
+    tl: DeviceTimeline, threads: Any, frames: Any, scenario: MemoryOptions, manifest: Mapping[str, Any]
 ) -> MemoryPrediction:
     """The memory prediction of one device (module docstring); step times are added by `with_times`."""
     if not tl.addresses:
@@ -348,7 +285,7 @@ def predict_device(
 
 
 def _reshaped(
-    tl: DeviceTimeline, threads: Any, frames: Any, scenario: MemoryScenario, notes: list[str]
+    tl: DeviceTimeline, threads: Any, frames: Any, scenario: MemoryOptions, notes: list[str]
 ) -> tuple[_Pieces, np.ndarray]:
     """The device's blocks as pieces under the scenario (sizes per sample and precision, checkpointed
     lifetimes, the 16-bit first versions of the gradients), and the mask of the blocks that are
@@ -492,7 +429,7 @@ def _forwards(tl: DeviceTimeline) -> list[np.ndarray]:
     return out
 
 
-def _parts(tl: DeviceTimeline, frames: Any, scenario: MemoryScenario) -> list[tuple[np.ndarray, np.ndarray]]:
+def _parts(tl: DeviceTimeline, frames: Any, scenario: MemoryOptions) -> list[tuple[np.ndarray, np.ndarray]]:
     """The checkpointed parts of each forward, as (the part's activation blocks, those of the same
     forward allocated after it), in allocation order: checkpoint_sequential's N segments of equal bytes
     but the last, or the calls of the named modules."""
@@ -635,7 +572,7 @@ def _fit(
     ser: _Series,
     pieces: _Pieces,
     fixed_extra: np.ndarray,
-    scenario: MemoryScenario,
+    scenario: MemoryOptions,
     ratio: Optional[float],
     tl: DeviceTimeline,
     grads: np.ndarray,
@@ -726,34 +663,54 @@ def prelaunched_ms(frames: Any, tl: DeviceTimeline) -> float:
     return float(dur[ran].sum()) / 1e6 / len(tl.steps)
 
 
-def time_scale(scenario: MemoryScenario) -> float:
+def time_scale(scenario: MemoryOptions) -> float:
     """What multiplies the device work of a replayed step (one micro-batch under grad_accum)."""
     return scenario.factor
 
 
-def time_flags(scenario: MemoryScenario, kernels: Optional[Any]) -> tuple[list[str], list[str], str]:
-    """The replay's patterns (`tracekit whatif --kernels`, or `--ops` on a CPU-only capture, `kernels`
-    None; several matching patterns multiply) and causes scaled (`--set`) for one micro-batch under the
-    scenario, and the same as flags to type. `kernels`: the device activities' distinct names (a class
-    none of them is in is left out: the replay refuses a pattern that matches nothing)."""
-    flags = [f".*={time_scale(scenario):.6g}"]
+def time_flags(
+    scenario: MemoryOptions, kernels: Optional[Any]
+) -> tuple[dict[str, float], dict[str, float], str]:
+    """The replay's factors by pattern (`tracekit whatif --kernels`, or `--ops` on a CPU-only capture,
+    `kernels` None; several matching patterns multiply) and by cause (`--set`) for one micro-batch under
+    the scenario, and the same as flags to type. `kernels`: the device activities' distinct names (a
+    class none of them is in is left out: the replay refuses a pattern that matches nothing)."""
+    scale = time_scale(scenario)
+    patterns = {".*": scale}
     # a batch of F × the samples is also F × the input pipeline's work (each sample loaded)
-    sets = [f"dataloader={time_scale(scenario):.6g}"] if time_scale(scenario) != 1 else []
+    sets = {"dataloader": scale} if scale != 1 else {}
     if scenario.amp and kernels is not None:
         for pattern, ratio in ((FP32_RE, BF16_OVER_FP32), (TF32_RE, BF16_OVER_TF32)):
             rx = re.compile(pattern)
             if any(rx.search(str(n)) for n in kernels):
-                flags.append(f"{pattern}={ratio:g}")
+                patterns[pattern] = ratio
     elif scenario.amp:
-        flags[0] = f".*={time_scale(scenario) * AMP_TIME:.6g}"
+        patterns[".*"] = scale * AMP_TIME
     option = "--kernels" if kernels is not None else "--ops"
-    typed = " ".join([f"{option} '{f}'" for f in flags] + [f"--set {x}" for x in sets])
-    return flags, sets, typed
+    typed = [f"{option} '{p}={f:.6g}'" for p, f in patterns.items()]
+    typed += [f"--set {c}={f:.6g}" for c, f in sets.items()]
+    return patterns, sets, " ".join(typed)
+
+
+def time_note(scenario: MemoryOptions, typed: str, has_device: bool, basis: str) -> str:
+    """How the step times were predicted (`typed`: the replay's flags, as time_flags gives them)."""
+    what = "device work" if has_device else "framework ops"
+    return (
+        f"step time: the observed step × the replay's change, the capture replayed with its {what} as one "
+        f"micro-batch under the change (tracekit whatif {typed})"
+        + (f", {scenario.grad_accum} of them and one optimizer step" if scenario.grad_accum > 1 else "")
+        + (
+            "; GEMMs and convolutions at the bf16/fp32 and bf16/TF32 tensor-core peaks' ratios"
+            if scenario.amp and has_device
+            else ""
+        )
+        + ("; unprofiled: the mean step (the input pipeline paces the steps)" if basis == "mean" else "")
+    )
 
 
 def with_times(
     pred: MemoryPrediction,
-    scenario: MemoryScenario,
+    scenario: MemoryOptions,
     observed: tuple[Optional[float], Optional[float]],
     base: tuple[Optional[float], Optional[float]],
     replayed: tuple[Optional[float], Optional[float]],
@@ -795,6 +752,6 @@ def with_times(
     )
 
 
-def checkpoint_share(tl: DeviceTimeline, frames: Any, scenario: MemoryScenario) -> float:
+def checkpoint_share(tl: DeviceTimeline, frames: Any, scenario: MemoryOptions) -> float:
     """The share of the forward's activation bytes the scenario checkpoints (what is recomputed)."""
     return _share(tl, _parts(tl, frames, scenario)) if scenario.checkpointed else 0.0

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 import tracekit as tk
-from tracekit.whatif.memory import MemoryScenario
+from tracekit.whatif.memory_options import MemoryOptions
 
 ROOT = Path(__file__).resolve().parents[3]
 DATA = ROOT / "fixtures" / "h100_memory"
@@ -260,7 +260,7 @@ def split_at_peak(run: Path) -> Optional[dict[str, int]]:
 def describe(run: str, kwargs: dict[str, Any]) -> str:
     if run == "mlp_fit":
         return f"batch × {kwargs['batch_scale']:.2f}: the largest in the fit's budget"
-    return MemoryScenario(**kwargs).describe()
+    return MemoryOptions(**kwargs).describe()
 
 
 def trace_peak(run: Path) -> Optional[int]:
