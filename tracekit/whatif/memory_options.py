@@ -9,7 +9,6 @@ every mistake is a TracekitError naming its flag (one line, exit 2). Importing i
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
@@ -35,12 +34,7 @@ def _check(test: Callable[[Any], bool], message: str) -> Callable[[Any], Any]:
 
 
 def _regex(value: Optional[str]) -> Optional[str]:
-    if value is not None:
-        try:
-            re.compile(value)
-        except re.error as exc:
-            raise TracekitError(f"--checkpoint-modules {value!r}: {exc}") from None
-    return value
+    return None if value is None else flags.checked_regex(value, f"--checkpoint-modules {value!r}")
 
 
 @dataclass(frozen=True)
