@@ -180,27 +180,49 @@ class TraceBuilder:
             "Memcpy HtoD (Pageable -> Device)", ts, dur, corr, cat="gpu_memcpy", extra={"bytes": nbytes}, **kw
         )
 
-    def memory(self, ts: float, nbytes: int, total_allocated: int, device: int = 0) -> dict:
-        """A [memory] instant (profile_memory=True): an allocation (nbytes > 0) or a free (< 0)."""
+    def memory(
+        self,
+        ts: float,
+        nbytes: int,
+        total_allocated: int,
+        device: int = 0,
+        *,
+        addr: int | None = None,
+        reserved: int | None = None,
+        tid: int | None = None,
+    ) -> dict:
+        """A [memory] instant (profile_memory=True): an allocation (nbytes > 0) or a free (< 0) of the
+        block at `addr` (default: a fresh address), with the allocator's totals after it (`reserved`
+        defaults to twice the allocated total)."""
+        args = {
+            "Total Reserved": total_allocated * 2 if reserved is None else reserved,
+            "Total Allocated": total_allocated,
+            "Bytes": nbytes,
+            "Addr": 140000000 + len(self.events) if addr is None else addr,
+            "Device Type": 1 if device >= 0 else 0,
+            "Device Id": device,
+        }
         ev = {
             "ph": "i",
             "cat": "cpu_instant_event",
             "s": "t",
             "name": "[memory]",
             "pid": self.pid,
-            "tid": self.tid,
+            "tid": self.tid if tid is None else tid,
             "ts": ts,
-            "args": {
-                "Total Reserved": total_allocated * 2,
-                "Total Allocated": total_allocated,
-                "Bytes": nbytes,
-                "Addr": 140000000 + len(self.events),
-                "Device Type": 1,
-                "Device Id": device,
-            },
+            "args": args,
         }
         self.events.append(ev)
         return ev
+
+    def memory_events(self, events: list[tuple], base: int = 0, **kw: Any) -> int:
+        """Allocations and frees in order, (ts, addr, bytes: + allocated, - freed[, tid]), with the
+        totals they give from `base`; returns the total after the last."""
+        total = base
+        for ts, addr, nbytes, *tid in events:
+            total += nbytes
+            self.memory(ts, nbytes, total, addr=addr, tid=tid[0] if tid else None, **kw)
+        return total
 
     # -- output ----------------------------------------------------------------------------------
     def build(self) -> dict:

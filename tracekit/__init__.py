@@ -21,7 +21,7 @@ from typing import Any
 
 from tracekit.version import __version__
 
-_API = ("Analysis", "Comparison", "WhatIf", "analyze", "diff", "load", "whatif")
+_API = ("Analysis", "Comparison", "WhatIf", "analyze", "diff", "load", "memory", "whatif")
 __all__ = [*_API, "__version__"]
 
 

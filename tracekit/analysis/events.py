@@ -51,6 +51,9 @@ class Frames:
     step_rules: dict = field(default_factory=dict)
     # rank, ts, end of each stretch with no work between two steps (tracekit.analysis.no_work): in no step
     no_work: pd.DataFrame = field(default_factory=lambda: _no_stretches())
+    # [memory] instants (profile_memory=True), in trace order: rank, pid, tid, ts, device, bytes (+
+    # allocated, - freed), allocated, reserved (the allocator's totals after it), addr (-1: not given)
+    memory: pd.DataFrame = field(default_factory=lambda: _memory_frame(None))
 
 
 # The columns `load_frames` reads (`_Cols` and the step rows).
@@ -72,8 +75,24 @@ FRAME_COLUMNS = (
 )
 # The host events' categories (`_host_frame`); device activities are S.DEVICE_ACTIVITY_CATS.
 _HOST_CATS = (S.CAT_CPU_OP, S.CAT_RUNTIME, S.CAT_DRIVER, S.CAT_USER_ANNOTATION, S.CAT_PYTHON_FUNCTION)
-# Every column the analysis reads (load_frames, the peak memory): a worker reads no other.
-ANALYSIS_COLUMNS = (*FRAME_COLUMNS, "total_allocated")
+# The columns of the [memory] instants (`_memory_frame`) beside FRAME_COLUMNS: a block's address is
+# stored in flow_id (tracekit.data.schema).
+MEMORY_COLUMNS = ("bytes", "total_allocated", "total_reserved", "flow_id")
+# Every column the analysis reads (load_frames, the memory events): a worker reads no other.
+ANALYSIS_COLUMNS = tuple(dict.fromkeys((*FRAME_COLUMNS, *MEMORY_COLUMNS)))
+
+
+# Kineto's category of the [memory] instants (the only instants the parser keeps).
+MEMORY_CAT = "cpu_instant_event"
+
+
+def analysis_columns(memory: bool) -> tuple[str, ...]:
+    """ANALYSIS_COLUMNS, less the memory events' own where a capture has none (`memory`: its footers'
+    summaries may hold MEMORY_CAT events, tracekit.data.summary.may_hold_category): three int64 columns
+    of nulls cost 24 bytes a row beside the table (17 MiB on a 200 MB trace's capture)."""
+    return ANALYSIS_COLUMNS if memory else tuple(dict.fromkeys((*FRAME_COLUMNS, "total_allocated")))
+
+
 # The row kinds the analysis and the replay read: the raw events and the step rows (the busy and
 # dispatch-gap rows earlier parsers derived are recomputed from the events: a reader skips their row
 # groups, a large share of such a capture's rows; benchmarks/RESULTS.md).
@@ -142,7 +161,7 @@ def load_frames(
     names = [c for c in FRAME_COLUMNS if c in table.column_names]
     t = table.select(names).unify_dictionaries()
     step_rows = _step_rows(t)
-    peak = _peak_memory(table)
+    memory = _memory_frame(table)
     del table
     if release is not None:
         release()
@@ -170,9 +189,10 @@ def load_frames(
         steps=steps,
         launches=_launch_frame(cols, runtime, hi),
         has_device=bool(len(dev)),
-        peak_memory=peak,
         step_rules=rules,
         no_work=no_work,
+        peak_memory=_peak_memory(memory),
+        memory=memory,
     )
 
 
@@ -386,20 +406,47 @@ def _launch_frame(c: _Cols, runtime: np.ndarray, hi: np.ndarray) -> pd.DataFrame
     return launches[~launches.duplicated(["rank", "correlation"])].reset_index(drop=True)
 
 
-def _peak_memory(table: pa.Table) -> dict[tuple[int, int], int]:
-    """Peak allocated bytes per (rank, device) from [memory] instants (profile_memory=True)."""
-    if "total_allocated" not in table.column_names:
-        return {}
+_MEMORY_FRAME = ("rank", "pid", "tid", "ts", "device", "bytes", "allocated", "reserved", "addr")
+
+
+def _memory_frame(table: pa.Table | None) -> pd.DataFrame:
+    """The [memory] instants of the table (events with a Total Allocated), in the table's order (the
+    trace's), as int64 columns `_MEMORY_FRAME`; reserved 0 and addr -1 where the trace has none."""
+    empty = pd.DataFrame({c: np.zeros(0, np.int64) for c in _MEMORY_FRAME})
+    if table is None or "total_allocated" not in table.column_names:
+        return empty
     valid = pc.is_valid(table["total_allocated"])
     if not pc.any(valid).as_py():
-        return {}
-    t = table.select(["name", "rank", "device", "total_allocated"]).filter(valid)
-    t = t.filter(pc.equal(pc.cast(t["name"], pa.string()), "[memory]"))
-    if t.num_rows == 0:
-        return {}
-    df = t.select(["rank", "device", "total_allocated"]).to_pandas().dropna()
-    df = df[df["device"] >= 0]
-    peaks = df.groupby(["rank", "device"])["total_allocated"].max()
+        return empty
+    names = ("kind", "name", "rank", "pid", "tid", "ts_ns", "device", *MEMORY_COLUMNS)
+    t = table.select([c for c in names if c in table.column_names]).filter(valid)
+    keep = pc.equal(pc.cast(t["name"], pa.string()), "[memory]")
+    if "kind" in t.column_names:
+        keep = pc.and_(keep, pc.equal(pc.cast(t["kind"], pa.string()), S.KIND_EVENT))
+    t = t.filter(keep)
+
+    def col(name: str, fill: int) -> np.ndarray:
+        return _ints(t[name], fill) if name in t.column_names else np.full(t.num_rows, fill, np.int64)
+
+    return pd.DataFrame(
+        {
+            "rank": col("rank", 0),
+            "pid": col("pid", 0),
+            "tid": col("tid", 0),
+            "ts": col("ts_ns", 0),
+            "device": col("device", -1),
+            "bytes": col("bytes", 0),
+            "allocated": col("total_allocated", 0),
+            "reserved": col("total_reserved", 0),
+            "addr": col("flow_id", -1),
+        }
+    )
+
+
+def _peak_memory(memory: pd.DataFrame) -> dict[tuple[int, int], int]:
+    """Peak allocated bytes per (rank, device) of a device (not the host: device -1)."""
+    df = memory[memory["device"] >= 0]
+    peaks = df.groupby(["rank", "device"])["allocated"].max()
     return {(int(r), int(d)): int(v) for (r, d), v in peaks.items()}
 
 

@@ -83,6 +83,7 @@ def merge(parts: Iterable[Partial], meta: dict, params: Params = Params(), path:
             manifest, dataloader, active_window(h for p in parts for h in p.host_steps), step_ns
         ),
         job=job_summary(devices),
+        memory=tuple(m for p in parts for m in p.memory),
         idle_intervals=_concat([p.idle_intervals for p in parts]),
         busy_intervals=_concat([p.busy_intervals for p in parts]),
         step_rules=tuple(sorted((r for p in parts for r in p.step_rules), key=lambda r: r.rank)),

@@ -17,6 +17,7 @@ from enum import Enum
 from typing import Any, Mapping, Optional
 
 from tracekit.analysis.causes import CAUSES, HOST_STATES
+from tracekit.analysis.memory_model import DeviceMemory
 from tracekit.parse.iterations import RULE
 
 REPORT_VERSION = 1
@@ -721,6 +722,8 @@ class Report:
     step_rules: tuple[StepRule, ...] = ()  # how each rank's steps were found
     graph_captures: tuple[GraphCaptureInfo, ...] = ()  # ranks whose trace records a graph capture
     no_work: tuple[NoWorkInfo, ...] = ()  # ranks with stretches of no work between their steps
+    # each device's memory over the steps, where the trace has memory events (tracekit.analysis.memory)
+    memory: tuple[DeviceMemory, ...] = ()
     version: int = REPORT_VERSION
     # In-memory evidence for check_invariants and `analyze --store` (not part of the JSON):
     # idle pieces (rank, device, step, ts_ns, dur_ns, cause) and busy intervals (rank, device, ts_ns, dur_ns)
@@ -779,6 +782,7 @@ class Report:
             "step_rules": [_plain(r) for r in self.step_rules],
             "graph_captures": [_plain(g) for g in self.graph_captures],
             "no_work": [_plain(n) for n in self.no_work],
+            **({"memory": [_memory_json(m) for m in self.memory]} if self.memory else {}),
         }
 
     @classmethod
@@ -824,6 +828,14 @@ def _device_fields(d: Mapping[str, Any]) -> dict[str, Any]:
     if "busy_after_last_step_ms" in d:
         out["busy_after_last_step_ns"] = int(round(d["busy_after_last_step_ms"] * 1e6))
     return out
+
+
+def _memory_json(m: DeviceMemory) -> dict[str, Any]:
+    """A device's memory as the JSON report holds it: its fields, and `peak` (the step whose peak is
+    highest, repeated for readers that want only it). `Report.from_json` reads the fields back."""
+    doc = _plain(m)
+    doc["peak"] = None if m.peak is None else _plain(m.peak)
+    return doc
 
 
 def _plain(obj: Any) -> Any:

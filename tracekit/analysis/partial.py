@@ -33,6 +33,8 @@ from tracekit.analysis.events import load_frames
 from tracekit.analysis.graph_capture import capture_info, capture_spans
 from tracekit.analysis.host import Threads, dataloader_kinds, host_steps, op_stats
 from tracekit.analysis.launch import kernel_partials
+from tracekit.analysis.memory import device_memory, device_timelines
+from tracekit.analysis.memory_model import DeviceMemory
 from tracekit.analysis.model import (
     CAUSES,
     DeviceReport,
@@ -134,6 +136,7 @@ class Partial:
     step_rules: tuple[StepRule, ...] = ()  # how each rank's steps were found
     graph_captures: tuple[GraphCaptureInfo, ...] = ()  # ranks whose trace records a graph capture
     no_work: tuple[NoWorkInfo, ...] = ()  # ranks with stretches of no work between steps
+    memory: tuple[DeviceMemory, ...] = ()  # each device's memory (tracekit.analysis.memory)
 
 
 def analyze_partial(
@@ -166,6 +169,9 @@ def analyze_partial(
     all_gaps = [g for _, g, _ in per_device]
     busy_rows = [b for _, _, b in per_device if b is not None]
     pointers = pointer_index(resolve_pointers(all_gaps, threads))  # the sync call behind each drain
+    memory = tuple(
+        device_memory(tl, threads, context.manifest) for tl in device_timelines(fr, threads, context.manifest)
+    )
     return Partial(
         ranks=tuple(sorted(set(steps["rank"].tolist()) | {d.rank for d in devices})),
         devices=devices,
@@ -187,6 +193,7 @@ def analyze_partial(
         step_rules=step_rules(fr.step_rules),
         graph_captures=capture_info(capture_spans(fr.host), steps),
         no_work=no_work_info(fr.no_work),
+        memory=memory,
     )
 
 

@@ -29,7 +29,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence, Union
 
-from tracekit.api.options import AnalyzeOptions, DiffOptions, ParseOptions, WhatIfOptions, options_of
+from tracekit.api.options import (
+    AnalyzeOptions,
+    DiffOptions,
+    MemoryOptions,
+    ParseOptions,
+    WhatIfOptions,
+    options_of,
+)
 from tracekit.data.describe import describe as describe_capture
 from tracekit.data.files import Location, is_uri, name_of
 from tracekit.data.store import Capture, check_schema, is_capture, read_meta
@@ -52,12 +59,14 @@ __all__ = [
     "AnalyzeOptions",
     "Comparison",
     "DiffOptions",
+    "MemoryOptions",
     "ParseOptions",
     "WhatIf",
     "WhatIfOptions",
     "analyze",
     "diff",
     "load",
+    "memory",
     "parse",
     "whatif",
 ]
@@ -278,6 +287,21 @@ def whatif(
         source = [_location(p) for p in (source if isinstance(source, (list, tuple)) else [source])]
     done = run.predict(source, scenario, executor, keep_trace)
     return WhatIf(done.result, done.capture, done.replayer, done.predicted, traceable=done.traceable)
+
+
+def memory(source: Source, options: Optional[MemoryOptions] = None, **fields: Any) -> Any:
+    """Each device's memory over the steps of a capture with memory events, and with a change
+    (MemoryOptions: `batch_scale=2`, `amp="bf16"`, `grad_accum=4`, `checkpoint=4`, `fit_gib=40`, ...)
+    its predicted peak and step time (tracekit.whatif.memory). A tracekit.whatif.memory.MemoryResult; a
+    capture without memory events is a TracekitError that says how to record them. `source`: a loaded
+    Capture (never changed), a capture, trace files or run folders; one read here is let go as soon as
+    the memory is known (tracekit.api.run.memory)."""
+    from tracekit.api import run
+
+    opts = options_of(MemoryOptions, options, fields)  # a bad flag fails before anything is read
+    if not isinstance(source, Capture):
+        source = [_location(p) for p in (source if isinstance(source, (list, tuple)) else [source])]
+    return run.memory(source, opts)
 
 
 def capture(

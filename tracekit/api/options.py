@@ -1,5 +1,5 @@
 """The options of each verb, one frozen object each, declared by the stage that reads them: what a flag of
-`tracekit analyze|diff|whatif|parse` means is defined once, and the CLI, the notebook API, `demo`, `tb`
+`tracekit analyze|diff|whatif|memory|parse` means is defined once, and the CLI, the notebook API, `demo`, `tb`
 and `annotate` all pass it to the same function of `tracekit.api`. A field that is a flag declares it
 (tracekit.flags: its flag, help and check), and the command's Typer options are made from it
 (tracekit.commands.flags.with_options): a new option is one field.
@@ -7,6 +7,7 @@ and `annotate` all pass it to the same function of `tracekit.api`. A field that 
     AnalyzeOptions   tracekit.analysis.options
     DiffOptions      tracekit.compare.options
     WhatIfOptions    tracekit.whatif.scenario (the what-if's scenario itself)
+    MemoryOptions    tracekit.whatif.memory_options (the memory what-if's change itself)
     ParseOptions     tracekit.parse.options
 """
 
@@ -19,9 +20,10 @@ from tracekit.analysis.options import AnalyzeOptions
 from tracekit.compare.options import DiffOptions
 from tracekit.errors import TracekitError
 from tracekit.parse.options import ParseOptions
+from tracekit.whatif.memory_options import MemoryOptions
 from tracekit.whatif.scenario import WhatIfOptions
 
-__all__ = ["AnalyzeOptions", "DiffOptions", "WhatIfOptions", "ParseOptions", "options_of"]
+__all__ = ["AnalyzeOptions", "DiffOptions", "WhatIfOptions", "ParseOptions", "MemoryOptions", "options_of"]
 
 T = TypeVar("T")
 

@@ -15,39 +15,55 @@
   analysis and (with the savings) the replay read, and only the row groups of ANALYSIS_KINDS.
 - **When memory is freed**: a capture read for one analysis lets its table go once the frames hold it
   (but for the sync records the replay's graph reads); a what-if without a trace to write lets its table
-  go after its graph is built, and the graph's edges after the last replay.
+  go after its graph is built, and the graph's edges after the last replay; a memory what-if read here
+  lets its table go once the frames hold it and the frames once the memory is known, and reads the
+  capture again for the step times' replay (the two peaks one after the other: benchmarks/RESULTS.md).
 """
 
 from __future__ import annotations
 
 import contextlib
+import gc
+import statistics
 import tempfile
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracekit import version
-from tracekit.analysis.events import ANALYSIS_COLUMNS, ANALYSIS_KINDS, load_frames
+from tracekit.analysis.events import (
+    ANALYSIS_COLUMNS,
+    ANALYSIS_KINDS,
+    MEMORY_CAT,
+    analysis_columns,
+    load_frames,
+)
+from tracekit.analysis.host import Threads
 from tracekit.analysis.invariants import check_invariants
-from tracekit.analysis.merge import merge, rank_report
+from tracekit.analysis.memory import FORWARD, OPTIMIZER, device_memory, device_timelines
+from tracekit.analysis.merge import capture_info, merge, rank_report
 from tracekit.analysis.model import REPORT_VERSION, Report, SavingsInfo
 from tracekit.analysis.partial import CaptureContext, Params, analyze_partial
 from tracekit.analysis.pipeline import prepare
 from tracekit.analysis.steps import cycle_starts_of
 from tracekit.analysis.store import store_report
-from tracekit.api.options import AnalyzeOptions, WhatIfOptions
+from tracekit.api.options import AnalyzeOptions, MemoryOptions, WhatIfOptions
 from tracekit.data.describe import CaptureDescription
 from tracekit.data.describe import describe as describe_capture
 from tracekit.data.files import Location
 from tracekit.data.store import Capture, capture_ranks, check_store, is_capture, read_capture, read_meta
+from tracekit.data.summary import may_hold_category
 from tracekit.errors import TracekitError
 from tracekit.parse.derive import record_rules
 from tracekit.parse.parser import find_trace_files, load_capture, load_paths, parse_paths
+from tracekit.render.memory import NO_MEMORY_EVENTS
 from tracekit.scale import job
 from tracekit.scale.executor import Executor, LocalExecutor, on_this_machine
+from tracekit.whatif import memory as wm
 from tracekit.whatif.check import python_scenario, with_python_check
 from tracekit.whatif.graph import keep_sync_records
 from tracekit.whatif.predict import COLUMNS as REPLAY_COLUMNS
@@ -106,16 +122,21 @@ def _analyze_capture(path: Location, opts: AnalyzeOptions, executor: Optional[Ex
     capture = (
         read_capture(path)
         if opts.store
-        else read_capture(path, columns=loaded_columns(opts.savings), kinds=ANALYSIS_KINDS)
+        else read_capture(path, columns=loaded_columns(opts.savings, path, meta), kinds=ANALYSIS_KINDS)
     )
     capture.step_marker = opts.step
     return Analysed(_analyze_here(capture, opts, own=True), capture, path if opts.store else None)
 
 
-def loaded_columns(savings: bool) -> list[str]:
-    """The capture columns an in-process analysis reads: the analysis' own, and with `savings` the
-    replay's."""
-    return list(dict.fromkeys([*ANALYSIS_COLUMNS, *(REPLAY_COLUMNS if savings else ())]))
+def loaded_columns(savings: bool, path: Optional[Location] = None, meta: Optional[dict] = None) -> list[str]:
+    """The capture columns an in-process analysis reads: the analysis' own (the memory events' only
+    where the capture at `path` has some), and with `savings` the replay's."""
+    own = (
+        ANALYSIS_COLUMNS
+        if path is None
+        else analysis_columns(may_hold_category(path, meta or {}, MEMORY_CAT))
+    )
+    return list(dict.fromkeys([*own, *(REPLAY_COLUMNS if savings else ())]))
 
 
 def _analyze_traces(inputs: list[Location], opts: AnalyzeOptions, executor: Optional[Executor]) -> Analysed:
@@ -291,3 +312,88 @@ def _whatif_capture(inputs: list[Location], executor: Optional[Executor]) -> Cap
         capture = load_capture(folder)  # type: ignore[arg-type]
     capture.path = None  # parsed on the fly, as without --ray: the temporary folder is gone
     return capture
+
+
+def memory(source: Capture | list[Location], opts: MemoryOptions) -> wm.MemoryResult:
+    """Each device's memory in a loaded capture (never changed) or the capture at `source`, and under
+    `opts`' change its predicted peak and step time (tracekit.whatif.memory)."""
+    if isinstance(source, Capture):
+        capture, inputs, own = source, [], False
+    else:  # read here: its table goes once the frames hold it
+        capture = load_paths(source, columns=list(ANALYSIS_COLUMNS), kinds=ANALYSIS_KINDS)
+        inputs, own = source, True
+    manifest = capture.manifest or {}
+    info = capture_info(capture.meta or {}, capture.path)
+
+    def release() -> None:
+        capture.table = capture.table.schema.empty_table()  # (a slice would keep the buffers)
+
+    fr = load_frames(capture.table, cycle_starts_of(capture.meta), release if own else None, marker=opts.step)
+    if own:  # the table is gone now (the call held it): its pages back to the system before more come
+        gc.collect()
+        pa.default_memory_pool().release_unused()
+    threads = Threads(fr.host, fr.steps)
+    timelines = device_timelines(fr, threads, manifest)
+    if not timelines:
+        raise TracekitError(f"{capture.path or 'the capture'}: {NO_MEMORY_EVENTS}")
+    reports = tuple(device_memory(tl, threads, manifest) for tl in timelines)
+    if opts.is_identity:
+        return wm.MemoryResult(info, reports)
+    preds = [wm.predict_device(tl, threads, fr, opts, manifest) for tl in timelines]
+    notes: list[str] = []
+    if opts.time and opts.changes_time:
+        # what the step times need of the frames, then the frames go before the replay's graph is built
+        trace = [
+            (
+                wm.phase_ms(fr, tl, FORWARD),
+                wm.phase_ms(fr, tl, OPTIMIZER),
+                wm.checkpoint_share(tl, fr, opts),
+                wm.prelaunched_ms(fr, tl),
+            )
+            for tl in timelines
+        ]
+        kernels = fr.device["name"].astype(str).unique() if fr.has_device else None
+        del fr, threads, timelines
+        replayed = _whatif_capture(inputs, None) if own else capture
+        replayed.step_marker = opts.step
+        preds = _memory_times(replayed, kernels, preds, trace, opts, notes, release=own)
+    return wm.MemoryResult(info, reports, wm.MemoryWhatIfResult(info, opts, tuple(preds), tuple(notes)))
+
+
+def _memory_times(
+    capture: Capture,
+    kernels: Any,
+    preds: list,
+    trace: list,
+    opts: MemoryOptions,
+    notes: list,
+    release: bool,
+) -> list:
+    """The memory predictions with their step times: the capture replayed with its device work (on a
+    CPU-only capture, `kernels` None, its framework ops) as one micro-batch under the change
+    (tracekit.whatif.memory); `trace`: each device's figures of the trace that with_times reads."""
+    patterns, sets, typed = wm.time_flags(opts, kernels)
+    has_device = kernels is not None
+    scenario = WhatIfOptions(
+        set=sets, kernels=patterns if has_device else {}, ops={} if has_device else patterns
+    )
+    result, _ = whatif(capture, scenario, replayer=Replayer.of(capture, release=release), last_use=release)
+    un = result.unprofiled
+    basis = "mean" if un is not None and un.loader else "median"
+    by_device = {(d.rank, d.device): d for d in result.devices}
+    out = []
+    for pred, figures in zip(preds, trace):  # one loop per device
+        d = by_device.get((pred.rank, pred.device)) or next(
+            (x for x in result.devices if x.rank == pred.rank), None
+        )
+        if d is None:
+            out.append(pred)
+            continue
+        ns = d.unprofiled_predicted_step_ns
+        unprofiled = None if not ns else statistics.median(ns) / 1e6
+        observed = (d.observed_step_ms, un.observed_step_ms if un is not None else None)
+        base = (d.replayed_step_ms, un.replayed_step_ms if un is not None else None)
+        replayed = (d.predicted_step_ms, unprofiled)
+        out.append(wm.with_times(pred, opts, observed, base, replayed, figures, basis))
+    notes.append(wm.time_note(opts, typed, has_device, basis))
+    return out

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analysis.advice import command as advice_command
+from tracekit.analysis.memory_model import CATEGORY_NAMES
 from tracekit.analysis.model import CAUSES, HOST_STATES, Report
 from tracekit.data.files import Location
 from tracekit.data.store import Capture
@@ -247,6 +248,32 @@ class Analysis:
             "dispatch_gap_ms",
             "dispatch_gaps",
         ]
+        return pd.DataFrame(rows, columns=cols)
+
+    def memory(self) -> pd.DataFrame:
+        """One row per (rank, device, step) of a capture with memory events: allocated at the step's
+        start, peak and end, reserved peak, where the peak was (ms into the step, phase, op) and the
+        allocated bytes at the peak by category (`<category>_bytes`, summing to `peak_allocated`;
+        tracekit.analysis.memory_model.CATEGORIES). Empty without memory events."""
+        rows = []
+        for m in self.report.memory:
+            for s in m.steps:
+                row: dict[str, Any] = {"rank": m.rank, "device": m.device, "step": s.step}
+                row.update(
+                    allocated_start=s.allocated_start,
+                    peak_allocated=s.peak_allocated,
+                    allocated_end=s.allocated_end,
+                    peak_reserved=s.peak_reserved,
+                    peak_at_ms=s.peak_at_ns / 1e6,
+                    peak_phase=s.peak_phase,
+                    peak_op=s.peak_op,
+                )
+                row.update({f"{c}_bytes": s.by_category.get(c, 0) for c in CATEGORY_NAMES})
+                row["reserve_bytes"] = s.reserve_at_peak
+                rows.append(row)
+        cols = ["rank", "device", "step", "allocated_start", "peak_allocated", "allocated_end"]
+        cols += ["peak_reserved", "peak_at_ms", "peak_phase", "peak_op"]
+        cols += [f"{c}_bytes" for c in CATEGORY_NAMES] + ["reserve_bytes"]
         return pd.DataFrame(rows, columns=cols)
 
     def to_json(self) -> dict:

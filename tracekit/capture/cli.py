@@ -10,7 +10,9 @@ manifest.json. With `--set nproc=N` the process relaunches itself under `torch.d
 per device; nccl on CUDA, gloo on CPU) and merges the ranks' manifests.
 
 Exit status: 0 done, 1 the workload or script raised (its traceback is on stderr; traces written so far
-are kept), 2 bad arguments, 3 torch missing or the device unavailable, 130 interrupted.
+are kept), 2 bad arguments, 3 torch missing or the device unavailable, 4 out of device memory (a result,
+not a crash: one line says where, the manifest's `oom` the figures; traces written so far are kept),
+130 interrupted.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import sys
 import tempfile
 import time
 import traceback
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from tracekit.capture import api, workers
 from tracekit.capture.adopt import Adopter
@@ -42,6 +44,7 @@ from tracekit.capture.knobs import (
     resolve_knobs,
 )
 from tracekit.capture.loader import window_warning
+from tracekit.capture.memory import EXIT_OOM, is_out_of_memory, out_of_memory
 from tracekit.capture.recorder import (
     MANIFEST_NAME,
     STOPPED,
@@ -100,9 +103,13 @@ def main(argv: Optional[List[str]] = None) -> None:
     code = 0
     try:
         result.update(_capture(args, argv, script_args))
-        code = {"ok": 0, "incomplete": 0, "crashed": EXIT_CRASHED, "interrupted": EXIT_INTERRUPTED}.get(
-            result["status"], EXIT_CRASHED
-        )
+        code = {
+            "ok": 0,
+            "incomplete": 0,
+            "oom": EXIT_OOM,
+            "crashed": EXIT_CRASHED,
+            "interrupted": EXIT_INTERRUPTED,
+        }.get(result["status"], EXIT_CRASHED)
     except KnobError as exc:
         result["message"], code = str(exc), EXIT_USAGE
     except CaptureFailure as exc:
@@ -293,16 +300,8 @@ def _run(config: CaptureConfig, torch: Any) -> Dict[str, Any]:
         _keep_adopted(adopter, KeyboardInterrupt())
         status, error = "interrupted", f"interrupted at step {_steps_run(sess, adopter) + 1}"
         sys.stderr.write(f"tracekit.capture: {error}; traces written so far are kept in {config.out_dir}\n")
-    except BaseException as exc:  # the workload's own error: show it, keep the traces
-        sess.close(exc)
-        _keep_adopted(adopter, exc)
-        status = "crashed"
-        error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-        traceback.print_exc()
-        sys.stderr.write(
-            f"tracekit.capture: {config.workload} raised at step {_steps_run(sess, adopter) + 1}; "
-            f"traces written so far are kept in {config.out_dir}\n"
-        )
+    except BaseException as exc:
+        status, error = _ended_by(exc, config, sess, adopter)
     finally:
         if adopter is not None:
             adopter.uninstall()
@@ -324,9 +323,40 @@ def _run(config: CaptureConfig, torch: Any) -> Dict[str, Any]:
     return {"status": status, "message": error or "", "manifest": manifest}
 
 
+def _ended_by(
+    exc: BaseException, config: CaptureConfig, sess: Session, adopter: Optional[Adopter]
+) -> Tuple[str, str]:
+    """(status, error) of a loop ended by an exception, its traces kept: out of device memory is a result
+    ("oom": where, how full), anything else the workload's own error, shown ("crashed")."""
+    if config.device == "cuda" and is_out_of_memory(exc):
+        sess.oom = out_of_memory(
+            exc, _step_label(sess, adopter), (sess.env.get("device") or {}).get("total_memory_bytes")
+        )
+    sess.close(exc)
+    _keep_adopted(adopter, exc)
+    if sess.oom is not None:
+        error = sess.oom["message"]
+        sys.stderr.write(f"tracekit.capture: {error}; traces written so far are kept in {config.out_dir}\n")
+        return "oom", error
+    error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    traceback.print_exc()
+    sys.stderr.write(
+        f"tracekit.capture: {config.workload} raised at step {_steps_run(sess, adopter) + 1}; "
+        f"traces written so far are kept in {config.out_dir}\n"
+    )
+    return "crashed", error
+
+
 def _steps_run(sess: Session, adopter: Optional[Adopter]) -> int:
     """The steps the loop finished: the session's, or the adopted profiler's prof.step() calls."""
     return adopter.step_calls if adopter is not None and adopter.adopted else sess.index
+
+
+def _step_label(sess: Session, adopter: Optional[Adopter]) -> str:
+    """The step in progress as an OOM message names it: the session's, or the adopted profiler's."""
+    if adopter is not None and adopter.adopted:
+        return f"step {adopter.step_calls + 1} of the script's loop"
+    return sess.step_label()
 
 
 def _keep_adopted(adopter: Optional[Adopter], exc: BaseException) -> None:
@@ -349,7 +379,7 @@ def _manifest(
 ) -> Dict[str, Any]:
     """This process's manifest: the session's, or that of the script's adopted profiler."""
     if adopter is not None and adopter.adopted:
-        return _adopted_manifest(config, adopter, facts, started_at, status, error)
+        return _adopted_manifest(config, adopter, facts, started_at, status, error, sess.oom)
     if status == "ok" and sess.index < sess.n_total:
         status = "incomplete"
         error = f"the loop ended after {sess.index} of {sess.n_total} steps"
@@ -364,11 +394,13 @@ def _adopted_manifest(
     started_at: str,
     status: str,
     error: Optional[str],
+    oom: Optional[Dict[str, Any]],
 ) -> Dict[str, Any]:
     """The manifest of a script whose own profiler was adopted: the schedule it ran, its steps."""
     sched, how = adopter.schedule()
     config.schedule = sched
     rec = adopter.rank_record(status, error, facts)
+    rec["oom"] = oom
     manifest = manifest_doc(config, rec, environment(config.device), started_at, status, error)
     manifest["adopted"] = {
         **adopter.settings(),

@@ -10,8 +10,10 @@ A `Session` is driven by whoever owns the training loop (a built-in workload or 
 Steps `0 .. timing_warmup + timing_steps - 1` run without the profiler; the last `timing_steps` of them are
 timed (CUDA events on the current stream, so no extra synchronisation enters the step; on CPU the host
 clock). Then `torch.profiler.profile` runs the fixed schedule and writes one
-`<worker>.<time>.pt.trace.json.gz` per cycle through `tensorboard_trace_handler`. Peak device memory is
-read and reset at every step boundary. The host time spent getting each step's batch is timed in every
+`<worker>.<time>.pt.trace.json.gz` per cycle through `tensorboard_trace_handler`. The caching allocator's
+figures (allocated, reserved, their peaks, fragmentation, retries, OOMs) are read and its peaks reset at
+every step boundary, and the model's parameters, gradients and optimizer state recorded once the steps
+are done (tracekit.capture.memory). The host time spent getting each step's batch is timed in every
 step, profiled or not, where the loop marks it (`loader()`, `fetch()`, or `tracekit.capture.steps`;
 tracekit.capture.loader). Stdlib + torch, Python 3.9.
 """
@@ -29,6 +31,7 @@ from typing import Any, ContextManager, Dict, Iterable, Iterator, List, Optional
 from tracekit.capture.environment import environment, utc_now
 from tracekit.capture.knobs import KnobError, format_schedule, schedule_phase, schedule_steps
 from tracekit.capture.loader import Fetches, loader_lists, window_warning
+from tracekit.capture.memory import columns, device_free, model_state, read_allocator
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_VERSION = 1
@@ -94,6 +97,10 @@ class Session:
         self.env: Dict[str, Any] = {}
         self.host_ms: List[float] = []
         self.peak_bytes: List[Optional[int]] = []
+        self.allocator: List[Optional[Dict[str, int]]] = []  # per step: the allocator's figures at its end
+        self.memory: Dict[str, Any] = {}  # the model per device, the device's free memory at the start
+        self.oom: Optional[Dict[str, Any]] = None  # an out-of-memory error that ended the loop
+        self._stats: Optional[Dict[str, int]] = None
         self.samples: List[Optional[int]] = []
         self.unprofiled_device_ms: List[float] = []
         self.loader_steps: List[Dict[str, Any]] = []  # per step: loader wait, fetches, last fetch end
@@ -122,6 +129,7 @@ class Session:
         # seconds on a small CPU). Pay that here, before any step is timed.
         hasattr(torch, "_inductor")
         if self._cuda:
+            self.memory["device_free_at_start"] = device_free()
             torch.cuda.reset_peak_memory_stats()
         if self.n_untimed + self.n_timed == 0:
             self._start_profiler()
@@ -148,6 +156,7 @@ class Session:
         self.loader_steps.append(self.fetches.take(step_start_ns))
         self.host_ms.append(host_ms)
         self.peak_bytes.append(peak)
+        self.allocator.append(self._stats)
         self.samples.append(samples if samples is not None else self.config.samples_per_step)
         self.index += 1
         self._progress(i, host_ms)
@@ -160,6 +169,7 @@ class Session:
         if self.index == self.n_total:
             self._stop_profiler(None)
             self.done = True
+            self._record_model()
 
     def loader(self, iterable: Iterable[Any], source: Any = None, how: str = "loader") -> Iterator[Any]:
         """Yield from `iterable`, timing each fetch (the `next()` that gets a batch) into its step.
@@ -212,6 +222,7 @@ class Session:
         """Stop the profiler (keeping the cycle in progress when `exc` ended the loop early). Idempotent."""
         if self._prof is not None:
             self._stop_profiler(exc)
+        self._record_model()
         if self._events:
             try:
                 self._finish_timing()
@@ -237,8 +248,8 @@ class Session:
                 ev = torch.cuda.Event(enable_timing=True)
                 ev.record()
                 self._events.append(ev)
-            peak = int(torch.cuda.max_memory_allocated())
-            torch.cuda.reset_peak_memory_stats()
+            self._stats = read_allocator()  # and its peaks reset: the next step's are its own
+            peak = self._stats["allocated_peak"]
         return host_ms, peak
 
     def _finish_timing(self) -> None:
@@ -295,6 +306,27 @@ class Session:
                 pass
         prof.__exit__(None, None, None)
 
+    def _record_model(self) -> None:
+        """The model's bytes per device (tracekit.capture.memory.model_state), once: after the last step,
+        or when the loop ended early (the objects are still alive in both)."""
+        if "model" in self.memory or not self.entered:
+            return
+        try:
+            self.memory["model"] = model_state()
+        except Exception as exc:  # a broken object among the process's: the capture stands without it
+            self.memory["model_error"] = f"{type(exc).__name__}: {exc}"
+
+    def step_label(self) -> str:
+        """The step in progress, as the progress lines and the OOM message name it."""
+        i = self.index
+        first_prof = self.n_untimed + self.n_timed
+        if not self.entered:
+            return "the start (before the first step)"
+        if i < first_prof:
+            return f"unprofiled step {i + 1} of {first_prof}"
+        n = i - first_prof
+        return f"ProfilerStep#{n} ({schedule_phase(self.config.schedule, n)}, step {i + 1} of {self.n_total})"
+
     def _progress(self, i: int, host_ms: float) -> None:
         if self.config.rank != 0:
             return
@@ -345,6 +377,7 @@ class Session:
                 "host_step_ms": [round(x, 4) for x in host_unprof],
                 "cpu_ms": [round(x, 4) for x in self.cpu_ms[first_timed:first_prof]],
                 "peak_memory_bytes": self.peak_bytes[first_timed:first_prof],
+                **({"allocator": columns(self.allocator[first_timed:first_prof])} if self._cuda else {}),
                 "samples": self.samples[first_timed:first_prof],
                 **timed_loader,
             },
@@ -355,6 +388,7 @@ class Session:
                 "host_step_ms": [round(x, 4) for x in self.host_ms[first_prof:]],
                 "cpu_ms": [round(x, 4) for x in self.cpu_ms[first_prof:]],
                 "peak_memory_bytes": self.peak_bytes[first_prof:],
+                **({"allocator": columns(self.allocator[first_prof:])} if self._cuda else {}),
                 "samples": self.samples[first_prof:],
                 "phases": [
                     schedule_phase(self.config.schedule, i) for i in range(len(self.host_ms[first_prof:]))
@@ -364,6 +398,8 @@ class Session:
             "traces": self.traces(),
             "extra": dict(self.config.extra),
             "loader": self.loader_record(),
+            "memory": dict(self.memory),
+            "oom": self.oom,
         }
 
     def loader_record(self) -> Optional[Dict[str, Any]]:
@@ -421,6 +457,7 @@ def manifest_doc(
         "unprofiled_loader_wait_ms": rec["unprofiled"].get("loader_wait_ms"),
         "loader": rec["loader"],
         "peak_memory_bytes": max(peaks) if peaks else None,
+        "oom": rec.get("oom"),
         "ranks": [rec],
     }
     doc.update(env)
@@ -442,9 +479,10 @@ def merge_rank_manifests(docs: List[Dict[str, Any]]) -> Dict[str, Any]:
     merged = dict(docs[0])
     merged["ranks"] = [d["ranks"][0] for d in docs]
     statuses = [r["status"] for r in merged["ranks"]]
-    for worst in ("interrupted", "crashed"):
+    for worst in ("oom", "interrupted", "crashed"):
         if worst in statuses:
             merged["status"] = worst
+    merged["oom"] = next((r["oom"] for r in merged["ranks"] if r.get("oom")), None)
     errors = [f"rank {r['rank']}: {r['error']}" for r in merged["ranks"] if r["error"]]
     merged["error"] = "\n".join(errors) or None
     return merged

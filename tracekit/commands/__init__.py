@@ -34,6 +34,7 @@ COMMANDS = {
         Command("demo", "tracekit.commands.demo"),
         Command("diff", "tracekit.commands.diff"),
         Command("info", "tracekit.commands.info"),
+        Command("memory", "tracekit.commands.memory"),
         Command("parse", "tracekit.commands.parse"),
         Command("tb", "tracekit.commands.tb"),
         Command("view", "tracekit.commands.view"),

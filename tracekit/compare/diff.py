@@ -31,6 +31,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
+from tracekit.analysis.memory_model import CATEGORIES, CATEGORY_NAMES
 from tracekit.analysis.model import CAUSES, HOST_STATES, Report
 from tracekit.compare import comparable, control
 from tracekit.compare.comparable import Comparability, Facts
@@ -55,6 +56,7 @@ SECTION_DEVICE = "device"
 SECTION_IDLE = "idle per step"
 SECTION_HOST = "host per step"
 SECTION_OPS = "framework ops, CPU time per call"
+SECTION_MEMORY = "device memory at the step's peak"
 
 
 @dataclass(frozen=True)
@@ -280,6 +282,10 @@ class StepValues:
     unprofiled_runs: Optional[np.ndarray] = None
     # host time getting each unprofiled step's batch (same steps as unprofiled_step_ns; None: not timed)
     unprofiled_loader_wait_ns: Optional[np.ndarray] = None
+    # the trace's memory (Report.memory): per step, the largest over devices of its peak allocated and
+    # reserved bytes and of each category at the peak (MEMORY_FIGURES); empty without memory events
+    memory: Mapping[str, np.ndarray] = field(default_factory=dict)
+    memory_runs: Optional[np.ndarray] = None
 
     @property
     def runs(self) -> int:
@@ -349,6 +355,21 @@ def _peak_memory_per_step(manifest: Mapping[str, Any]) -> Optional[np.ndarray]:
     return np.max(np.asarray([p[:n] for p in per_rank], dtype=np.float64), axis=0)
 
 
+def _memory_values(report: Report) -> tuple[dict[str, np.ndarray], Optional[np.ndarray]]:
+    """The per-step memory figures of a report (the largest over its devices), and each step's run."""
+    rows = [s for m in report.memory for s in m.steps]
+    if not rows:
+        return {}, None
+    steps = sorted({s.step for s in rows})
+    out = {
+        "peak_allocated": _max_by_step([(s.step, s.peak_allocated) for s in rows], steps),
+        "peak_reserved": _max_by_step([(s.step, s.peak_reserved) for s in rows], steps),
+    }
+    for c in CATEGORY_NAMES:
+        out[c] = _max_by_step([(s.step, s.by_category.get(c, 0)) for s in rows], steps)
+    return out, _run_of(steps)
+
+
 def step_values(report: Report) -> StepValues:
     """The per-step arrays every figure of the diff is computed from."""
     samples = [s for d in report.devices for s in d.samples]
@@ -403,6 +424,7 @@ def step_values(report: Report) -> StepValues:
     if spp is None and isinstance(manifest.get("samples_per_step"), (int, float)):
         spp = int(manifest["samples_per_step"])
     peaks = [d.peak_memory_bytes for d in report.devices if d.peak_memory_bytes]
+    memory, memory_runs = _memory_values(report)
     return StepValues(
         steps=steps,
         dur_ns=dur,
@@ -425,6 +447,8 @@ def step_values(report: Report) -> StepValues:
         ops_runs=op_runs,
         unprofiled_runs=_unprofiled_runs(manifest),
         unprofiled_loader_wait_ns=_unprofiled_loader_wait_ns(manifest),
+        memory=memory,
+        memory_runs=memory_runs,
     )
 
 
@@ -492,7 +516,7 @@ MS, S = 1e-6, 1e-9
 def _figures(a: StepValues, b: StepValues, confidence: float) -> list[FigureDiff]:
     """Every figure of one pair, section by section (the order of the report's tables)."""
     out: list[FigureDiff] = []
-    for section in (_time_figures, _device_figures, _idle_figures, _host_figures):
+    for section in (_time_figures, _device_figures, _memory_figures, _idle_figures, _host_figures):
         out += section(a, b, confidence)
     return out
 
@@ -629,6 +653,27 @@ def _peak_memory(a: StepValues, b: StepValues, confidence: float) -> list[Figure
         est = single_values(ma, mb) if ma is not None and mb is not None else None
         return [FigureDiff("peak_memory", "peak device memory", "MiB", SECTION_DEVICE, "lower", ma, mb, est)]
     return []
+
+
+def _memory_figures(a: StepValues, b: StepValues, confidence: float) -> list[FigureDiff]:
+    """The trace's memory per step (tracekit.analysis.memory): the peak allocated and reserved, and each
+    category at the peak, where both sides have memory events (run against run when pooled)."""
+    if not (a.memory and b.memory):
+        return []
+    runs = (a.memory_runs, b.memory_runs)
+    figures = [("peak_allocated", "allocated at the peak"), ("peak_reserved", "reserved, the step's peak")]
+    figures += [(c.name, f"at the peak: {c.title}") for c in CATEGORIES]
+    out = []
+    for key, label in figures:
+        xa, xb = a.memory.get(key), b.memory.get(key)
+        if xa is None or xb is None or not (xa.any() or xb.any()):
+            continue
+        out.append(
+            _ranked(
+                f"memory.{key}", label, "MiB", SECTION_MEMORY, "lower", xa, xb, 1 / 2**20, confidence, runs
+            )
+        )
+    return out
 
 
 def _idle_figures(a: StepValues, b: StepValues, confidence: float) -> list[FigureDiff]:

@@ -16,6 +16,7 @@ import re
 from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
+from tracekit.analysis.memory_model import DeviceMemory
 from tracekit.analysis.model import DeviceReport, HostReport, HostStep, OpStat, Report
 from tracekit.compare import comparable
 from tracekit.compare.comparable import Role
@@ -146,8 +147,13 @@ def merge_reports(reports: Sequence[Report], names: Sequence[str] | None = None)
     peaks: dict[tuple[int, int], int] = {}
     host: list[HostStep] = []
     ops: dict[str, list[tuple[int, int, int]]] = {}
+    memory: dict[tuple[int, int], DeviceMemory] = {}
     for i, r in enumerate(reports):
         off = i * STEP_OFFSET
+        for m in r.memory:
+            shifted = tuple(replace(s, step=s.step + off) for s in m.steps)
+            got = memory.get((m.rank, m.device))
+            memory[(m.rank, m.device)] = replace(m, steps=shifted if got is None else got.steps + shifted)
         for d in r.devices:
             key = (d.rank, d.device)
             first_device.setdefault(key, d)
@@ -168,6 +174,7 @@ def merge_reports(reports: Sequence[Report], names: Sequence[str] | None = None)
             for k, v in devices.items()
         ),
         host=HostReport(tuple(host)),
+        memory=tuple(memory.values()),
         op_stats=tuple(
             OpStat(name, tuple(s for s, _, _ in v), tuple(c for _, c, _ in v), tuple(ns for _, _, ns in v))
             for name, v in ops.items()

@@ -87,7 +87,9 @@ COLUMNS: tuple[Column, ...] = (
     Column("stream", "args.stream", pa.int64(), "", "stream of device activity / cuda_sync"),
     Column("correlation", "args.correlation", pa.int64(), "", "links a runtime call to its activity"),
     Column("external_id", "args.External id", pa.int64(), "", "links a cpu_op to its runtime calls"),
-    Column("flow_id", "id", pa.int64(), "", "flow id of s/f events"),
+    Column(
+        "flow_id", "id", pa.int64(), "", "flow id of s/f events; [memory]: args.Addr, the block's address"
+    ),
     Column("seq", "args.Sequence number", pa.int64(), "", "autograd sequence number"),
     Column("fwd_tid", "args.Fwd thread id", pa.int64(), "", "forward thread of a backward op"),
     Column(

@@ -322,3 +322,20 @@ def only_value(group: pq.RowGroupMetaData, column: str):
     if stats is None or not stats.has_min_max or stats.null_count:
         return None
     return stats.min if stats.min == stats.max else None
+
+
+def may_hold_category(path: Location, meta: dict, cat: str) -> bool:
+    """Whether a capture (file or folder) may hold events of category `cat`, by the summaries its files'
+    footers store (nothing else is read): False only where every file says it holds none."""
+    parts = (
+        [files.join(path, *p["path"].split("/")) for p in meta.get("parts") or []]
+        if meta.get("form") == "folder"
+        else [path]
+    )
+    for loc in parts:
+        with files.open_read(loc) as fh:
+            md = pq.ParquetFile(fh).metadata
+        stored = stored_rows(md.metadata, md.num_rows)
+        if stored is None or stored["by_cat"].get(cat):
+            return True
+    return False

@@ -234,6 +234,14 @@ def _scalars(report: Report, sub: dict[int, str], one) -> dict[str, dict[int, di
                 row[f"{prefix}idle_ms/{cause}"].append(s.idle_ns.get(cause, 0) / 1e6)
             row[f"{prefix}idle_ms/total"].append(s.idle_total_ns / 1e6)
             row[f"{prefix}step/collective_wait_ms"].append(s.collective_wait_ns / 1e6)
+    for m in report.memory:  # each step's peak, and its categories there (tracekit.analysis.memory)
+        prefix = f"gpu{m.device}/" if per_rank_devices[m.rank] > 1 and one is not None else ""
+        for ms in m.steps:
+            row = values[sub[m.rank]][ms.step]
+            row[f"{prefix}memory/peak_allocated_mib"].append(ms.peak_allocated / 2**20)
+            row[f"{prefix}memory/peak_reserved_mib"].append(ms.peak_reserved / 2**20)
+            for category, n in ms.by_category.items():
+                row[f"{prefix}memory/{category}_mib"].append(n / 2**20)
     for h in report.host.steps:
         row = values[sub[h.rank]][h.step]
         if (sub[h.rank], h.step) not in device_time:  # CPU-only captures: the host step

@@ -35,6 +35,7 @@ from tracekit.capture.knobs import (
     parse_schedule,
     resolve_knobs,
 )
+from tracekit.capture.memory import EXIT_OOM
 from tracekit.capture.recorder import MANIFEST_NAME, TRACE_SUFFIX
 from tracekit.capture.workload import knobs_of
 from tracekit.compare.stats import DEFAULT_CONFIDENCE, runs_for_interval
@@ -427,9 +428,9 @@ def _run_child(
         echo(f"tracekit: interrupted; traces written so far are kept in {run.run_dir}")
         raise KeyboardInterrupt
     where = run.interpreter.describe()
-    if status in ("ok", "incomplete") and rc == 0:
-        if status == "incomplete":
-            echo(f"tracekit: warning: {result.get('message')} ({where})")
+    if (status in ("ok", "incomplete") and rc == 0) or (status == "oom" and rc == EXIT_OOM):
+        if status != "ok":  # an OOM is a result (the manifest's `oom`): the steps before it are parsed
+            echo(f"tracekit: warning: {run.name}: {result.get('message')} ({where})")
         return result.get("manifest") or json.loads((run.run_dir / MANIFEST_NAME).read_text())
     message = result.get("message") or f"exit status {rc}, no message (see the output above)"
     if status == "crashed":

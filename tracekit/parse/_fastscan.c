@@ -68,7 +68,7 @@ enum {
     I_PID, I_TID, I_TS, I_DUR, I_ID,
     I_DEVICE, I_STREAM, I_CORRELATION, I_EXTERNAL_ID, I_EXTERNAL_ID_OLD, I_SEQ, I_FWD_TID, I_BYTES,
     I_WAIT_STREAM, I_PY_ID, I_PY_PARENT, I_MSG_NELEMS, I_GROUP_SIZE, I_MEM_BYTES, I_TOTAL_ALLOCATED,
-    I_TOTAL_RESERVED, I_DEVICE_ID,
+    I_TOTAL_RESERVED, I_DEVICE_ID, I_ADDR,
     N_INT
 };
 /* String columns. Keep in sync with _fast.py STR_FIELDS. */
@@ -112,6 +112,7 @@ static Field ARG_FIELDS[] = {
     {"Total Allocated", K_INT, I_TOTAL_ALLOCATED},
     {"Total Reserved", K_INT, I_TOTAL_RESERVED},
     {"Device Id", K_INT, I_DEVICE_ID},
+    {"Addr", K_INT, I_ADDR},
 };
 #define N_ARGS ((int)(sizeof(ARG_FIELDS) / sizeof(ARG_FIELDS[0])))
 

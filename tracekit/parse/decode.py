@@ -76,6 +76,7 @@ INT_ARGS = (
     "total_allocated",
     "total_reserved",
     "device_id",
+    "addr",
 )
 
 
@@ -103,6 +104,7 @@ class _Args(msgspec.Struct, gc=False):
     total_allocated: Any = msgspec.field(default=None, name="Total Allocated")
     total_reserved: Any = msgspec.field(default=None, name="Total Reserved")
     device_id: Any = msgspec.field(default=None, name="Device Id")
+    addr: Any = msgspec.field(default=None, name="Addr")
 
 
 class _Event(msgspec.Struct, gc=False):
@@ -869,6 +871,28 @@ class Decoded:
     fractional: bool
 
 
+def _where_written(ints: dict[str, Ints], cat: Strings, is_memory: np.ndarray, is_flow: np.ndarray) -> tuple:
+    """(device, stream, bytes, external_id, flow_id): each column from the field that holds it in this
+    event's kind and torch version (a device activity's own args over its pid/tid; a [memory] instant's
+    device, bytes and block address; the external id's older key)."""
+    pid, tid = ints["pid"], ints["tid"]
+    device_side = _in(cat, DEVICE_SIDE_CATS)
+    device = _choose(device_side & ~ints["device"][1], pid, ints["device"])
+    stream = _choose(device_side & ~ints["stream"][1], tid, ints["stream"])
+    if ints["device_id"][1].any():
+        device = _choose(is_memory, ints["device_id"], device)
+    nbytes = ints["bytes"]
+    if ints["mem_bytes"][1].any():
+        nbytes = _choose(is_memory, ints["mem_bytes"], nbytes)
+    ext = ints["external_id"]
+    if ints["external_id_old"][1].any():
+        ext = _choose(~ext[1], ints["external_id_old"], ext)
+    flow = ints["flow"][0], ints["flow"][1] & is_flow
+    if ints["addr"][1].any():  # a [memory] instant's block address shares the flow id's column
+        flow = _choose(is_memory, ints["addr"], flow)
+    return device, stream, nbytes, ext, flow
+
+
 @steady_recursion
 def assemble(
     seen: int, decoded: Decoded, skipped: Optional[dict] = None, dropped: Optional[dict] = None
@@ -897,18 +921,7 @@ def assemble(
         dropped = collections.Counter(dropped or {})
         dropped[DROP_DEVICE_DUR] += int(np.count_nonzero(no_dur))
     pid, tid = ints["pid"], ints["tid"]
-    device_side = _in(cat, DEVICE_SIDE_CATS)
-    device = _choose(device_side & ~ints["device"][1], pid, ints["device"])
-    stream = _choose(device_side & ~ints["stream"][1], tid, ints["stream"])
-    if ints["device_id"][1].any():
-        device = _choose(is_memory, ints["device_id"], device)
-    nbytes = ints["bytes"]
-    if ints["mem_bytes"][1].any():
-        nbytes = _choose(is_memory, ints["mem_bytes"], nbytes)
-    ext = ints["external_id"]
-    if ints["external_id_old"][1].any():
-        ext = _choose(~ext[1], ints["external_id_old"], ext)
-    flow = ints["flow"]
+    device, stream, nbytes, ext, flow = _where_written(ints, cat, is_memory, is_flow)
     label_codes, label_uniques = texts["name"]
     columns: dict[str, Strings | Ints] = {
         "ph": ph,
@@ -922,7 +935,7 @@ def assemble(
         "stream": stream,
         "correlation": ints["correlation"],
         "external_id": ext,
-        "flow_id": (flow[0], flow[1] & is_flow),
+        "flow_id": flow,
         "seq": ints["seq"],
         "fwd_tid": ints["fwd_tid"],
         "bytes": nbytes,

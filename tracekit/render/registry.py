@@ -38,6 +38,11 @@ _TABLE: dict[str, tuple[str, ...]] = {
         _JSON,
         "tracekit.render.whatif:WhatIfMarkdownRenderer",
     ),
+    "tracekit.whatif.memory.MemoryResult": (
+        "tracekit.render.memory_result:MemoryTextRenderer",
+        _JSON,
+        "tracekit.render.memory_result:MemoryMarkdownRenderer",
+    ),
     "tracekit.data.describe.CaptureDescription": (
         "tracekit.render.info:InfoTextRenderer",
         _JSON,

@@ -18,6 +18,7 @@ from tracekit.analysis.model import (
 )
 from tracekit.analysis.steps import outliers
 from tracekit.render.base import Section
+from tracekit.render.memory import NO_MEMORY_EVENTS, memory_sections, oom_note
 from tracekit.whatif.profiler import MEASURED_RANGE_US, untrusted_default
 
 TOP_ROWS = 10  # rows shown in the longer tables (the JSON has everything)
@@ -492,6 +493,11 @@ def other_notes(report: Report) -> list[str]:
         )
     if report.cpu_only:
         notes.append(_cpu_only_note(report))
+    elif not report.memory:
+        notes.append(NO_MEMORY_EVENTS)
+    oom = oom_note(report.capture)
+    if oom:
+        notes.append(oom)
     for odd in report.capture.get("warnings") or []:
         notes.append(f"warning: {odd}")
     if report.savings is not None and report.savings.skipped:
@@ -613,6 +619,7 @@ def report_sections(report: Report) -> list[Section]:
     loader = input_pipeline_section(report)
     if loader is not None:
         out.append(loader)
+    out.extend(memory_sections(report))
     out.extend(host_sections(report))
     for s in (
         sync_section(report),

@@ -23,6 +23,7 @@ from tracekit.data import files
 from tracekit.data.files import Location, is_uri, name_of
 from tracekit.data.schema import KIND_IDLE
 from tracekit.data.store import IDLE_PART_NAME, CaptureWriter, read_ranks
+from tracekit.data.summary import may_hold_category
 from tracekit.errors import OutputWriteError, TracekitError, TraceWarning
 from tracekit.parse.parser import Progress, parse_files_to, rank_hint
 
@@ -133,11 +134,12 @@ def analyze_rank_task(task: AnalyzeTask):
     """Analyse the task's ranks where their data is: read their rows, attribute, aggregate. Returns an
     analysis.partial.Partial (compact: no event table); with `check`, the names of the invariants
     checked are in `Partial.checked`."""
-    from tracekit.analysis.events import ANALYSIS_COLUMNS
+    from tracekit.analysis.events import MEMORY_CAT, analysis_columns
     from tracekit.analysis.partial import analyze_partial
 
     ranks = [int(r) for r in task.ranks]
-    table = read_ranks(task.path, ranks, task.meta, list(ANALYSIS_COLUMNS))
+    columns = analysis_columns(may_hold_category(task.path, task.meta, MEMORY_CAT))
+    table = read_ranks(task.path, ranks, task.meta, list(columns))
     if task.store:  # the rows a previous --store wrote are replaced, not analysed
         table = _without_idle_rows(table)
     part = analyze_partial(table, task.context, task.params)
