@@ -444,3 +444,58 @@ def test_a_blocking_copy_as_torch_makes_it(tmp_path):
     # AND pinned and non_blocking, the call and the sync return at once and the copy takes 1001 µs: the
     #     kernel follows it ~4000 µs earlier
     assert a.saved_ms["profiled"] == pytest.approx(4.0, abs=0.02)
+
+
+def _drained_steps(t: TraceBuilder, fast_us: float, slow_us: float, steps: int = 4) -> None:
+    """`steps` steps of a GPU whose queue a per-step `.item()` drains. Each step the host launches 10
+    kernels of `fast_us`, then 10 of `slow_us`, one launch every 15 µs (2 µs calls), then reads a value
+    (aten::item, its cudaStreamSynchronize until the device is done, back 1 µs after it). After the drain
+    the device runs each fast kernel as soon as it is launched, idle between them while the host launches
+    the next (launch and interpreter time, not sync); the slow kernels let the host run ahead until the
+    sync. Without the .item() the host runs ahead of the fast kernels too."""
+    host, gpu, corr = 0.0, 0.0, 0
+    for n in range(1, steps + 1):
+        start = host
+        for dur in [fast_us] * 10 + [slow_us] * 10:
+            corr += 1
+            t.launch(host + 1, 2, corr=corr)
+            gpu = max(gpu, host + 4)
+            t.kernel("k_fast" if dur == fast_us else "k_slow", gpu, dur, corr=corr)
+            gpu += dur
+            host += 15
+        t.op("aten::item", host, gpu + 1 - host + 1)
+        t.op("aten::_local_scalar_dense", host + 0.5, gpu + 1 - host)
+        t.sync(host + 1, gpu - host, name="cudaStreamSynchronize")  # returns 1 µs after the device is done
+        host = gpu + 2
+        t.step(n, start, host)
+
+
+def test_a_sync_under_its_threshold_is_advice_where_its_replay_saves_the_step(tmp_path):
+    # GIVEN steps of 10 × 5 µs then 10 × 40 µs kernels, a drain at each step's end: the device idles
+    # 10 µs between fast kernels (9 gaps: launch/interpreter) and ~5 µs in the sync, of a ~556 µs step
+    t = TraceBuilder()
+    _drained_steps(t, fast_us=5, slow_us=40)
+    r = analysis(tmp_path, t)
+    sync_idle = sum(s.idle_ns.get("sync", 0) for d in r.devices for s in d.samples)
+    total = sum(s.dur_ns for d in r.devices for s in d.samples)
+    assert 0 < sync_idle / total < 0.10  # under the rule's threshold: the strict rule does not fire
+    assert not any(a.kind == "sync_drain" for a in advise(r))
+    # THEN it is advice all the same: without the .item() the host runs ahead and the device runs the
+    # step's 450 µs of kernels back to back: 106 µs (19 %) less than the drained 556 µs step, profiled
+    a = one(r, "sync_drain")
+    assert a.whatif == ("--ops", f"{SYNC_OPS_RE}=0")
+    assert "under the rule's threshold" in a.prediction_note
+    assert a.saved_ms["profiled"] == pytest.approx(a.step_ms["profiled"] - 0.450, abs=0.010)
+    assert 0.05 * a.step_ms["unprofiled"] <= a.unprofiled_saved_ms <= a.step_ms["unprofiled"]
+
+
+def test_a_sync_whose_replay_saves_little_is_no_advice(tmp_path):
+    # GIVEN the same steps with slow kernels only (the host is ahead throughout but for the first one):
+    # the drain costs ~7 µs of a ~830 µs step
+    t = TraceBuilder()
+    _drained_steps(t, fast_us=40, slow_us=40)
+    r = analysis(tmp_path, t)
+    # THEN no sync advice: its replay saves under 5 % of the step; nor without the savings' replay
+    assert not any(a.kind == "sync_drain" for a in r.advice)
+    quick = tk.analyze(t.write(tmp_path / "again.pt.trace.json"), savings=False).report
+    assert not any(a.kind == "sync_drain" for a in quick.advice)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Optional, Sequence
 
+from tracekit.analysis.advice import CONFIRM_MIN_SAVED, candidates
 from tracekit.analysis.causes import BY_NAME, SCALED_CAUSES, STATE
 from tracekit.analysis.model import SavingsInfo
 from tracekit.analysis.steps import median_ns
@@ -121,7 +122,8 @@ def with_savings(
         return report
     if context is not None:
         frames, threads = context.hand_over()
-    host = any(_reads_host(a.whatif) for a in report.advice if a.whatif)
+    maybe = tuple(candidates(report))
+    host = any(_reads_host(a.whatif) for a in report.advice + maybe if a.whatif)
     rp = Replayer.of(capture, frames, threads, keep_frames=False, unchanged=False, keep_host=host)
     del frames, threads  # (the caller's, when it passed them itself, stay)
     s = cause_savings(rp)
@@ -129,7 +131,7 @@ def with_savings(
         replace(d, savings_ms_per_step=s.per_device.get((d.rank, d.device))) for d in report.devices
     )
     info = SavingsInfo(s.profiler_cost_us_per_event, s.cost_source)
-    advice = predict_advice(rp, report.advice, s.profiler_cost_us_per_event)
+    advice = predict_advice(rp, report.advice, s.profiler_cost_us_per_event, maybe)
     ip = report.input_pipeline
     if ip is not None and ip.unmeasured:
         advice = tuple(_noted(a, _unmeasured_note(a)) if a.saved_ms else a for a in advice)
@@ -173,14 +175,36 @@ def _reads_host(flags: Sequence[str]) -> bool:
         return False
 
 
-def predict_advice(rp: Replayer, advice: Sequence[Any], cost_us: float) -> tuple:
+def predict_advice(rp: Replayer, advice: Sequence[Any], cost_us: float, maybe: Sequence[Any] = ()) -> tuple:
     """Each advice with its what-if flags replayed: the step saved per step, profiled (the unchanged
     replay's step less the changed one's) and without the profiler (both with its cost `cost_us` removed;
     a producer-paced input pipeline paces both, tracekit.whatif.loader); then ranked by the unprofiled
     saving (advice that cannot be predicted after, by share). Each saving is a difference of two medians
-    of replayed steps that are never negative, so it never exceeds the step it is a saving of."""
+    of replayed steps that are never negative, so it never exceeds the step it is a saving of. `maybe`:
+    candidates (tracekit.analysis.advice.candidates), kept where the replay predicts they save at least
+    CONFIRM_MIN_SAVED of the unprofiled step, dropped otherwise (and where they cannot be predicted)."""
+    predicted = _predicted(rp, list(advice) + list(maybe), cost_us)
+    confirmed = [a for a in predicted[len(advice) :] if _confirmed(a)]
+    kept = predicted[: len(advice)] + [_noted(a, CONFIRMED_NOTE) for a in confirmed]
+    return tuple(rank_advice(kept))
+
+
+CONFIRMED_NOTE = (
+    f"its evidence is under the rule's threshold: given because the replay predicts it saves at least "
+    f"{CONFIRM_MIN_SAVED:.0%} of the step"
+)
+
+
+def _confirmed(a: Any) -> bool:
+    """Whether a candidate's replay confirms it (its note then says it fired on its replayed saving)."""
+    saved, step = a.unprofiled_saved_ms, (a.step_ms or {}).get("unprofiled")
+    return saved is not None and step is not None and step > 0 and saved >= CONFIRM_MIN_SAVED * step
+
+
+def _predicted(rp: Replayer, advice: list, cost_us: float) -> list:
+    """`advice` with each one's savings filled in where its flags can be replayed (predict_advice)."""
     if not any(a.whatif for a in advice):
-        return tuple(advice)
+        return advice
     base_p = slowest_ms(rp.replayed.dur)
     observed = slowest_ms(rp.observed.dur)
     error = base_p / observed - 1 if observed else 0.0
@@ -216,7 +240,7 @@ def predict_advice(rp: Replayer, advice: Sequence[Any], cost_us: float) -> tuple
                 saved_ms={"profiled": base_p - profiled, "unprofiled": saved_u},
                 step_ms={"profiled": base_p, "unprofiled": base_u},
             )
-    return tuple(rank_advice(out))
+    return out
 
 
 def _replayed_ms(rp: Replayer, scenario: WhatIfOptions, f: Any, cost_us: float) -> tuple[float, float]:
