@@ -55,3 +55,7 @@ def test_the_targets_the_page_reports(table):
             miss = r["predicted_peak"] / r["measured_peak"] - 1
             assert f"{miss * 100:+.1f}% ✗" in page and r["run"] in prose, r["run"]
     assert within >= 0.9 * len(fig["rows"])
+    # under bf16 the measured peak lies in the predicted range (within 10 % of its ends)
+    for r in fig["rows"]:
+        if r["predicted_upper"] is not None and r["measured_peak"]:
+            assert 0.9 * r["predicted_peak"] <= r["measured_peak"] <= 1.1 * r["predicted_upper"], r["run"]

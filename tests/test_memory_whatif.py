@@ -114,6 +114,11 @@ def test_mixed_precision_halves_the_samples_and_adds_weight_copies(tmp_path):
     # weight copies, 200 / 2, are all alive) + G 30 + its first, 16-bit version 15; the forward's is 1175
     assert d.predicted_peak_allocated == 1195 and d.predicted_peak_phase == "backward"
     assert sum(d.predicted_by_category.values()) == 1195
+    # and the upper figure keeps float32 what no matrix product made: X (20), made in MmBackward0's
+    # engine call with no aten::mm under it, at its allocation: 1000 + 50 + 100 + G 30 + X 20 = 1200
+    assert d.predicted_peak_allocated_upper == 1200
+    # without mixed precision there is no range
+    assert predict(tmp_path, t, manifest, batch_scale=2).predicted_peak_allocated_upper is None
 
 
 def test_bad_scenarios_are_refused_before_anything_is_read(tmp_path):

@@ -41,6 +41,13 @@ def _prediction_section(p: Any) -> Section:
     for d in p.devices:
         cats = ", ".join(f"{c.title} {human(d.predicted_by_category.get(c.name, 0))}" for c in CATEGORIES)
         notes.append(f"rank {d.rank} device {d.device}: at the predicted peak {cats}")
+        if d.predicted_peak_allocated_upper is not None:
+            notes.append(
+                f"rank {d.rank} device {d.device}: under mixed precision the peak lies between "
+                f"{human(d.predicted_peak_allocated)} and {human(d.predicted_peak_allocated_upper)}: up to "
+                "the upper figure where float32 inputs carry float32 through the ops after them (which "
+                "inputs an op took is not in the trace)"
+            )
         if p.scenario.fit_gib is not None:
             if d.fit_batch_scale is None:
                 notes.append(

@@ -74,6 +74,18 @@ AUTOCAST_FP32 = re.compile(
     r"binary_cross_entropy\w*|kl_div|soft_margin_loss|sum|prod|cumsum|cumprod|exp|log|log10|log2|log1p|"
     r"pow|acos|asin|cosh|erfinv|reciprocal|rsqrt|sinh|tan|dist|pdist|cdist|renorm|logsumexp)(\b|$)"
 )
+# Ops that autocast runs in 16 bits (torch's lower-precision autocast lists: matrix products, convolutions,
+# attention, RNN cells; their backward ops; and the cast copies themselves): the one place an output is
+# 16-bit whatever its inputs. Any other op's output has the type its inputs promote to, float32 where a
+# float32 tensor flows in (a residual stream from float32 embeddings, a norm's or a softmax's output):
+# which inputs an op took is not in a Kineto trace, so the peak is also given with those kept float32
+# (MemoryPrediction.predicted_peak_allocated_upper).
+AUTOCAST_LOW = re.compile(
+    r"^aten::(_?convolution\w*|conv\w*|cudnn_convolution\w*|mkldnn_convolution\w*|prelu\w*|addmm|addmv|"
+    r"addr|matmul\w*|einsum|mm|mv|linear\w*|addbmm|baddbmm|bmm|chain_matmul|linalg_multi_dot|"
+    r"_thnn_fused_(lstm|gru)_cell\w*|(lstm|gru|rnn_tanh|rnn_relu)_cell|_?scaled_dot_product\w*|"
+    r"_efficient_attention\w*|_flash_attention\w*|_to_copy|to|_cudnn_rnn\w*)$"
+)
 # Mixed precision on a CPU-only capture (no kernel names to tell the matrix products by): the framework
 # ops at this fraction of their float32 time. A model, checked in docs/results/memory.md.
 AMP_TIME = 0.5
@@ -95,6 +107,9 @@ class MemoryPrediction:
     predicted_peak_reserved: Optional[int]  # allocated × the observed reserved/allocated ratio at the peak
     predicted_by_category: Mapping[str, int]
     predicted_peak_phase: str
+    # under mixed precision: the peak with only the AUTOCAST_LOW ops' outputs 16-bit (type promotion can
+    # keep the rest float32; the trace does not say which): the allocated peak lies between the two
+    predicted_peak_allocated_upper: Optional[int] = None
     observed_step_ms: Optional[float] = None
     predicted_step_ms: Optional[float] = None
     unprofiled_observed_step_ms: Optional[float] = None
@@ -241,6 +256,11 @@ def predict_device(
     fixed_extra = ser.held + copies
     k, pred, by_cat = _peak(tl, ser, pieces, grads, fixed_extra, scenario.factor, scenario.grad_accum)
     predicted = int(round(pred))
+    upper = None
+    if scenario.amp:
+        wider, _ = _reshaped(tl, threads, frames, scenario, [], upper=True)
+        _, high, _ = _peak(tl, ser, wider, grads, fixed_extra, scenario.factor, scenario.grad_accum)
+        upper = max(predicted, int(round(high)))
     obs_k = int(np.argmax(ser.allocated))
     ratio = ser.reserved[obs_k] / ser.allocated[obs_k] if ser.allocated[obs_k] and tl.device >= 0 else None
     # what no block explains named as the analysis names it (the capture's record of the model, the rest
@@ -261,7 +281,9 @@ def predict_device(
     if scenario.amp:
         notes.append(
             "the 16-bit weight copies are counted in `unattributed` at the predicted peak; activations and "
-            "temporaries at half their size but where a float32 op (softmax, norms, losses, sums) made them"
+            "temporaries at half their size but where a float32 op (softmax, norms, losses, sums) made them; "
+            "up to the upper peak where float32 inputs (a residual stream, a norm's output) carry float32 "
+            "through the ops after them: only matrix products, convolutions and attention are surely 16-bit"
         )
     if scenario.grad_accum > 1:
         notes.append(
@@ -275,6 +297,7 @@ def predict_device(
         observed_peak_reserved=int(ser.reserved.max()),
         predicted_peak_allocated=predicted,
         predicted_peak_reserved=None if ratio is None else int(round(predicted * ratio)),
+        predicted_peak_allocated_upper=upper,
         predicted_by_category=by_category,
         predicted_peak_phase=PHASES[int(ser.phase[k])],
         fit_batch_scale=fit_scale,
@@ -285,11 +308,17 @@ def predict_device(
 
 
 def _reshaped(
-    tl: DeviceTimeline, threads: Any, frames: Any, scenario: MemoryOptions, notes: list[str]
+    tl: DeviceTimeline,
+    threads: Any,
+    frames: Any,
+    scenario: MemoryOptions,
+    notes: list[str],
+    upper: bool = False,
 ) -> tuple[_Pieces, np.ndarray]:
     """The device's blocks as pieces under the scenario (sizes per sample and precision, checkpointed
     lifetimes, the 16-bit first versions of the gradients), and the mask of the blocks that are
-    gradients the trace saw made."""
+    gradients the trace saw made. Under mixed precision an activation or temporary is 16-bit but where
+    an AUTOCAST_FP32 op made it; `upper`: only where an AUTOCAST_LOW op made it."""
     lo, hi = (x.copy() for x in tl.spans())
     b = tl.blocks
     size = b["size"].to_numpy(np.float64)
@@ -299,7 +328,12 @@ def _reshaped(
     per_sample &= tl.phase[np.clip(b["alloc"].to_numpy(), 0, max(tl.ts.size - 1, 0))] != OPTIMIZER
     precision = np.ones(len(b))
     if scenario.amp:  # the batch and the loss stay float32: autocast casts copies, which are activations
-        precision = np.where(per_sample & (cat != IO) & ~_fp32_blocks(tl, threads), 0.5, 1.0)
+        half = (
+            ~_blocks_made_by(tl, threads, AUTOCAST_FP32)
+            if not upper
+            else _blocks_made_by(tl, threads, AUTOCAST_LOW)
+        )
+        precision = np.where(per_sample & (cat != IO) & half, 0.5, 1.0)
     pieces = _Pieces(
         lo, hi, np.where(per_sample, 0.0, size), np.where(per_sample, size * precision, 0.0), cat
     )
@@ -374,8 +408,8 @@ def _later_micro_batches(
     return (total, full, np.where(total > 0, made, 0.0)) if split else total
 
 
-def _fp32_blocks(tl: DeviceTimeline, threads: Any) -> np.ndarray:
-    """Blocks made by an op autocast runs in float32 (AUTOCAST_FP32, innermost or outermost op)."""
+def _blocks_made_by(tl: DeviceTimeline, threads: Any, ops: re.Pattern) -> np.ndarray:
+    """Blocks made in this trace by an op `ops` matches (innermost or outermost op)."""
     b = tl.blocks
     alloc = b["alloc"].to_numpy()
     made = alloc >= tl.cycle_first[b["cycle"].to_numpy()]
@@ -383,10 +417,7 @@ def _fp32_blocks(tl: DeviceTimeline, threads: Any) -> np.ndarray:
     idx = np.flatnonzero(made)
     inner, outer = event_ops(tl, threads, alloc[idx])
     hit = np.array(
-        [
-            bool(AUTOCAST_FP32.match(str(i or ""))) or bool(AUTOCAST_FP32.match(str(o or "")))
-            for i, o in zip(inner, outer)
-        ],
+        [bool(ops.match(str(i or ""))) or bool(ops.match(str(o or ""))) for i, o in zip(inner, outer)],
         dtype=bool,
     )
     out[idx] = hit

@@ -227,6 +227,7 @@ def derive(folder: Path) -> dict[str, Any]:
                 "baseline_peak": d.observed_peak_allocated,
                 "measured_peak": peak,
                 "predicted_peak": d.predicted_peak_allocated,
+                "predicted_upper": d.predicted_peak_allocated_upper,
                 "baseline_step_ms": d.unprofiled_observed_step_ms,
                 "measured_step_ms": stat(steps) if steps else None,
                 "predicted_step_ms": d.unprofiled_predicted_step_ms,
@@ -333,7 +334,8 @@ def render(fig: dict[str, Any]) -> list[str]:
                 r["change"],
                 mib(r["baseline_peak"]),
                 mib(r["measured_peak"]) if not r["missing"] else f"missing: {r['missing']}",
-                mib(r["predicted_peak"]),
+                mib(r["predicted_peak"])
+                + (f" (up to {mib(r['predicted_upper'])})" if r.get("predicted_upper") is not None else ""),
                 pct(m) + flag,
                 ms(r["baseline_step_ms"]) + (" (mean)" if r["basis"] == "mean" else ""),
                 ms(step),
