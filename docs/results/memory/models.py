@@ -1,13 +1,14 @@
-"""Real models for the memory what-if check (docs/results/memory.md): a torchvision ResNet and a transformers
-GPT-2, randomly initialised (no network), trained on random batches, with or without AMP and activation
+"""Real models for the memory what-if check (docs/results/memory.md): a torchvision ResNet, a transformers
+GPT-2 and a timm ViT, randomly initialised (no network), trained on random batches, with or without AMP and activation
 checkpointing. Captured by docs/results/memory/run_gpu.sh as `tracekit.capture --script`:
 
     python -m tracekit.capture --script docs/results/memory/models.py -o RUN -- --model resnet50 --batch 64
 
---model resnet50|resnet18|gpt2|gpt2-tiny; --batch N; --amp bf16|fp16 (autocast; fp16 with a GradScaler);
+--model resnet50|resnet18|gpt2|gpt2-tiny|vit_*; --batch N; --amp bf16|fp16 (autocast; fp16 with a GradScaler);
 --checkpoint N (ResNet: torch's checkpoint_sequential over its top-level modules in N segments; GPT-2:
-transformers' gradient_checkpointing, every block: give any N > 0); --seq L (GPT-2's sequence length);
---size S (ResNet's image side, 224); --device cuda|cpu. One step: forward, loss, backward, SGD step
+transformers' gradient_checkpointing, every block: give any N > 0; a timm ViT (vit_small_patch16_224,
+any timm vit_* name): timm's set_grad_checkpointing, every block); --seq L (GPT-2's sequence length);
+--size S (ResNet's and ViT's image side, 224); --device cuda|cpu. One step: forward, loss, backward, SGD step
 (momentum 0.9), zero_grad.
 """
 
@@ -75,6 +76,25 @@ def gpt2(name: str, checkpoint: int, device: str, seq_len: int) -> tuple:
     return model, batch, loss
 
 
+def vit(name: str, checkpoint: int, device: str, size: int) -> tuple:
+    """A timm Vision Transformer (held out: the memory model was built on the other three families)."""
+    import timm
+
+    model = timm.create_model(name, pretrained=False, num_classes=1000, img_size=size).to(device)
+    if checkpoint > 0:
+        model.set_grad_checkpointing(True)
+
+    def batch(n: int) -> tuple:
+        x = torch.randn(n, 3, size, size, device=device)
+        y = torch.randint(0, 1000, (n,), device=device)
+        return x, y
+
+    def loss(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.cross_entropy(model(x), y)
+
+    return model, batch, loss
+
+
 def main(argv: list) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default="resnet50")
@@ -88,6 +108,8 @@ def main(argv: list) -> None:
     torch.manual_seed(0)
     if args.model.startswith("resnet"):
         model, batch, loss_of = resnet(args.model, args.checkpoint, args.device, args.size)
+    elif args.model.startswith("vit"):
+        model, batch, loss_of = vit(args.model, args.checkpoint, args.device, args.size)
     else:
         model, batch, loss_of = gpt2(args.model, args.checkpoint, args.device, args.seq)
     model.train()

@@ -12,8 +12,8 @@
 #   SMOKE=1 OUT=/tmp/mem bash docs/results/memory/run_gpu.sh     # tiny sizes on the CPU (a minute)
 #   RUNS="mlp_base mlp_b2" bash docs/results/memory/run_gpu.sh   # a subset (names below)
 #
-# Writes under $OUT (at most 7 files, none in a folder):
-#   mlp.tar, dataloader.tar, resnet.tar, gpt2.tar   the run folders: rank0.<time>.pt.trace.json.gz + manifest.json
+# Writes under $OUT (at most 8 files, none in a folder):
+#   mlp.tar, dataloader.tar, resnet.tar, gpt2.tar, vit.tar   the run folders: rank0.<time>.pt.trace.json.gz + manifest.json
 #   measured.json   per run: family, what changed, status (an OOM's line), unprofiled step ms, and the
 #                   allocator's peaks over the unprofiled timed steps (max_memory_allocated / _reserved);
 #                   `boundary`: what reading the allocator at a step boundary costs (benchmarks/memory_stats_cost.py)
@@ -49,6 +49,7 @@ if [ -n "$SMOKE" ]; then
   DL="--set num_workers=0 --set batch_size=256"; DL_B2="--set batch_size=512"; DL_GA="--set batch_size=128 --set grad_accum=2"
   RESNET="--model resnet18 --batch 4 --size 64"; RESNET_B2="--batch 8"
   GPT="--model gpt2-tiny --batch 2 --seq 64"; GPT_B2="--batch 4"
+  VIT="--model vit_tiny_patch16_224 --batch 2 --size 64"; VIT_B2="--batch 4"
   FIT_GIB=0.004
 else
   DEVICE=cuda
@@ -57,10 +58,11 @@ else
   DL="--set batch_size=1024"; DL_B2="--set batch_size=2048"; DL_GA="--set batch_size=512 --set grad_accum=2"
   RESNET="--model resnet50 --batch 64"; RESNET_B2="--batch 128"
   GPT="--model gpt2 --batch 8 --seq 512"; GPT_B2="--batch 16"
+  VIT="--model vit_small_patch16_224 --batch 64"; VIT_B2="--batch 128"
   FIT_GIB=8
 fi
 ALL_RUNS="mlp_base mlp_b2 mlp_amp mlp_ckpt4 mlp_ga4 mlp_fit mlp_oom dl_base dl_b2 dl_amp dl_ckpt2 dl_ga2
-resnet_base resnet_b2 resnet_amp resnet_ckpt4 gpt2_base gpt2_b2 gpt2_amp gpt2_ckpt"
+resnet_base resnet_b2 resnet_amp resnet_ckpt4 gpt2_base gpt2_b2 gpt2_amp gpt2_ckpt vit_base vit_b2 vit_amp vit_ckpt"
 RUNS="${RUNS:-$ALL_RUNS}"
 
 spec_of() {  # run name -> "family|capture arguments|script arguments" (a workload and --set flags, or --script)
@@ -85,6 +87,10 @@ spec_of() {  # run name -> "family|capture arguments|script arguments" (a worklo
     gpt2_b2)      echo "gpt2|--script $MODELS|$GPT $GPT_B2" ;;
     gpt2_amp)     echo "gpt2|--script $MODELS|$GPT --amp bf16" ;;
     gpt2_ckpt)    echo "gpt2|--script $MODELS|$GPT --checkpoint 1" ;;
+    vit_base)     echo "vit|--set with_stack=true --script $MODELS|$VIT" ;;
+    vit_b2)       echo "vit|--script $MODELS|$VIT $VIT_B2" ;;
+    vit_amp)      echo "vit|--script $MODELS|$VIT --amp bf16" ;;
+    vit_ckpt)     echo "vit|--script $MODELS|$VIT --checkpoint 1" ;;
     *) return 1 ;;
   esac
 }
@@ -112,6 +118,7 @@ for run in $RUNS; do
   case "$family" in
     resnet) has torchvision || { echo "== $run: skipped, no torchvision" | tee -a "$LOG"; continue; } ;;
     gpt2) has transformers || { echo "== $run: skipped, no transformers" | tee -a "$LOG"; continue; } ;;
+    vit) has timm || { echo "== $run: skipped, no timm" | tee -a "$LOG"; continue; } ;;
   esac
   [ "$run" = mlp_oom ] && [ "$DEVICE" = cpu ] && { echo "== $run: skipped on the CPU" | tee -a "$LOG"; continue; }
   if [ "$run" = mlp_fit ] && [[ "$args" == *"batch_size= "* || "$args" == *"batch_size=" ]]; then
@@ -176,7 +183,7 @@ with open(dest, "w") as fh:
     json.dump({"device": device, "fit_gib": fit_gib, "boundary": boundary, "runs": runs}, fh, indent=1, sort_keys=True)
 PYEOF
 
-for family in mlp dataloader resnet gpt2; do
+for family in mlp dataloader resnet gpt2 vit; do
   dirs=$(cd "$WORK" && grep -lx "$family" */family.txt 2>/dev/null | xargs -r -n1 dirname)
   [ -n "$dirs" ] && tar -C "$WORK" -cf "$OUT/$family.tar" $dirs
 done
