@@ -137,3 +137,19 @@ def test_more_loader_workers_less_dataloader_idle():
     figures = tk.diff(a, b).figures()
     row = figures[figures["figure"] == "idle: dataloader"].iloc[0]
     assert row["value_b"] < row["value_a"] and row["significant"]
+
+
+@needs_public
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize(
+    "name", ["tracelens/sglang_qwen3-8b_decode.json.gz", "tracelens/sglang_qwen3-8b_prefilldecode.json.gz"]
+)
+def test_a_rocm_blocking_copy_is_sync_with_its_line_not_launch(name):
+    # the SGLang traces (MI300X): the host blocked ~0.5 s in hipMemcpyWithStream while the device idled,
+    # a kernel launched before it pending throughout (docs/QUIRKS.md)
+    report = analyze(parse_paths([PUBLIC / name]))  # type: ignore[operator]
+    (d,) = report.devices
+    idle = {c: sum(s.idle_ns[c] for s in d.samples) for c in CAUSES}
+    assert max(idle, key=idle.get) == "sync" and idle["launch"] < 0.01 * idle["sync"]
+    top = report.sync_sources[0]
+    assert top.call == "hipMemcpyWithStream" and top.source  # its line in SGLang (with_stack)

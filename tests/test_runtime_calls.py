@@ -161,6 +161,30 @@ def test_a_blocking_copy_is_sync_not_launch(tmp_path, copy, launch):
     assert abs(rp.replayed.dur[0].mean() / rp.observed.dur[0].mean() - 1) <= 0.02
 
 
+@pytest.mark.parametrize(
+    "copy, launch", [("hipMemcpyWithStream", "hipLaunchKernel"), ("cudaMemcpy", "cudaLaunchKernel")]
+)
+def test_a_kernel_held_behind_a_blocking_copy_is_sync_not_launch(tmp_path, copy, launch):
+    # GIVEN the pattern of an SGLang decode trace on an MI300X (ROCm): a kernel launched, then a blocking
+    # copy; the kernel starts only near the copy's end, the device idle meanwhile
+    #        CPU  |- LAUNCH [2,5) -|.. |-------- COPY [10,90) --------| interp
+    #        GPU  [k0 0,1)                        [k1 80,85) [memcpy 86,88)
+    t = TraceBuilder()
+    t.step(1, 0, 100)
+    t.kernel("k0", 0, 1)
+    t.runtime(launch, 2, 3, corr=1)
+    t.runtime(copy, 10, 80, corr=2)
+    t.kernel("k1", 80, 5, corr=1)
+    t.memcpy(86, 2, corr=2)
+    r = _analyze(tmp_path, t)
+    # THEN gap [1,80), ended by k1 (issued at 5): interp [1,2), launch [2,5), then k1 pending [5,80):
+    # launch latency while the host was not in the copy [5,10), sync while it was [10,80); gap [85,86)
+    # (the copy's own) and the tail [88,100) begin with the host blocked in it: drains, sync 1 + 12.
+    # Before, the 70 µs were launch.
+    assert _idle(r) == {"interpreter": 1 * US, "launch": 8 * US, "sync": 83 * US}
+    assert [(s.call, s.idle_ns) for s in r.sync_sources] == [(copy, 83 * US)]
+
+
 def test_runtime_time_is_a_scenario_and_a_saving(tmp_path):
     t = _with_call("cudaMalloc", "cudaLaunchKernel")
     capture = parse_paths([t.write(tmp_path / "trace.pt.trace.json")])

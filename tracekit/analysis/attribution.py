@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analysis import intervals as iv
+from tracekit.analysis.calls import CallKind, call_kind
 from tracekit.analysis.causes import CAUSES, STATE, STATE_NAMES, STATE_TO_CAUSE, cause_code, states_where
 from tracekit.analysis.host import Thread, Threads
 
@@ -88,13 +89,13 @@ def attribute_device(
     host_b = np.where(queued, a, c)  # queued gaps are not sliced
     drain, pointer, pieces = _drains_and_slices(nxt, threads, a, host_b, queued, sync_tolerance_ns)
 
-    # queued gaps: one piece; pending launch pieces [c, b)
+    # queued gaps: one piece; pending launch pieces [c, b) (but where T was blocked in a copy)
     qg = np.flatnonzero(queued)
-    pend = np.flatnonzero(~queued & (c < b))
-    p_gap = np.concatenate([pieces[0], qg, pend])
-    p_start = np.concatenate([pieces[1], a[qg], c[pend]])
-    p_end = np.concatenate([pieces[2], b[qg], b[pend]])
-    p_state = np.concatenate([pieces[3], np.full(qg.size, -1), np.full(pend.size, LAUNCH)])
+    pend = _pending(nxt, threads, c, b, np.flatnonzero(~queued & (c < b)))
+    p_gap = np.concatenate([pieces[0], qg, pend[0]])
+    p_start = np.concatenate([pieces[1], a[qg], pend[1]])
+    p_end = np.concatenate([pieces[2], b[qg], pend[2]])
+    p_state = np.concatenate([pieces[3], np.full(qg.size, -1), pend[3]])
     order = np.lexsort((p_start, p_gap))
     p_gap, p_start, p_end, p_state = p_gap[order], p_start[order], p_end[order], p_state[order]
 
@@ -206,6 +207,40 @@ def _drains_and_slices(
     empty = [np.zeros(0, np.int64)]
     cat = tuple(np.concatenate([p[i] for p in pieces] + empty).astype(np.int64) for i in range(4))
     return drain, pointer, cat  # type: ignore[return-value]
+
+
+def _pending(
+    nxt: _Next, threads: Threads, c: np.ndarray, b: np.ndarray, gaps: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Rule 3's pending pieces [c, b) of `gaps`: K issued, not yet started, which is `launch` (its
+    latency) except while T was blocked in a blocking copy call (calls.CallKind.COPY), which is `sync`:
+    the runtime held K behind the copy (ROCm: a kernel launched before a blocking hipMemcpyWithStream
+    from pageable memory starts when the call returns, the device idle throughout: docs/QUIRKS.md).
+
+      CPU T   |- L -|...|------------- hipMemcpyWithStream -------------|
+      GPU     ==]                          idle                        [=== K ===
+                a   c   launch  |               sync                   b"""
+    out: list[tuple[np.ndarray, ...]] = [(gaps, c[gaps], b[gaps], np.full(gaps.size, LAUNCH))]
+    if gaps.size:
+        out = []
+        for code, key in enumerate(nxt.thread_keys):
+            g = gaps[nxt.thread_code[gaps] == code]
+            if not g.size:
+                continue
+            th = threads[key]
+            q, ps, pe, st = th.timeline.slice(c[g], b[g])
+            copy = (st == SYNC) & _in_copy(th, ps)
+            out.append((g[q], ps, pe, np.where(copy, SYNC, LAUNCH).astype(np.int64)))
+    empty = np.zeros(0, np.int64)
+    return tuple(np.concatenate([o[i] for o in out] + [empty]).astype(np.int64) for i in range(4))  # type: ignore[return-value]
+
+
+def _in_copy(th: Thread, at: np.ndarray) -> np.ndarray:
+    """Whether the innermost sync event on `th` at each time is a blocking copy call."""
+    p = iv.innermost_containing(th.sync_s, th.sync_e, th.sync_depth, at)
+    names = th.sync_name[np.maximum(p, 0)] if th.sync_s.size else np.zeros(at.size, dtype=object)
+    calls = th.sync_is_call[np.maximum(p, 0)] if th.sync_s.size else np.zeros(at.size, bool)
+    return (p >= 0) & calls & np.array([call_kind(str(n)) == CallKind.COPY for n in names], dtype=bool)
 
 
 def _piece_pointers(

@@ -1,6 +1,7 @@
-"""Real models for the memory what-if check (docs/results/memory.md): a torchvision ResNet, a transformers
-GPT-2 and a timm ViT, randomly initialised (no network), trained on random batches, with or without AMP and activation
-checkpointing. Captured by docs/results/memory/run_gpu.sh as `tracekit.capture --script`:
+"""Real models for the memory what-if check (docs/results/memory.md): a torchvision ResNet, a
+transformers GPT-2 and a timm ViT, randomly initialised (no network), trained on random batches, with or
+without AMP and activation checkpointing. Captured by docs/results/memory/run_gpu.sh as
+`tracekit.capture --script`:
 
     python -m tracekit.capture --script docs/results/memory/models.py -o RUN -- --model resnet50 --batch 64
 
