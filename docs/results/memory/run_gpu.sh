@@ -112,6 +112,9 @@ has() { "$PY" -c "import $1" >/dev/null 2>&1; }
 "$PY" benchmarks/memory_stats_cost.py >"$WORK/boundary.json" 2>>"$LOG" || echo '{}' >"$WORK/boundary.json"
 cat "$WORK/boundary.json" | tee -a "$LOG"
 for run in $RUNS; do
+  if [ -n "$ONLY" ] && [[ " $ONLY " != *" ${run%%_*} "* ]] && [[ "$run" != dl_* || " $ONLY " != *" dataloader "* ]]; then
+    continue  # a family ONLY leaves out (before spec_of: mlp_fit's spec runs tracekit memory on mlp_base)
+  fi
   spec="$(spec_of "$run")" || { echo "unknown run $run; choose from: $ALL_RUNS" | tee -a "$LOG"; continue; }
   IFS='|' read -r family args script_args <<<"$spec"
   if [ -n "$ONLY" ] && [[ " $ONLY " != *" $family "* ]]; then continue; fi
