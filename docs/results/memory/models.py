@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 import torch
 
@@ -46,6 +47,12 @@ def resnet(name: str, checkpoint: int, device: str, size: int) -> tuple:
             return checkpoint_sequential(seq, checkpoint, x, use_reentrant=False)
         return seq(x)
 
+    return (seq, *_classifier(forward, device, size))
+
+
+def _classifier(forward: Any, device: str, size: int) -> tuple:
+    """An image classifier's (batch, loss): random size × size images and labels of 1000 classes."""
+
     def batch(n: int) -> tuple:
         x = torch.randn(n, 3, size, size, device=device)
         y = torch.randint(0, 1000, (n,), device=device)
@@ -54,7 +61,7 @@ def resnet(name: str, checkpoint: int, device: str, size: int) -> tuple:
     def loss(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return torch.nn.functional.cross_entropy(forward(x), y)
 
-    return seq, batch, loss
+    return batch, loss
 
 
 def gpt2(name: str, checkpoint: int, device: str, seq_len: int) -> tuple:
@@ -85,15 +92,7 @@ def vit(name: str, checkpoint: int, device: str, size: int) -> tuple:
     if checkpoint > 0:
         model.set_grad_checkpointing(True)
 
-    def batch(n: int) -> tuple:
-        x = torch.randn(n, 3, size, size, device=device)
-        y = torch.randint(0, 1000, (n,), device=device)
-        return x, y
-
-    def loss(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return torch.nn.functional.cross_entropy(model(x), y)
-
-    return model, batch, loss
+    return (model, *_classifier(model, device, size))
 
 
 def main(argv: list) -> None:
