@@ -62,6 +62,8 @@ from tracekit.analysis.memory import (
     names_matching,
 )
 from tracekit.analysis.memory_model import CATEGORIES, CATEGORY_NAMES, PHASES
+from tracekit.analysis.model import _memory_json, _plain
+from tracekit.analysis.steps import launch_times
 from tracekit.errors import TracekitError
 from tracekit.whatif.memory_options import MemoryOptions
 
@@ -139,8 +141,6 @@ class MemoryWhatIfResult:
     notes: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        from tracekit.analysis.model import _plain
-
         return {
             "tracekit_memory_whatif": 1,
             "capture": dict(self.capture),
@@ -160,8 +160,6 @@ class MemoryResult:
     prediction: Optional[MemoryWhatIfResult] = None
 
     def to_json(self) -> dict[str, Any]:
-        from tracekit.analysis.model import _memory_json
-
         return {
             "tracekit_memory": 1,
             "capture": dict(self.capture),
@@ -648,8 +646,6 @@ def phase_ms(frames: Any, tl: DeviceTimeline, phase: int) -> float:
     ws, we = steps["ts"].to_numpy(np.int64), steps["end"].to_numpy(np.int64)
     marks = tl.marks
     if frames.has_device:
-        from tracekit.analysis.steps import launch_times
-
         dev = frames.device[
             (frames.device["rank"] == tl.rank) & (frames.device["device"] == max(tl.device, 0))
         ]
@@ -682,8 +678,6 @@ def prelaunched_ms(frames: Any, tl: DeviceTimeline) -> float:
     (tracekit.whatif.graph), whatever the scenario."""
     if not frames.has_device or not len(tl.steps):
         return 0.0
-    from tracekit.analysis.steps import launch_times
-
     dev = frames.device[(frames.device["rank"] == tl.rank) & (frames.device["device"] == max(tl.device, 0))]
     orphan = np.isnan(launch_times(dev, frames.launches))
     ts = dev["ts"].to_numpy(np.int64)
