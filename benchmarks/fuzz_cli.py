@@ -185,7 +185,7 @@ def odd_number(rng: random.Random) -> str:
 
 def random_argv(rng: random.Random, inp: Path, work: Path) -> tuple[list, Path | None]:
     """A command over `inp` with random options; the output path it names (or None)."""
-    command = rng.choice(["analyze", "analyze", "whatif", "whatif", "info", "parse", "diff"])
+    command = rng.choice(["analyze", "analyze", "whatif", "whatif", "memory", "info", "parse", "diff"])
     out_choices = [work / "out.txt", work / "out.json", work / "sub", inp, work / "blocker" / "x.txt"]
     argv: list = [command, str(inp)]
     out = None
@@ -203,6 +203,19 @@ def random_argv(rng: random.Random, inp: Path, work: Path) -> tuple[list, Path |
                 ["--python-speedup", odd_number(rng)],
                 ["--rank-host", f"{rng.choice(['0', '7', 'x'])}={odd_number(rng)}"],
                 ["--trace", str(rng.choice(out_choices))],
+            ]
+        )
+    elif command == "memory":
+        argv += rng.choice(
+            [
+                [],
+                ["--batch-scale", odd_number(rng)],
+                ["--amp", rng.choice(["bf16", "fp16", "fp8", ""])],
+                ["--grad-accum", odd_number(rng)],
+                ["--checkpoint", odd_number(rng)],
+                ["--checkpoint-modules", rng.choice(["(", "^Linear_", ""])],
+                ["--fit-gib", odd_number(rng)],
+                ["--step", rng.choice(["ProfilerStep", "(", ""])],
             ]
         )
     elif command == "analyze":
