@@ -254,6 +254,145 @@ def test_a_parse_stopped_by_a_signal_leaves_nothing(tmp_path, big_trace, sig, fo
     assert not alive, f"decode workers left running: {alive}"
 
 
+# A stop signal's handler runs in the main thread just after a C call returns (or as a function starts):
+# run there by a profile function, with that frame, as the interpreter runs it when the signal came
+# during the call. The moments at a pool's future's lock, in the main thread, where a raised stop broke it.
+_AT_A_FUTURES_LOCK = """
+import signal, sys, threading
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from tracekit.data import pool
+CODE, EVENT = getattr(threading.Condition, {where!r}).__code__, {event!r}
+futures = {{}}
+submit = ProcessPoolExecutor.submit
+def submit_kept(self, *args, **kwargs):
+    future = submit(self, *args, **kwargs)
+    futures[id(future._condition)] = future
+    return future
+def at_the_lock(frame, event, arg):
+    if event == EVENT and frame.f_code is CODE:
+        future = futures.get(id(frame.f_locals["self"]))
+        if future is not None and not future.done():  # the manager thread will take its lock
+            sys.setprofile(None)
+            Path("fired").touch()
+            signal.getsignal(signal.SIGHUP)(signal.SIGHUP, frame)
+map_ = pool.ForkPool.map
+def map_then_stop(self, *args, **kwargs):
+    sys.setprofile(at_the_lock)
+    yield from map_(self, *args, **kwargs)
+ProcessPoolExecutor.submit, pool.ForkPool.map = submit_kept, map_then_stop
+"""
+
+
+@pytest.mark.parametrize(
+    "where, event",
+    [("__enter__", "c_return"), ("__exit__", "call")],  # the future's lock just taken; not yet given up
+)
+def test_a_stop_at_a_futures_lock_still_ends_the_parse(tmp_path, big_trace, where, event):
+    """A SIGHUP that came just as the main thread took a future's lock (Future.result,
+    add_done_callback), or was about to give it up: raised there, the lock stayed taken (the `with` had
+    not begun, or was leaving), the pool's manager thread waited for it forever, and the pool's shut-down
+    for the manager thread: the parse hung. The pool takes its futures' locks inside signals.held()."""
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    setup = _AT_A_FUTURES_LOCK.format(where=where, event=event)
+    argv = ["parse", str(big_trace), "-o", str(out_dir / "c")]
+    (tmp_path / "run_tracekit.py").write_text(
+        f"{setup}sys.argv = ['tracekit', *{argv!r}]\nfrom tracekit.__main__ import main\nmain()\n"
+    )
+    code, err = _run_in_own_group([sys.executable, "-m", "run_tracekit"], tmp_path)
+    assert (tmp_path / "fired").exists()
+    assert (code, err.strip()) == (128 + signal.SIGHUP, "tracekit: stopped by SIGHUP"), err
+    assert list(out_dir.iterdir()) == []
+
+
+def test_a_stop_anywhere_in_the_pools_main_thread_code_is_raised_and_shuts_it_down(tmp_path):
+    """The same, at every moment of a pool's work where the main thread runs a C call or starts a
+    function (its own code, concurrent.futures', threading's, queue's, the wake-up pipe's), once each:
+    the pool is stopped each time, shut down, with no other error (the lock a `with` gives up, given up
+    already by Condition.wait, was a RuntimeError)."""
+    code = (
+        "import signal, sys\n"
+        "from tracekit.data import pool, signals\n"
+        "from tracekit.errors import Terminated\n"
+        "signals.install()\n"
+        "tried, runs = set(), 0\n"
+        "def work(i):\n"
+        "    return i\n"
+        "while True:\n"
+        "    fired = []\n"
+        "    def stop_here(frame, event, arg):\n"
+        "        at = (frame.f_code, frame.f_lasti, event)\n"
+        "        if event in ('call', 'c_return') and at not in tried:\n"
+        "            tried.add(at)\n"
+        "            fired.append(f'{frame.f_code.co_name} {frame.f_lasti} {event}')\n"
+        "            sys.setprofile(None)\n"
+        "            signal.getsignal(signal.SIGHUP)(signal.SIGHUP, frame)\n"
+        "    try:\n"
+        "        with pool.ForkPool(2) as workers:\n"
+        "            workers.submit(work, 0)  # started: its workers forked, its threads running\n"
+        "            sys.setprofile(stop_here)\n"
+        "            for _ in workers.map(work, range(6)):\n"
+        "                pass\n"
+        "            sys.setprofile(None)\n"
+        "        ended = 'not stopped'\n"
+        "    except Terminated:\n"
+        "        ended = 'stopped'\n"
+        "    except Exception as exc:\n"
+        "        ended = repr(exc)\n"
+        "    sys.setprofile(None)\n"
+        "    signals.STOPPED_BY.clear()\n"
+        "    runs += 1\n"
+        "    if not fired:\n"
+        "        break\n"
+        "    if ended != 'stopped':\n"
+        "        print(fired[0], ended)\n"
+        "print(runs, 'runs')\n"
+    )
+    rc, err = _run_in_own_group([sys.executable, "-c", code], ROOT, out=tmp_path / "out.txt")
+    out = (tmp_path / "out.txt").read_text()
+    assert rc == 0, err
+    *failed, last = out.splitlines()
+    assert failed == [] and int(last.split()[0]) > 30, out
+
+
+def _run_in_own_group(cmd: list[str], cwd: Path, out: Path | None = None) -> tuple[int, str]:
+    """Run `cmd` in a process group of its own; (its exit status, its stderr). A hang fails with where
+    each thread was (faulthandler), and no process of the group outlives the call (the decode workers)."""
+    env = {**os.environ, "TRACEKIT_WORKERS": "2", "PYTHONFAULTHANDLER": "1"}
+    with open(out or os.devnull, "w") as stdout:
+        proc = subprocess.Popen(
+            cmd, cwd=cwd, env=env, stdout=stdout, stderr=subprocess.PIPE, text=True, start_new_session=True
+        )
+        try:
+            _, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)
+            time.sleep(1)
+            _kill_group(proc.pid)
+            raise AssertionError(f"no exit:\n{proc.communicate(timeout=30)[1][-5000:]}") from None
+    deadline = time.monotonic() + 5
+    while _group_alive(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = _group_alive(proc.pid)
+    _kill_group(proc.pid)
+    assert not left, "worker processes left running"
+    return proc.returncode, err
+
+
+def _group_alive(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _kill_group(group: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(group, signal.SIGKILL)
+
+
 def test_ctrl_c_while_starting_is_one_line(tmp_path):
     """A KeyboardInterrupt while typer and the commands are still importing: no traceback."""
     code = (

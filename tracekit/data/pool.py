@@ -22,6 +22,7 @@ import collections
 import contextlib
 import multiprocessing
 import os
+import threading
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from types import TracebackType
@@ -76,18 +77,15 @@ class ForkPool:
     def __init__(self, n: int) -> None:
         self.n = n
         self._pool = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork"))
-        self._started = False
         self._in_flight: dict[Future, str] = {}
 
     def submit(self, fn: Callable, *args: Any, name: str = "a task") -> Future:
-        if self._started:
+        # Held: the pool forks its workers at the first submit, and every submit takes locks that its
+        # manager thread takes too (the future's, the work queue's: result() says why).
+        with signals.held():
             future = self._pool.submit(fn, *args)
-        else:
-            with signals.held():  # the pool forks its workers at the first submit
-                future = self._pool.submit(fn, *args)
-            self._started = True
-        self._in_flight[future] = name
-        future.add_done_callback(self._done)
+            self._in_flight[future] = name
+            future.add_done_callback(self._done)
         return future
 
     def _done(self, future: Future) -> None:
@@ -109,9 +107,9 @@ class ForkPool:
         for _ in range(window(self.n)):
             submit()
         while pending:
-            result = pending.popleft().result()
+            value = result(pending.popleft())
             submit()
-            yield result
+            yield value
 
     def __enter__(self) -> ForkPool:
         return self
@@ -137,6 +135,24 @@ class ForkPool:
 
 
 _DONE = object()
+
+
+def result(future: Future) -> Any:
+    """future.result(), in the main thread, which a stop signal may interrupt between any two C calls
+    (tracekit.data.signals): it waits on a bare lock, and takes the future's lock only inside
+    signals.held(). Future.result waits in threading.Condition's Python code, which takes and gives up
+    the future's lock by C calls; the signal's handler runs just after one returns. Raised in
+    Condition.__enter__ once the lock was taken, or in __exit__ before it was given up, the stop left it
+    taken (the `with` statement's clean-up does not cover them): the pool's manager thread waited for it
+    forever, and the pool's shut-down for the manager thread. Raised in Condition.wait once it had given
+    the lock up, the `with` gave it up again: a RuntimeError."""
+    done = threading.Lock()
+    done.acquire()
+    with signals.held():
+        future.add_done_callback(lambda _future: done.release())
+    done.acquire()  # a stop raised in this wait leaves nothing taken
+    with signals.held():
+        return future.result()
 
 
 def stop_workers(pool: ProcessPoolExecutor) -> None:

@@ -24,6 +24,9 @@ the pool complete:
     with signals.held():
         pool = ProcessPoolExecutor(...); pool.submit(...)   # all workers started
 
+Held back too while the main thread takes a lock that another thread takes (a pool's future's:
+tracekit.data.pool.result says why).
+
 Inside a fork's hooks (logging's, multiprocessing's) it is recorded and raised 1 ms after the fork
 returns. A forked worker gets the default handlers back (its parent stops it). Once the command's exit
 status is decided (`settle()`), a stop signal is ignored: it can no longer stop anything, and raised

@@ -656,7 +656,7 @@ class _Digest:
     def collect(self) -> None:
         """Take the worker's result (before its pool closes)."""
         if self._pending is not None:
-            self._value, self._pending = self._pending.result(), None
+            self._value, self._pending = _pool.result(self._pending), None
 
     def value(self) -> str:
         if self._value is None:
