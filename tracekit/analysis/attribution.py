@@ -229,7 +229,8 @@ def _pending(
                 continue
             th = threads[key]
             q, ps, pe, st = th.timeline.slice(c[g], b[g])
-            copy = (st == SYNC) & _in_copy(th, ps)
+            copy = st == SYNC
+            copy[copy] = _in_copy(th, ps[copy])
             out.append((g[q], ps, pe, np.where(copy, SYNC, LAUNCH).astype(np.int64)))
     empty = np.zeros(0, np.int64)
     return tuple(np.concatenate([o[i] for o in out] + [empty]).astype(np.int64) for i in range(4))  # type: ignore[return-value]
@@ -238,9 +239,12 @@ def _pending(
 def _in_copy(th: Thread, at: np.ndarray) -> np.ndarray:
     """Whether the innermost sync event on `th` at each time is a blocking copy call."""
     p = iv.innermost_containing(th.sync_s, th.sync_e, th.sync_depth, at)
-    names = th.sync_name[np.maximum(p, 0)] if th.sync_s.size else np.zeros(at.size, dtype=object)
-    calls = th.sync_is_call[np.maximum(p, 0)] if th.sync_s.size else np.zeros(at.size, bool)
-    return (p >= 0) & calls & np.array([call_kind(str(n)) == CallKind.COPY for n in names], dtype=bool)
+    if not at.size or not th.sync_s.size:
+        return np.zeros(at.size, bool)
+    k = np.maximum(p, 0)
+    names, codes = np.unique(th.sync_name[k].astype(str), return_inverse=True)
+    copies = np.array([call_kind(n) == CallKind.COPY for n in names], dtype=bool)
+    return (p >= 0) & th.sync_is_call[k] & copies[codes]
 
 
 def _piece_pointers(
