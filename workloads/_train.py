@@ -32,6 +32,21 @@ TRAIN_KNOBS = (
     Knob("slow_rank", -1, "DDP: this rank sleeps slow_ms at the start of every step (-1 = none)", minimum=-1),
     Knob("slow_ms", 0.0, "DDP: how long the slow rank sleeps per step, ms"),
     Knob(
+        "parallel",
+        "ddp",
+        "with nproc > 1: ddp (DistributedDataParallel) or fsdp (FSDP2 fully_shard on each Linear, then the "
+        "whole model)",
+        choices=("ddp", "fsdp"),
+    ),
+    Knob("bucket_cap_mb", 25.0, "DDP: the gradient bucket size, MB (DistributedDataParallel's bucket_cap_mb)"),
+    Knob(
+        "ddp_comm",
+        "allreduce",
+        "DDP: allreduce (the gradient all-reduce), or none (a comm hook that hands each bucket back "
+        "unreduced: the same step with no communication, the A of an A/B)",
+        choices=("allreduce", "none"),
+    ),
+    Knob(
         "tf32",
         False,
         "CUDA: TF32 matmuls and convolutions (allow_tf32, float32 matmul precision 'high'); false = full "
@@ -46,10 +61,57 @@ TRAIN_KNOBS = (
 ) + MODE_KNOBS
 
 
+# The slow rank's sleep is a record_function region of this name, so a what-if can remove it by name
+# (`tracekit whatif --ops '^tracekit.slow_rank$=0'`): the straggler made fast.
+SLOW_REGION = "tracekit.slow_rank"
+
+
 def maybe_slow(ctx: Context) -> None:
     """The slow rank sleeps on the host, so its peers wait for it inside the gradient all-reduce."""
     if ctx.rank == ctx.knobs.get("slow_rank", -1) and ctx.knobs.get("slow_ms", 0.0) > 0:
-        time.sleep(ctx.knobs["slow_ms"] / 1e3)
+        import torch
+
+        with torch.profiler.record_function(SLOW_REGION):
+            time.sleep(ctx.knobs["slow_ms"] / 1e3)
+
+
+# No annotations: DDP refuses a comm hook whose `bucket` is annotated as anything but dist.GradBucket (and
+# under `from __future__ import annotations` every annotation is a string).
+def _unreduced(state, bucket):  # type: ignore[no-untyped-def]
+    """A DDP comm hook that communicates nothing: the bucket's local gradients, as they are."""
+    import torch
+
+    fut = torch.futures.Future()
+    fut.set_result(bucket.buffer())
+    return fut
+
+
+def distribute(ctx: Context, module: Any) -> Any:
+    """The module under DDP (`bucket_cap_mb`, `ddp_comm`) or FSDP2 (`parallel=fsdp`: each Linear, then the
+    whole module, sharded over the ranks)."""
+    knobs = ctx.knobs
+    if knobs.get("parallel", "ddp") == "fsdp":
+        import torch
+        from torch.distributed.device_mesh import init_device_mesh
+
+        try:
+            from torch.distributed.fsdp import fully_shard
+        except ImportError:
+            raise KnobError(
+                f"--set parallel=fsdp needs torch >= 2.6 (FSDP2's fully_shard); this is {torch.__version__}"
+            ) from None
+        mesh = init_device_mesh(ctx.device, (ctx.world_size,))
+        for sub in module.modules():
+            if isinstance(sub, torch.nn.Linear):
+                fully_shard(sub, mesh=mesh)
+        return fully_shard(module, mesh=mesh)
+    from torch.nn.parallel import DistributedDataParallel
+
+    ids = [ctx.local_rank] if ctx.device == "cuda" else None
+    ddp = DistributedDataParallel(module, device_ids=ids, bucket_cap_mb=float(knobs.get("bucket_cap_mb", 25.0)))
+    if knobs.get("ddp_comm", "allreduce") == "none":
+        ddp.register_comm_hook(None, _unreduced)
+    return ddp
 
 
 def spin(iterations: int) -> int:
@@ -209,11 +271,9 @@ class Trainer:
         check_modes(ctx.device, knobs, refused)
         self.module = module.to(ctx.torch_device)
         self.model = self.module
+        self.fsdp = ctx.distributed and knobs.get("parallel", "ddp") == "fsdp"
         if ctx.distributed:
-            from torch.nn.parallel import DistributedDataParallel
-
-            ids = [ctx.local_rank] if ctx.device == "cuda" else None
-            self.model = DistributedDataParallel(self.module, device_ids=ids)
+            self.model = distribute(ctx, self.module)
         self.model = compiled(self.model, knobs)
         self.optimizer = optimizer(self.module.parameters()) if optimizer is not None else None
         self.graphed = GraphedStep() if knobs.get("cuda_graphs") else None
@@ -252,6 +312,16 @@ class Trainer:
         self.graphed.capture(batches, lambda static: self._eager(loss_of, static))
         self.extra["cuda_graph"] = self.graphed.extra
 
+    def _no_sync(self, last: bool) -> Any:
+        """Between accumulated micro-batches, no gradient communication: DDP's `no_sync()`, FSDP2's
+        `set_requires_gradient_sync(False)` (reduce-scatter on the last micro-batch only)."""
+        if not self.ctx.distributed:
+            return contextlib.nullcontext()
+        if self.fsdp:
+            self.model.set_requires_gradient_sync(last)
+            return contextlib.nullcontext()
+        return contextlib.nullcontext() if last else self.model.no_sync()
+
     def _eager(self, loss_of: Callable[..., Any], batches: Sequence[Sequence[Any]]) -> Any:
         """One step over the given micro-batches, one launch per kernel (also what a graph captures)."""
         # under a graph the gradients must be None when the capture starts (torch's recipe): its backward
@@ -260,7 +330,7 @@ class Trainer:
         loss = None
         for k, batch in enumerate(batches):
             last = k == len(batches) - 1
-            no_sync = self.model.no_sync() if self.ctx.distributed and not last else contextlib.nullcontext()
+            no_sync = self._no_sync(last)
             with no_sync:
                 with self.autocast():
                     loss = loss_of(self.model, *batch)
