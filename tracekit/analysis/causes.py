@@ -30,6 +30,9 @@ DATALOADER_RE = re.compile(r"^enumerate\(DataLoader\)#(\w+)\.__next__")
 # Framework ops that read device memory on the host (they hold a copy and a stream sync).
 SYNC_OPS = frozenset({"aten::item", "aten::_local_scalar_dense"})
 RUNTIME_CATS = (S.CAT_RUNTIME, S.CAT_DRIVER)
+# The category of the derived host events that put a step thread in the `collective` state: not a Kineto
+# category; the analysis makes them (tracekit.analysis.comm.collective_waits) and no table row holds one.
+CAT_COLLECTIVE_WAIT = "tracekit:collective_wait"
 
 
 @dataclass(frozen=True)
@@ -97,6 +100,16 @@ CAUSE_ROWS: tuple[Cause, ...] = (
         scenario="waits",
         trace_colour="terrible",
         plot_colour="#c44e52",
+    ),
+    Cause(
+        "collective",
+        "the host thread was blocked waiting for a collective that a CPU backend (gloo) runs on its own "
+        "threads (DDP's reducer waiting for a gradient bucket): the trace shows a gap on the thread that "
+        "ends when the collective does (tracekit.analysis.comm)",
+        state=True,
+        events=(Events((CAT_COLLECTIVE_WAIT,)),),
+        trace_colour="cq_build_attempt_failed",
+        plot_colour="#64b5cd",
     ),
     Cause(
         "runtime",
@@ -207,6 +220,7 @@ __all__ = [
     "FAMILY_STATE",
     "FAMILY_REPLAY",
     "DATALOADER_RE",
+    "CAT_COLLECTIVE_WAIT",
     "SYNC_OPS",
     "cause_code",
     "states_where",

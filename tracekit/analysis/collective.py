@@ -10,7 +10,10 @@
     edges. Rank r's i-th kernel of a name is the reference rank's (i + k)-th, with the shift k that
     minimises the median |end difference| over the overlap (a collective ends at once on all ranks;
     the ranks' clocks are assumed comparable: one host, or hosts synchronised well below a step).
-    wait(rank) = dur(rank) - min over ranks of dur; the straggler is the rank that started it last.
+    wait(rank) = clip(last start over ranks - start(rank), 0, dur(rank)): the time before the last rank
+    arrived (on NCCL, where a collective ends at once on every rank, dur(rank) - the last arrival's dur;
+    a CPU backend's spans end rank by rank, so the arrival is what both share); the straggler is the
+    rank that started it last.
 A collective kernel counts as busy (it occupies the device); its wait is reported beside the idle causes,
 in the step (of its own rank) in which the kernel starts.
 
@@ -40,8 +43,9 @@ def collective_waits(
     key = ["name", "group"]
     m = c[c["group"] >= 0]
     grp = m.groupby(key)
-    m = m.assign(nranks=grp["rank"].transform("nunique"), fastest=grp["dur"].transform("min"))
-    m = m.assign(wait=np.where(m["nranks"] > 1, m["dur"] - m["fastest"], 0))
+    m = m.assign(nranks=grp["rank"].transform("nunique"), last_start=grp["ts"].transform("max"))
+    wait = np.clip(m["last_start"] - m["ts"], 0, m["dur"])
+    m = m.assign(wait=np.where(m["nranks"] > 1, wait, 0))
     last = m.loc[grp["ts"].idxmax(), key + ["rank"]].rename(columns={"rank": "last_rank"})
     m = m.merge(last, on=key, how="left")
     in_step = m[m["step"] >= 0]

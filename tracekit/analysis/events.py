@@ -18,7 +18,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracekit.analysis.calls import CallKind, call_kind
-from tracekit.analysis.causes import FAMILIES, FAMILY_STATE, RUNTIME_CATS
+from tracekit.analysis.causes import CAT_COLLECTIVE_WAIT, FAMILIES, FAMILY_STATE, RUNTIME_CATS
+from tracekit.analysis.comm import COLLECTIVE_WAIT_NAME, collective_wait_events
 from tracekit.analysis.no_work import cut_windows
 from tracekit.analysis.steps import check_step_numbers, cycles
 from tracekit.data import schema as S
@@ -54,6 +55,8 @@ class Frames:
     # [memory] instants (profile_memory=True), in trace order: rank, pid, tid, ts, device, bytes (+
     # allocated, - freed), allocated, reserved (the allocator's totals after it), addr (-1: not given)
     memory: pd.DataFrame = field(default_factory=lambda: _memory_frame(None))
+    # rank, pid, tid, ts, end, elements of the host ops that carry a collective's size (record_param_comms)
+    comm_sizes: pd.DataFrame = field(default_factory=lambda: _no_sizes())
 
 
 # The columns `load_frames` reads (`_Cols` and the step rows).
@@ -72,6 +75,7 @@ FRAME_COLUMNS = (
     "correlation",
     "step",
     "bytes",
+    "msg_nelems",
 )
 # The host events' categories (`_host_frame`); device activities are S.DEVICE_ACTIVITY_CATS.
 _HOST_CATS = (S.CAT_CPU_OP, S.CAT_RUNTIME, S.CAT_DRIVER, S.CAT_USER_ANNOTATION, S.CAT_PYTHON_FUNCTION)
@@ -183,17 +187,74 @@ def load_frames(
     dev = _device_frame(cols)
     host, runtime, hi = _host_frame(cols, has_device=bool(len(dev)))
     steps, rules, no_work = _steps(step_rows, host, dev, cycle_starts, marker)
+    sizes = _comm_sizes(cols, hi)
+    launches = _launch_frame(cols, runtime, hi)
+    del cols
+    waits = collective_wait_events(host, steps)
+    if len(waits):
+        host = with_derived(host, waits)
     return Frames(
         host=host,
         device=dev,
         steps=steps,
-        launches=_launch_frame(cols, runtime, hi),
+        launches=launches,
         has_device=bool(len(dev)),
         step_rules=rules,
         no_work=no_work,
         peak_memory=_peak_memory(memory),
         memory=memory,
+        comm_sizes=sizes,
     )
+
+
+def _no_sizes() -> pd.DataFrame:
+    return pd.DataFrame({c: np.zeros(0, np.int64) for c in ("rank", "pid", "tid", "ts", "end", "elements")})
+
+
+def _comm_sizes(c: _Cols, hi: np.ndarray) -> pd.DataFrame:
+    """The host events with a collective's element count (record_param_comms ops: NCCL writes the size
+    there, on the thread that launches the kernel)."""
+    m = hi[~np.isnan(c.nelems[hi])]
+    if not m.size:
+        return _no_sizes()
+    return pd.DataFrame(
+        {
+            "rank": c.rank[m],
+            "pid": c.pid[m],
+            "tid": c.tid[m],
+            "ts": c.ts[m],
+            "end": c.end[m],
+            "elements": c.nelems[m].astype(np.int64),
+        }
+    )
+
+
+def with_derived(host: pd.DataFrame, waits: pd.DataFrame) -> pd.DataFrame:
+    """The host frame with the step threads' collective waits (tracekit.analysis.comm) appended as host
+    events of the `collective` state; their `row` lies beyond the table's (no table row holds one)."""
+    fam = next(i for i, f in enumerate(FAMILIES) if CAT_COLLECTIVE_WAIT in f.events.cats)
+    n = len(waits)
+    first = int(host["row"].max()) + 1 if len(host) else 0
+    cats = host["cat"].cat.add_categories([CAT_COLLECTIVE_WAIT])
+    names = host["name"]
+    if COLLECTIVE_WAIT_NAME not in names.cat.categories:
+        names = names.cat.add_categories([COLLECTIVE_WAIT_NAME])
+    base = host.assign(cat=cats, name=names)
+    extra = pd.DataFrame(
+        {
+            "rank": waits["rank"].to_numpy(host["rank"].dtype),
+            "pid": waits["pid"].to_numpy(host["pid"].dtype),
+            "tid": waits["tid"].to_numpy(host["tid"].dtype),
+            "ts": waits["ts"].to_numpy(np.int64),
+            "end": waits["end"].to_numpy(np.int64),
+            "state": np.full(n, FAMILY_STATE[fam], host["state"].dtype),
+            "family": np.full(n, fam, np.int8),
+            "cat": pd.Categorical([CAT_COLLECTIVE_WAIT] * n, categories=cats.cat.categories),
+            "name": pd.Categorical([COLLECTIVE_WAIT_NAME] * n, categories=names.cat.categories),
+            "row": np.arange(first, first + n, dtype=host["row"].dtype),
+        }
+    )
+    return pd.concat([base, extra], ignore_index=True)
 
 
 def _framed(t: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -233,6 +294,7 @@ class _Cols:
     device: np.ndarray
     stream: np.ndarray
     nbytes: np.ndarray  # bytes a copy or memset moved (NaN for the rest)
+    nelems: np.ndarray  # a collective's input elements (NCCL kernels, record_param_comms; NaN elsewhere)
 
     def without(self, drop: np.ndarray) -> _Cols:
         """These rows less those of `drop` (a mask); the dictionaries stay."""
@@ -246,7 +308,19 @@ class _Cols:
         )
 
     # the table columns `of` reads at the framed rows
-    READ = ("name", "ts_ns", "dur_ns", "rank", "pid", "tid", "correlation", "device", "stream", "bytes")
+    READ = (
+        "name",
+        "ts_ns",
+        "dur_ns",
+        "rank",
+        "pid",
+        "tid",
+        "correlation",
+        "device",
+        "stream",
+        "bytes",
+        "msg_nelems",
+    )
 
     @classmethod
     def of(cls, columns: dict, row: np.ndarray, ccodes: np.ndarray, ccats: np.ndarray) -> _Cols:
@@ -288,6 +362,10 @@ class _Cols:
             device=take("device", _floats),
             stream=take("stream", _floats),
             nbytes=take("bytes", _floats),
+            # most traces have no collective: an all-null column is not converted
+            nelems=take("msg_nelems", _floats)
+            if columns["msg_nelems"].null_count < len(columns["msg_nelems"])
+            else _nans(columns.pop("msg_nelems"), row, every),
         )
 
 
@@ -315,6 +393,10 @@ def _steps_before(rows: pa.Table, limits: Limits) -> pa.Table:
     return rows.filter(pa.array(~late)) if late.any() else rows
 
 
+def _nans(col: pa.ChunkedArray, row: np.ndarray, every: bool) -> np.ndarray:
+    return np.full(len(col) if every else row.size, np.nan)
+
+
 def _device_frame(c: _Cols) -> pd.DataFrame:
     """Device activities sorted by (rank, device, ts, end); device / stream fall back to pid / tid."""
     di = np.flatnonzero(_classify(c.ccodes, c.ccats, lambda v: v in S.DEVICE_ACTIVITY_CATS))
@@ -330,6 +412,7 @@ def _device_frame(c: _Cols) -> pd.DataFrame:
             "stream": np.where(np.isnan(stream), c.tid[di], np.nan_to_num(stream)).astype(np.int64),
             "nccl": _classify(c.ncodes, c.ncats, NCCL_RE.search)[di],
             "bytes": c.nbytes[di],
+            "elements": c.nelems[di],
             "row": c.row[di],  # index in the capture table
         },
         copy=False,  # (see _host_frame)

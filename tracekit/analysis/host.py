@@ -43,11 +43,12 @@ from tracekit.analysis.dispatch import (
 from tracekit.analysis.model import DataLoaderInfo, HostStep, OpStat
 from tracekit.data import schema as S
 
-FRAMEWORK, RUNTIME, SYNC, DATALOADER = (
+FRAMEWORK, RUNTIME, SYNC, DATALOADER, COLLECTIVE = (
     STATE["framework"],
     STATE["runtime"],
     STATE["sync"],
     STATE["dataloader"],
+    STATE["collective"],
 )
 
 
@@ -71,7 +72,7 @@ class Thread:
     op_name: np.ndarray
     wait_s: np.ndarray  # the thread's backward windows (blocked in backward()), disjoint sorted
     wait_e: np.ndarray
-    excl_s: np.ndarray  # what its dispatch gaps leave out: backward windows and DataLoader fetches
+    excl_s: np.ndarray  # what its dispatch gaps leave out: backward windows, DataLoader fetches, collective waits
     excl_e: np.ndarray
 
 
@@ -124,7 +125,8 @@ def build_thread(
     e = ev["end"].to_numpy(np.int64)
     wait_s, wait_e = iv.union(*(waits_on or (np.zeros(0, np.int64), np.zeros(0, np.int64))))
     timeline = _timeline(s, e, fam, wait_s, wait_e, default)
-    dl = st == DATALOADER
+    # a fetch and a collective wait are not Python between framework calls
+    dl = (st == DATALOADER) | (st == COLLECTIVE)
     excl_s, excl_e = excluded_windows(wait_s, wait_e, s[dl], e[dl])
     sm = st == SYNC
     rm = st == RUNTIME

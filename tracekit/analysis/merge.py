@@ -19,6 +19,7 @@ import pandas as pd
 
 from tracekit.analysis.advice import advise
 from tracekit.analysis.collective import collective_waits
+from tracekit.analysis.comm import communication
 from tracekit.analysis.compiled import compiled_summary
 from tracekit.analysis.host import dataloader_info
 from tracekit.analysis.launch import kernel_stats, merge_kernel_partials
@@ -45,7 +46,8 @@ def merge(parts: Iterable[Partial], meta: dict, params: Params = Params(), path:
     `meta`: the capture's metadata document; `path`: where the capture is (for the report)."""
     parts = sorted(parts, key=lambda p: p.ranks)
     coll = [p.collectives for p in parts if len(p.collectives)]
-    waits, stragglers = collective_waits(pd.concat(coll, ignore_index=True) if coll else _NO_COLLECTIVES)
+    every = pd.concat(coll, ignore_index=True) if coll else _NO_COLLECTIVES
+    waits, stragglers = collective_waits(every[every["device"].to_numpy() >= 0])
     wait_by = {(int(r), int(d), int(s)): int(w) for r, d, s, w in waits.itertuples(index=False)}
     devices = tuple(
         _with_waits(d, wait_by, stragglers.get((d.rank, d.device))) for p in parts for d in p.devices
@@ -90,6 +92,8 @@ def merge(parts: Iterable[Partial], meta: dict, params: Params = Params(), path:
         graph_captures=tuple(sorted((g for p in parts for g in p.graph_captures), key=lambda g: g.rank)),
         no_work=tuple(sorted((n for p in parts for n in p.no_work), key=lambda n: n.rank)),
     )
+    comm = communication([c for p in parts for c in p.comm], every, report.host.steps, devices)
+    report = replace(report, communication=comm)
     return replace(report, advice=tuple(advise(report, kernels)))
 
 
@@ -112,6 +116,8 @@ _NO_COLLECTIVES = pd.DataFrame(
         "end": np.zeros(0, np.int64),
         "name": np.zeros(0, object),
         "step": np.zeros(0, np.int64),
+        "elements": np.zeros(0, np.int64),
+        "correlation": np.zeros(0, np.float64),
     }
 )
 

@@ -658,6 +658,72 @@ class JobSummary:
 
 
 @dataclass(frozen=True)
+class CommStep:
+    """One step of a rank's communication (tracekit.analysis.comm): ns in the step."""
+
+    step: int
+    step_ns: int
+    compute_ns: int  # GPU: non-collective device work; CPU: the step less the collective waits
+    comm_ns: int  # collectives in flight
+    hidden_ns: int  # collectives in flight while the rank computed
+    exposed_ns: int  # collectives in flight while it did not (GPU: the device; CPU: the step thread)
+    exposed_wait_ns: int = 0  # of the exposed: waiting for a late peer (the rest is the transfer)
+
+    @property
+    def exposed_transfer_ns(self) -> int:
+        return self.exposed_ns - self.exposed_wait_ns
+
+
+@dataclass(frozen=True)
+class CommBucket:
+    """The i-th collective of a name in a step on one rank (a DDP bucket): medians over its steps."""
+
+    name: str
+    index: int
+    instances: int
+    elements: Optional[int]  # input elements, where the trace records them
+    transfer_ms: float  # the fastest rank's duration of the same collective
+    wait_ms: float  # this rank's duration beyond the fastest's: waiting for a late peer
+    exposed_ms: float  # its time in flight while the rank did not compute
+
+
+@dataclass(frozen=True)
+class CommRank:
+    """A rank's (device's) communication, step by step; device -1: a CPU backend on the rank's host."""
+
+    rank: int
+    device: int
+    steps: tuple[CommStep, ...] = ()
+    buckets: tuple[CommBucket, ...] = ()
+    straggler_rank: Optional[int] = None  # the rank it waited on most
+
+    def ms_per_step(self, figure: str) -> float:
+        n = max(len(self.steps), 1)
+        return sum(getattr(s, figure) for s in self.steps) / n / 1e6
+
+
+@dataclass(frozen=True)
+class SlowRank:
+    """The rank the others wait for, and the figure in which it differs from them most (why)."""
+
+    rank: int
+    waited_on_ms_per_step: float  # the other ranks' exposed wait for late peers, per step (median)
+    figure: str  # "host: interpreter", "idle: interpreter", "busy", ...
+    value_ms_per_step: float
+    others_ms_per_step: float  # the other ranks' median of the same figure
+
+
+@dataclass(frozen=True)
+class Communication:
+    """Every rank's communication and the job's slow rank (tracekit.analysis.comm)."""
+
+    ranks: tuple[CommRank, ...] = ()
+    slow_rank: Optional[SlowRank] = None
+    matched: int = 0  # collectives matched across ranks
+    clock_skew: bool = False  # matched ends too far apart: the waits are not split
+
+
+@dataclass(frozen=True)
 class SavingsInfo:
     """Whether the devices' `savings_ms_per_step` were computed, and on what they rest: the profiler cost
     per recorded event the unprofiled savings assume and where it came from (manifest | flag | default),
@@ -724,6 +790,8 @@ class Report:
     no_work: tuple[NoWorkInfo, ...] = ()  # ranks with stretches of no work between their steps
     # each device's memory over the steps, where the trace has memory events (tracekit.analysis.memory)
     memory: tuple[DeviceMemory, ...] = ()
+    # collectives on each rank (None: the trace has none)
+    communication: Optional[Communication] = None
     version: int = REPORT_VERSION
     # In-memory evidence for check_invariants and `analyze --store` (not part of the JSON):
     # idle pieces (rank, device, step, ts_ns, dur_ns, cause) and busy intervals (rank, device, ts_ns, dur_ns)
@@ -783,6 +851,7 @@ class Report:
             "graph_captures": [_plain(g) for g in self.graph_captures],
             "no_work": [_plain(n) for n in self.no_work],
             **({"memory": [_memory_json(m) for m in self.memory]} if self.memory else {}),
+            **({"communication": _comm_json(self.communication)} if self.communication is not None else {}),
         }
 
     @classmethod
@@ -811,6 +880,16 @@ class Report:
             return msgspec.convert(fields, cls, strict=False)
         except msgspec.ValidationError as exc:
             raise CaptureFileError(f"stored analysis does not match the report model ({exc})") from None
+
+
+def _comm_json(c: Communication) -> dict[str, Any]:
+    doc = _plain(c)
+    for r, rank in zip(doc["ranks"], c.ranks):
+        r["ms_per_step"] = {
+            f: rank.ms_per_step(f + "_ns")
+            for f in ("step", "compute", "comm", "hidden", "exposed", "exposed_wait", "exposed_transfer")
+        }
+    return doc
 
 
 def _device_fields(d: Mapping[str, Any]) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from tracekit.analysis.attribution import (
     gap_causes,
 )
 from tracekit.analysis.causes import STATE_NAMES
+from tracekit.analysis.comm import CommPart, collectives_frame, comm_parts, gpu_elements
 from tracekit.analysis.events import load_frames
 from tracekit.analysis.graph_capture import capture_info, capture_spans
 from tracekit.analysis.host import Threads, dataloader_kinds, host_steps, op_stats
@@ -128,7 +129,8 @@ class Partial:
     op_stats: tuple[OpStat, ...]
     region_stats: tuple[OpStat, ...]  # record_function regions (user annotations but the step markers)
     dataloader: Optional[tuple[dict[str, int], int, int]]  # (iterator kinds → calls, calls, ns)
-    collectives: pd.DataFrame  # NCCL kernels: rank, device, ts, end, name, step (-1: outside steps)
+    # comm.COLLECTIVE_COLUMNS: NCCL kernels and a CPU backend's spans (device -1); step -1: outside steps
+    collectives: pd.DataFrame
     idle_intervals: Optional[pd.DataFrame] = None  # with Params.evidence
     busy_intervals: Optional[pd.DataFrame] = None
     checked: tuple[str, ...] = ()  # invariants a worker checked on this part (tracekit.scale.tasks)
@@ -137,6 +139,7 @@ class Partial:
     graph_captures: tuple[GraphCaptureInfo, ...] = ()  # ranks whose trace records a graph capture
     no_work: tuple[NoWorkInfo, ...] = ()  # ranks with stretches of no work between steps
     memory: tuple[DeviceMemory, ...] = ()  # each device's memory (tracekit.analysis.memory)
+    comm: tuple[CommPart, ...] = ()  # each rank's communication (tracekit.analysis.comm)
 
 
 def analyze_partial(
@@ -157,11 +160,10 @@ def analyze_partial(
     wins = step_windows(steps, dev, launch_times(dev, fr.launches))  # the one step definition
     hsteps = host_steps(threads, steps, wins)
     dev_step = _assign_steps(dev, wins)
-    nccl = dev["nccl"].to_numpy()
-    # collective kernels, with their step (-1 outside every window: matched across ranks all the same)
-    coll = dev.loc[nccl, ["rank", "device", "ts", "end"]].assign(
-        name=dev.loc[nccl, "name"].astype(str).to_numpy(object), step=dev_step[nccl]
-    )
+    # collectives (NCCL kernels, a CPU backend's spans), with their step (-1 outside every window:
+    # matched across ranks all the same)
+    coll = collectives_frame(dev, dev_step, fr.host, steps)
+    gpu_elements(coll, dev, fr.launches, fr.comm_sizes)
     shared = _Shared(fr, threads, {(h.rank, h.step): h for h in hsteps}, context, params, wins)
     found = (_device(shared, int(r), int(d), acts) for (r, d), acts in dev.groupby(["rank", "device"]))
     per_device = [x for x in found if x is not None]
@@ -186,6 +188,7 @@ def analyze_partial(
         region_stats=tuple(op_stats(fr.host, steps, cat="user_annotation")),
         dataloader=dataloader_kinds(fr.host),
         collectives=coll.reset_index(drop=True),
+        comm=tuple(comm_parts(fr, wins, coll)),
         idle_intervals=_idle_frame(all_gaps, steps) if params.evidence else None,
         busy_intervals=(pd.concat(busy_rows, ignore_index=True) if busy_rows else _EMPTY_BUSY)
         if params.evidence
