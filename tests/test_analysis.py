@@ -361,6 +361,7 @@ def test_cpu_only_capture_reports_host_breakdown(tmp_path):
     assert h.breakdown_ns == {
         "dataloader": 0,
         "sync": 0,
+        "collective": 0,
         "runtime": 0,
         "launch": 0,
         "framework": 30 * US,

@@ -96,6 +96,7 @@ def test_json_contract(tmp_path, capsys):
         "queued",
         "dataloader",
         "sync",
+        "collective",
         "runtime",
         "launch",
         "framework",

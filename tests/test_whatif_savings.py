@@ -55,6 +55,7 @@ def test_savings_need_not_match_idle_shares(tmp_path):
             "queued": 0,
             "dataloader": 0,
             "sync": 0.080,
+            "collective": 0,
             "runtime": 0,
             "launch": 0.010,
             "framework": 0,

@@ -352,6 +352,82 @@ def host_section(h: HostReport, rank: int | None = None, ranks: int | None = Non
     return Section(title, ["state", "ms/step", "% of step"], rows, notes)
 
 
+def comm_sections(report: Report) -> list[Section]:
+    """Each rank's communication per step (tracekit.analysis.comm) and, for up to MANY_RANKS ranks, its
+    buckets; the slow rank and why in the notes."""
+    c = report.communication
+    if c is None or not c.ranks:
+        return []
+    figs = ("step", "compute", "comm", "hidden", "exposed", "exposed_wait", "exposed_transfer")
+    rows = [
+        [f"{r.rank}:{'host' if r.device < 0 else r.device}"]
+        + [f"{r.ms_per_step(f + '_ns'):.3f}" for f in figs]
+        + ["-" if r.straggler_rank is None else str(r.straggler_rank)]
+        for r in c.ranks
+    ]
+    if len(c.ranks) > MANY_RANKS:  # the median and the most exposed rank (the JSON has every rank)
+        worst = max(c.ranks, key=lambda r: (r.ms_per_step("exposed_ns"), -r.rank))
+        med = ["median"] + [
+            f"{statistics.median(r.ms_per_step(f + '_ns') for r in c.ranks):.3f}" for f in figs
+        ]
+        rows = [med + ["-"], next(row for row, r in zip(rows, c.ranks) if r is worst)]
+        rows[1][0] = f"most exposed: {rows[1][0]}"
+    notes = [
+        "comm: collectives in flight; exposed: in flight while the rank did not compute (GPU: no other "
+        "kernel ran; CPU backend: the step thread was blocked waiting for it), split into waiting for the "
+        "last rank to arrive and the transfer after it; hidden = comm - exposed"
+    ]
+    if c.clock_skew:
+        notes.append(
+            "the ranks' clocks disagree (one collective's ends lie > 100 µs apart): waits are not split"
+        )
+    sr = c.slow_rank
+    if sr is not None:
+        why = (
+            f"; it differs most in {sr.figure}: {sr.value_ms_per_step:.3f} ms/step against "
+            f"{sr.others_ms_per_step:.3f} on the others (median)"
+            if sr.figure
+            else ""
+        )
+        notes.append(
+            f"slow rank: {sr.rank} (the ranks that wait for it: {sr.waited_on_ms_per_step:.3f} ms/step "
+            f"exposed waiting for its arrival){why}"
+        )
+    out = [
+        Section(
+            "communication (ms/step)",
+            ["rank:dev", "step", "compute", "comm", "hidden", "exposed", "waiting", "transfer", "waits on"],
+            rows,
+            notes,
+        )
+    ]
+    if len(c.ranks) <= MANY_RANKS:
+        brows = [
+            [
+                f"{r.rank}:{'host' if r.device < 0 else r.device}",
+                f"{_short(b.name, 40)} #{b.index}",
+                "-" if b.elements is None else f"{b.elements:,}",
+                f"{b.transfer_ms:.3f}",
+                f"{b.wait_ms:.3f}",
+                f"{b.exposed_ms:.3f}",
+                str(b.instances),
+            ]
+            for r in c.ranks
+            for b in r.buckets[:TOP_ROWS]
+        ]
+        if brows:
+            out.append(
+                Section(
+                    "collectives by bucket (median per step)",
+                    ["rank:dev", "collective #i in its step", "elements", "transfer", "waiting", "exposed", "n"],
+                    brows,
+                    ["elements: where the trace records them (NCCL's record_param_comms; not gloo's spans)"],
+                    align="llrrrrr",
+                )
+            )
+    return out
+
+
 def sync_section(report: Report) -> Section | None:
     if not report.sync_sources:
         return None
@@ -621,6 +697,7 @@ def report_sections(report: Report) -> list[Section]:
         out.append(loader)
     out.extend(memory_sections(report))
     out.extend(host_sections(report))
+    out.extend(comm_sections(report))
     for s in (
         sync_section(report),
         runtime_section(report),
