@@ -80,17 +80,18 @@ CLOCK_SKEW_NS = 100_000
 
 
 def host_collectives(host: pd.DataFrame, step_threads: set) -> pd.DataFrame:
-    """The CPU backends' collective spans (rank, pid, tid, ts, end, name): `gloo:<op>` annotations on
-    threads that own no step."""
-    ann = host[(host["cat"] == "user_annotation").to_numpy()]
-    if not len(ann):
-        return ann[["rank", "pid", "tid", "ts", "end", "name"]]
+    """The CPU backends' collective spans (rank, pid, tid, ts, end, name, and `pos`: the span's position
+    in `host`): `gloo:<op>` annotations on threads that own no step."""
+    cols = ["rank", "pid", "tid", "ts", "end"]
+    is_ann = (host["cat"] == "user_annotation").to_numpy()
+    pos = np.flatnonzero(is_ann)
+    ann = host.iloc[pos]
     names = ann["name"].astype(str)
     m = names.str.match(HOST_COLLECTIVE_RE).to_numpy(bool).copy()
-    keys = list(zip(ann["rank"].to_numpy(), ann["pid"].to_numpy(), ann["tid"].to_numpy()))
+    keys = zip(ann["rank"].to_numpy(), ann["pid"].to_numpy(), ann["tid"].to_numpy())
     m &= np.array([(int(r), int(p), int(t)) not in step_threads for r, p, t in keys], dtype=bool)
-    out = ann.loc[m, ["rank", "pid", "tid", "ts", "end"]].assign(name=names[m].to_numpy(object))
-    return out.reset_index(drop=True)
+    out = ann.loc[m, cols] if len(ann) else ann[cols]
+    return out.assign(name=names[m].to_numpy(object), pos=pos[m]).reset_index(drop=True)
 
 
 def waits_on_thread(

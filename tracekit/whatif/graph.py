@@ -10,6 +10,8 @@ activity. Edges say "v cannot happen before u + w":
     stream S         o==K1==o--STREAM--o==== K2 ====o--+                  DUR: the activity's length
     stream S'                               ^ XSTREAM (cross-stream wait, recorded or inferred)
     rank 1 stream    o==== allreduce ====o  COLL: a collective ends after every rank started it
+    CPU backend T'   o==== gloo:all_reduce ====o              (the same COLL edges, on host nodes)
+    step thread T    o-- collective wait ---o                  COLL_WAIT: resumes when it ends
 
 Each node's replayed time is max(u' + w) over its incoming edges (a longest path; nodes with none keep
 their observed time). The weights are set so that replaying the capture unchanged gives back the
@@ -28,6 +30,7 @@ import pandas as pd
 from tracekit.analysis.calls import CallKind, call_kind
 from tracekit.analysis.causes import FAMILY_REPLAY, STATE
 from tracekit.analysis.collective import match_collectives
+from tracekit.analysis.comm import arrivals, host_collectives
 from tracekit.analysis.events import Frames
 from tracekit.analysis.host import Threads, segment_states
 from tracekit.data import schema as S
@@ -46,7 +49,7 @@ from tracekit.whatif.loops import (
 )
 
 # Edge kinds.
-HOST, SYNC_OWN, IDLE, WAIT, ANCHOR, JOIN, LAUNCH_EDGE, STREAM, XSTREAM, DUR, COLL = range(11)
+HOST, SYNC_OWN, IDLE, WAIT, ANCHOR, JOIN, LAUNCH_EDGE, STREAM, XSTREAM, DUR, COLL, COLL_WAIT = range(12)
 EDGE_KINDS = (
     "host",
     "sync_own",
@@ -59,10 +62,12 @@ EDGE_KINDS = (
     "xstream",
     "dur",
     "coll",
+    "coll_wait",
 )
 
 
 SYNC = STATE["sync"]
+COLLECTIVE = STATE["collective"]
 
 # Floors: the least time a dependency takes when it is not the one that held a node back. Each is
 # measured on the capture (medians below) where it has enough samples, else these H200 values are used
@@ -225,6 +230,10 @@ class _Builder:
         self.step_threads = set(self.step_key.values())
         self.by_thread = threads.host_by_thread  # the analysis' host events per thread (table order)
         self._thread_nodes(fr)
+        # a CPU backend's collective spans (positions in fr.host): their ends are set by the collective,
+        # not by the issuing thread's progress
+        self.coll_spans = host_collectives(fr.host, self.step_threads)
+        self.coll_pos = self.coll_spans["pos"].to_numpy(np.int64)
         dev = fr.device.reset_index(drop=True)
         self.dev = dev
         self.device_base = self.n_host
@@ -358,6 +367,9 @@ class _Builder:
                 ws, we, other = self.bw[key]
                 inside = cover(np.searchsorted(bnd, ws), np.searchsorted(bnd, we), n)
                 kind[inside & ~covered] = IDLE
+                # blocked on a CPU backend's collective: the time is the collective's (COLL_WAIT edges)
+                cw = st == COLLECTIVE
+                kind[cover(si[cw], ei[cw], n)] = IDLE
                 # the step thread resumes when the engine thread's last op of the window ends
                 for _a, z, k2 in zip(ws, we, other):  # one loop per backward window
                     self.add(self.point_at(k2, np.array([z])), self.point_at(key, np.array([z])), 0, JOIN)
@@ -372,8 +384,10 @@ class _Builder:
                 kind[idle] = IDLE
                 # an idle thread wakes when its rank's step thread reaches that point
                 if sk is not None and sk in self.thread_index:
-                    # the boundaries that end an idle segment, and the thread's first one
+                    # the boundaries that end an idle segment, and the thread's first one; not the end of
+                    # a CPU backend's collective (its COLL edges set it)
                     wake = np.r_[0, np.flatnonzero(idle) + 1]
+                    wake = wake[~np.isin(tp.offset + wake, self.end_node[self.coll_pos])]
                     t = bnd[wake]
                     p = self.point_at(sk, t)
                     self.add(p, tp.offset + wake, t - self.obs[p], ANCHOR)
@@ -529,6 +543,47 @@ class _Builder:
 
     # -- collectives --------------------------------------------------------------------------------
     def collectives(self) -> None:
+        self.host_collectives()
+        self.device_collectives()
+
+    def host_collectives(self) -> None:
+        """A CPU backend's collectives (gloo spans on its own threads): matched across ranks, each ends
+        after every rank started it, its transfer after the last arrival kept (COLL, on host nodes; their
+        factor is the extra activity slot, `len(device)`); a step thread's collective wait ends when the
+        collective it waits for does (COLL_WAIT)."""
+        spans = self.coll_spans
+        self.diag["host_collectives"] = int(len(spans))
+        if not len(spans) or spans["rank"].nunique() < 2:
+            return
+        frame = spans.assign(device=-1).reset_index(drop=True)
+        c = arrivals(frame)
+        c = c[c["nranks"].to_numpy() > 1]
+        start = self.start_node[c["pos"].to_numpy(np.int64)]
+        end = self.end_node[c["pos"].to_numpy(np.int64)]
+        srcs, dsts, floors = [], [], []
+        for _, g in c.groupby(["name", "group"]).indices.items():  # one loop per matched collective
+            t = c["end"].to_numpy(np.int64)[g] - c["last_start"].to_numpy(np.int64)[g]
+            for j, r_i in enumerate(g):
+                srcs.extend(start[g])
+                dsts.extend([end[r_i]] * g.size)
+                floors.extend([max(int(t[j]), 0)] * g.size)
+        self.diag["host_collectives_matched"] = int(c.groupby(["name", "group"]).ngroups)
+        self.add(np.asarray(srcs), np.asarray(dsts), np.asarray(floors), COLL, act=len(self.dev))
+        # each collective wait of a step thread: after the span of its rank whose end is nearest its own
+        host = self.fr.host
+        w = np.flatnonzero(host["state"].to_numpy() == COLLECTIVE)
+        srcs, dsts = [], []
+        for r, g in spans.groupby("rank"):  # one loop per rank
+            ends = g["end"].to_numpy(np.int64)
+            pos = g["pos"].to_numpy(np.int64)
+            mine = w[host["rank"].to_numpy()[w] == r]
+            for i in mine:  # one loop per collective wait
+                k = int(np.argmin(np.abs(ends - int(host["end"].iat[i]))))
+                srcs.append(self.end_node[pos[k]])
+                dsts.append(self.end_node[i])
+        self.add(np.asarray(srcs, np.int64), np.asarray(dsts, np.int64), 0, COLL_WAIT)
+
+    def device_collectives(self) -> None:
         dev = self.dev
         n = len(dev)
         if n == 0:

@@ -230,6 +230,8 @@ def weights(g: Graph, scenario: WhatIfOptions, cost_ns: float = 0.0, f: Factors 
         if 0 <= r < rf.size:
             rf[r] = v
     af = np.ones(len(g.device)) if f is None else np.asarray(f.act, np.float64)
+    # the last slot: a CPU backend's collectives (their COLL edges' activity, graph.host_collectives)
+    af = np.r_[af * np.where(g.device["nccl"].to_numpy(bool), scenario.comm, 1.0), scenario.comm]
     edge = np.zeros(0, np.float64) if f is None else f.edge
     if f is None:
         return Weights(sf, rf, float(cost_ns) / 2.0, af, scenario.no_wait, edge)

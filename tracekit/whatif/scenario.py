@@ -115,6 +115,12 @@ def _speedup(value: Optional[float]) -> Optional[float]:
     return value
 
 
+def _comm(value: Optional[float]) -> float:
+    if value is None:
+        return 1.0
+    return _factor(str(value), f"--comm {value}")
+
+
 def _workers(value: Optional[int]) -> Optional[int]:
     if value is not None and value < 0:
         raise ScenarioError(f"--loader-workers {value}: give a worker count ≥ 0 (0 = no workers)")
@@ -184,6 +190,19 @@ class WhatIfOptions:
             parse=_ranks,
             identity=_ones,
             describe=lambda o: ", ".join(f"rank {k} host={v:g}" for k, v in o.rank_host.items()),
+        ),
+    )
+    comm: float = option(
+        1.0,
+        Flag(
+            "--comm",
+            "FACTOR: every collective's transfer (its time after the last rank arrived: NCCL kernels, a "
+            "CPU backend's spans) takes FACTOR x its time; the ranks still meet at each collective. 0: "
+            "the transfer fully overlapped (or free); a straggler still holds the others.",
+            Optional[float],
+            parse=_comm,
+            identity=lambda v: v == 1.0,
+            describe=lambda o: f"collective transfer x{o.comm:g}" if o.comm != 1.0 else None,
         ),
     )
     python_speedup: Optional[float] = option(
