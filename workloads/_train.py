@@ -38,7 +38,12 @@ TRAIN_KNOBS = (
         "whole model)",
         choices=("ddp", "fsdp"),
     ),
-    Knob("bucket_cap_mb", 25.0, "DDP: the gradient bucket size, MB (DistributedDataParallel's bucket_cap_mb)"),
+    Knob(
+        "bucket_cap_mb",
+        0.0,
+        "DDP: the gradient bucket size, MB (DistributedDataParallel's bucket_cap_mb); 0 = torch's default "
+        "(25 MB after a first bucket of 1 MB: giving 25 explicitly drops that first small bucket)",
+    ),
     Knob(
         "ddp_comm",
         "allreduce",
@@ -108,7 +113,8 @@ def distribute(ctx: Context, module: Any) -> Any:
     from torch.nn.parallel import DistributedDataParallel
 
     ids = [ctx.local_rank] if ctx.device == "cuda" else None
-    ddp = DistributedDataParallel(module, device_ids=ids, bucket_cap_mb=float(knobs.get("bucket_cap_mb", 25.0)))
+    cap = float(knobs.get("bucket_cap_mb", 0.0))
+    ddp = DistributedDataParallel(module, device_ids=ids, bucket_cap_mb=cap if cap > 0 else None)
     if knobs.get("ddp_comm", "allreduce") == "none":
         ddp.register_comm_hook(None, _unreduced)
     return ddp
