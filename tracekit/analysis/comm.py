@@ -255,7 +255,12 @@ def step_figures(
 
 
 def split_exposed(
-    exp_s: np.ndarray, exp_e: np.ndarray, wait_s: np.ndarray, wait_e: np.ndarray, ws: np.ndarray, we: np.ndarray
+    exp_s: np.ndarray,
+    exp_e: np.ndarray,
+    wait_s: np.ndarray,
+    wait_e: np.ndarray,
+    ws: np.ndarray,
+    we: np.ndarray,
 ) -> np.ndarray:
     """Per step window: the exposed time that lies in a collective's wait for its late peers."""
     ps, pe = iv.union(wait_s, wait_e)
@@ -490,9 +495,9 @@ def slow_rank(ranks: list, host_steps, devices):
             f = figures.setdefault(d.rank, {})
             f["busy"] = f.get("busy", 0.0) + sum(s.busy_ns for s in d.samples) / n / 1e6
             for cause in CAUSES:
-                f[f"idle: {cause}"] = f.get(f"idle: {cause}", 0.0) + sum(
-                    s.idle_ns.get(cause, 0) for s in d.samples
-                ) / n / 1e6
+                f[f"idle: {cause}"] = (
+                    f.get(f"idle: {cause}", 0.0) + sum(s.idle_ns.get(cause, 0) for s in d.samples) / n / 1e6
+                )
     else:
         by: dict[int, list] = {}
         for h in host_steps:

@@ -72,7 +72,9 @@ class Thread:
     op_name: np.ndarray
     wait_s: np.ndarray  # the thread's backward windows (blocked in backward()), disjoint sorted
     wait_e: np.ndarray
-    excl_s: np.ndarray  # what its dispatch gaps leave out: backward windows, DataLoader fetches, collective waits
+    excl_s: (
+        np.ndarray
+    )  # what its dispatch gaps leave out: backward windows, DataLoader fetches, collective waits
     excl_e: np.ndarray
 
 

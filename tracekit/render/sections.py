@@ -419,7 +419,15 @@ def comm_sections(report: Report) -> list[Section]:
             out.append(
                 Section(
                     "collectives by bucket (median per step)",
-                    ["rank:dev", "collective #i in its step", "elements", "transfer", "waiting", "exposed", "n"],
+                    [
+                        "rank:dev",
+                        "collective #i in its step",
+                        "elements",
+                        "transfer",
+                        "waiting",
+                        "exposed",
+                        "n",
+                    ],
                     brows,
                     ["elements: where the trace records them (NCCL's record_param_comms; not gloo's spans)"],
                     align="llrrrrr",
