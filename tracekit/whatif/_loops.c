@@ -374,6 +374,7 @@ static ALWAYS_INLINE void lp_loop(const LP *L, int typed) {
             if (c == PLAIN) {
                 we = i64(L->w, e);
             } else if (c == DEVICE_CLASS) {
+                if (L->per_edge && f64(L->edge_f, e) == 0.0) continue;
                 we = (int64_t)rne((double)i64(L->w, e) * f64(L->act_f, at(tix(L->act, e, typed), L->act_f->n)));
             } else {
                 if (L->per_edge && f64(L->edge_f, e) == 0.0) continue;

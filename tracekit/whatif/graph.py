@@ -9,7 +9,8 @@ activity. Edges say "v cannot happen before u + w":
                            v LAUNCH                    |
     stream S         o==K1==o--STREAM--o==== K2 ====o--+                  DUR: the activity's length
     stream S'                               ^ XSTREAM (cross-stream wait, recorded or inferred)
-    rank 1 stream    o==== allreduce ====o  COLL: a collective ends after every rank started it
+    rank 1 stream    o==== allreduce ====o  COLL: a collective ends after its start plus its transfer,
+                                            MEET: and after every other rank started it
     CPU backend T'   o==== gloo:all_reduce ====o              (the same COLL edges, on host nodes)
     step thread T    o-- collective wait ---o                  COLL_WAIT: resumes when it ends
 
@@ -49,7 +50,7 @@ from tracekit.whatif.loops import (
 )
 
 # Edge kinds.
-HOST, SYNC_OWN, IDLE, WAIT, ANCHOR, JOIN, LAUNCH_EDGE, STREAM, XSTREAM, DUR, COLL, COLL_WAIT = range(12)
+HOST, SYNC_OWN, IDLE, WAIT, ANCHOR, JOIN, LAUNCH_EDGE, STREAM, XSTREAM, DUR, COLL, COLL_WAIT, MEET = range(13)
 EDGE_KINDS = (
     "host",
     "sync_own",
@@ -63,6 +64,7 @@ EDGE_KINDS = (
     "dur",
     "coll",
     "coll_wait",
+    "meet",
 )
 
 
@@ -560,15 +562,18 @@ class _Builder:
         c = c[c["nranks"].to_numpy() > 1]
         start = self.start_node[c["pos"].to_numpy(np.int64)]
         end = self.end_node[c["pos"].to_numpy(np.int64)]
-        srcs, dsts, floors = [], [], []
+        srcs, dsts, floors, own = [], [], [], []
         for _, g in c.groupby(["name", "group"]).indices.items():  # one loop per matched collective
             t = c["end"].to_numpy(np.int64)[g] - c["last_start"].to_numpy(np.int64)[g]
             for j, r_i in enumerate(g):
                 srcs.extend(start[g])
                 dsts.extend([end[r_i]] * g.size)
                 floors.extend([max(int(t[j]), 0)] * g.size)
+                own.extend(g == r_i)
         self.diag["host_collectives_matched"] = int(c.groupby(["name", "group"]).ngroups)
-        self.add(np.asarray(srcs), np.asarray(dsts), np.asarray(floors), COLL, act=len(self.dev))
+        self._coll_edges(
+            np.asarray(srcs), np.asarray(dsts), np.asarray(floors), len(self.dev), np.asarray(own, bool)
+        )
         # each collective wait of a step thread: after the span of its rank whose end is nearest its own
         host = self.fr.host
         w = np.flatnonzero(host["state"].to_numpy() == COLLECTIVE)
@@ -582,6 +587,14 @@ class _Builder:
                 srcs.append(self.end_node[pos[k]])
                 dsts.append(self.end_node[i])
         self.add(np.asarray(srcs, np.int64), np.asarray(dsts, np.int64), 0, COLL_WAIT)
+
+    def _coll_edges(self, srcs, dsts, floors, acts, own) -> None:
+        """A matched collective's edges to each rank's end, with its transfer after the last arrival: from
+        its own start (COLL; `own`) and from the other ranks' (MEET); `acts` its activity (the factor
+        slot of `--comm` and `--kernels`)."""
+        acts = np.broadcast_to(np.asarray(acts), srcs.shape)
+        self.add(srcs[own], dsts[own], floors[own], COLL, act=acts[own])
+        self.add(srcs[~own], dsts[~own], floors[~own], MEET, act=acts[~own])
 
     def device_collectives(self) -> None:
         dev = self.dev
@@ -603,7 +616,7 @@ class _Builder:
             if skew > CLOCK_SKEW_NS:
                 self.diag["clock_skew"] = True
             else:
-                srcs, dsts, floors, acts = [], [], [], []
+                srcs, dsts, floors, acts, own = [], [], [], [], []
                 for _, g in c.groupby(["name", "group"]):  # one loop per matched collective
                     idx = g["i"].to_numpy(np.int64)
                     s_max = int(dev["ts"].to_numpy(np.int64)[idx].max())
@@ -613,8 +626,15 @@ class _Builder:
                         dsts.extend([base + 2 * r_i + 1] * idx.size)
                         floors.extend([t_r] * idx.size)
                         acts.extend([r_i] * idx.size)
+                        own.extend(idx == r_i)
                     grouped[idx] = True
-                self.add(np.asarray(srcs), np.asarray(dsts), np.asarray(floors), COLL, act=np.asarray(acts))
+                self._coll_edges(
+                    np.asarray(srcs),
+                    np.asarray(dsts),
+                    np.asarray(floors),
+                    np.asarray(acts),
+                    np.asarray(own, bool),
+                )
         single = np.flatnonzero(~grouped)
         dur = dev["end"].to_numpy(np.int64) - dev["ts"].to_numpy(np.int64)
         self.add(base + 2 * single, base + 2 * single + 1, dur[single], DUR, act=single)
@@ -841,7 +861,7 @@ def _edge_classes(kind: np.ndarray) -> np.ndarray:
     """How a scenario changes each edge (the replay's `loops.longest_paths`)."""
     ecls = np.full(kind.size, PLAIN, np.int8)
     ecls[(kind == HOST) | (kind == SYNC_OWN)] = HOST_CLASS
-    ecls[(kind == DUR) | (kind == COLL)] = DEVICE_CLASS
+    ecls[(kind == DUR) | (kind == COLL) | (kind == MEET)] = DEVICE_CLASS
     ecls[kind == WAIT] = WAIT_CLASS
     return ecls
 
@@ -912,4 +932,5 @@ __all__ = [
     "host_positions",
     "recorded_stream_waits",
     "EDGE_KINDS",
+    "MEET",
 ]

@@ -233,7 +233,8 @@ def _longest_paths(g, host_f, rank_f, cost_half, act_f, drop_wait, edge_f, edge_
     w * host_f[j, state] * rank_f[rank] less `cost_half[j]` per recorded event boundary (never below
     zero, nor below itself when negative); a device activity (DEVICE_CLASS) w * act_f[act]; a sync's
     wait (WAIT_CLASS) is skipped when `drop_wait[j]`; weights are rounded to whole ns. `edge_f` (empty:
-    none): one more factor per edge (`--ops`): a host segment's weight times it, a wait with 0 skipped.
+    none): one more factor per edge (`--ops`): a host segment's weight times it, a wait or a device edge
+    with 0 skipped (`--comm 0`: the ranks no longer meet).
     `edge_add` (empty: none): ns added to a host segment after all that (`--cuda-graphs`: one graph
     launch where a region begins). Each edge is read once for all k (the pass is bound by those
     scattered reads); one replay is the case k = 1 (a loop of its own gained little: benchmarks/RESULTS.md,
@@ -268,6 +269,8 @@ def _longest_paths(g, host_f, rank_f, cost_half, act_f, drop_wait, edge_f, edge_
             if c == PLAIN:
                 we = w[e]
             elif c == DEVICE_CLASS:
+                if per_edge and edge_f[e] == 0.0:
+                    continue
                 we = np.int64(np.rint(w[e] * act_f[g.act[e]]))
             else:
                 if per_edge and edge_f[e] == 0.0:

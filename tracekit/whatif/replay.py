@@ -19,7 +19,7 @@ from tracekit.analysis.steps import Work, assign_work
 from tracekit.analysis.steps import bounds as step_bounds
 from tracekit.data import schema as S
 from tracekit.whatif.cudagraph import graph_regions
-from tracekit.whatif.graph import DROPPED, LAUNCH_EDGE, Graph
+from tracekit.whatif.graph import DROPPED, LAUNCH_EDGE, MEET, Graph
 from tracekit.whatif.loops import HOST_CLASS, WAIT_CLASS, ReplayGraph, longest_paths
 from tracekit.whatif.scenario import ScenarioError, WhatIfOptions
 
@@ -190,6 +190,9 @@ def factors(g: Graph, host, scenario: WhatIfOptions) -> Factors:
         pin, pin_act, w_add = pinned_factors(g, host)
         edge = pin if not edge.size else edge * pin
         act = act * pin_act
+    if scenario.comm == 0.0:  # no communication: a collective no longer waits for the other ranks
+        meet = np.where(g.kind == MEET, 0.0, 1.0)
+        edge = meet if not edge.size else edge * meet
     if not scenario.cuda_graphs:
         return Factors(act, edge, w=None if w_add is None else g.w + w_add)
     regions = graph_regions(g, host, scenario.graph_region)

@@ -197,12 +197,19 @@ class WhatIfOptions:
         Flag(
             "--comm",
             "FACTOR: every collective's transfer (its time after the last rank arrived: NCCL kernels, a "
-            "CPU backend's spans) takes FACTOR x its time; the ranks still meet at each collective. 0: "
-            "the transfer fully overlapped (or free); a straggler still holds the others.",
+            "CPU backend's spans) takes FACTOR x its time, the ranks still meeting at each collective "
+            "(0.001: the transfer free, a straggler still holds the others); 0 removes communication: no "
+            "transfer, and no rank waits for another (what a run without communication does).",
             Optional[float],
             parse=_comm,
             identity=lambda v: v == 1.0,
-            describe=lambda o: f"collective transfer x{o.comm:g}" if o.comm != 1.0 else None,
+            describe=lambda o: (
+                "no communication (collectives free, ranks independent)"
+                if o.comm == 0
+                else f"collective transfer x{o.comm:g}"
+                if o.comm != 1.0
+                else None
+            ),
         ),
     )
     python_speedup: Optional[float] = option(

@@ -1,0 +1,278 @@
+"""Communication what-ifs against real runs (issue 40): DDP A/B pairs captured in interleaved rounds, each
+prediction beside the run it predicts.
+
+    python docs/results/ddp/ab.py capture --device cpu --nproc 2 --rounds 3 --out runs/ddp_cpu
+    python docs/results/ddp/ab.py report runs/ddp_cpu --json results.json --markdown table.md
+
+`capture` needs only torch (it runs `python -m tracekit.capture`, tracekit's dependency-free capture
+package: what a GPU machine has); `report` needs tracekit (it runs `tracekit analyze` and `tracekit
+whatif --json` on each run and reads their JSON). The arms, all heavy_mlp under DDP with an SGD step:
+
+    base     nothing changed (A of every pair)
+    slow     rank 1 sleeps SLOW_MS per step in a record_function region `tracekit.slow_rank`
+    nocomm   a DDP comm hook that communicates nothing (ddp_comm=none): the same step, comm-free
+    accum    grad_accum=ACCUM micro-batches, no_sync() on all but the last
+    bucket   bucket_cap_mb=BUCKET_MB
+    fsdp     parallel=fsdp (FSDP2): analysed, not predicted
+
+and the checks (A → B):
+
+    straggler removed   slow --ops '^tracekit\\.slow_rank$=0'          against base
+    fully overlapped    base --comm 0 (transfer free, ranks still meet)  against nocomm
+    no_sync accumulate  base: step + (ACCUM-1) x (step with --comm 0 and the optimizer's regions removed)
+                        against accum
+    exposed comm        base's exposed communication                    against base - nocomm
+    bucket_cap_mb       not predicted (the trace does not say which gradients a bucket holds)
+
+Rounds alternate the arms' order (A B … | … B A) so a drift of the machine falls on every arm alike;
+`--smoke` runs one round of tiny steps (a quick check that everything runs). With `--chrt` each capture
+runs under `chrt -r 10` (a real-time priority: the other work of a shared machine waits).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+SLOW_MS = 20.0
+ACCUM = 4
+BUCKET_MB = {"cpu": 0.5, "cuda": 5.0}
+OPTIMIZER_REGIONS = r"^Optimizer\.(step|zero_grad)#=0"
+SLOW_REGION = r"^tracekit\.slow_rank$=0"
+ARMS = {
+    "base": [],
+    "slow": ["slow_rank=1", f"slow_ms={SLOW_MS:g}"],
+    "nocomm": ["ddp_comm=none"],
+    "accum": [f"grad_accum={ACCUM}"],
+    "bucket": [],  # bucket_cap_mb by device, below
+    "fsdp": ["parallel=fsdp"],
+}
+
+
+def _arm_sets(arm: str, device: str, smoke: bool) -> list[str]:
+    sets = ["optimizer=sgd", "timing_warmup=3", "timing_steps=6" if smoke else "timing_steps=20"]
+    if smoke:
+        sets += ["batch_size=8", "hidden=128", "in_features=64", "out_features=32", "layers=1"]
+    if arm == "bucket":
+        return sets + [f"bucket_cap_mb={BUCKET_MB[device]:g}"]
+    return sets + ARMS[arm]
+
+
+def capture(args: argparse.Namespace) -> None:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    arms = list(ARMS)
+    schedule = "wait=1,warmup=1,active=3,repeat=1" if args.smoke else "wait=1,warmup=2,active=5,repeat=1"
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    for rnd in range(1, args.rounds + 1):
+        order = arms if rnd % 2 else arms[::-1]
+        for arm in order:  # one capture per arm and round
+            if arm == "fsdp" and rnd > 1:
+                continue
+            run = out / f"{arm}-{rnd}"
+            if run.exists():
+                shutil.rmtree(run)
+            cmd = [args.python, "-m", "tracekit.capture", "heavy_mlp", "-o", str(run), "--device", args.device]
+            cmd += ["--schedule", schedule, "--label", f"{arm}-{rnd}", "--set", f"nproc={args.nproc}"]
+            for s in _arm_sets(arm, args.device, args.smoke):
+                cmd += ["--set", s]
+            if args.chrt:
+                cmd = ["chrt", "-r", "10", *cmd]
+            print(f"ab.py: round {rnd} {arm}: {' '.join(cmd)}", file=sys.stderr, flush=True)
+            rc = subprocess.call(cmd, env=env, cwd=ROOT)
+            (run / "ab.json").write_text(json.dumps({"arm": arm, "round": rnd, "rc": rc}) + "\n")
+
+
+# -- report ------------------------------------------------------------------------------------------
+def _tracekit(*args: str) -> dict:
+    cmd = [sys.executable, "-m", "tracekit", *args, "--json"]
+    res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    if res.returncode != 0:
+        raise SystemExit(f"ab.py: {' '.join(cmd)} failed:\n{res.stderr}")
+    return json.loads(res.stdout)
+
+
+def _unprofiled_ms(run: Path) -> float:
+    """The job's unprofiled step: per timed step the slowest rank's, then the median."""
+    m = json.loads((run / "manifest.json").read_text())
+    per_rank = [r["unprofiled"]["step_ms"] for r in m["ranks"] if r.get("unprofiled")]
+    return statistics.median(max(xs) for xs in zip(*per_rank))
+
+
+def _observed_ms(w: dict, key: str = "observed_step_ms") -> float:
+    return max(d[key] for d in w["devices"])
+
+
+def _predicted(w: dict) -> tuple[float, float]:
+    """(profiled, unprofiled) predicted step: the slowest rank's (the job's pace)."""
+    un = w.get("unprofiled") or {}
+    return _observed_ms(w, "predicted_step_ms"), float(un.get("predicted_step_ms") or float("nan"))
+
+
+def _comm(a: dict) -> dict:
+    """The analysis' communication figures, the median over ranks of each figure (ms per step)."""
+    ranks = (a.get("communication") or {}).get("ranks") or []
+    keys = ("step", "compute", "comm", "hidden", "exposed", "exposed_wait", "exposed_transfer")
+    out = {k: statistics.median(r["ms_per_step"][k] for r in ranks) for k in keys} if ranks else {}
+    slow = (a.get("communication") or {}).get("slow_rank")
+    return {**out, "slow_rank": slow}
+
+
+def report(args: argparse.Namespace) -> None:
+    root = Path(args.runs)
+    runs: dict[str, list[Path]] = {}
+    for run in sorted(root.iterdir()):
+        meta = run / "ab.json"
+        if meta.exists() and json.loads(meta.read_text())["rc"] == 0:
+            runs.setdefault(json.loads(meta.read_text())["arm"], []).append(run)
+    per_run: dict[str, dict] = {}
+    for arm, paths in runs.items():
+        for run in paths:  # one analysis (and its what-ifs) per run
+            rec: dict = {"arm": arm, "unprofiled_ms": _unprofiled_ms(run)}
+            a = _tracekit("analyze", str(run), "--no-savings")
+            rec["comm"] = _comm(a)
+            w = _tracekit("whatif", str(run))
+            rec["profiled_ms"] = _observed_ms(w)
+            if arm == "slow":
+                rec["pred_straggler_removed"] = _predicted(_tracekit("whatif", str(run), "--ops", SLOW_REGION))
+            if arm == "base":
+                rec["pred_comm0"] = _predicted(_tracekit("whatif", str(run), "--comm", "0"))
+                micro = _predicted(_tracekit("whatif", str(run), "--comm", "0", "--ops", OPTIMIZER_REGIONS))
+                rec["pred_accum"] = tuple(
+                    s + (ACCUM - 1) * m for s, m in zip((rec["profiled_ms"], _predicted(w)[1]), micro)
+                )
+            per_run[str(run.relative_to(root))] = rec
+    doc = {"runs": per_run, "checks": _checks(per_run)}
+    text = json.dumps(doc, indent=1)
+    if args.json:
+        Path(args.json).write_text(text + "\n")
+    table = _markdown(doc["checks"])
+    if args.markdown:
+        Path(args.markdown).write_text(table)
+    print(table)
+
+
+def _med(xs: list[float]) -> float:
+    xs = [x for x in xs if x == x]
+    return statistics.median(xs) if xs else float("nan")
+
+
+def _span(xs: list[float]) -> str:
+    xs = [x for x in xs if x == x]
+    return f"{min(xs):.2f}–{max(xs):.2f}" if len(xs) > 1 else "-"
+
+
+def _checks(per_run: dict) -> list[dict]:
+    by: dict[str, list[dict]] = {}
+    for rec in per_run.values():
+        by.setdefault(rec["arm"], []).append(rec)
+
+    def measured(arm: str, key: str) -> list[float]:
+        return [r[key] for r in by.get(arm, [])]
+
+    def pred(arm: str, key: str, i: int) -> list[float]:
+        return [r[key][i] for r in by.get(arm, []) if key in r]
+
+    checks = []
+    for name, a, b, key in (
+        ("straggler removed", "slow", "base", "pred_straggler_removed"),
+        ("communication fully overlapped (--comm 0)", "base", "nocomm", "pred_comm0"),
+        (f"gradient accumulation x{ACCUM} with no_sync", "base", "accum", "pred_accum"),
+    ):
+        for i, basis, mkey in ((0, "profiled", "profiled_ms"), (1, "unprofiled", "unprofiled_ms")):
+            p, m = pred(a, key, i), measured(b, mkey)
+            if not p or not m:
+                continue
+            checks.append(
+                {
+                    "check": name,
+                    "basis": basis,
+                    "A_ms": _med(measured(a, mkey)),
+                    "predicted_ms": _med(p),
+                    "predicted_span": _span(p),
+                    "measured_ms": _med(m),
+                    "measured_span": _span(m),
+                    "error": _med(p) / _med(m) - 1,
+                }
+            )
+    base_exp = [r["comm"].get("exposed", float("nan")) for r in by.get("base", [])]
+    for basis, mkey in (("profiled", "profiled_ms"), ("unprofiled", "unprofiled_ms")):
+        diff = _med(measured("base", mkey)) - _med(measured("nocomm", mkey))
+        if by.get("base") and by.get("nocomm"):
+            checks.append(
+                {
+                    "check": "exposed communication vs base - comm-free",
+                    "basis": basis,
+                    "A_ms": _med(measured("base", mkey)),
+                    "predicted_ms": _med(base_exp),
+                    "predicted_span": _span(base_exp),
+                    "measured_ms": diff,
+                    "measured_span": "-",
+                    "error": _med(base_exp) / diff - 1 if diff else float("nan"),
+                }
+            )
+    if by.get("bucket"):
+        for basis, mkey in (("profiled", "profiled_ms"), ("unprofiled", "unprofiled_ms")):
+            checks.append(
+                {
+                    "check": "bucket_cap_mb changed (not predicted)",
+                    "basis": basis,
+                    "A_ms": _med(measured("base", mkey)),
+                    "predicted_ms": float("nan"),
+                    "predicted_span": "-",
+                    "measured_ms": _med(measured("bucket", mkey)),
+                    "measured_span": _span(measured("bucket", mkey)),
+                    "error": float("nan"),
+                }
+            )
+    return checks
+
+
+def _markdown(checks: list[dict]) -> str:
+    lines = [
+        "| check | basis | A (ms) | predicted (ms) | range | measured (ms) | range | error |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for c in checks:
+        err = "-" if c["error"] != c["error"] else f"{c['error'] * 100:+.1f} %"
+        pred = "-" if c["predicted_ms"] != c["predicted_ms"] else f"{c['predicted_ms']:.2f}"
+        lines.append(
+            f"| {c['check']} | {c['basis']} | {c['A_ms']:.2f} | {pred} | {c['predicted_span']} | "
+            f"{c['measured_ms']:.2f} | {c['measured_span']} | {err} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("capture", help="capture the arms in interleaved rounds (needs only torch)")
+    c.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    c.add_argument("--nproc", type=int, default=2)
+    c.add_argument("--rounds", type=int, default=3)
+    c.add_argument("--out", required=True)
+    c.add_argument("--python", default=sys.executable)
+    c.add_argument("--smoke", action="store_true", help="one round of tiny steps")
+    c.add_argument("--chrt", action="store_true", help="each capture under chrt -r 10")
+    r = sub.add_parser("report", help="analyse the runs, predict, and compare (needs tracekit)")
+    r.add_argument("runs")
+    r.add_argument("--json")
+    r.add_argument("--markdown")
+    args = p.parse_args()
+    if args.cmd == "capture":
+        if args.smoke:
+            args.rounds = 1
+        capture(args)
+    else:
+        report(args)
+
+
+if __name__ == "__main__":
+    main()
