@@ -13,7 +13,7 @@ import pytest
 
 from tests.tracebuilder import TraceBuilder
 from tracekit.parse.parser import parse_paths
-from tracekit.whatif.graph import COLL, JOIN, WAIT, XSTREAM
+from tracekit.whatif.graph import MEET, COLL, JOIN, WAIT, XSTREAM
 from tracekit.whatif.predict import Replayer, whatif
 from tracekit.whatif.profiler import MEASURED_RANGE_US, estimate_cost
 from tracekit.whatif.scenario import WhatIfOptions
@@ -178,7 +178,8 @@ def test_collective_ends_after_the_last_rank_starts(tmp_path):
     r1.launch(80, 2, corr=1)
     r1.kernel("ncclDevKernel_AllReduce", 85, 15, corr=1, device=1)
     rp = replayer(tmp_path, r0, r1)
-    assert (rp.graph.kind == COLL).sum() == 4  # every rank's start → every rank's end
+    # every rank's start → every rank's end: its own (COLL) and the other's (MEET)
+    assert (rp.graph.kind == COLL).sum() == 2 and (rp.graph.kind == MEET).sum() == 2
     # WHEN rank 1's host is twice as fast: its launch [40,41), the kernel 3 µs later [44, ...);
     # both ranks end at 44 + 15 = 59; rank 1's host window ends at 60 (its tail shrinks to 19)
     result, _ = whatif(rp.capture, WhatIfOptions(rank_host=["1=0.5"]), replayer=rp, attribute=False)
@@ -190,6 +191,12 @@ def test_collective_ends_after_the_last_rank_starts(tmp_path):
     end_nodes = rp.graph.device_base + 2 * dev0.index.to_numpy() + 1
     assert sorted(rep[end_nodes] - rep[end_nodes].min()) == [0, 0]
     assert (rep[end_nodes] - rp.graph.obs[end_nodes]).tolist() == [-41 * US, -41 * US]
+    # WHEN the transfer is halved: both end at 85 + 7.5
+    rep = rp.run(WhatIfOptions(comm=0.5))
+    assert (rep[end_nodes] - rp.graph.obs[end_nodes]).tolist() == [-7500, -7500]
+    # WHEN there is no communication: no rank waits for the other, each all-reduce takes nothing
+    rep = rp.run(WhatIfOptions(comm=0))
+    assert (rep[end_nodes] - rp.graph.obs[end_nodes]).tolist() == [-85 * US, -15 * US]
 
 
 def test_profiler_cost_fitted_to_the_unprofiled_step(tmp_path):
