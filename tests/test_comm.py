@@ -1,0 +1,172 @@
+"""Communication on each rank (tracekit.analysis.comm) and its what-ifs, on tiny synthetic traces with
+hand-computed answers (µs as the trace builder takes them), then on the real fixtures: a 2-rank gloo DDP
+capture on the CPU (fixtures/cpu_gloo) and the 2-rank H200 DDP capture (fixtures/h200/ddp_slow_rank1).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.tracebuilder import TraceBuilder
+from tracekit.analysis.comm import waits_on_thread
+from tracekit.analysis.invariants import check_invariants
+from tracekit.analysis.model import Report
+from tracekit.analysis.pipeline import analyze
+from tracekit.parse.parser import parse_paths
+from tracekit.whatif.predict import Replayer, whatif
+from tracekit.whatif.scenario import WhatIfOptions
+
+ROOT = Path(__file__).resolve().parent.parent
+US = 1000
+GLOO_TID = 99
+
+
+def gloo_job() -> tuple[TraceBuilder, TraceBuilder]:
+    """Two CPU ranks under DDP with gloo, one all-reduce each in a 100 µs step:
+
+        rank 0  step T  |fwd 0-20|ar 20-22|......... wait .........|copy 82-90|..|
+                gloo T'          |===== gloo:all_reduce 21-80 =====|
+        rank 1  step T  |slow_rank 0-40 ....|fwd 40-58|ar 58-60|.wait.|copy 81-90|..|
+                gloo T'                                    |= 60-80 =|
+
+    rank 1 arrives at 60: rank 0 waits 39 µs of its span for it (21-60), then both transfer 20 µs."""
+    r0 = TraceBuilder(rank=0, world_size=2, pid=100, tid=100)
+    r0.step(1, 0, 100)
+    r0.op("aten::linear", 0, 20)
+    r0.op("c10d::allreduce_", 20, 2)
+    r0.annotation("gloo:all_reduce", 21, 59, tid=GLOO_TID)
+    r0.op("torch.distributed.ddp.reducer::copy_bucket_to_grad", 82, 8)
+    r1 = TraceBuilder(rank=1, world_size=2, pid=101, tid=101)
+    r1.step(1, 0, 100)
+    r1.annotation("tracekit.slow_rank", 0, 40)
+    r1.op("aten::linear", 40, 18)
+    r1.op("c10d::allreduce_", 58, 2)
+    r1.annotation("gloo:all_reduce", 60, 20, tid=GLOO_TID)
+    r1.op("torch.distributed.ddp.reducer::copy_bucket_to_grad", 81, 9)
+    return r0, r1
+
+
+def _paths(tmp_path: Path, *builders: TraceBuilder) -> list[Path]:
+    return [b.write(tmp_path / f"rank{i}.pt.trace.json") for i, b in enumerate(builders)]
+
+
+def run(tmp_path: Path, *builders: TraceBuilder) -> Report:
+    capture = parse_paths(_paths(tmp_path, *builders))
+    report = analyze(capture)
+    check_invariants(report, capture)
+    return report
+
+
+def test_a_gloo_wait_is_the_collective_state_not_python(tmp_path):
+    # GIVEN the gloo job WHEN analysed THEN rank 0's step thread waits 22-80 (58 µs, within its
+    # all-reduce's span), is in ops 30 µs and runs Python 12 (80-82, 90-100)
+    r = run(tmp_path, *gloo_job())
+    h0 = next(h for h in r.host.steps if h.rank == 0)
+    assert h0.breakdown_ns["collective"] == 58 * US
+    assert h0.breakdown_ns["framework"] == 30 * US
+    assert h0.breakdown_ns["interpreter"] == 12 * US
+    # the wait is not a dispatch gap (Python between framework calls): 80-82 is (after the last op
+    # nothing follows in this trace)
+    assert (h0.dispatch_gaps, h0.dispatch_gap_ns) == (1, 2 * US)
+    # rank 1 waits 60-80 for the transfer; its 40 µs of sleep before the forward is interpreter
+    h1 = next(h for h in r.host.steps if h.rank == 1)
+    assert h1.breakdown_ns["collective"] == 20 * US
+    assert h1.breakdown_ns["interpreter"] == 51 * US
+
+
+def test_exposed_communication_splits_into_waiting_and_transfer(tmp_path):
+    # GIVEN the gloo job WHEN analysed THEN per rank (ms per step):
+    r = run(tmp_path, *gloo_job())
+    c = r.communication
+    assert c is not None and c.matched == 1 and not c.clock_skew
+    r0, r1 = c.ranks
+    assert (r0.rank, r0.device, r1.rank, r1.device) == (0, -1, 1, -1)
+    (s0,) = r0.steps
+    # rank 0: in flight 21-80 (59), exposed 22-80 (58; 21-22 it was still issuing: hidden 1), of which
+    # 22-60 waits for rank 1 (38) and 60-80 is the transfer (20); compute = step - exposed
+    assert (s0.comm_ns, s0.exposed_ns, s0.hidden_ns) == (59 * US, 58 * US, 1 * US)
+    assert (s0.exposed_wait_ns, s0.exposed_transfer_ns, s0.compute_ns) == (38 * US, 20 * US, 42 * US)
+    (s1,) = r1.steps
+    assert (s1.comm_ns, s1.exposed_ns, s1.exposed_wait_ns) == (20 * US, 20 * US, 0)
+    # the bucket: rank 0 waited 39 µs (21-60) of its span, then 20 µs of transfer
+    (b0,) = r0.buckets
+    assert (b0.name, b0.index, b0.elements) == ("gloo:all_reduce", 0, None)
+    assert (b0.wait_ms, b0.transfer_ms, b0.exposed_ms) == pytest.approx((0.039, 0.020, 0.058))
+    # the slow rank is 1, and why: its host's Python (51 µs against rank 0's 12)
+    assert (r0.straggler_rank, r1.straggler_rank) == (1, None)
+    assert c.slow_rank is not None and c.slow_rank.rank == 1
+    assert c.slow_rank.figure == "host: interpreter"
+    assert (c.slow_rank.value_ms_per_step, c.slow_rank.others_ms_per_step) == pytest.approx((0.051, 0.012))
+    assert c.slow_rank.waited_on_ms_per_step == pytest.approx(0.038)
+
+
+def test_a_gpu_collective_under_compute_is_hidden(tmp_path):
+    # GIVEN one GPU: compute kernels 0-30 and 50-60, an NCCL all-reduce 20-45 (one rank: no wait)
+    t = TraceBuilder()
+    t.step(1, 0, 70)
+    t.launch(0, 1, corr=1)
+    t.kernel("gemm", 2, 28, corr=1)
+    t.launch(1, 1, corr=2)
+    t.kernel("ncclDevKernel_AllReduce_Sum_f32", 20, 25, corr=2, stream=9)
+    t.launch(2, 1, corr=3)
+    t.kernel("gemm", 50, 10, corr=3)
+    r = run(tmp_path, t)
+    (rank,) = r.communication.ranks
+    (s,) = rank.steps
+    # THEN comm 25, hidden 10 (20-30), exposed 15 (30-45), compute 38 (2-30, 50-60); no wait (one rank)
+    assert (s.comm_ns, s.hidden_ns, s.exposed_ns, s.compute_ns) == (25 * US, 10 * US, 15 * US, 38 * US)
+    assert s.exposed_wait_ns == 0 and r.communication.slow_rank is None
+
+
+def test_a_thread_that_resumed_long_before_a_collective_ended_did_not_wait():
+    # GIVEN a thread busy 0-10 and 12-30 and 31-40: gaps 10-12, 30-31 and from 40; a collective 5-35
+    busy = (np.array([0, 12, 31]) * US, np.array([10, 30, 40]) * US)
+    spans = (np.array([5]) * US, np.array([35]) * US)
+    # WHEN it most overlaps the gap 10-12, which ended 23 µs before it: THEN no wait within 5 µs
+    ws, we = waits_on_thread(*busy, *spans, tolerance_ns=5 * US)
+    assert ws.size == 0
+    # and with a tolerance of 30 µs, it is that gap's wait
+    ws, we = waits_on_thread(*busy, *spans, tolerance_ns=30 * US)
+    assert (ws.tolist(), we.tolist()) == ([10 * US], [12 * US])
+
+
+def test_the_straggler_made_fast_shortens_both_ranks(tmp_path):
+    # GIVEN the gloo job (rank 1's 40 µs region `tracekit.slow_rank` before its forward)
+    rp = Replayer.of(parse_paths(_paths(tmp_path, *gloo_job())))
+    result, _ = whatif(rp.capture, WhatIfOptions(), replayer=rp, attribute=False)
+    assert [d.predicted_step_ms * 1000 for d in result.devices] == [100.0, 100.0]
+    # WHEN the region is removed: rank 1 issues at 18-20 and its gloo thread starts at 20; rank 0's
+    # started at 21: both end at 21 + 20 = 41; rank 0 resumes 2 µs after (82 - 80), copies 8, ends 10
+    # later: 61; rank 1 resumes 1 µs after, copies 9, ends 10 later: 61
+    result, _ = whatif(rp.capture, WhatIfOptions(ops=[r"^tracekit\.slow_rank$=0"]), replayer=rp, attribute=False)
+    assert [d.predicted_step_ms * 1000 for d in result.devices] == [61.0, 61.0]
+    # WHEN there is no communication: rank 0 no longer waits (its wait 22-80 takes nothing): 100 - 58;
+    # rank 1's wait for its own transfer (60-80) goes too: 100 - 20
+    result, _ = whatif(rp.capture, WhatIfOptions(comm=0), replayer=rp, attribute=False)
+    assert [d.predicted_step_ms * 1000 for d in result.devices] == [42.0, 80.0]
+    # WHEN the transfer takes half as long: both end at 60 + 10
+    result, _ = whatif(rp.capture, WhatIfOptions(comm=0.5), replayer=rp, attribute=False)
+    assert [d.predicted_step_ms * 1000 for d in result.devices] == [90.0, 90.0]
+
+
+def test_the_h200_ddp_capture_names_rank_1_and_its_idle_python():
+    # GIVEN the real 2-rank H200 DDP run, rank 1 sleeping 20 ms per step
+    from tracekit.api import analyze as api_analyze
+
+    r = api_analyze(ROOT / "fixtures" / "h200" / "ddp_slow_rank1", savings=False).report
+    c = r.communication
+    r0, r1 = c.ranks
+    # THEN rank 0's exposed communication is mostly waiting for rank 1 (its sleep: 20 ms per step)
+    assert 15.0 < r0.ms_per_step("exposed_wait_ns") < 22.0
+    assert r1.ms_per_step("exposed_wait_ns") == 0.0
+    assert c.slow_rank.rank == 1 and c.slow_rank.figure == "idle: interpreter"
+    # the buckets carry their sizes (record_param_comms around the launch): a first bucket of 1 MiB of
+    # fp32 (DDP's first bucket), then 64 MiB ones
+    assert r0.buckets[0].elements == 2097664 and r0.buckets[1].elements == 16781312
+    for rank in c.ranks:
+        for s in rank.steps:
+            assert 0 <= s.exposed_wait_ns <= s.exposed_ns <= s.comm_ns <= s.step_ns
+            assert s.hidden_ns + s.exposed_ns == s.comm_ns
