@@ -267,6 +267,36 @@ def test_cpu_ddp_capture_writes_one_trace_per_rank(tmp_path):
     assert ranks == {0, 1}
 
 
+@pytest.mark.slow
+def test_a_users_torchrun_script_gets_its_own_arguments_on_every_rank(tmp_path):
+    # GIVEN a script that makes its own gloo process group and takes its model width from its argv
+    script = tmp_path / "train_ddp.py"
+    script.write_text(
+        "import sys, torch, torch.distributed as dist\n"
+        "from tracekit.capture import steps\n"
+        "dist.init_process_group('gloo')\n"
+        "width = int(sys.argv[1])\n"
+        "model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(width, width))\n"
+        "x = torch.randn(4, width)\n"
+        "for _ in steps(range(int(sys.argv[2])), samples_per_step=4):\n"
+        "    model(x).sum().backward()\n"
+        "dist.destroy_process_group()\n"
+    )
+    # WHEN captured under 2 ranks with its arguments after `--` (a loop of 1000 steps: the capture
+    # ends it; without its arguments it would not run at all)
+    paths = run_capture(
+        None, tmp_path / "out", device="cpu", knobs={**QUICK, "nproc": 2},
+        schedule="wait=1,warmup=1,active=2,repeat=1", script=script, script_args=("24", "1000"),
+    )  # fmt: skip
+    # THEN every rank ran it with them, and the capture is complete
+    manifest = json.loads((tmp_path / "out" / "train_ddp" / paths[0].stem / "manifest.json").read_text())
+    assert manifest["status"] == "ok"
+    from tracekit.data.store import read_capture
+
+    names = set(read_capture(paths[0]).table.column("name").to_pylist())
+    assert "gloo:all_reduce" in names
+
+
 def test_a_regular_install_puts_only_tracekit_and_workloads_on_the_childs_path(tmp_path, monkeypatch):
     from tracekit.orchestrate import runner
     from tracekit.orchestrate.runner import capture_env

@@ -218,7 +218,7 @@ def _capture(args: argparse.Namespace, argv: List[str], script_args: List[str]) 
                 f"--set nproc={nproc}, but only {_cuda_torch().cuda.device_count()} CUDA devices are visible",
                 EXIT_ENV,
             )
-        return _launch_ranks(args, argv, nproc)
+        return _launch_ranks(args, argv, nproc, script_args)
     torch = _cuda_torch() if device == "cuda" else (torch or _import_torch())
     rank = int(os.environ.get("RANK", "0"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -453,8 +453,11 @@ def _run_script(config: CaptureConfig, sess: Session, adopter: Optional[Adopter]
     sess.close(None if sess.done else RuntimeError("loop ended early"))
 
 
-def _launch_ranks(args: argparse.Namespace, argv: List[str], nproc: int) -> Dict[str, Any]:
-    """Start one process per rank through torch.distributed.run (torchrun) and merge their manifests."""
+def _launch_ranks(
+    args: argparse.Namespace, argv: List[str], nproc: int, script_args: Optional[List[str]] = None
+) -> Dict[str, Any]:
+    """Start one process per rank through torch.distributed.run (torchrun) and merge their manifests;
+    each rank gets the script's own arguments (`script_args`, after `--`)."""
     forwarded: List[str] = []
     skip = False
     for tok in argv:  # the ranks must not write the launcher's --result document
@@ -466,6 +469,8 @@ def _launch_ranks(args: argparse.Namespace, argv: List[str], nproc: int) -> Dict
             forwarded.append(tok)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1"]
     cmd += [f"--nproc_per_node={nproc}", "-m", "tracekit.capture", *forwarded]
+    if script_args:
+        cmd += ["--", *script_args]
     env = dict(os.environ)
     env[_LAUNCHED_ENV] = "1"
     env.setdefault("OMP_NUM_THREADS", "1")  # what torchrun picks anyway, without its banner

@@ -14,6 +14,8 @@ whatif --json` on each run and reads their JSON). The arms, all heavy_mlp under 
     accum    grad_accum=ACCUM micro-batches, no_sync() on all but the last
     bucket   bucket_cap_mb=BUCKET_MB
     fsdp     parallel=fsdp (FSDP2): analysed, not predicted
+    script   a user's own torchrun script, FSDP2 on a transformer (docs/results/ddp/train_fsdp.py, GPT-2
+             from transformers where it is installed): captured with --script, analysed
 
 and the checks (A → B):
 
@@ -38,6 +40,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -53,7 +56,10 @@ ARMS = {
     "accum": [f"grad_accum={ACCUM}"],
     "bucket": [],  # bucket_cap_mb by device, below
     "fsdp": ["parallel=fsdp"],
+    "script": [],
 }
+SCRIPT = ROOT / "docs" / "results" / "ddp" / "train_fsdp.py"
+ONCE = ("fsdp", "script")  # captured in the first round only (analysed, nothing predicted)
 
 
 def _arm_sets(arm: str, device: str, smoke: bool) -> list[str]:
@@ -65,24 +71,38 @@ def _arm_sets(arm: str, device: str, smoke: bool) -> list[str]:
     return sets + ARMS[arm]
 
 
+def _script_model(python: str) -> str:
+    """gpt2 where the capturing interpreter has transformers, else the same shape from torch.nn."""
+    has = subprocess.call([python, "-c", "import transformers"], stderr=subprocess.DEVNULL) == 0
+    return "gpt2" if has else "torch"
+
+
 def capture(args: argparse.Namespace) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     arms = list(ARMS)
     schedule = "wait=1,warmup=1,active=3,repeat=1" if args.smoke else "wait=1,warmup=2,active=5,repeat=1"
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    t0 = time.monotonic()
     for rnd in range(1, args.rounds + 1):
         order = arms if rnd % 2 else arms[::-1]
         for arm in order:  # one capture per arm and round
-            if arm == "fsdp" and rnd > 1:
+            if arm in ONCE and rnd > 1:
                 continue
+            if args.budget_s and time.monotonic() - t0 > args.budget_s:
+                print(f"ab.py: {args.budget_s:g} s spent: no more captures", file=sys.stderr, flush=True)
+                return
             run = out / f"{arm}-{rnd}"
             if run.exists():
                 shutil.rmtree(run)
-            cmd = [args.python, "-m", "tracekit.capture", "heavy_mlp", "-o", str(run), "--device", args.device]
+            what = ["--script", str(SCRIPT)] if arm == "script" else ["heavy_mlp"]
+            cmd = [args.python, "-m", "tracekit.capture", *what, "-o", str(run), "--device", args.device]
             cmd += ["--schedule", schedule, "--label", f"{arm}-{rnd}", "--set", f"nproc={args.nproc}"]
-            for s in _arm_sets(arm, args.device, args.smoke):
+            sets = _arm_sets(arm, args.device, args.smoke)
+            for s in sets if arm != "script" else [x for x in sets if x.startswith("timing_")]:
                 cmd += ["--set", s]
+            if arm == "script":
+                cmd += ["--", "--model", _script_model(args.python), "--steps", "100000"]
             if args.chrt:
                 cmd = ["chrt", "-r", "10", *cmd]
             print(f"ab.py: round {rnd} {arm}: {' '.join(cmd)}", file=sys.stderr, flush=True)
@@ -138,6 +158,9 @@ def report(args: argparse.Namespace) -> None:
             rec: dict = {"arm": arm, "unprofiled_ms": _unprofiled_ms(run)}
             a = _tracekit("analyze", str(run), "--no-savings")
             rec["comm"] = _comm(a)
+            if arm in ONCE:
+                per_run[str(run.relative_to(root))] = rec
+                continue
             w = _tracekit("whatif", str(run))
             rec["profiled_ms"] = _observed_ms(w)
             if arm == "slow":
@@ -261,6 +284,9 @@ def main() -> None:
     c.add_argument("--python", default=sys.executable)
     c.add_argument("--smoke", action="store_true", help="one round of tiny steps")
     c.add_argument("--chrt", action="store_true", help="each capture under chrt -r 10")
+    c.add_argument("--budget-s", type=float, default=0, help="start no capture after this many seconds")
+    s = sub.add_parser("summary", help="a TSV of the runs: arm, round, status, unprofiled step (stdlib only)")
+    s.add_argument("runs")
     r = sub.add_parser("report", help="analyse the runs, predict, and compare (needs tracekit)")
     r.add_argument("runs")
     r.add_argument("--json")
@@ -270,8 +296,24 @@ def main() -> None:
         if args.smoke:
             args.rounds = 1
         capture(args)
+    elif args.cmd == "summary":
+        summary(Path(args.runs))
     else:
         report(args)
+
+
+def summary(root: Path) -> None:
+    print("run\tarm\tround\trc\tstatus\tunprofiled_step_ms")
+    for run in sorted(p for p in root.iterdir() if (p / "ab.json").exists()):
+        meta = json.loads((run / "ab.json").read_text())
+        status, step = "-", "-"
+        if (run / "manifest.json").exists():
+            status = json.loads((run / "manifest.json").read_text()).get("status", "-")
+            try:
+                step = f"{_unprofiled_ms(run):.3f}"
+            except (KeyError, ValueError, TypeError):
+                pass
+        print(f"{run.name}\t{meta['arm']}\t{meta['round']}\t{meta['rc']}\t{status}\t{step}")
 
 
 if __name__ == "__main__":
