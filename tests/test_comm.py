@@ -141,7 +141,8 @@ def test_the_straggler_made_fast_shortens_both_ranks(tmp_path):
     # WHEN the region is removed: rank 1 issues at 18-20 and its gloo thread starts at 20; rank 0's
     # started at 21: both end at 21 + 20 = 41; rank 0 resumes 2 µs after (82 - 80), copies 8, ends 10
     # later: 61; rank 1 resumes 1 µs after, copies 9, ends 10 later: 61
-    result, _ = whatif(rp.capture, WhatIfOptions(ops=[r"^tracekit\.slow_rank$=0"]), replayer=rp, attribute=False)
+    fast = WhatIfOptions(ops=[r"^tracekit\.slow_rank$=0"])
+    result, _ = whatif(rp.capture, fast, replayer=rp, attribute=False)
     assert [d.predicted_step_ms * 1000 for d in result.devices] == [61.0, 61.0]
     # WHEN there is no communication: rank 0 no longer waits (its wait 22-80 takes nothing): 100 - 58;
     # rank 1's wait for its own transfer (60-80) goes too: 100 - 20

@@ -13,7 +13,7 @@ import pytest
 
 from tests.tracebuilder import TraceBuilder
 from tracekit.parse.parser import parse_paths
-from tracekit.whatif.graph import MEET, COLL, JOIN, WAIT, XSTREAM
+from tracekit.whatif.graph import COLL, JOIN, MEET, WAIT, XSTREAM
 from tracekit.whatif.predict import Replayer, whatif
 from tracekit.whatif.profiler import MEASURED_RANGE_US, estimate_cost
 from tracekit.whatif.scenario import WhatIfOptions

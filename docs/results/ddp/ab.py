@@ -34,6 +34,7 @@ runs under `chrt -r 10` (a real-time priority: the other work of a shared machin
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -164,7 +165,8 @@ def report(args: argparse.Namespace) -> None:
             w = _tracekit("whatif", str(run))
             rec["profiled_ms"] = _observed_ms(w)
             if arm == "slow":
-                rec["pred_straggler_removed"] = _predicted(_tracekit("whatif", str(run), "--ops", SLOW_REGION))
+                fast = _tracekit("whatif", str(run), "--ops", SLOW_REGION)
+                rec["pred_straggler_removed"] = _predicted(fast)
             if arm == "base":
                 rec["pred_comm0"] = _predicted(_tracekit("whatif", str(run), "--comm", "0"))
                 micro = _predicted(_tracekit("whatif", str(run), "--comm", "0", "--ops", OPTIMIZER_REGIONS))
@@ -309,10 +311,8 @@ def summary(root: Path) -> None:
         status, step = "-", "-"
         if (run / "manifest.json").exists():
             status = json.loads((run / "manifest.json").read_text()).get("status", "-")
-            try:
+            with contextlib.suppress(KeyError, ValueError, TypeError):  # a run that crashed
                 step = f"{_unprofiled_ms(run):.3f}"
-            except (KeyError, ValueError, TypeError):
-                pass
         print(f"{run.name}\t{meta['arm']}\t{meta['round']}\t{meta['rc']}\t{status}\t{step}")
 
 
