@@ -171,3 +171,51 @@ def test_the_h200_ddp_capture_names_rank_1_and_its_idle_python():
         for s in rank.steps:
             assert 0 <= s.exposed_wait_ns <= s.exposed_ns <= s.comm_ns <= s.step_ns
             assert s.hidden_ns + s.exposed_ns == s.comm_ns
+
+
+GLOO = ROOT / "fixtures" / "cpu_gloo"
+
+
+def _report(name: str) -> Report:
+    from tracekit.api import analyze as api_analyze
+
+    return api_analyze(GLOO / name, savings=False).report
+
+
+def test_the_cpu_gloo_capture_with_a_slow_rank():
+    # GIVEN 2 CPU ranks of heavy_mlp under DDP (gloo), rank 1 sleeping 20 ms per step
+    r = _report("ddp_slow_rank1")
+    c = r.communication
+    r0, r1 = c.ranks
+    # THEN rank 0's step thread waits for rank 1 about as long as rank 1 sleeps, and the report says so
+    assert 18.0 < r0.ms_per_step("exposed_wait_ns") < 23.0
+    assert r1.ms_per_step("exposed_wait_ns") < 1.0
+    assert c.slow_rank.rank == 1 and c.slow_rank.figure == "host: interpreter"
+    assert c.slow_rank.value_ms_per_step - c.slow_rank.others_ms_per_step > 18.0
+    # rank 0's host waits in the collective state, not in Python
+    host0 = [h for h in r.host.steps if h.rank == 0]
+    assert sum(h.breakdown_ns["collective"] for h in host0) > 10 * sum(h.breakdown_ns["interpreter"] for h in host0)
+    # gloo's spans carry no sizes: the buckets say so rather than guess
+    assert all(b.elements is None for b in r0.buckets)
+
+
+@pytest.mark.parametrize("name", ["ddp", "fsdp", "fsdp_script"])
+def test_a_cpu_gloo_job_without_a_straggler_names_no_slow_rank(name):
+    # GIVEN DDP, FSDP2 (heavy_mlp's parallel=fsdp) and a user's own FSDP2 script on 2 CPU ranks
+    c = _report(name).communication
+    # THEN every rank communicates, and no rank is slow: the waits are noise (< 5 % of the step)
+    assert c is not None and len(c.ranks) == 2 and c.matched > 0
+    assert c.slow_rank is None
+    for rank in c.ranks:
+        assert rank.ms_per_step("comm_ns") > 0
+        for s in rank.steps:
+            assert 0 <= s.exposed_wait_ns <= s.exposed_ns <= s.comm_ns <= s.step_ns
+            assert s.compute_ns + s.exposed_ns == s.step_ns
+
+
+def test_fsdp_all_gathers_and_reduces_are_buckets_of_their_own():
+    # GIVEN FSDP2 over 4 Linear layers (each sharded) THEN the buckets are all-gathers (forward and
+    # backward) and all-reduces (gloo's reduce-scatter), each its own row
+    buckets = _report("fsdp").communication.ranks[0].buckets
+    names = {b.name for b in buckets}
+    assert names == {"gloo:all_gather", "gloo:all_reduce"}

@@ -17,6 +17,7 @@ CAPTURES = sorted(p for p in (ROOT / "fixtures" / "h200").iterdir() if (p / "man
 DEFAULT = ROOT / "fixtures" / "h200_default"
 CAPTURES += sorted(p for p in DEFAULT.iterdir() if (p / "manifest.json").exists())
 CAPTURES += sorted((ROOT / "fixtures" / "hta").glob("*.json.gz"))
+CAPTURES += sorted(p for p in (ROOT / "fixtures" / "cpu_gloo").iterdir() if (p / "manifest.json").exists())
 CAPTURES += sorted((ROOT / "docs" / "results").glob("*/*-1.parquet"))  # one run of each configuration
 
 

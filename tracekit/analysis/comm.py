@@ -74,6 +74,9 @@ _BUSY_CATS = frozenset({"cpu_op", "cuda_runtime", "cuda_driver"})
 # for: gloo wakes the waiter, then ends its record_function span when the scheduler next runs its thread
 # (up to 3.3 ms later on a shared 2-core machine running two ranks of heavy_mlp: docs/results/ddp_cpu.md).
 WAKE_TOLERANCE_NS = 5_000_000
+# A rank is named slow when the ranks that wait for it wait at least this share of their step (exposed):
+# below, which rank arrives last is scheduling noise (2 CPU ranks of heavy_mlp without a straggler: 1-2 %).
+SLOW_RANK_MIN_SHARE = 0.05
 COLLECTIVE_COLUMNS = ("rank", "device", "ts", "end", "name", "step", "elements", "correlation")
 # The ends of one collective on different ranks further apart than this (median): the ranks' clocks are
 # not comparable, and waits are not split (the what-if graph's own rule, whatif.graph.CLOCK_SKEW_NS).
@@ -481,12 +484,16 @@ def _straggler(c: pd.DataFrame, mine: pd.DataFrame) -> Optional[int]:
 def slow_rank(ranks: list, host_steps, devices):
     """The rank most others name as their straggler, with the figure in which it exceeds the others'
     median most: a host state of its step thread on a CPU backend, a device figure (busy, an idle
-    cause) on a GPU. None where no rank waits on another."""
+    cause) on a GPU. None where no rank waits on another for at least SLOW_RANK_MIN_SHARE of its step
+    (exposed, median over the waiting ranks)."""
     named = [r.straggler_rank for r in ranks if r.straggler_rank is not None]
     if not named:
         return None
     slow = max(sorted(set(named)), key=named.count)
     waits = [r.ms_per_step("exposed_wait_ns") for r in ranks if r.straggler_rank == slow]
+    step = [r.ms_per_step("step_ns") for r in ranks if r.straggler_rank == slow]
+    if float(np.median(waits)) < SLOW_RANK_MIN_SHARE * float(np.median(step)):
+        return None  # the ranks arrive within noise of each other: no rank is slow
     figures: dict[int, dict[str, float]] = {}
     gpu = any(r.device >= 0 for r in ranks)
     if gpu:
@@ -542,4 +549,5 @@ __all__ = [
     "arrivals",
     "clock_skew",
     "WAKE_TOLERANCE_NS",
+    "SLOW_RANK_MIN_SHARE",
 ]
