@@ -73,6 +73,7 @@ def test_json_contract(tmp_path, capsys):
         "set": {"sync": 0.0},
         "kernels": {"gemm": 0.5},
         "rank_host": {},
+        "comm": 1.0,
         "python_speedup": None,
         "ops": {},
         "cuda_graphs": False,

@@ -11,6 +11,7 @@ from tracekit.analysis.model import (
     CAUSES,
     HOST_STATES,
     Advice,
+    Communication,
     CompiledSummary,
     HostReport,
     Report,
@@ -372,6 +373,20 @@ def comm_sections(report: Report) -> list[Section]:
         ]
         rows = [med + ["-"], next(row for row, r in zip(rows, c.ranks) if r is worst)]
         rows[1][0] = f"most exposed: {rows[1][0]}"
+    out = [
+        Section(
+            "communication (ms/step)",
+            ["rank:dev", "step", "compute", "comm", "hidden", "exposed", "waiting", "transfer", "waits on"],
+            rows,
+            _comm_notes(c),
+        )
+    ]
+    buckets = _bucket_section(c) if len(c.ranks) <= MANY_RANKS else None
+    return out + ([buckets] if buckets else [])
+
+
+def _comm_notes(c: Communication) -> list[str]:
+    """What the communication table's figures mean; the clock skew; the slow rank and why."""
     notes = [
         "comm: collectives in flight; exposed: in flight while the rank did not compute (GPU: no other "
         "kernel ran; CPU backend: the step thread was blocked waiting for it), split into waiting for the "
@@ -393,47 +408,33 @@ def comm_sections(report: Report) -> list[Section]:
             f"slow rank: {sr.rank} (the ranks that wait for it: {sr.waited_on_ms_per_step:.3f} ms/step "
             f"exposed waiting for its arrival){why}"
         )
-    out = [
-        Section(
-            "communication (ms/step)",
-            ["rank:dev", "step", "compute", "comm", "hidden", "exposed", "waiting", "transfer", "waits on"],
-            rows,
-            notes,
-        )
-    ]
-    if len(c.ranks) <= MANY_RANKS:
-        brows = [
-            [
-                f"{r.rank}:{'host' if r.device < 0 else r.device}",
-                f"{_short(b.name, 40)} #{b.index}",
-                "-" if b.elements is None else f"{b.elements:,}",
-                f"{b.transfer_ms:.3f}",
-                f"{b.wait_ms:.3f}",
-                f"{b.exposed_ms:.3f}",
-                str(b.instances),
-            ]
-            for r in c.ranks
-            for b in r.buckets[:TOP_ROWS]
+    return notes
+
+
+def _bucket_section(c: Communication) -> Section | None:
+    """Each rank's collectives by bucket (median per step); None where no rank has one."""
+    brows = [
+        [
+            f"{r.rank}:{'host' if r.device < 0 else r.device}",
+            f"{_short(b.name, 40)} #{b.index}",
+            "-" if b.elements is None else f"{b.elements:,}",
+            f"{b.transfer_ms:.3f}",
+            f"{b.wait_ms:.3f}",
+            f"{b.exposed_ms:.3f}",
+            str(b.instances),
         ]
-        if brows:
-            out.append(
-                Section(
-                    "collectives by bucket (median per step)",
-                    [
-                        "rank:dev",
-                        "collective #i in its step",
-                        "elements",
-                        "transfer",
-                        "waiting",
-                        "exposed",
-                        "n",
-                    ],
-                    brows,
-                    ["elements: where the trace records them (NCCL's record_param_comms; not gloo's spans)"],
-                    align="llrrrrr",
-                )
-            )
-    return out
+        for r in c.ranks
+        for b in r.buckets[:TOP_ROWS]
+    ]
+    if not brows:
+        return None
+    return Section(
+        "collectives by bucket (median per step)",
+        ["rank:dev", "collective #i in its step", "elements", "transfer", "waiting", "exposed", "n"],
+        brows,
+        ["elements: where the trace records them (NCCL's record_param_comms; not gloo's spans)"],
+        align="llrrrrr",
+    )
 
 
 def sync_section(report: Report) -> Section | None:
