@@ -2,7 +2,7 @@
 prediction beside the run it predicts.
 
     python docs/results/ddp/ab.py capture --device cpu --nproc 2 --rounds 3 --out runs/ddp_cpu
-    python docs/results/ddp/ab.py report runs/ddp_cpu --json results.json --markdown table.md
+    python docs/results/ddp/ab.py report runs/ddp_cpu [more sessions] --json results.json --markdown table.md
 
 `capture` needs only torch (it runs `python -m tracekit.capture`, tracekit's dependency-free capture
 package: what a GPU machine has); `report` needs tracekit (it runs `tracekit analyze` and `tracekit
@@ -25,6 +25,10 @@ and the checks (A → B):
                         against accum
     exposed comm        base's exposed communication                    against base - nocomm
     bucket_cap_mb       not predicted (the trace does not say which gradients a bucket holds)
+
+`report` pools the runs of every capture folder it is given (each a session of rounds) for the checks,
+shows each session's error alone, and sets the step's parts (PHASES: the forward, the backward's
+matmuls, the optimizer, the step thread's own communication work) of base beside the comm-free run's.
 
 Rounds alternate the arms' order (A B … | … B A) so a drift of the machine falls on every arm alike;
 `--smoke` runs one round of tiny steps (a quick check that everything runs). With `--chrt` each capture
@@ -107,8 +111,11 @@ def capture(args: argparse.Namespace) -> None:
             if args.chrt:
                 cmd = ["chrt", "-r", "10", *cmd]
             print(f"ab.py: round {rnd} {arm}: {' '.join(cmd)}", file=sys.stderr, flush=True)
+            load = os.getloadavg()[0]
             rc = subprocess.call(cmd, env=env, cwd=ROOT)
-            (run / "ab.json").write_text(json.dumps({"arm": arm, "round": rnd, "rc": rc}) + "\n")
+            # the machine's 1-minute load average before and after: other work on a shared machine
+            meta = {"arm": arm, "round": rnd, "rc": rc, "load": [load, os.getloadavg()[0]]}
+            (run / "ab.json").write_text(json.dumps(meta) + "\n")
 
 
 # -- report ------------------------------------------------------------------------------------------
@@ -146,42 +153,105 @@ def _comm(a: dict) -> dict:
     return {**out, "slow_rank": slow}
 
 
+# The step's parts that communication does not run in (the forward, the optimizer) or runs beside (the
+# backward's matmuls), and the step thread's own communication work: ms per rank and step, from the
+# analysis' region and op tables. A comm-free run whose compute is faster than the communicating run's
+# is what neither --comm 0 nor the exposed time can see (docs/results/ddp_cpu.md).
+PHASES = (
+    ("forward (DDP forward region)", "region_stats", "DistributedDataParallel.forward"),
+    ("backward matmuls (AddmmBackward0)", "op_stats", "AddmmBackward0"),
+    ("optimizer (SGD.step region)", "region_stats", "Optimizer.step#SGD.step"),
+    ("issuing the all-reduce (c10d::allreduce_)", "op_stats", "c10d::allreduce_"),
+    ("the reducer's bucket ops (reducer::mul_out, copy_)", "op_stats", "torch::distributed::reducer::"),
+)
+
+
+def _phases(a: dict, nranks: int) -> dict:
+    """PHASES' figures of one analysis (a name ending in '::' is a prefix): ms per rank and step."""
+    out = {}
+    for label, table, name in PHASES:
+        rows = [
+            r
+            for r in a.get(table) or []
+            if (r["name"].startswith(name) if name.endswith("::") else r["name"] == name)
+        ]
+        per_step = [sum(xs) for xs in zip(*(r["ns_per_step"] for r in rows))]
+        out[label] = statistics.median(per_step) / nranks / 1e6 if per_step else 0.0
+    return out
+
+
+def _analysed(run: Path, arm: str) -> dict:
+    """One run's analysis and, unless its arm is only analysed, its what-ifs."""
+    rec: dict = {"arm": arm, "unprofiled_ms": _unprofiled_ms(run)}
+    a = _tracekit("analyze", str(run), "--no-savings")
+    rec["comm"] = _comm(a)
+    rec["phases"] = _phases(a, len(json.loads((run / "manifest.json").read_text())["ranks"]))
+    if arm in ONCE:
+        return rec
+    w = _tracekit("whatif", str(run))
+    rec["profiled_ms"] = _observed_ms(w)
+    if arm == "slow":
+        rec["pred_straggler_removed"] = _predicted(_tracekit("whatif", str(run), "--ops", SLOW_REGION))
+    if arm == "base":
+        rec["pred_comm0"] = _predicted(_tracekit("whatif", str(run), "--comm", "0"))
+        micro = _predicted(_tracekit("whatif", str(run), "--comm", "0", "--ops", OPTIMIZER_REGIONS))
+        rec["pred_accum"] = tuple(
+            s + (ACCUM - 1) * m for s, m in zip((rec["profiled_ms"], _predicted(w)[1]), micro)
+        )
+    return rec
+
+
 def report(args: argparse.Namespace) -> None:
-    root = Path(args.runs)
-    runs: dict[str, list[Path]] = {}
-    for run in sorted(root.iterdir()):
-        meta = run / "ab.json"
-        if meta.exists() and json.loads(meta.read_text())["rc"] == 0:
-            runs.setdefault(json.loads(meta.read_text())["arm"], []).append(run)
+    """Every run of every capture folder (a session of interleaved rounds) analysed; the checks over
+    all sessions' runs pooled, and each session's alone."""
     per_run: dict[str, dict] = {}
-    for arm, paths in runs.items():
-        for run in paths:  # one analysis (and its what-ifs) per run
-            rec: dict = {"arm": arm, "unprofiled_ms": _unprofiled_ms(run)}
-            a = _tracekit("analyze", str(run), "--no-savings")
-            rec["comm"] = _comm(a)
-            if arm in ONCE:
-                per_run[str(run.relative_to(root))] = rec
+    sessions: dict[str, list[str]] = {}
+    for root in map(Path, args.runs):
+        for run in sorted(root.iterdir()):  # one analysis (and its what-ifs) per run
+            meta = run / "ab.json"
+            if not meta.exists() or json.loads(meta.read_text())["rc"] != 0:
                 continue
-            w = _tracekit("whatif", str(run))
-            rec["profiled_ms"] = _observed_ms(w)
-            if arm == "slow":
-                fast = _tracekit("whatif", str(run), "--ops", SLOW_REGION)
-                rec["pred_straggler_removed"] = _predicted(fast)
-            if arm == "base":
-                rec["pred_comm0"] = _predicted(_tracekit("whatif", str(run), "--comm", "0"))
-                micro = _predicted(_tracekit("whatif", str(run), "--comm", "0", "--ops", OPTIMIZER_REGIONS))
-                rec["pred_accum"] = tuple(
-                    s + (ACCUM - 1) * m for s, m in zip((rec["profiled_ms"], _predicted(w)[1]), micro)
-                )
-            per_run[str(run.relative_to(root))] = rec
-    doc = {"runs": per_run, "checks": _checks(per_run)}
+            key = f"{root.name}/{run.name}"
+            info = json.loads(meta.read_text())
+            per_run[key] = {**_analysed(run, info["arm"]), "load": info.get("load")}
+            sessions.setdefault(root.name, []).append(key)
+    doc = {
+        "runs": per_run,
+        "checks": _checks(per_run),
+        "sessions": {name: _checks({k: per_run[k] for k in keys}) for name, keys in sessions.items()},
+        "phases": _phase_rows(per_run),
+    }
     text = json.dumps(doc, indent=1)
     if args.json:
         Path(args.json).write_text(text + "\n")
-    table = _markdown(doc["checks"])
+    table = markdown(doc)
     if args.markdown:
         Path(args.markdown).write_text(table)
     print(table)
+
+
+def markdown(doc: dict) -> str:
+    """report's tables: the checks pooled, the error of each session alone, the step's parts."""
+    return (
+        _markdown(doc["checks"])
+        + "\n"
+        + _session_markdown(doc["sessions"])
+        + "\n"
+        + _phase_markdown(doc["phases"])
+    )
+
+
+def _session_markdown(sessions: dict[str, list[dict]]) -> str:
+    names = sorted(sessions)
+    lines = ["| check | basis | " + " | ".join(names) + " |", "|---|---|" + "---:|" * len(names)]
+    first = sessions[names[0]] if names else []
+    for i, c in enumerate(first):
+        errs = []
+        for n in names:
+            e = sessions[n][i]["error"] if i < len(sessions[n]) else float("nan")
+            errs.append("-" if e != e else f"{e * 100:+.1f} %")
+        lines.append(f"| {c['check']} | {c['basis']} | " + " | ".join(errs) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def _med(xs: list[float]) -> float:
@@ -189,9 +259,9 @@ def _med(xs: list[float]) -> float:
     return statistics.median(xs) if xs else float("nan")
 
 
-def _span(xs: list[float]) -> str:
+def _span(xs: list[float], digits: int = 2) -> str:
     xs = [x for x in xs if x == x]
-    return f"{min(xs):.2f}–{max(xs):.2f}" if len(xs) > 1 else "-"
+    return f"{min(xs):.{digits}f}–{max(xs):.{digits}f}" if len(xs) > 1 else "-"
 
 
 def _checks(per_run: dict) -> list[dict]:
@@ -260,6 +330,45 @@ def _checks(per_run: dict) -> list[dict]:
     return checks
 
 
+def _phase_rows(per_run: dict) -> list[dict]:
+    """Per PHASES figure: base's and nocomm's (median over runs, with the runs' range) and their ratio;
+    then tracekit's compute of base (step − exposed) beside nocomm's step."""
+    by: dict[str, list[dict]] = {}
+    for rec in per_run.values():
+        by.setdefault(rec["arm"], []).append(rec)
+    if not by.get("base") or not by.get("nocomm"):
+        return []
+    rows = []
+    for label, _, _ in PHASES:
+        b = [r["phases"][label] for r in by["base"]]
+        n = [r["phases"][label] for r in by["nocomm"]]
+        rows.append({"figure": label, "base": b, "nocomm": n})
+    rows.append(
+        {
+            "figure": "compute (tracekit: step - exposed) / nocomm's step",
+            "base": [r["comm"]["compute"] for r in by["base"]],
+            "nocomm": [r["comm"].get("step", r["profiled_ms"]) for r in by["nocomm"]],
+        }
+    )
+    for r in rows:
+        r["ratio"] = _med(r["base"]) / _med(r["nocomm"]) - 1 if _med(r["nocomm"]) else float("nan")
+    return rows
+
+
+def _phase_markdown(rows: list[dict]) -> str:
+    lines = [
+        "| per rank and step (profiled) | base (ms) | range | comm-free (ms) | range | base / comm-free |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        ratio = "-" if r["ratio"] != r["ratio"] else f"{r['ratio'] * 100:+.1f} %"
+        lines.append(
+            f"| {r['figure']} | {_med(r['base']):.3f} | {_span(r['base'], 3)} | {_med(r['nocomm']):.3f} | "
+            f"{_span(r['nocomm'], 3)} | {ratio} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def _markdown(checks: list[dict]) -> str:
     lines = [
         "| check | basis | A (ms) | predicted (ms) | range | measured (ms) | range | error |",
@@ -290,7 +399,7 @@ def main() -> None:
     s = sub.add_parser("summary", help="a TSV of the runs: arm, round, status, unprofiled step (stdlib only)")
     s.add_argument("runs")
     r = sub.add_parser("report", help="analyse the runs, predict, and compare (needs tracekit)")
-    r.add_argument("runs")
+    r.add_argument("runs", nargs="+", help="capture folders (each a session of rounds), pooled")
     r.add_argument("--json")
     r.add_argument("--markdown")
     args = p.parse_args()
@@ -305,7 +414,7 @@ def main() -> None:
 
 
 def summary(root: Path) -> None:
-    print("run\tarm\tround\trc\tstatus\tunprofiled_step_ms")
+    print("run\tarm\tround\trc\tstatus\tunprofiled_step_ms\tload_before\tload_after")
     for run in sorted(p for p in root.iterdir() if (p / "ab.json").exists()):
         meta = json.loads((run / "ab.json").read_text())
         status, step = "-", "-"
@@ -313,7 +422,8 @@ def summary(root: Path) -> None:
             status = json.loads((run / "manifest.json").read_text()).get("status", "-")
             with contextlib.suppress(KeyError, ValueError, TypeError):  # a run that crashed
                 step = f"{_unprofiled_ms(run):.3f}"
-        print(f"{run.name}\t{meta['arm']}\t{meta['round']}\t{meta['rc']}\t{status}\t{step}")
+        load = "\t".join(f"{x:.2f}" for x in meta["load"]) if "load" in meta else "-\t-"
+        print(f"{run.name}\t{meta['arm']}\t{meta['round']}\t{meta['rc']}\t{status}\t{step}\t{load}")
 
 
 if __name__ == "__main__":
