@@ -194,7 +194,9 @@ def test_the_cpu_gloo_capture_with_a_slow_rank():
     assert c.slow_rank.value_ms_per_step - c.slow_rank.others_ms_per_step > 18.0
     # rank 0's host waits in the collective state, not in Python
     host0 = [h for h in r.host.steps if h.rank == 0]
-    assert sum(h.breakdown_ns["collective"] for h in host0) > 10 * sum(h.breakdown_ns["interpreter"] for h in host0)
+    assert sum(h.breakdown_ns["collective"] for h in host0) > 10 * sum(
+        h.breakdown_ns["interpreter"] for h in host0
+    )
     # gloo's spans carry no sizes: the buckets say so rather than guess
     assert all(b.elements is None for b in r0.buckets)
 
@@ -219,3 +221,30 @@ def test_fsdp_all_gathers_and_reduces_are_buckets_of_their_own():
     buckets = _report("fsdp").communication.ranks[0].buckets
     names = {b.name for b in buckets}
     assert names == {"gloo:all_gather", "gloo:all_reduce"}
+
+
+def test_the_communication_table_fits_an_80_column_terminal():
+    # GIVEN the slow-rank capture's report rendered as text 80 columns wide
+    import io
+
+    from tracekit.render.sections import comm_sections
+    from tracekit.render.text import make_console, print_sections
+
+    out = io.StringIO()
+    print_sections(make_console(out, 80, False), comm_sections(_report("ddp_slow_rank1")))
+    lines = out.getvalue().splitlines()
+    # THEN every column is there, the rank each waits on included (rich drops a column that does not fit)
+    header = next(line for line in lines if "rank:dev" in line)
+    assert header.split() == [
+        "rank:dev",
+        "step",
+        "compute",
+        "hidden",
+        "exposed",
+        "waiting",
+        "transfer",
+        "waits",
+        "on",
+    ]
+    row0 = next(line for line in lines if line.split()[:1] == ["0:host"])
+    assert row0.split()[-1] == "1"  # rank 0 waits on rank 1

@@ -359,7 +359,8 @@ def comm_sections(report: Report) -> list[Section]:
     c = report.communication
     if c is None or not c.ranks:
         return []
-    figs = ("step", "compute", "comm", "hidden", "exposed", "exposed_wait", "exposed_transfer")
+    # no `comm` column (= hidden + exposed): nine columns do not fit an 80-column terminal
+    figs = ("step", "compute", "hidden", "exposed", "exposed_wait", "exposed_transfer")
     rows = [
         [f"{r.rank}:{'host' if r.device < 0 else r.device}"]
         + [f"{r.ms_per_step(f + '_ns'):.3f}" for f in figs]
@@ -376,7 +377,7 @@ def comm_sections(report: Report) -> list[Section]:
     out = [
         Section(
             "communication (ms/step)",
-            ["rank:dev", "step", "compute", "comm", "hidden", "exposed", "waiting", "transfer", "waits on"],
+            ["rank:dev", "step", "compute", "hidden", "exposed", "waiting", "transfer", "waits on"],
             rows,
             _comm_notes(c),
         )
@@ -388,9 +389,9 @@ def comm_sections(report: Report) -> list[Section]:
 def _comm_notes(c: Communication) -> list[str]:
     """What the communication table's figures mean; the clock skew; the slow rank and why."""
     notes = [
-        "comm: collectives in flight; exposed: in flight while the rank did not compute (GPU: no other "
-        "kernel ran; CPU backend: the step thread was blocked waiting for it), split into waiting for the "
-        "last rank to arrive and the transfer after it; hidden = comm - exposed"
+        "communication (collectives in flight) = hidden + exposed; exposed: in flight while the rank did not "
+        "compute (GPU: no other kernel ran; CPU backend: the step thread was blocked waiting for it), split "
+        "into waiting for the last rank to arrive and the transfer after it"
     ]
     if c.clock_skew:
         notes.append(
