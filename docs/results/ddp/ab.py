@@ -213,12 +213,13 @@ def report(args: argparse.Namespace) -> None:
                 continue
             key = f"{root.name}/{run.name}"
             info = json.loads(meta.read_text())
-            per_run[key] = {**_analysed(run, info["arm"]), "load": info.get("load")}
+            per_run[key] = {**_analysed(run, info["arm"]), "round": info["round"], "load": info.get("load")}
             sessions.setdefault(root.name, []).append(key)
     doc = {
         "runs": per_run,
         "checks": _checks(per_run),
         "sessions": {name: _checks({k: per_run[k] for k in keys}) for name, keys in sessions.items()},
+        "load": {name: _load([per_run[k] for k in keys]) for name, keys in sessions.items()},
         "phases": _phase_rows(per_run),
     }
     text = json.dumps(doc, indent=1)
@@ -230,18 +231,19 @@ def report(args: argparse.Namespace) -> None:
     print(table)
 
 
+def _load(recs: list[dict]) -> list[float]:
+    """The machine's 1-minute load average over a session's captures (before and after each): min, max."""
+    xs = [x for r in recs for x in r.get("load") or []]
+    return [min(xs), max(xs)] if xs else []
+
+
 def markdown(doc: dict) -> str:
     """report's tables: the checks pooled, the error of each session alone, the step's parts."""
-    return (
-        _markdown(doc["checks"])
-        + "\n"
-        + _session_markdown(doc["sessions"])
-        + "\n"
-        + _phase_markdown(doc["phases"])
-    )
+    sessions = _session_markdown(doc["sessions"], doc["load"])
+    return _markdown(doc["checks"]) + "\n" + sessions + "\n" + _phase_markdown(doc["phases"])
 
 
-def _session_markdown(sessions: dict[str, list[dict]]) -> str:
+def _session_markdown(sessions: dict[str, list[dict]], load: dict[str, list[float]]) -> str:
     names = sorted(sessions)
     lines = ["| check | basis | " + " | ".join(names) + " |", "|---|---|" + "---:|" * len(names)]
     first = sessions[names[0]] if names else []
@@ -251,6 +253,8 @@ def _session_markdown(sessions: dict[str, list[dict]]) -> str:
             e = sessions[n][i]["error"] if i < len(sessions[n]) else float("nan")
             errs.append("-" if e != e else f"{e * 100:+.1f} %")
         lines.append(f"| {c['check']} | {c['basis']} | " + " | ".join(errs) + " |")
+    spans = [f"{load[n][0]:.1f}–{load[n][1]:.1f}" if load.get(n) else "-" for n in names]
+    lines.append("| the machine's load (1-minute average) | over the captures | " + " | ".join(spans) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -264,67 +268,68 @@ def _span(xs: list[float], digits: int = 2) -> str:
     return f"{min(xs):.{digits}f}–{max(xs):.{digits}f}" if len(xs) > 1 else "-"
 
 
+def _pairs(per_run: dict, a: str, b: str) -> list[tuple[dict, dict]]:
+    """(A run, B run) of one session and round each: a prediction beside the run it predicts, captured
+    minutes apart on the same machine (a session's drift falls on both)."""
+    runs = {(k.split("/")[0], r["arm"], r["round"]): r for k, r in per_run.items()}
+    return [
+        (ra, runs[(s, b, n)]) for (s, arm, n), ra in sorted(runs.items()) if arm == a and (s, b, n) in runs
+    ]
+
+
+def _check(name: str, basis: str, rows: list[tuple[float, float, float]]) -> dict:
+    """One check from its rounds' (A, predicted, measured): the medians and ranges over the rounds, and
+    the error as the median of the rounds' errors (each prediction against its own round's run)."""
+    a, p, m = (list(x) for x in zip(*rows))
+    errors = [pi / mi - 1 if mi and pi == pi else float("nan") for pi, mi in zip(p, m)]
+    return {
+        "check": name,
+        "basis": basis,
+        "rounds": len(rows),
+        "A_ms": _med(a),
+        "predicted_ms": _med(p),
+        "predicted_span": _span(p),
+        "measured_ms": _med(m),
+        "measured_span": _span(m),
+        "error": _med(errors),
+        "error_span": _span([e * 100 for e in errors], 1),
+    }
+
+
 def _checks(per_run: dict) -> list[dict]:
-    by: dict[str, list[dict]] = {}
-    for rec in per_run.values():
-        by.setdefault(rec["arm"], []).append(rec)
-
-    def measured(arm: str, key: str) -> list[float]:
-        return [r[key] for r in by.get(arm, [])]
-
-    def pred(arm: str, key: str, i: int) -> list[float]:
-        return [r[key][i] for r in by.get(arm, []) if key in r]
-
+    bases = (("profiled", 0, "profiled_ms"), ("unprofiled", 1, "unprofiled_ms"))
     checks = []
     for name, a, b, key in (
         ("straggler removed", "slow", "base", "pred_straggler_removed"),
         ("communication fully overlapped (--comm 0)", "base", "nocomm", "pred_comm0"),
         (f"gradient accumulation x{ACCUM} with no_sync", "base", "accum", "pred_accum"),
     ):
-        for i, basis, mkey in ((0, "profiled", "profiled_ms"), (1, "unprofiled", "unprofiled_ms")):
-            p, m = pred(a, key, i), measured(b, mkey)
-            if not p or not m:
-                continue
-            checks.append(
-                {
-                    "check": name,
-                    "basis": basis,
-                    "A_ms": _med(measured(a, mkey)),
-                    "predicted_ms": _med(p),
-                    "predicted_span": _span(p),
-                    "measured_ms": _med(m),
-                    "measured_span": _span(m),
-                    "error": _med(p) / _med(m) - 1,
-                }
+        pairs = _pairs(per_run, a, b)
+        for basis, i, mkey in bases:
+            if pairs:
+                checks.append(_check(name, basis, [(ra[mkey], ra[key][i], rb[mkey]) for ra, rb in pairs]))
+    pairs = _pairs(per_run, "base", "nocomm")  # exposed communication against base - nocomm, per round
+    for basis, _, mkey in bases:
+        if pairs:
+            rows = [
+                (ra[mkey], ra["comm"].get("exposed", float("nan")), ra[mkey] - rb[mkey]) for ra, rb in pairs
+            ]
+            checks.append(_check("exposed communication vs base - comm-free", basis, rows))
+    pairs = _pairs(per_run, "base", "bucket")  # measured, not predicted
+    for basis, _, mkey in bases:
+        if pairs:
+            check = _check(
+                "bucket_cap_mb changed (not predicted)",
+                basis,
+                [(ra[mkey], 1.0, rb[mkey]) for ra, rb in pairs],
             )
-    base_exp = [r["comm"].get("exposed", float("nan")) for r in by.get("base", [])]
-    for basis, mkey in (("profiled", "profiled_ms"), ("unprofiled", "unprofiled_ms")):
-        diff = _med(measured("base", mkey)) - _med(measured("nocomm", mkey))
-        if by.get("base") and by.get("nocomm"):
             checks.append(
                 {
-                    "check": "exposed communication vs base - comm-free",
-                    "basis": basis,
-                    "A_ms": _med(measured("base", mkey)),
-                    "predicted_ms": _med(base_exp),
-                    "predicted_span": _span(base_exp),
-                    "measured_ms": diff,
-                    "measured_span": "-",
-                    "error": _med(base_exp) / diff - 1 if diff else float("nan"),
-                }
-            )
-    if by.get("bucket"):
-        for basis, mkey in (("profiled", "profiled_ms"), ("unprofiled", "unprofiled_ms")):
-            checks.append(
-                {
-                    "check": "bucket_cap_mb changed (not predicted)",
-                    "basis": basis,
-                    "A_ms": _med(measured("base", mkey)),
+                    **check,
                     "predicted_ms": float("nan"),
                     "predicted_span": "-",
-                    "measured_ms": _med(measured("bucket", mkey)),
-                    "measured_span": _span(measured("bucket", mkey)),
                     "error": float("nan"),
+                    "error_span": "-",
                 }
             )
     return checks
@@ -371,15 +376,17 @@ def _phase_markdown(rows: list[dict]) -> str:
 
 def _markdown(checks: list[dict]) -> str:
     lines = [
-        "| check | basis | A (ms) | predicted (ms) | range | measured (ms) | range | error |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        "| check | basis | rounds | A (ms) | predicted (ms) | range | measured (ms) | range | error "
+        "| error range |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for c in checks:
         err = "-" if c["error"] != c["error"] else f"{c['error'] * 100:+.1f} %"
         pred = "-" if c["predicted_ms"] != c["predicted_ms"] else f"{c['predicted_ms']:.2f}"
         lines.append(
-            f"| {c['check']} | {c['basis']} | {c['A_ms']:.2f} | {pred} | {c['predicted_span']} | "
-            f"{c['measured_ms']:.2f} | {c['measured_span']} | {err} |"
+            f"| {c['check']} | {c['basis']} | {c['rounds']} | {c['A_ms']:.2f} | {pred} | "
+            f"{c['predicted_span']} | {c['measured_ms']:.2f} | {c['measured_span']} | {err} | "
+            f"{c['error_span']} |"
         )
     return "\n".join(lines) + "\n"
 
