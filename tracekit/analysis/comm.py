@@ -75,7 +75,7 @@ _BUSY_CATS = frozenset({"cpu_op", "cuda_runtime", "cuda_driver"})
 # (up to 3.3 ms later on a shared 2-core machine running two ranks of heavy_mlp: docs/results/ddp_cpu.md).
 WAKE_TOLERANCE_NS = 5_000_000
 # A rank is named slow when the ranks that wait for it wait at least this share of their step (exposed):
-# below, which rank arrives last is scheduling noise (2 CPU ranks of heavy_mlp without a straggler: 1-2 %).
+# below, which rank arrives last is scheduling noise (docs/results/ddp_cpu.md, "The slow rank").
 SLOW_RANK_MIN_SHARE = 0.05
 COLLECTIVE_COLUMNS = ("rank", "device", "ts", "end", "name", "step", "elements", "correlation")
 # The ends of one collective on different ranks further apart than this (median): the ranks' clocks are
@@ -482,15 +482,20 @@ def _straggler(c: pd.DataFrame, mine: pd.DataFrame) -> Optional[int]:
 
 
 def slow_rank(ranks: list, host_steps, devices):
-    """The rank most others name as their straggler, with the figure in which it exceeds the others'
-    median most: a host state of its step thread on a CPU backend, a device figure (busy, an idle
-    cause) on a GPU. None where no rank waits on another for at least SLOW_RANK_MIN_SHARE of its step
-    (exposed, median over the waiting ranks)."""
+    """The rank most others name as their straggler (of ranks named equally often, the one its waiters
+    wait for longest: two ranks that each name the other are told apart by their waits), with the
+    figure in which it exceeds the others' median most: a host state of its step thread on a CPU
+    backend, a device figure (busy, an idle cause) on a GPU. None where no rank waits on another for at
+    least SLOW_RANK_MIN_SHARE of its step (exposed, median over the waiting ranks)."""
     named = [r.straggler_rank for r in ranks if r.straggler_rank is not None]
     if not named:
         return None
-    slow = max(sorted(set(named)), key=named.count)
-    waits = [r.ms_per_step("exposed_wait_ns") for r in ranks if r.straggler_rank == slow]
+
+    def waits_on(k: int) -> list[float]:
+        return [r.ms_per_step("exposed_wait_ns") for r in ranks if r.straggler_rank == k]
+
+    slow = max(sorted(set(named)), key=lambda k: (named.count(k), float(np.median(waits_on(k)))))
+    waits = waits_on(slow)
     step = [r.ms_per_step("step_ns") for r in ranks if r.straggler_rank == slow]
     if float(np.median(waits)) < SLOW_RANK_MIN_SHARE * float(np.median(step)):
         return None  # the ranks arrive within noise of each other: no rank is slow
