@@ -283,3 +283,27 @@ def test_two_ranks_that_each_name_the_other_are_told_apart_by_their_waits(late):
     # THEN the slow rank is the one waited for longest, whichever its number, and why
     assert sr.rank == late and sr.waited_on_ms_per_step == pytest.approx(2.0)
     assert sr.figure == "host: interpreter"
+
+
+def test_a_slow_rank_above_the_others_in_no_figure_gets_no_reason():
+    # GIVEN rank 0 waiting 2 ms of its 10 ms step for rank 1, whose host states are the same as rank 0's
+    from types import SimpleNamespace
+
+    from tracekit.analysis.comm import slow_rank
+    from tracekit.analysis.model import CommRank, CommStep
+
+    step = CommStep(
+        step=1, step_ns=10_000_000, compute_ns=8_000_000, comm_ns=2_000_000, hidden_ns=0, exposed_ns=2_000_000
+    )
+    ranks = [
+        CommRank(rank=0, device=-1, steps=(replace(step, exposed_wait_ns=2_000_000),), straggler_rank=1),
+        CommRank(rank=1, device=-1, steps=(step,), straggler_rank=None),
+    ]
+    host = [
+        SimpleNamespace(rank=r, breakdown_ns={"framework": 3_000_000, "interpreter": 1_000_000})
+        for r in (0, 1)
+    ]
+    sr = slow_rank(ranks, host, [])
+    # THEN rank 1 is slow, and no figure is named as why (not a state where both have 0.000)
+    assert sr.rank == 1 and sr.waited_on_ms_per_step == pytest.approx(2.0)
+    assert sr.figure == "" and sr.value_ms_per_step == sr.others_ms_per_step == 0.0

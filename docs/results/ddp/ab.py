@@ -377,7 +377,7 @@ def _phase_markdown(rows: list[dict]) -> str:
 def _markdown(checks: list[dict]) -> str:
     lines = [
         "| check | basis | rounds | A (ms) | predicted (ms) | range | measured (ms) | range | error "
-        "| error range |",
+        "| error range (%) |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for c in checks:
