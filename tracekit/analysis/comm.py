@@ -72,7 +72,7 @@ _BUSY_CATS = frozenset({"cpu_op", "cuda_runtime", "cuda_driver"})
 
 # How long after a step thread resumes a CPU backend may still close the span of the collective it waited
 # for: gloo wakes the waiter, then ends its record_function span when the scheduler next runs its thread
-# (up to 3.3 ms later on a shared 2-core machine running two ranks of heavy_mlp: docs/results/ddp_cpu.md).
+# (on a loaded machine milliseconds later; docs/DESIGN.md "Communication").
 WAKE_TOLERANCE_NS = 5_000_000
 # A rank is named slow when the ranks that wait for it wait at least this share of their step (exposed):
 # below, which rank arrives last is scheduling noise (docs/results/ddp_cpu.md, "The slow rank").
