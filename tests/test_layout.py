@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parent.parent / "tracekit"
 
 # Lower stages first. A module may import only from its own stage or an earlier one.
 STAGES = [
-    ("version", "errors", "flags", "settings"),
+    ("version", "errors", "flags", "settings", "native"),
     ("data",),
     ("capture",),  # target side: stdlib + torch only (checked below)
     ("parse",),

@@ -9,6 +9,11 @@
  * for anything unexpected (stitch.py's Python path then does it). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+
+/* The source's hash (setup.py; tracekit.native compares it with this file before running the build). */
+#ifndef SOURCE_SHA
+#define SOURCE_SHA ""
+#endif
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -252,4 +257,8 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_stitch", "Parquet footers for tracekit.data.stitch.", -1,
                                     methods};
 
-PyMODINIT_FUNC PyInit__stitch(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__stitch(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (m && PyModule_AddStringConstant(m, "SOURCE_SHA", SOURCE_SHA) < 0) Py_CLEAR(m);
+    return m;
+}

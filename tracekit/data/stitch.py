@@ -23,6 +23,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tracekit.native import current
+
 MAGIC = b"PAR1"
 
 # Thrift compact protocol type ids.
@@ -103,6 +105,7 @@ try:
     from tracekit.data import _stitch  # type: ignore[attr-defined]  # the optional C extension
 except ImportError:  # pragma: no cover - it did not build
     _stitch = None
+_stitch = current(_stitch, "data/_stitch.c")  # a build from other sources: the Python path runs
 
 
 def _footer_length(data: bytes) -> int:

@@ -43,6 +43,11 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+
+/* The source's hash (setup.py; tracekit.native compares it with this file before running the build). */
+#ifndef SOURCE_SHA
+#define SOURCE_SHA ""
+#endif
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1439,5 +1444,7 @@ PyMODINIT_FUNC PyInit__fastscan(void) {
         PyErr_SetString(PyExc_ImportError, "_fastscan: field table too small");
         return NULL;
     }
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    if (m && PyModule_AddStringConstant(m, "SOURCE_SHA", SOURCE_SHA) < 0) Py_CLEAR(m);
+    return m;
 }

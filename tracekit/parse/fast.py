@@ -21,6 +21,7 @@ import msgspec
 import numpy as np
 import pyarrow as pa
 
+from tracekit.native import current
 from tracekit.parse import decode as _decode
 from tracekit.parse.decode import INT_ARGS
 from tracekit.settings import setting
@@ -29,6 +30,7 @@ try:
     from tracekit.parse import _fastscan  # type: ignore[attr-defined]  # the C extension
 except ImportError:  # the extension did not build: msgspec only
     _fastscan = None
+_fastscan = current(_fastscan, "parse/_fastscan.c")  # a build from other sources: msgspec only
 
 # Column order of the scanner's output (tracekit/parse/_fastscan.c, enums I_* and S_*).
 INT_FIELDS = ("pid", "tid", "ts", "dur", "flow") + INT_ARGS

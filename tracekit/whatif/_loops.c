@@ -9,6 +9,11 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+
+/* The source's hash (setup.py; tracekit.native compares it with this file before running the build). */
+#ifndef SOURCE_SHA
+#define SOURCE_SHA ""
+#endif
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -456,4 +461,8 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_loops", "The what-if replay's loops in C.", -1, methods};
 
-PyMODINIT_FUNC PyInit__loops(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__loops(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (m && PyModule_AddStringConstant(m, "SOURCE_SHA", SOURCE_SHA) < 0) Py_CLEAR(m);
+    return m;
+}

@@ -18,12 +18,14 @@ from typing import NamedTuple
 import numpy as np
 
 from tracekit.analysis import intervals as iv
+from tracekit.native import current
 from tracekit.settings import setting
 
 try:
     from tracekit.whatif import _loops  # type: ignore[attr-defined]  # the C extension
 except ImportError:  # it did not build: the Python definitions run
     _loops = None
+_loops = current(_loops, "whatif/_loops.c")  # a build from other sources: the Python definitions run
 
 DROPPED = np.iinfo(np.int64).min  # an edge a scenario removes (a sync's wait under sync=0); no bound
 # Edge classes of the replay (`longest_paths`): how a scenario changes an edge's weight.
