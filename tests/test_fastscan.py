@@ -601,19 +601,3 @@ def test_the_columns_of_long_events_do_not_keep_a_mostly_empty_block():
     row_bytes = len(_fast.INT_FIELDS) * 9 + len(_fast.STR_FIELDS) * 4
     assert len(block) <= row_bytes * len(events) * 4 / 3
     assert_same(_fast.decode(data, "us"), slow_decode(data, "us"))
-
-
-def test_a_scanner_built_from_other_sources_is_turned_off_with_a_warning(monkeypatch):
-    """An editable install keeps the .so it built while the sources move on: where the scanner writes
-    other columns than fast.py reads, its rows would be misread. It is turned off, once, with a warning,
-    and the events are decoded by msgspec, the same as before."""
-    data = b'[{"ph": "X", "name": "a", "cat": "cpu_op", "ts": 1, "dur": 2, "pid": 1, "tid": 1}]'
-    expected = _decode.decode_events(data, unit="us")
-    monkeypatch.setattr(_fast, "INT_FIELDS", _fast.INT_FIELDS + ("one_more",))
-    monkeypatch.setattr(_fast, "_fastscan", _fast._fastscan)  # restored after the test
-    with pytest.warns(RuntimeWarning, match="built from other sources"):
-        assert _fast.decode(data, "us") is None
-    assert not _fast.available()
-    assert _fast.decode(data, "us") is None  # no second warning: it is off
-    got = _decode.decode_events(data, unit="us")
-    assert got[0].to_pylist() == expected[0].to_pylist()

@@ -14,7 +14,6 @@ build), or with TRACEKIT_DECODER=msgspec, `decode` always returns None.
 from __future__ import annotations
 
 import decimal
-import warnings
 from typing import Optional
 
 import msgspec
@@ -42,22 +41,6 @@ def available() -> bool:
     return _fastscan is not None and setting("TRACEKIT_DECODER") != "msgspec"
 
 
-def _stale() -> None:
-    """The compiled scanner writes other columns than INT_FIELDS and STR_FIELDS say: it was built from
-    another version of _fastscan.c (an editable install after the sources moved on). Its rows would be
-    misread: it is turned off for this process, with one warning saying how to rebuild it."""
-    global _fastscan
-    if _fastscan is None:
-        return
-    _fastscan = None
-    warnings.warn(
-        "tracekit's C decoder was built from other sources than this tracekit's (rebuild it: "
-        "`pip install -e .` or `python setup.py build_ext --inplace`); decoding with msgspec",
-        RuntimeWarning,
-        stacklevel=3,
-    )
-
-
 def decoder_name() -> str:
     """'C scanner (tracekit.parse._fastscan)' or 'msgspec': which decoder parses traces here."""
     return "C scanner (tracekit.parse._fastscan)" if available() else "msgspec"
@@ -75,9 +58,6 @@ def scan(data, start: int = 0, stop: int = -1, bare: bool = False) -> Optional[t
         return None
     n, cap, block, uniques, declined = out
     ni, ns = len(INT_FIELDS), len(STR_FIELDS)
-    if len(block) != (9 * ni + 4 * ns) * cap or len(uniques) != ns + 1:  # (+1: the numbers read as text)
-        _stale()
-        return None
     ints = np.frombuffer(block, np.int64, ni * cap).reshape(ni, cap)[:, :n]
     codes = np.frombuffer(block, np.int32, ns * cap, offset=8 * ni * cap).reshape(ns, cap)[:, :n]
     valid = np.frombuffer(block, np.uint8, ni * cap, offset=(8 * ni + 4 * ns) * cap).reshape(ni, cap)[:, :n]
