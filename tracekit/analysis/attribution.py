@@ -215,23 +215,21 @@ def _pending(
     """Rule 3's pending pieces [c, b) of `gaps`: K issued, not yet started, which is `launch` (its
     latency) except while T was blocked in a blocking copy call (calls.CallKind.COPY), which is `sync`:
     the runtime held K behind the copy (ROCm: a kernel launched before a blocking hipMemcpyWithStream
-    from pageable memory starts when the call returns, the device idle throughout: docs/QUIRKS.md).
+    started as the call returned, the device idle throughout: docs/QUIRKS.md).
 
       CPU T   |- L -|...|------------- hipMemcpyWithStream -------------|
       GPU     ==]                          idle                        [=== K ===
                 a   c   launch  |               sync                   b"""
-    out: list[tuple[np.ndarray, ...]] = [(gaps, c[gaps], b[gaps], np.full(gaps.size, LAUNCH))]
-    if gaps.size:
-        out = []
-        for code, key in enumerate(nxt.thread_keys):
-            g = gaps[nxt.thread_code[gaps] == code]
-            if not g.size:
-                continue
-            th = threads[key]
-            q, ps, pe, st = th.timeline.slice(c[g], b[g])
-            copy = st == SYNC
-            copy[copy] = _in_copy(th, ps[copy])
-            out.append((g[q], ps, pe, np.where(copy, SYNC, LAUNCH).astype(np.int64)))
+    out = []
+    for code, key in enumerate(nxt.thread_keys):
+        g = gaps[nxt.thread_code[gaps] == code]
+        if not g.size:
+            continue
+        th = threads[key]
+        q, ps, pe, st = th.timeline.slice(c[g], b[g])
+        copy = st == SYNC
+        copy[copy] = _in_copy(th, ps[copy])
+        out.append((g[q], ps, pe, np.where(copy, SYNC, LAUNCH)))
     empty = np.zeros(0, np.int64)
     return tuple(np.concatenate([o[i] for o in out] + [empty]).astype(np.int64) for i in range(4))  # type: ignore[return-value]
 

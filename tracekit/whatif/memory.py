@@ -246,7 +246,10 @@ def predict_device(
         )
     ser, _, _ = _series(tl)
     notes: list[str] = []
-    pieces, grads = _reshaped(tl, threads, frames, scenario, notes)
+    likely = surely = None
+    if scenario.amp:
+        likely, surely = _autocast_halves(tl, threads)
+    pieces, grads = _reshaped(tl, frames, scenario, notes, likely)
     copies = np.zeros(ser.n)
     if scenario.amp:
         copies, note = _weight_copies(tl, ser, pieces, manifest)
@@ -256,7 +259,7 @@ def predict_device(
     predicted = int(round(pred))
     upper = None
     if scenario.amp:
-        wider, _ = _reshaped(tl, threads, frames, scenario, [], upper=True)
+        wider, _ = _reshaped(tl, frames, scenario, [], surely)
         _, high, _ = _peak(tl, ser, wider, grads, fixed_extra, scenario.factor, scenario.grad_accum)
         upper = max(predicted, int(round(high)))
     obs_k = int(np.argmax(ser.allocated))
@@ -306,17 +309,12 @@ def predict_device(
 
 
 def _reshaped(
-    tl: DeviceTimeline,
-    threads: Any,
-    frames: Any,
-    scenario: MemoryOptions,
-    notes: list[str],
-    upper: bool = False,
+    tl: DeviceTimeline, frames: Any, scenario: MemoryOptions, notes: list[str], half: Optional[np.ndarray]
 ) -> tuple[_Pieces, np.ndarray]:
     """The device's blocks as pieces under the scenario (sizes per sample and precision, checkpointed
     lifetimes, the 16-bit first versions of the gradients), and the mask of the blocks that are
-    gradients the trace saw made. Under mixed precision an activation or temporary is 16-bit but where
-    an AUTOCAST_FP32 op made it; `upper`: only where an AUTOCAST_LOW op made it."""
+    gradients the trace saw made. Under mixed precision the activations and temporaries that `half`
+    marks (`_autocast_halves`) are 16-bit."""
     lo, hi = (x.copy() for x in tl.spans())
     b = tl.blocks
     size = b["size"].to_numpy(np.float64)
@@ -325,13 +323,8 @@ def _reshaped(
     # what Optimizer.step makes is parameter-sized, whatever its category
     per_sample &= tl.phase[np.clip(b["alloc"].to_numpy(), 0, max(tl.ts.size - 1, 0))] != OPTIMIZER
     precision = np.ones(len(b))
-    if scenario.amp:  # the batch and the loss stay float32: autocast casts copies, which are activations
-        half = (
-            ~_blocks_made_by(tl, threads, AUTOCAST_FP32)
-            if not upper
-            else _blocks_made_by(tl, threads, AUTOCAST_LOW)
-        )
-        precision = np.where(per_sample & (cat != IO) & half, 0.5, 1.0)
+    if scenario.amp and half is not None:  # the batch and the loss stay float32: autocast's casts are
+        precision = np.where(per_sample & (cat != IO) & half, 0.5, 1.0)  # activations
     pieces = _Pieces(
         lo, hi, np.where(per_sample, 0.0, size), np.where(per_sample, size * precision, 0.0), cat
     )
@@ -406,20 +399,23 @@ def _later_micro_batches(
     return (total, full, np.where(total > 0, made, 0.0)) if split else total
 
 
-def _blocks_made_by(tl: DeviceTimeline, threads: Any, ops: re.Pattern) -> np.ndarray:
-    """Blocks made in this trace by an op `ops` matches (innermost or outermost op)."""
+def _autocast_halves(tl: DeviceTimeline, threads: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Per block, whether autocast likely makes it 16-bit (made in this trace by no AUTOCAST_FP32 op) and
+    whether surely (made by an AUTOCAST_LOW op); innermost or outermost op, each name matched once."""
     b = tl.blocks
     alloc = b["alloc"].to_numpy()
-    made = alloc >= tl.cycle_first[b["cycle"].to_numpy()]
-    out = np.zeros(len(b), bool)
-    idx = np.flatnonzero(made)
+    idx = np.flatnonzero(alloc >= tl.cycle_first[b["cycle"].to_numpy()])
     inner, outer = event_ops(tl, threads, alloc[idx])
-    hit = np.array(
-        [bool(ops.match(str(i or ""))) or bool(ops.match(str(o or ""))) for i, o in zip(inner, outer)],
-        dtype=bool,
+    names, codes = np.unique(
+        np.array([str(n or "") for n in (*inner, *outer)], dtype=object), return_inverse=True
     )
-    out[idx] = hit
-    return out
+    fp32 = (
+        np.array([bool(AUTOCAST_FP32.match(n)) for n in names], dtype=bool)[codes].reshape(2, -1).any(axis=0)
+    )
+    low = np.array([bool(AUTOCAST_LOW.match(n)) for n in names], dtype=bool)[codes].reshape(2, -1).any(axis=0)
+    likely, surely = np.ones(len(b), bool), np.zeros(len(b), bool)
+    likely[idx], surely[idx] = ~fp32, low
+    return likely, surely
 
 
 def _weight_copies(
