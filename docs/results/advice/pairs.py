@@ -53,6 +53,7 @@ from tracekit.capture.loader import Fetches, describe_loader, loader_lists, wind
 class Sizes:
     image: int = 224  # ResNet input side
     batch: int = 64  # ResNet batch (pinned, layout, precision, GPU-bound sync)
+    r50_batch: int = 32  # the held-out ResNet-50 group (layout, precision, pinned)
     mlp_width: int = 512  # host-bound MLP: many tiny kernels
     mlp_layers: int = 24
     mlp_batch: int = 64
@@ -70,6 +71,7 @@ SMOKE_SIZES = Sizes(
     mlp_width=32,
     mlp_layers=3,
     mlp_batch=4,
+    r50_batch=2,
     loader_batch=4,
     loader_source=40,
     epoch_steps=6,
@@ -118,6 +120,14 @@ def resnet18(num_classes: int = 1000) -> nn.Module:
         cin = cout
     layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(512, num_classes)]
     return nn.Sequential(*layers)
+
+
+def resnet50() -> nn.Module:
+    """torchvision's ResNet-50 (the held-out group: bottleneck blocks, 53 batch norms; no plain-torch
+    fallback: without torchvision the group is skipped)."""
+    import torchvision
+
+    return torchvision.models.resnet50()
 
 
 def mlp(s: Sizes) -> nn.Module:
@@ -222,23 +232,29 @@ def _train(model: nn.Module, opt: Any, loss_fn: Callable[..., torch.Tensor], set
 
 
 def build_resnet(
-    ctx: Ctx, copy: str = "pageable", layout: str = "nchw", precision: str = "fp32", after: str = ""
+    ctx: Ctx,
+    copy: str = "pageable",
+    layout: str = "nchw",
+    precision: str = "fp32",
+    after: str = "",
+    arch: str = "resnet18",
 ) -> Workload:
-    """ResNet-18 on a batch made on the host each step (`copy`: pageable `.to()`, pinned + non_blocking,
+    """ResNet-18 (or `arch` resnet50, at its own batch) on a batch made on the host each step (`copy`: pageable `.to()`, pinned + non_blocking,
     or `device`: kept on the device, no copy), NCHW or channels_last, fp32 (torch's defaults: TF32
     convolutions, fp32 matmuls) or autocast bf16; `after` the step: `item` (loss.item()) or `sync`
     (torch.cuda.synchronize())."""
     s, dev = ctx.s, ctx.dev
     torch.manual_seed(0)
     fmt = torch.channels_last if layout == "cl" else torch.contiguous_format
-    model = resnet18().to(dev).to(memory_format=fmt)
+    model = (resnet50() if arch == "resnet50" else resnet18()).to(dev).to(memory_format=fmt)
+    batch = s.r50_batch if arch == "resnet50" else s.batch
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     ce = nn.CrossEntropyLoss()
-    host = torch.randn(s.batch, 3, s.image, s.image)
+    host = torch.randn(batch, 3, s.image, s.image)
     pinned = copy == "pinned" and ctx.cuda
     if pinned:
         host = host.pin_memory()
-    y = torch.randint(0, 1000, (s.batch,), device=dev)
+    y = torch.randint(0, 1000, (batch,), device=dev)
     on_dev = host.to(dev).contiguous(memory_format=fmt) if copy == "device" else None
     run = _train(model, opt, ce)
     autocast = (
@@ -260,8 +276,15 @@ def build_resnet(
 
     return Workload(
         step,
-        s.batch,
-        notes={"pinned": pinned, "copy": copy, "layout": layout, "precision": precision, "after": after},
+        batch,
+        notes={
+            "arch": arch,
+            "pinned": pinned,
+            "copy": copy,
+            "layout": layout,
+            "precision": precision,
+            "after": after,
+        },
     )
 
 
@@ -362,6 +385,10 @@ class Config:
     compiles: bool = False  # torch.compile: skipped with --no-compile
 
 
+def _r50(**kw: str) -> Callable[[Ctx], Workload]:
+    return lambda c: build_resnet(c, arch="resnet50", **kw)
+
+
 CONFIGS = (
     Config("r18", "resnet", "ResNet-18 fp32 NCHW, batch copied pageable each step", build_resnet),
     Config(
@@ -379,6 +406,11 @@ CONFIGS = (
         "... channels_last and bf16",
         lambda c: build_resnet(c, layout="cl", precision="bf16"),
     ),
+    Config("r50", "r50", "ResNet-50 fp32 NCHW (held out), batch copied pageable each step", _r50()),
+    Config("r50_pinned", "r50", "... batch pinned, copied non_blocking", _r50(copy="pinned"), cuda_only=True),
+    Config("r50_cl", "r50", "... model and batch channels_last", _r50(layout="cl")),
+    Config("r50_bf16", "r50", "... under autocast bf16", _r50(precision="bf16")),
+    Config("r50_cl_bf16", "r50", "... channels_last and bf16", _r50(layout="cl", precision="bf16")),
     Config(
         "r18dev",
         "sync",
@@ -452,7 +484,10 @@ CONFIGS = (
         cuda_only=True,
     ),
 )
-GROUPS = ("resnet", "sync", "host", "loader")
+# The loader's rounds are an epoch each and vary by ±12 % (B/A quartiles of the first H100 run's six):
+# 16 of them put the median's noise near the 1 ms the advice target allows on a 90 ms step.
+LOADER_ROUNDS = 16
+GROUPS = ("resnet", "r50", "sync", "host", "loader")
 
 # (pair, A, B, the advice rule it checks, the knob). The rule ids are tracekit.analysis.advice's.
 PAIRS = (
@@ -460,6 +495,12 @@ PAIRS = (
     ("layout", "r18", "r18_cl", "layout", "channels_last"),
     ("precision", "r18", "r18_bf16", "precision", "autocast(bfloat16)"),
     ("layout_precision", "r18", "r18_cl_bf16", "precision", "channels_last + autocast(bfloat16)"),
+    ("pinned_r50", "r50", "r50_pinned", "pageable_copy", "pin_memory=True + non_blocking=True"),
+    ("layout_r50", "r50", "r50_cl", "layout", "channels_last"),
+    ("precision_r50", "r50", "r50_bf16", "precision", "autocast(bfloat16)"),
+    ("layout_precision_r50", "r50", "r50_cl_bf16", "precision", "channels_last + autocast(bfloat16)"),
+    ("precision_cl_r50", "r50_cl", "r50_cl_bf16", "precision", "autocast(bfloat16), both channels_last"),
+    ("layout_bf16_r50", "r50_bf16", "r50_cl_bf16", "layout", "channels_last, both under autocast(bfloat16)"),
     ("item_gpu", "r18dev_item", "r18dev", "sync_drain", "remove the per-step loss.item()"),
     ("sync_gpu", "r18dev_sync", "r18dev", "sync_drain", "remove the per-step torch.cuda.synchronize()"),
     ("item_host", "mlps_item", "mlps", "sync_drain", "remove the per-step loss.item()"),
@@ -686,7 +727,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--device", default=None, help="cuda (default when available) or cpu")
     p.add_argument("--groups", default=",".join(GROUPS), help=f"comma-separated, of {', '.join(GROUPS)}")
     p.add_argument(
-        "--rounds", type=int, default=None, help="rounds per group (default 15; loader 6; smoke 2)"
+        "--rounds", type=int, default=None, help=f"rounds per group (default 15; loader {LOADER_ROUNDS}; smoke 2)"
     )
     p.add_argument("--steps", type=int, default=None, help="timed steps per configuration and round (8)")
     p.add_argument("--warm", type=int, default=2, help="untimed steps before each configuration's turn")
@@ -732,7 +773,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             print(f"== group {g}: skipped, budget spent", flush=True)
             continue
         gt = time.monotonic()
-        rounds = args.rounds or (2 if args.smoke else 6 if g == "loader" else 15)
+        rounds = args.rounds or (2 if args.smoke else LOADER_ROUNDS if g == "loader" else 15)
         built: Dict[str, Workload] = {}
         for c in (c for c in CONFIGS if c.group == g):
             if c.cuda_only and not cuda:

@@ -2,7 +2,7 @@
 # The advice rules' A/B pairs on one GPU (issue 39): docs/results/advice/pairs.py, then its run folders
 # packed for the trip back. From the repository root:
 #
-#   OUT=$OUT bash docs/results/advice/run_gpu.sh          # on the GPU machine (~5-7 minutes on one H100)
+#   OUT=$OUT bash docs/results/advice/run_gpu.sh          # on the GPU machine (~6-8 minutes on one H100)
 #   SMOKE=1 OUT=/tmp/advice bash docs/results/advice/run_gpu.sh   # a quick try on a CPU (~1 minute)
 #
 # Writes at most 8 files under $OUT: results.json (every timed step, each pair's ratios), log.txt, and
@@ -10,7 +10,7 @@
 #   docs/results/advice/make_table.py --tars runs_*.tar results.json   # parse, predict, write the table
 # BUDGET_S (default 330): start no group of pairs after that many seconds; LIMIT_S (default 450) stops
 # the measurement outright; what finished is still written and packed. PAIR_GROUPS (default all:
-# loader,resnet,sync,host) and ROUNDS / STEPS pass through.
+# loader,resnet,r50,sync,host) and ROUNDS / STEPS pass through.
 set -u
 cd "$(dirname "$0")/../../.."
 OUT="${OUT:?set OUT to the folder that comes back}"
@@ -21,7 +21,7 @@ mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
 WORK="$(mktemp -d)"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-ARGS=(--out "$WORK" --budget-s "$BUDGET_S" --groups "${PAIR_GROUPS:-loader,resnet,sync,host}")
+ARGS=(--out "$WORK" --budget-s "$BUDGET_S" --groups "${PAIR_GROUPS:-loader,resnet,r50,sync,host}")
 [ "${SMOKE:-0}" = 1 ] && ARGS+=(--smoke)
 [ -n "${ROUNDS:-}" ] && ARGS+=(--rounds "$ROUNDS")
 [ -n "${STEPS:-}" ] && ARGS+=(--steps "$STEPS")
