@@ -67,11 +67,18 @@ def main() -> int:
         lp = [r["python_loop_ns"] for r in rows]
         slow = sum(1 for x in lp if x > 1.5 * min(lp))
         print(
-            f"{name:12} aten_cpu µs min {min(at):6.2f} median {statistics.median(at):6.2f} max {max(at):6.2f}; "
+            f"{name:12} aten_cpu µs min {min(at):6.2f} median {statistics.median(at):6.2f} "
+            f"max {max(at):6.2f}; "
             f"python loop ns min {min(lp):6.1f} median {statistics.median(lp):6.1f} max {max(lp):6.1f}; "
             f"slow (>1.5x the min) {slow}/{len(lp)}; cpus {sorted(set(r['cpu'] for r in rows))}"
         )
-        print("   loop ns by cpu:", {c: [r["python_loop_ns"] for r in rows if r["cpu"] == c] for c in sorted(set(r["cpu"] for r in rows))})
+        print(
+            "   loop ns by cpu:",
+            {
+                c: [r["python_loop_ns"] for r in rows if r["cpu"] == c]
+                for c in sorted(set(r["cpu"] for r in rows))
+            },
+        )
     if a.out:
         with open(a.out, "w") as fh:
             json.dump(doc, fh, indent=1)

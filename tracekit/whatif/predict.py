@@ -316,7 +316,9 @@ def whatif(
         devices=tuple(devices),
         unprofiled=unprofiled,
         graph=graph_info,
-        notes=tuple(_notes(rp, devices) + _graph_notes(af) + _loader_notes(rp, scenario, devices)),
+        notes=tuple(
+            _notes(rp, devices) + list(af.notes) + _graph_notes(af) + _loader_notes(rp, scenario, devices)
+        ),
     )
     return result, pred_rep
 

@@ -20,6 +20,7 @@ from tracekit.analysis.steps import bounds as step_bounds
 from tracekit.data import schema as S
 from tracekit.whatif.cudagraph import graph_regions
 from tracekit.whatif.graph import DROPPED, LAUNCH_EDGE, MEET, Graph
+from tracekit.whatif.knobs import autocast_factors, layout_factors
 from tracekit.whatif.loops import HOST_CLASS, WAIT_CLASS, ReplayGraph, longest_paths
 from tracekit.whatif.scenario import ScenarioError, WhatIfOptions
 
@@ -176,6 +177,10 @@ class Factors:
     edge_add: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     w: Optional[np.ndarray] = None
     regions: Any = None
+    # recorded event boundaries per edge, where a knob adds host work that the profiler would have
+    # recorded (tracekit.whatif.knobs): the unprofiled replay takes its cost off (None: the graph's)
+    cost: Optional[np.ndarray] = None
+    notes: tuple = ()
 
 
 def factors(g: Graph, host, scenario: WhatIfOptions) -> Factors:
@@ -190,17 +195,33 @@ def factors(g: Graph, host, scenario: WhatIfOptions) -> Factors:
         pin, pin_act, w_add = pinned_factors(g, host)
         edge = pin if not edge.size else edge * pin
         act = act * pin_act
+    cost = None
+    notes: tuple = ()
+    for on, make in (
+        (scenario.channels_last, lambda: layout_factors(g, host)),
+        (bool(scenario.autocast), lambda: autocast_factors(g, host, str(scenario.autocast))),
+    ):
+        if not on:
+            continue
+        k = make()
+        act = act * k.act
+        if k.edge.size:
+            edge = k.edge if not edge.size else edge * k.edge
+        if k.add_ns.size:
+            w_add = k.add_ns if w_add is None else w_add + k.add_ns
+            cost = (g.cost if cost is None else cost) + k.add_cost
+        notes += k.notes
     if scenario.comm == 0.0:  # no communication: a collective no longer waits for the other ranks
         meet = np.where(g.kind == MEET, 0.0, 1.0)
         edge = meet if not edge.size else edge * meet
     if not scenario.cuda_graphs:
-        return Factors(act, edge, w=None if w_add is None else g.w + w_add)
+        return Factors(act, edge, w=None if w_add is None else g.w + w_add, cost=cost, notes=notes)
     regions = graph_regions(g, host, scenario.graph_region)
     edge = regions.edge_f if not edge.size else edge * regions.edge_f
     w = regions.w
     if w_add is not None:
         w = (g.w if w is None else w) + w_add
-    return Factors(act, edge, regions.edge_add, w, regions)
+    return Factors(act, edge, regions.edge_add, w, regions, cost=cost, notes=notes)
 
 
 @dataclass(frozen=True)
@@ -218,6 +239,7 @@ class Weights:
     edge_f: np.ndarray  # per edge (`--ops`, `--cuda-graphs`), or empty
     edge_add: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # ns per edge, or empty
     w: Optional[np.ndarray] = None  # the edge weights, when the scenario sets some (else the graph's)
+    cost: Optional[np.ndarray] = None  # recorded event boundaries per edge, when a knob adds some
 
 
 def weights(g: Graph, scenario: WhatIfOptions, cost_ns: float = 0.0, f: Factors | None = None) -> Weights:
@@ -238,7 +260,7 @@ def weights(g: Graph, scenario: WhatIfOptions, cost_ns: float = 0.0, f: Factors 
     edge = np.zeros(0, np.float64) if f is None else f.edge
     if f is None:
         return Weights(sf, rf, float(cost_ns) / 2.0, af, scenario.no_wait, edge)
-    return Weights(sf, rf, float(cost_ns) / 2.0, af, scenario.no_wait, edge, f.edge_add, f.w)
+    return Weights(sf, rf, float(cost_ns) / 2.0, af, scenario.no_wait, edge, f.edge_add, f.w, f.cost)
 
 
 def replay(g: Graph, w: Weights) -> np.ndarray:
@@ -285,7 +307,7 @@ def _pass(g: Graph, batch: list[Weights]) -> np.ndarray:
         g.state,
         g.rank,
         g.act,
-        g.cost,
+        g.cost if first.cost is None else first.cost.astype(g.cost.dtype),
     )
     return longest_paths(
         arrays,
@@ -300,7 +322,7 @@ def _pass(g: Graph, batch: list[Weights]) -> np.ndarray:
 
 
 def _shared(w: Weights) -> tuple:
-    return (w.w, w.rank_f, w.act_f, w.edge_f, w.edge_add)
+    return (w.w, w.rank_f, w.act_f, w.edge_f, w.edge_add, w.cost)
 
 
 # -- step times ------------------------------------------------------------------------------------

@@ -5,7 +5,8 @@ CAUSE=FACTOR`), device activities and framework ops by name (`--kernels`, `--ops
 rank's host (`--rank-host RANK=FACTOR`), the wait of blocking calls (`--set sync=0`), the interpreter
 (`--python-speedup S`, `--python-from B`), kernels launched as CUDA graphs (`--cuda-graphs`,
 `--cuda-graphs-region REGEX`), the DataLoader's worker count (`--loader-workers N`), pageable copies
-made from pinned memory (`--pin-memory`); every mistake is a `ScenarioError` (one line, exit 2).
+made from pinned memory (`--pin-memory`), channels_last and autocast as whole knobs (`--channels-last`,
+`--autocast bf16`: tracekit.whatif.knobs); every mistake is a `ScenarioError` (one line, exit 2).
 """
 
 from __future__ import annotations
@@ -129,6 +130,17 @@ def _workers(value: Optional[int]) -> Optional[int]:
 
 def _region(value: Optional[str]) -> Optional[str]:
     return value if value is None else checked_regex(value, f"--cuda-graphs-region {value!r}", ScenarioError)
+
+
+def _autocast(value: Optional[str]) -> Optional[str]:
+    from tracekit.whatif.knobs import AUTOCAST_DTYPES
+
+    if value is None:
+        return None
+    v = str(value).lower()
+    if v not in AUTOCAST_DTYPES:
+        raise ScenarioError(f"--autocast {value}: choose one of {', '.join(AUTOCAST_DTYPES)}")
+    return v
 
 
 def _step_ms(value: Optional[float]) -> Optional[float]:
@@ -314,6 +326,37 @@ class WhatIfOptions:
             ),
         ),
     )
+    # Two knobs replayed as a whole, host and device (tracekit.whatif.knobs): the advice's layout and
+    # precision rules give them.
+    channels_last: bool = option(
+        False,
+        Flag(
+            "--channels-last",
+            "Predict the step with model and input in channels_last: cuDNN's layout conversions "
+            "(nchwToNhwc / nhwcToNchw) go with their launch calls; the other kernels keep their time "
+            "(cuDNN's "
+            "NHWC batch norm, faster on the H100 pairs, is not in an NCHW trace).",
+            bool,
+            describe=lambda o: "channels_last (layout conversions gone)" if o.channels_last else None,
+        ),
+    )
+    autocast: Optional[str] = option(
+        None,
+        Flag(
+            "--autocast",
+            "bf16 | fp16: predict the step under autocast: fp32 and TF32 GEMMs and convolutions at the "
+            "16-bit tensor-core peaks' ratio, and autocast's host work: a weight cast per GEMM or "
+            "convolution op and a gradient cast per backward node, each priced as the trace's own "
+            "one-kernel ops.",
+            Optional[str],
+            parse=_autocast,
+            describe=lambda o: (
+                f"autocast {o.autocast} (GEMMs and convolutions in 16 bits, casts added)"
+                if o.autocast
+                else None
+            ),
+        ),
+    )
     unprofiled_step_ms: Optional[float] = option(
         None,
         Flag(
@@ -346,7 +389,9 @@ class WhatIfOptions:
         """Whether the replay's factors read the host events (tracekit.whatif.replay.factors: the ops,
         pinned copies and CUDA-graph regions are found among them), so a Replayer without the frames must
         keep their columns."""
-        return bool(self.ops) or self.pin_memory or self.cuda_graphs
+        return (
+            bool(self.ops) or self.pin_memory or self.cuda_graphs or self.channels_last or bool(self.autocast)
+        )
 
     def cause_factor(self, cause: str) -> float:
         f = float(self.set.get(cause, 1.0))

@@ -239,10 +239,10 @@ def build_resnet(
     after: str = "",
     arch: str = "resnet18",
 ) -> Workload:
-    """ResNet-18 (or `arch` resnet50, at its own batch) on a batch made on the host each step (`copy`: pageable `.to()`, pinned + non_blocking,
-    or `device`: kept on the device, no copy), NCHW or channels_last, fp32 (torch's defaults: TF32
-    convolutions, fp32 matmuls) or autocast bf16; `after` the step: `item` (loss.item()) or `sync`
-    (torch.cuda.synchronize())."""
+    """ResNet-18 (or `arch` resnet50, at its own batch) on a batch made on the host each step (`copy`:
+    pageable `.to()`, pinned + non_blocking, or `device`: kept on the device, no copy), NCHW or
+    channels_last, fp32 (torch's defaults: TF32 convolutions, fp32 matmuls) or autocast bf16; `after` the
+    step: `item` (loss.item()) or `sync` (torch.cuda.synchronize())."""
     s, dev = ctx.s, ctx.dev
     torch.manual_seed(0)
     fmt = torch.channels_last if layout == "cl" else torch.contiguous_format
@@ -727,7 +727,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--device", default=None, help="cuda (default when available) or cpu")
     p.add_argument("--groups", default=",".join(GROUPS), help=f"comma-separated, of {', '.join(GROUPS)}")
     p.add_argument(
-        "--rounds", type=int, default=None, help=f"rounds per group (default 15; loader {LOADER_ROUNDS}; smoke 2)"
+        "--rounds",
+        type=int,
+        default=None,
+        help=f"rounds per group (default 15; loader {LOADER_ROUNDS}; smoke 2)",
     )
     p.add_argument("--steps", type=int, default=None, help="timed steps per configuration and round (8)")
     p.add_argument("--warm", type=int, default=2, help="untimed steps before each configuration's turn")

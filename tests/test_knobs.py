@@ -1,0 +1,142 @@
+"""The whole-knob scenarios `--channels-last` and `--autocast` (tracekit.whatif.knobs) on tiny synthetic
+traces with hand-computed answers (µs), through `tk.whatif` as `tracekit whatif` runs them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tracekit as tk
+from tests.clirun import run_main
+from tests.tracebuilder import TraceBuilder
+from tracekit.whatif.knobs import CAST_EVENTS
+from tracekit.whatif.predict import Replayer
+from tracekit.whatif.replay import factors
+from tracekit.whatif.scenario import WhatIfOptions
+
+H100 = [{"id": 0, "name": "NVIDIA H100 80GB HBM3", "computeMajor": 9, "computeMinor": 0}]
+FP32_GEMM = "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize64x64x8_stage3_warpsize1x4x1_ffma_aligna4_execute"
+
+
+def predicted_us(w) -> float:
+    (d,) = w.result.devices
+    return d.predicted_step_ns[0] / 1e3
+
+
+def replayed_us(w) -> float:
+    (d,) = w.result.devices
+    return d.replayed_step_ns[0] / 1e3
+
+
+def host_paced_convolutions() -> TraceBuilder:
+    # one 100 µs step whose host launches three kernels from one op, each call 20 / 20 / 10 µs long, the
+    # second a layout conversion; every kernel runs 5 µs right after its call: the host is the step
+    t = TraceBuilder(device_properties=H100)
+    t.step(1, 0, 100)
+    t.op("aten::conv2d", 0, 90)
+    for corr, (at, call, name) in enumerate(
+        ((10, 20, "conv_a"), (40, 20, "void cudnn::ops::nchwToNhwcKernel<float>"), (70, 10, "conv_b")), 1
+    ):
+        t.launch(at, call, corr=corr)
+        t.kernel(name, at + call, 5, corr=corr)
+    return t
+
+
+def test_channels_last_removes_the_conversions_and_their_launch_calls(tmp_path):
+    w = tk.whatif(host_paced_convolutions().write(tmp_path / "t.json"), channels_last=True)
+    # THEN the conversion's 20 µs launch call leaves the host: the step ends 20 µs earlier
+    assert replayed_us(w) == pytest.approx(100.0)
+    assert predicted_us(w) == pytest.approx(80.0)
+    # AND the notes say what the prediction leaves out (cuDNN's NHWC batch norm is not in the trace)
+    assert any("1 layout conversions" in n and "1 launch calls" in n for n in w.result.notes)
+    assert any("batch norm" in n for n in w.result.notes)
+
+
+def test_channels_last_on_a_trace_without_conversions_changes_nothing(tmp_path):
+    t = TraceBuilder(device_properties=H100)
+    t.step(1, 0, 50)
+    t.launch(10, 10, corr=1)
+    t.kernel("conv_a", 20, 5, corr=1)
+    w = tk.whatif(t.write(tmp_path / "t.json"), channels_last=True)
+    assert predicted_us(w) == pytest.approx(replayed_us(w))
+    assert any("no layout conversion" in n for n in w.result.notes)
+
+
+def autocast_step() -> TraceBuilder:
+    """One 200 µs step on one thread: a one-kernel forward op (aten::add_, 20 µs: the op and its launch,
+    2 recorded events), a linear layer (aten::linear > aten::addmm, one fp32 GEMM), the GEMM's backward
+    node and a one-kernel backward node (ReluBackward0: 24 µs, 3 events); kernels of 2 µs."""
+    t = TraceBuilder(device_properties=H100)
+    t.step(1, 0, 200)
+    t.op("aten::add_", 0, 20)
+    t.launch(10, 5, corr=1)
+    t.kernel("elementwise_add", 15, 2, corr=1)
+    t.op("aten::linear", 30, 40)
+    t.op("aten::addmm", 32, 30)
+    t.launch(40, 5, corr=2)
+    t.kernel(FP32_GEMM, 45, 2, corr=2)
+    t.op("autograd::engine::evaluate_function: AddmmBackward0", 100, 30)
+    t.launch(110, 5, corr=3)
+    t.kernel(FP32_GEMM, 115, 2, corr=3)
+    t.op("autograd::engine::evaluate_function: ReluBackward0", 140, 24)
+    t.op("aten::threshold_backward", 142, 20)
+    t.launch(150, 5, corr=4)
+    t.kernel("threshold_backward_kernel", 155, 2, corr=4)
+    return t
+
+
+def test_autocast_adds_a_weight_cast_and_a_gradient_cast_priced_from_the_trace(tmp_path):
+    w = tk.whatif(autocast_step().write(tmp_path / "t.json"), autocast="bf16")
+    # THEN the forward cast: 5 events at aten::add_'s 10 µs per event = 50 µs, at the linear op's start;
+    #      the backward cast: ReluBackward0's 24 µs, at AddmmBackward0's start: the host-paced step
+    #      grows by 74 µs (the GEMMs, 2 µs each, faster, change no step)
+    assert CAST_EVENTS == 5
+    assert replayed_us(w) == pytest.approx(200.0)
+    assert predicted_us(w) == pytest.approx(274.0)
+    (note,) = [n for n in w.result.notes if n.startswith("autocast bf16")]
+    assert "1 forward cast(s) at 50.0 µs and 5 recorded events" in note
+    assert "1 backward cast(s) at 24.0 µs and 3 recorded events" in note
+
+
+def test_the_added_casts_carry_their_profiler_events(tmp_path):
+    # GIVEN the same step: the segments where casts are added carry 2 boundaries per added event, so the
+    #       unprofiled replay takes the profiler's cost off the casts as off the trace's own work
+    rp = Replayer.of(tk.load(autocast_step().write(tmp_path / "t.json")))
+    host = rp.frames.host if rp.frames is not None else rp.host_events
+    f = factors(rp.graph, host, WhatIfOptions(autocast="bf16"))
+    added = f.cost - rp.graph.cost
+    assert sorted(added[added > 0].tolist()) == [2 * 3, 2 * CAST_EVENTS]
+    assert f.w is not None and int((f.w - rp.graph.w).sum()) == 74_000
+    # AND with a profiler cost of 1 µs per event the casts' 8 events take 8 µs off (and the trace's own
+    #     events theirs): the unprofiled prediction is shorter than the profiled one by more than 8 µs
+    s = WhatIfOptions(autocast="bf16")
+    assert rp.step_ms(s, 0.0, f) - rp.step_ms(s, 1.0, f) > 0.008
+
+
+def test_autocast_takes_bf16_or_fp16_only(tmp_path, capsys):
+    path = autocast_step().write(tmp_path / "t.json")
+    code, out, err = run_main(["whatif", str(path), "--autocast", "fp8"], capsys)
+    assert code == 2 and "choose one of bf16, fp16" in err and "Traceback" not in err
+    code, out, err = run_main(["whatif", str(path), "--autocast", "FP16", "--json"], capsys)
+    assert code == 0 and '"autocast": "fp16"' in out
+
+
+def test_gemm_ops_nested_in_gemm_ops_get_one_cast(tmp_path):
+    # GIVEN conv2d > convolution > _convolution > cudnn_convolution, one kernel
+    t = TraceBuilder(device_properties=H100)
+    t.step(1, 0, 100)
+    t.op("aten::add_", 0, 10)
+    t.launch(2, 4, corr=1)
+    t.kernel("elementwise_add", 6, 1, corr=1)
+    t.op("aten::conv2d", 20, 40)
+    t.op("aten::convolution", 21, 38)
+    t.op("aten::_convolution", 22, 36)
+    t.op("aten::cudnn_convolution", 23, 34)
+    t.launch(30, 5, corr=2)
+    t.kernel(FP32_GEMM, 35, 2, corr=2)
+    rp = Replayer.of(tk.load(t.write(tmp_path / "t.json")))
+    host = rp.frames.host if rp.frames is not None else rp.host_events
+    f = factors(rp.graph, host, WhatIfOptions(autocast="bf16"))
+    # THEN one forward cast (5 events at aten::add_'s 5 µs per event), no backward one
+    assert int((f.w - rp.graph.w).sum()) == 25_000
+    assert np.count_nonzero(f.cost - rp.graph.cost) == 1

@@ -1,0 +1,258 @@
+"""Two knobs the replay turns as a whole, with what each does to the host as well as to the device
+(`--channels-last`, `--autocast bf16`): the advice's layout and precision rules replay them.
+
+A knob changes device activities (a factor per activity, as --kernels does), the host segments of the
+calls and ops it removes (a factor per edge, as --ops does), and for the host work it adds, ns added to the
+first host segment of each op it adds work to, with the profiler's recorded events that work would carry
+(so that the unprofiled replay takes the profiler's cost off it as off the trace's own work: DESIGN.md
+"Unprofiled").
+
+- `--channels-last`: cuDNN's layout conversions around its convolutions on NCHW tensors (nchwToNhwc /
+  nhwcToNchw, advice.LAYOUT_RE) go, their launch calls with them. What else channels_last changes is not
+  in an NCHW trace: cuDNN's batch norm moves from its NCHW kernels to NHWC ones (faster on the H100 pairs
+  of docs/results/advice.md, by a ratio that differed between ResNet-18 and ResNet-50), torch's pooling
+  and elementwise kernels take their channels_last paths. The result's notes say so.
+- `--autocast bf16|fp16`: the GEMMs and convolutions in 16 bits (fp32 and TF32 kernels x the dense
+  tensor-core peaks' ratios, advice.BF16_OVER_TF32 / BF16_OVER_FP32), and autocast's own host work: each
+  GEMM or convolution op casts its weight to 16 bits every step (aten::to -> _to_copy -> empty_strided +
+  copy_, one kernel), and the backward casts its gradient back (a ToCopyBackward0 node, one kernel).
+  Neither is in an fp32 trace, so each is priced from the trace's own ops of its kind: the forward cast
+  as CAST_EVENTS recorded events at the median ns per event of the top-level forward ops that launch
+  exactly one kernel, the backward cast as the median backward node that launches one. Measured on the
+  H100 pairs (ResNet-18, ResNet-50, profiled): a convolution's forward grew by 31-82 µs under autocast (its
+  cast and autocast's second dispatch), a backward cast node took 46-52 µs. Left out, said in the
+  notes: the casts' kernels (a read of each weight and a half-size write), batch norm leaving cuDNN
+  (torch runs 16-bit batch norm in its own kernels: slower than cuDNN's on NCHW tensors on the H100
+  pairs, the same on channels_last ones) and the memory-bound kernels that move half the bytes.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+
+from tracekit.analysis.advice import BF16_OVER_FP32, BF16_OVER_TF32, FP32_RE, LAYOUT_RE, TF32_RE
+from tracekit.analysis.causes import STATE
+from tracekit.data import schema as S
+from tracekit.whatif.loops import HOST_CLASS
+
+# The ops autocast runs in 16 bits and casts a weight for (outermost match on the forward thread), and
+# their backward nodes (autograd::engine::evaluate_function: <node>), where the gradient is cast back.
+AUTOCAST_OPS_RE = re.compile(r"^aten::(conv\w*|linear|matmul|mm|addmm|bmm|baddbmm|addbmm|einsum)$")
+AUTOCAST_BACKWARD_RE = re.compile(
+    r"^autograd::engine::evaluate_function: (Convolution|Cudnn\w*Convolution|Addmm|Mm|Bmm|Baddbmm|Addbmm)"
+    r"\w*Backward\d*$"
+)
+EVALUATE_PREFIX = "autograd::engine::evaluate_function: "
+AUTOCAST_DTYPES = ("bf16", "fp16")
+# The forward cast's recorded events: aten::to > aten::_to_copy > (aten::empty_strided, aten::copy_ > one
+# kernel launch), as the H100 bf16 traces hold it.
+CAST_EVENTS = 5
+
+
+@dataclass(frozen=True)
+class KnobFactors:
+    """What a knob sets: per device activity factors, per edge factors (empty: none), ns and recorded
+    event boundaries added per edge (empty: none), and what the result's notes say of it."""
+
+    act: np.ndarray
+    edge: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float64))
+    add_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    add_cost: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
+    notes: tuple = ()
+
+
+def _names_match(names, rx: re.Pattern) -> np.ndarray:
+    """Per row of a name column: whether the pattern searches true (matched once per distinct name)."""
+    cat = names.astype("category")
+    cats = np.asarray(cat.cat.categories.astype(str), dtype=object)
+    hit = np.array([bool(rx.search(c)) for c in cats] + [False], dtype=bool)
+    codes = cat.cat.codes.to_numpy()
+    return hit[np.where(codes >= 0, codes, len(cats))]
+
+
+def _covered(g, m: np.ndarray) -> np.ndarray:
+    n = g.obs.size
+    d = np.bincount(g.host_start_node[m], minlength=n + 1) - np.bincount(g.host_end_node[m], minlength=n + 1)
+    return np.cumsum(d[:n]) > 0
+
+
+def layout_factors(g, host) -> KnobFactors:
+    """`--channels-last`: the layout conversions' device time and their launch calls' host time go."""
+    act = np.ones(len(g.device), np.float64)
+    conv = _names_match(g.device["name"].astype(str), re.compile(LAYOUT_RE))
+    act[conv] = 0.0
+    edge = np.ones(g.src.size, np.float64)
+    launch = g.device["launch_node"].to_numpy(np.int64)
+    ends = np.unique(launch[conv & (launch >= 0)])
+    is_call = host["cat"].isin((S.CAT_RUNTIME, S.CAT_DRIVER)).to_numpy()
+    calls = is_call & np.isin(g.host_end_node, ends)
+    edge[(g.ecls == HOST_CLASS) & _covered(g, calls)[g.src]] = 0.0
+    notes = [
+        f"channels_last: {int(conv.sum())} layout conversions (nchwToNhwc / nhwcToNchw) removed with "
+        f"{int(calls.sum())} launch calls; the other kernels keep their time: cuDNN's batch norm on NCHW "
+        "tensors runs NHWC kernels under channels_last (faster on the H100 pairs of "
+        "docs/results/advice.md), and pooling and elementwise kernels take their channels_last paths, "
+        "neither in an NCHW trace"
+    ]
+    if not conv.any():
+        notes = [
+            "channels_last: the trace has no layout conversion (nchwToNhwc / nhwcToNchw): nothing changes"
+        ]
+    return KnobFactors(act, edge, notes=tuple(notes))
+
+
+@dataclass(frozen=True)
+class _Ops:
+    """The framework ops (cpu_op) of the host frame, with their nesting: per op its position in `host`,
+    its outermost enclosing op's position (itself at the top), whether it lies in a backward node, whether
+    an op whose name `mark` searches encloses it, and the launch and other runtime calls and the recorded
+    events inside it (itself included)."""
+
+    pos: np.ndarray
+    top: np.ndarray
+    backward: np.ndarray
+    in_marked: np.ndarray
+    launches: np.ndarray
+    other_calls: np.ndarray
+    events: np.ndarray
+
+
+def _ops(g, host, mark: re.Pattern) -> _Ops:
+    cat = host["cat"].to_numpy()
+    is_op = cat == S.CAT_CPU_OP
+    is_call = np.isin(cat, (S.CAT_RUNTIME, S.CAT_DRIVER))
+    state = host["state"].to_numpy()
+    names = host["name"].astype(str).to_numpy()
+    ts, end = host["ts"].to_numpy(np.int64), host["end"].to_numpy(np.int64)
+    thread = list(zip(host["rank"].to_numpy(), host["pid"].to_numpy(), host["tid"].to_numpy()))
+    pos = np.flatnonzero(is_op)
+    index = {int(p): i for i, p in enumerate(pos)}
+    top = pos.copy()
+    backward = np.zeros(pos.size, bool)
+    in_marked = np.zeros(pos.size, bool)
+    marked = {int(p) for p in pos.tolist() if mark.search(names[p])}
+    launches = np.zeros(pos.size, np.int64)
+    other = np.zeros(pos.size, np.int64)
+    events = np.ones(pos.size, np.int64)
+    by_thread: dict = {}
+    for p in np.flatnonzero(is_op | is_call).tolist():
+        by_thread.setdefault(thread[p], []).append(p)
+    launch_state = STATE["launch"]
+    for rows in by_thread.values():
+        rows.sort(key=lambda p: (ts[p], -end[p]))
+        stack: list = []  # positions of the enclosing ops
+        for p in rows:
+            while stack and end[stack[-1]] <= ts[p]:
+                stack.pop()
+            for q in stack:
+                events[index[q]] += 1
+            if is_call[p]:
+                for q in stack:
+                    if state[p] == launch_state:
+                        launches[index[q]] += 1
+                    else:
+                        other[index[q]] += 1
+                continue
+            i = index[p]
+            top[i] = stack[0] if stack else p
+            # in the backward: a node, or inside one (the engine's threads run nothing else; on a CPU the
+            # backward runs on the calling thread, between forward ops)
+            backward[i] = names[p].startswith(EVALUATE_PREFIX) or any(
+                names[q].startswith(EVALUATE_PREFIX) for q in stack
+            )
+            in_marked[i] = any(q in marked for q in stack)
+            stack.append(p)
+    return _Ops(pos, top, backward, in_marked, launches, other, events)
+
+
+def _first_segments(g, starts: np.ndarray) -> np.ndarray:
+    """Per host event start node: the host segment (edge) that leaves it, -1 where none does."""
+    host_edge = np.flatnonzero(g.ecls == HOST_CLASS)
+    first = np.full(g.obs.size, -1, np.int64)
+    first[g.src[host_edge[::-1]]] = host_edge[::-1]  # the first such edge of a node wins
+    return first[starts]
+
+
+def _price(
+    ops: _Ops, dur: np.ndarray, m: np.ndarray, events: Optional[int] = None
+) -> Optional[tuple[float, int, int]]:
+    """(ns, recorded events, how many ops it is from) of the work the ops `m` select stand for: their
+    median, or with `events`, that many events at their median ns per recorded event; None where none."""
+    if not m.any():
+        return None
+    if events is not None:
+        return float(np.median(dur[m] / ops.events[m])) * events, events, int(m.sum())
+    return float(np.median(dur[m])), int(round(float(np.median(ops.events[m])))), int(m.sum())
+
+
+def autocast_factors(g, host, dtype: str) -> KnobFactors:
+    """`--autocast bf16|fp16`: GEMM and convolution kernels at the 16-bit peaks' ratio, a weight cast
+    added at the start of each GEMM/convolution op and a gradient cast at the start of its backward node."""
+    act = np.ones(len(g.device), np.float64)
+    names = g.device["name"].astype(str)
+    tf32 = _names_match(names, re.compile(TF32_RE))
+    fp32 = _names_match(names, re.compile(FP32_RE))
+    act[tf32] *= BF16_OVER_TF32
+    act[fp32] *= BF16_OVER_FP32
+    ops = _ops(g, host, AUTOCAST_OPS_RE)
+    opnames = host["name"].astype(str).to_numpy()[ops.pos]
+    ts = host["ts"].to_numpy(np.int64)[ops.pos]
+    dur = host["end"].to_numpy(np.int64)[ops.pos] - ts
+    gemm = np.array([bool(AUTOCAST_OPS_RE.search(n)) for n in opnames], bool)
+    bwd_node = np.array([bool(AUTOCAST_BACKWARD_RE.search(n)) for n in opnames], bool)
+    is_top = ops.top == ops.pos
+    # the outermost GEMM/convolution op of the forward: no GEMM op around it
+    # (conv2d > convolution > _convolution > cudnn_convolution: conv2d alone)
+    top_gemm = gemm & ~ops.backward & ~ops.in_marked
+    one_kernel = (ops.launches == 1) & (ops.other_calls == 0)
+    fwd_price = _price(ops, dur, is_top & ~ops.backward & one_kernel & ~gemm, CAST_EVENTS)
+    bwd_price = _price(
+        ops,
+        dur,
+        np.array([n.startswith(EVALUATE_PREFIX) for n in opnames], bool) & one_kernel & ~bwd_node,
+    )
+    add_ns = np.zeros(g.src.size, np.int64)
+    add_cost = np.zeros(g.src.size, np.int32)
+    notes = []
+    added = {}
+    for what, m, price in (("forward", top_gemm, fwd_price), ("backward", bwd_node, bwd_price)):
+        if not m.any():
+            continue
+        if price is None:
+            notes.append(
+                f"autocast: the {what} casts cannot be priced: the trace has no {what} op that launches one "
+                "kernel; they are left out (the prediction is then at most what autocast saves)"
+            )
+            continue
+        ns, ev, n_like = price
+        seg = _first_segments(g, g.host_start_node[ops.pos[m]])
+        seg = seg[seg >= 0]
+        np.add.at(add_ns, seg, int(round(ns)))
+        np.add.at(add_cost, seg, 2 * ev)  # each event: a start and an end boundary
+        added[what] = (int(seg.size), ns, ev, n_like)
+    kinds = ", ".join(
+        f"{n} {what} cast(s) at {ns / 1e3:.1f} µs and {ev} recorded events each ("
+        + (
+            f"{ev} events at the median µs per event of the trace's {k} one-kernel forward ops"
+            if what == "forward"
+            else f"the median of the trace's {k} one-kernel backward nodes"
+        )
+        + ")"
+        for what, (n, ns, ev, k) in added.items()
+    )
+    notes.insert(
+        0,
+        f"autocast {dtype}: {int(tf32.sum())} TF32 and {int(fp32.sum())} fp32 GEMM/convolution kernels x "
+        f"{BF16_OVER_TF32:g} and x {BF16_OVER_FP32:g} (the dense peaks' ratios); host work added: "
+        + (kinds or "none (no GEMM or convolution op found)")
+        + "; left out: the casts' kernels, batch norm leaving cuDNN (slower on NCHW tensors on the H100 "
+        "pairs), memory-bound kernels on 16-bit tensors",
+    )
+    return KnobFactors(act, add_ns=add_ns, add_cost=add_cost, notes=tuple(notes))
+
+
+__all__ = ["KnobFactors", "layout_factors", "autocast_factors", "AUTOCAST_DTYPES"]
