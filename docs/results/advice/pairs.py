@@ -54,6 +54,9 @@ class Sizes:
     image: int = 224  # ResNet input side
     batch: int = 64  # ResNet batch (pinned, layout, precision, GPU-bound sync)
     r50_batch: int = 32  # the held-out ResNet-50 group (layout, precision, pinned)
+    vit_batch: int = 64  # the held-out transformers (precision): ViT-S/16 images, GPT-2 sequences
+    gpt2_batch: int = 8
+    gpt2_tokens: int = 512
     mlp_width: int = 512  # host-bound MLP: many tiny kernels
     mlp_layers: int = 24
     mlp_batch: int = 64
@@ -72,6 +75,9 @@ SMOKE_SIZES = Sizes(
     mlp_layers=3,
     mlp_batch=4,
     r50_batch=2,
+    vit_batch=2,
+    gpt2_batch=1,
+    gpt2_tokens=16,
     loader_batch=4,
     loader_source=40,
     epoch_steps=6,
@@ -288,6 +294,52 @@ def build_resnet(
     )
 
 
+def build_transformer(ctx: Ctx, arch: str = "vit", precision: str = "fp32") -> Workload:
+    """The held-out transformers for the precision advice: timm's ViT-S/16 (batch 64, 224 px) or
+    transformers' GPT-2 small (batch 8 x 512 tokens, a language-model loss), both initialised from their
+    configurations (no download), AdamW, the batch kept on the device; fp32 (torch's defaults) or autocast
+    bf16. Needs timm / transformers (the GPU machine has both; without them the group is skipped)."""
+    s, dev = ctx.s, ctx.dev
+    torch.manual_seed(0)
+    if arch == "vit":
+        import timm
+
+        model = timm.create_model("vit_small_patch16_224", pretrained=False).to(dev)
+        x = torch.randn(s.vit_batch, 3, s.image, s.image, device=dev)
+        y = torch.randint(0, 1000, (s.vit_batch,), device=dev)
+        ce = nn.CrossEntropyLoss()
+
+        def loss_of() -> torch.Tensor:
+            return ce(model(x), y)
+
+        batch = s.vit_batch
+    else:
+        from transformers import GPT2Config, GPT2LMHeadModel
+
+        model = GPT2LMHeadModel(GPT2Config()).to(dev)
+        ids = torch.randint(0, 50257, (s.gpt2_batch, s.gpt2_tokens), device=dev)
+
+        def loss_of() -> torch.Tensor:
+            return model(input_ids=ids, labels=ids).loss
+
+        batch = s.gpt2_batch
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    autocast = (
+        (lambda: torch.autocast(dev.type, dtype=torch.bfloat16))
+        if precision == "bf16"
+        else contextlib.nullcontext
+    )
+
+    def step() -> None:
+        with autocast():
+            loss = loss_of()
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return Workload(step, batch, notes={"arch": arch, "precision": precision})
+
+
 def build_mlp(
     ctx: Ctx, mode: str = "eager", optim: str = "sgd", set_to_none: bool = True, after: str = ""
 ) -> Workload:
@@ -385,6 +437,10 @@ class Config:
     compiles: bool = False  # torch.compile: skipped with --no-compile
 
 
+def _xf(arch: str, precision: str = "fp32") -> Callable[[Ctx], Workload]:
+    return lambda c: build_transformer(c, arch, precision)
+
+
 def _r50(**kw: str) -> Callable[[Ctx], Workload]:
     return lambda c: build_resnet(c, arch="resnet50", **kw)
 
@@ -411,6 +467,10 @@ CONFIGS = (
     Config("r50_cl", "r50", "... model and batch channels_last", _r50(layout="cl")),
     Config("r50_bf16", "r50", "... under autocast bf16", _r50(precision="bf16")),
     Config("r50_cl_bf16", "r50", "... channels_last and bf16", _r50(layout="cl", precision="bf16")),
+    Config("vit", "xfmr", "timm ViT-S/16 fp32 (held out), batch on the device, AdamW", _xf("vit")),
+    Config("vit_bf16", "xfmr", "... under autocast bf16", _xf("vit", "bf16")),
+    Config("gpt2", "xfmr", "transformers GPT-2 small fp32 (held out), 8 x 512 tokens, AdamW", _xf("gpt2")),
+    Config("gpt2_bf16", "xfmr", "... under autocast bf16", _xf("gpt2", "bf16")),
     Config(
         "r18dev",
         "sync",
@@ -487,7 +547,7 @@ CONFIGS = (
 # The loader's rounds are an epoch each and vary by ±12 % (B/A quartiles of the first H100 run's six):
 # 16 of them put the median's noise near the 1 ms the advice target allows on a 90 ms step.
 LOADER_ROUNDS = 16
-GROUPS = ("resnet", "r50", "sync", "host", "loader")
+GROUPS = ("resnet", "r50", "xfmr", "sync", "host", "loader")
 
 # (pair, A, B, the advice rule it checks, the knob). The rule ids are tracekit.analysis.advice's.
 PAIRS = (
@@ -501,6 +561,8 @@ PAIRS = (
     ("layout_precision_r50", "r50", "r50_cl_bf16", "precision", "channels_last + autocast(bfloat16)"),
     ("precision_cl_r50", "r50_cl", "r50_cl_bf16", "precision", "autocast(bfloat16), both channels_last"),
     ("layout_bf16_r50", "r50_bf16", "r50_cl_bf16", "layout", "channels_last, both under autocast(bfloat16)"),
+    ("precision_vit", "vit", "vit_bf16", "precision", "autocast(bfloat16)"),
+    ("precision_gpt2", "gpt2", "gpt2_bf16", "precision", "autocast(bfloat16)"),
     ("item_gpu", "r18dev_item", "r18dev", "sync_drain", "remove the per-step loss.item()"),
     ("sync_gpu", "r18dev_sync", "r18dev", "sync_drain", "remove the per-step torch.cuda.synchronize()"),
     ("item_host", "mlps_item", "mlps", "sync_drain", "remove the per-step loss.item()"),
