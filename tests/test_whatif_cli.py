@@ -80,6 +80,8 @@ def test_json_contract(tmp_path, capsys):
         "graph_region": None,
         "loader_workers": None,
         "pin_memory": False,
+        "channels_last": False,
+        "autocast": None,
     }
     (d,) = doc["devices"]
     for key in (

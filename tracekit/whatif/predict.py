@@ -316,9 +316,7 @@ def whatif(
         devices=tuple(devices),
         unprofiled=unprofiled,
         graph=graph_info,
-        notes=tuple(
-            _notes(rp, devices) + list(af.notes) + _graph_notes(af) + _loader_notes(rp, scenario, devices)
-        ),
+        notes=tuple(_notes(rp, devices) + _factor_notes(af) + _loader_notes(rp, scenario, devices)),
     )
     return result, pred_rep
 
@@ -428,6 +426,12 @@ def _graph_info(g: Graph, f: Factors | None = None) -> dict:
     if f is not None and f.regions is not None:
         d["cuda_graphs"] = f.regions.to_json()
     return d
+
+
+def _factor_notes(f: Factors) -> list[str]:
+    """What the scenario's knobs assumed and left out (tracekit.whatif.knobs), and what a --cuda-graphs
+    prediction assumed and kept (DESIGN.md, "What if: CUDA graphs")."""
+    return list(f.notes) + _graph_notes(f)
 
 
 def _graph_notes(f: Factors) -> list[str]:
