@@ -1,11 +1,15 @@
 """What changed between A and B of the advice pairs whose prediction missed (docs/results/advice.md):
-per profiled step, the device time by class of kernel and the host's framework ops and kernel launches.
+per profiled step, the device time by class of kernel and the host's framework ops and kernel launches;
+and how fast the host ran while each configuration was captured against while it was timed.
 
     .venv/bin/python docs/results/advice/explain.py          # writes docs/results/advice/explain.md
 
 Reads the run folders' traces (docs/results/advice/data/runs/, fixtures/h100/) with the stdlib: a kernel
 belongs to the first class of CLASSES whose pattern it matches (the advice rules' own patterns, from
-tracekit.analysis.advice); a step is a ProfilerStep annotation of the host.
+tracekit.analysis.advice); a step is a ProfilerStep annotation of the host. The host's speed: the
+machine-speed control of tracekit.capture.calibrate (`aten_cpu`, µs per torch.cumsum of 16,384 floats:
+C++ work no Python version changes), which pairs.py runs before and after each capture and at the start
+of every interleaved round (each manifest's `calibration`), in both runs (data/ and data_b/).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import statistics
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import Optional
 
 from tracekit.analysis.advice import (
     CUDNN_BATCHNORM_RE,
@@ -28,6 +33,8 @@ from tracekit.analysis.advice import (
 
 HERE = Path(__file__).resolve().parent
 RUNS = (HERE / "data" / "runs", HERE.parents[2] / "fixtures" / "h100")
+# The runs whose manifests hold the calibrations (first: the one whose traces this page reads)
+CALIBRATED = (("first", HERE / "data" / "runs"), ("second", HERE / "data_b" / "runs"))
 LOW_MATH = r"^(?=.*(gemm|conv|fprop|dgrad|wgrad))(?=.*(bf16|f16|half|h\d+gemm))"
 CLASSES = (
     ("layout conversions", LAYOUT_RE),
@@ -45,11 +52,27 @@ PAIRS = (
     ("precision", "r18", "r18_bf16"),
     ("precision_cl", "r18_cl", "r18_cl_bf16"),
     ("layout_bf16", "r18_bf16", "r18_cl_bf16"),
+    ("layout_r50", "r50", "r50_cl"),
+    ("precision_r50", "r50", "r50_bf16"),
+    ("precision_cl_r50", "r50_cl", "r50_cl_bf16"),
 )
-
-
-# The host-bound MLP's configurations: the same forward and backward, then each its optimizer
-HOST_GROUP = ("mlp", "mlps", "mlp_zero", "adam_loop", "adam_foreach", "adam_fused")
+# The configurations whose host speed the calibration table shows: each predicted pair's A
+CALIBRATION_ROWS = (
+    "r18",
+    "r18_cl",
+    "r18_bf16",
+    "r50",
+    "r50_cl",
+    "r50_bf16",
+    "vit",
+    "gpt2",
+    "r18dev_item",
+    "mlps_item",
+    "mlp",
+    "mlp_zero",
+    "adam_loop",
+    "article",
+)
 
 
 def events(name: str) -> list[dict]:
@@ -62,23 +85,24 @@ def events(name: str) -> list[dict]:
     return out
 
 
-def regions(name: str) -> dict[str, float]:
-    """Per profiled step (ms, host): the step, the optimizer's step and zero_grad, the rest; and the
-    median unprofiled step of the manifest (the interleaved rounds)."""
-    x = events(name)
-    folder = next(base / name for base in RUNS if (base / name).is_dir())
-    manifest = json.loads((folder / "manifest.json").read_text())
-    ann = [e for e in x if e.get("cat") == "user_annotation"]
-    steps = [e["dur"] / 1e3 for e in ann if e["name"].startswith("ProfilerStep#")]
-    opt = sum(e["dur"] for e in ann if e["name"].startswith("Optimizer.step#")) / 1e3 / len(steps)
-    zero = sum(e["dur"] for e in ann if e["name"].startswith("Optimizer.zero_grad#")) / 1e3 / len(steps)
-    step = sum(steps) / len(steps)
+def calibration(folder: Path) -> Optional[dict[str, float]]:
+    """The control (aten_cpu, µs) before and after the capture and over the rounds (median, min, max);
+    None where the run has no such configuration."""
+    path = folder / "manifest.json"
+    if not path.exists():
+        return None
+    cal = json.loads(path.read_text()).get("calibration") or {}
+
+    def us(c: Optional[dict]) -> float:
+        return (c or {}).get("figures", {}).get("aten_cpu", {}).get("ns", float("nan")) / 1e3
+
+    rounds = [us(c) for c in cal.get("rounds") or []]
     return {
-        "step": step,
-        "optimizer.step": opt,
-        "zero_grad": zero,
-        "rest": step - opt - zero,
-        "unprofiled": statistics.median(manifest["unprofiled_step_ms"]),
+        "before": us(cal.get("before")),
+        "after": us(cal.get("after")),
+        "median": statistics.median(rounds) if rounds else float("nan"),
+        "min": min(rounds) if rounds else float("nan"),
+        "max": max(rounds) if rounds else float("nan"),
     }
 
 
@@ -122,17 +146,22 @@ def markdown() -> str:
             )
         lines.append("")
     lines += [
-        "**the host-bound MLP**: the same forward and backward in every configuration, per profiled step "
-        "(host ms, mean over the profiled steps), and the median unprofiled step of the interleaved rounds",
+        "**the host's speed**: the machine-speed control (aten_cpu, µs per call; lower is faster) just "
+        "before "
+        "and after each configuration's capture, and at the start of each interleaved round that timed it "
+        "(median, min-max)",
         "",
-        "| configuration | profiled step | Optimizer.step | zero_grad | the rest (forward, backward) "
-        "| unprofiled step |",
+        "| configuration | run | capture: before | after | rounds: median | min-max |",
         "|---|---|---|---|---|---|",
     ]
-    for name in HOST_GROUP:
-        r = regions(name)
-        cells = (r[k] for k in ("step", "optimizer.step", "zero_grad", "rest", "unprofiled"))
-        lines.append(f"| {name} | " + " | ".join(f"{v:.3f}" for v in cells) + " |")
+    for name in CALIBRATION_ROWS:
+        for run, base in CALIBRATED:
+            c = calibration(base / name)
+            if c is not None:
+                lines.append(
+                    f"| {name} | {run} | {c['before']:.1f} | {c['after']:.1f} | {c['median']:.1f} | "
+                    f"{c['min']:.1f}-{c['max']:.1f} |"
+                )
     lines.append("")
     return "\n".join(lines)
 
