@@ -208,6 +208,13 @@ def declined(data: bytes) -> int:
         (b'[{"ph": "X", "args": [], "ts": 1}]', 1),  # args not an object: dropped, counted
         (b'[{"ph": "X", "ts": 1}, 5, "x", [1]]', 3),  # items that are not events: skipped, counted
         (b'[{"ph": "\\ud83d\\ude00", "ts": 1}]', 0),  # a surrogate pair
+        # an op's input shapes: the array's text as written, spaces and nesting kept; null is none
+        (b'[{"ph": "X", "cat": "cpu_op", "ts": 1, "args": {"Input Dims": [[64, 3, 224, 224], [], [1]]}}]', 0),
+        (b'[{"ph": "X", "cat": "cpu_op", "ts": 1, "args": {"Input Dims": [[2,3],[ ]] }}]', 0),
+        (b'[{"ph": "X", "cat": "cpu_op", "ts": 1, "args": {"Input Dims": null}}]', 0),
+        (b'[{"ph": "X", "cat": "cpu_op", "ts": 1, "args": {"Input Dims": [[1], ["a\\"b"]]}}]', 0),
+        (b'[{"ph": "X", "cat": "cpu_op", "ts": 1, "args": {"Input Dims": "[[1]]"}}]', 1),  # not an array
+        (b'[{"ph": "X", "cat": "cpu_op", "ts": 1, "args": {"Input Dims": [["\xc3\xa9"]]}}]', 1),  # non-ASCII
     ],
 )
 def test_odd_values_and_events_decode_as_msgspec_does(text, events_left_to_msgspec):

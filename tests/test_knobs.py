@@ -140,3 +140,51 @@ def test_gemm_ops_nested_in_gemm_ops_get_one_cast(tmp_path):
     # THEN one forward cast (5 events at aten::add_'s 5 µs per event), no backward one
     assert int((f.w - rp.graph.w).sum()) == 25_000
     assert np.count_nonzero(f.cost - rp.graph.cost) == 1
+
+
+def nchw_batch_norm_step(shapes: bool = True) -> TraceBuilder:
+    """A device-bound step: five ops each launch an elementwise add over 2**20 floats (two inputs of that
+    size and the output: 3 x 4 MiB moved, 4 µs each: 3145.728 GB/s), a convolution op launches a 2 µs
+    layout conversion, and cuDNN's batch norm op (input 16x64x32x32 floats) launches a 20 µs NCHW
+    kernel; the device runs them back to back from 20 µs to 62 µs."""
+    t = TraceBuilder(device_properties=H100)
+    t.step(1, 0, 15)
+    n = [16, 64, 32, 32]
+    kernels = [
+        ("aten::add_", [n, n, []], "void at::native::vectorized_elementwise_kernel<4, add<float>>", 4)
+    ] * 5
+    kernels += [
+        ("aten::cudnn_convolution", [n, [64, 64, 3, 3]], "void cudnn::ops::nchwToNhwcKernel<float>", 2),
+        (
+            "aten::cudnn_batch_norm",
+            [n, [64], [64], [64], [64]],
+            "void cudnn::bn_fw_tr_1C11_kernel_NCHW<float>",
+            20,
+        ),
+    ]
+    at = 20.0
+    for i, (op, dims, kernel, dur) in enumerate(kernels):
+        ev = t.op(op, 2 * i, 1.5)
+        if shapes:
+            ev["args"]["Input Dims"] = dims
+        t.launch(2 * i + 0.2, 1, corr=100 + i)
+        t.kernel(kernel, at, dur, corr=100 + i)
+        at += dur
+    assert at == 62
+    return t
+
+
+def test_channels_last_times_cudnns_nhwc_batch_norm_at_the_traces_bandwidth(tmp_path):
+    w = tk.whatif(nchw_batch_norm_step().write(tmp_path / "t.json"), channels_last=True)
+    # THEN the batch norm: 3 passes over 2**20 floats at 3145.728 GB/s = 4 µs instead of 20, and the
+    #      conversion's 2 µs go: the device-bound step ends 18 µs earlier
+    assert replayed_us(w) == pytest.approx(62.0)
+    assert predicted_us(w) == pytest.approx(44.0)
+    (note,) = [n for n in w.result.notes if n.startswith("channels_last")]
+    assert "(1 ops, 0.020 ms) at its NHWC kernels' time, 0.004 ms" in note and "3146 GB/s" in note
+
+
+def test_without_shapes_the_batch_norm_keeps_its_time(tmp_path):
+    w = tk.whatif(nchw_batch_norm_step(shapes=False).write(tmp_path / "t.json"), channels_last=True)
+    assert predicted_us(w) == pytest.approx(60.0)  # the conversion alone
+    assert any("keeps its time" in n and "no input shapes (record_shapes=True)" in n for n in w.result.notes)

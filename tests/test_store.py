@@ -17,6 +17,8 @@ from tracekit.data.store import read_capture, read_meta, write_capture
 from tracekit.errors import CaptureFileError, InputNotFound, OutputExistsError
 from tracekit.parse.parser import parse_paths
 
+ROOT_DIR = Path(__file__).resolve().parent.parent
+
 # Times with up to three decimals, as Kineto writes them, up to ~1.7e15 µs (epoch µs).
 TIMES = st.decimals(min_value=0, max_value=1_800_000_000_000_000, places=3, allow_nan=False)
 DURS = st.decimals(min_value=0, max_value=10_000_000, places=3, allow_nan=False)
@@ -209,3 +211,26 @@ def test_reading_only_some_row_kinds_skips_the_other_row_groups(tmp_path):
         assert set(pc.unique(pc.cast(some["kind"], pa.string())).to_pylist()) == set(ANALYSIS_KINDS)
         assert some["ts_ns"].to_pylist() == want["ts_ns"].to_pylist()
         assert some["name"].to_pylist() == want["name"].to_pylist()
+
+
+def test_a_capture_parsed_before_input_dims_reads_it_as_null(tmp_path):
+    # GIVEN a capture written by a tracekit before the optional column (committed: cross-version run)
+    old = ROOT_DIR / "docs/results/cross_version/dataloader_train_py3.11-1.parquet"
+    assert "input_dims" not in pq.read_schema(old).names
+    # THEN it reads whole, with the column null and at its place in the schema
+    t = read_capture(old).table
+    assert t.column_names == SCHEMA.names and t.column("input_dims").null_count == t.num_rows
+    # AND asked for by name, beside another column
+    t = read_capture(old, columns=["name", "input_dims"]).table
+    assert t.column_names == ["name", "input_dims"] and t.column("input_dims").null_count == t.num_rows
+
+
+def test_input_dims_survive_the_round_trip(tmp_path):
+    t = TraceBuilder()
+    t.step(1, 0, 10)
+    op = t.op("aten::add_", 1, 5)
+    op["args"]["Input Dims"] = [[64, 3, 224, 224], [64, 3, 224, 224], []]
+    path = t.write(tmp_path / "t.json")
+    write_capture(parse_paths([path]), tmp_path / "c.parquet")
+    dims = [d for d in read_capture(tmp_path / "c.parquet").table.column("input_dims").to_pylist() if d]
+    assert dims == ["[[64, 3, 224, 224], [64, 3, 224, 224], []]"]

@@ -376,15 +376,17 @@ def layout_rule(ev: Evidence) -> list[Advice]:
         "device"
     )
     note = (
-        "the conversions' device time and their launch calls go (tracekit.whatif.knobs); the other kernels "
-        "keep their time"
+        "the conversions' device time and their launch calls go (tracekit.whatif.knobs); pooling and "
+        "elementwise kernels keep their time"
     )
     if bn_n:
         evidence += f"; cuDNN's NCHW batch norm {bn_ms:.3f} ms/step"
         note += (
-            "; channels_last also moves cuDNN's batch norm from its NCHW kernels to NHWC ones, whose time "
-            "an NCHW trace cannot tell (0.40 and 0.66 of the NCHW kernels' on the ResNet-18 and ResNet-50 "
-            "pairs of docs/results/advice.md): on a step the device paces the saving is likely larger"
+            "; channels_last also moves cuDNN's batch norm from its NCHW kernels to NHWC ones: the replay "
+            "times them from the ops' input shapes (record_shapes=True: 3 passes forward, 5 backward at the "
+            "trace's elementwise bandwidth; within 12 % on the H100 pairs of docs/results/advice.md); a "
+            "trace without shapes keeps their NCHW time, and on a step the device paces the saving is then "
+            "likely larger"
         )
     return [
         Advice(

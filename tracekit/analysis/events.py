@@ -76,6 +76,7 @@ FRAME_COLUMNS = (
     "step",
     "bytes",
     "msg_nelems",
+    "input_dims",
 )
 # The host events' categories (`_host_frame`); device activities are S.DEVICE_ACTIVITY_CATS.
 _HOST_CATS = (S.CAT_CPU_OP, S.CAT_RUNTIME, S.CAT_DRIVER, S.CAT_USER_ANNOTATION, S.CAT_PYTHON_FUNCTION)
@@ -175,6 +176,8 @@ def load_frames(
         name: t[name] if name in t.column_names else pa.chunked_array([pa.nulls(t.num_rows, pa.int64())])
         for name in _Cols.READ
     }
+    # an op's input shapes (record_shapes=True; a capture parsed before the column has none)
+    columns["input_dims"] = t["input_dims"] if "input_dims" in t.column_names else None
     del t  # each column goes once its framed rows are converted (when the caller let the table go)
     cols = _Cols.of(columns, row, ccodes, ccats)
     cols, limits = _without_impossible(cols)
@@ -251,6 +254,9 @@ def with_derived(host: pd.DataFrame, waits: pd.DataFrame) -> pd.DataFrame:
             "family": np.full(n, fam, np.int8),
             "cat": pd.Categorical([CAT_COLLECTIVE_WAIT] * n, categories=cats.cat.categories),
             "name": pd.Categorical([COLLECTIVE_WAIT_NAME] * n, categories=names.cat.categories),
+            "input_dims": pd.Categorical.from_codes(
+                np.full(n, -1), categories=host["input_dims"].cat.categories, validate=False
+            ),
             "row": np.arange(first, first + n, dtype=host["row"].dtype),
         }
     )
@@ -295,6 +301,7 @@ class _Cols:
     stream: np.ndarray
     nbytes: np.ndarray  # bytes a copy or memset moved (NaN for the rest)
     nelems: np.ndarray  # a collective's input elements (NCCL kernels, record_param_comms; NaN elsewhere)
+    shapes: pd.Categorical  # an op's input shapes as the trace wrote them (JSON text; null without)
 
     def without(self, drop: np.ndarray) -> _Cols:
         """These rows less those of `drop` (a mask); the dictionaries stay."""
@@ -340,6 +347,13 @@ class _Cols:
                 [convert(c)[row[cut[i] : cut[i + 1]] - bounds[i]] for i, c in enumerate(col.chunks)]
             )
 
+        sh = columns.pop("input_dims", None)
+        if sh is None or sh.null_count == len(sh):
+            scodes, scats = np.full(row.size, -1, np.int64), np.zeros(0, object)
+        else:
+            scodes, scats = dict_codes(sh)
+            scodes = scodes if every else scodes[row]
+        shapes = pd.Categorical.from_codes(scodes, categories=pd.Index(scats, dtype=object), validate=False)
         ncodes, ncats = dict_codes(columns["name"])
         del columns["name"]
         ncodes = ncodes if every else ncodes[row]
@@ -366,6 +380,7 @@ class _Cols:
             nelems=take("msg_nelems", _floats)
             if columns["msg_nelems"].null_count < len(columns["msg_nelems"])
             else _nans(columns.pop("msg_nelems"), row, every),
+            shapes=shapes,
         )
 
 
@@ -452,6 +467,7 @@ def _host_frame(c: _Cols, *, has_device: bool) -> tuple[pd.DataFrame, np.ndarray
             "family": family,
             "cat": pd.Categorical.from_codes(hc, categories=pd.Index(c.ccats, dtype=object), validate=False),
             "name": c.name[hi],
+            "input_dims": c.shapes[hi],  # an op's input shapes (JSON text; null without record_shapes)
             "row": c.row[hi],  # index in the capture table
         },
         # the columns are fresh arrays: taken as they are, not stacked into a block of each dtype (a

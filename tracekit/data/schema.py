@@ -108,7 +108,18 @@ COLUMNS: tuple[Column, ...] = (
     Column("cause", "-", _STR, "", "idle rows: attributed cause"),
     Column("total_allocated", "args.Total Allocated", pa.int64(), "bytes", "[memory] instants: allocated"),
     Column("total_reserved", "args.Total Reserved", pa.int64(), "bytes", "[memory] instants: reserved"),
+    Column(
+        "input_dims",
+        "args.Input Dims",
+        _STR,
+        "",
+        "cpu_op: its inputs' shapes as the trace writes them (record_shapes=True), JSON text; absent in "
+        "captures parsed before it (read as null: OPTIONAL_COLUMNS)",
+    ),
 )
+# Columns added after schema version 1 was fixed: a capture parsed before lacks them, and reads them as
+# nulls (tracekit.data.store), so captures already made stay readable.
+OPTIONAL_COLUMNS = frozenset({"input_dims"})
 
 SCHEMA = pa.schema([pa.field(c.name, c.type) for c in COLUMNS])
 COLUMN_NAMES = tuple(c.name for c in COLUMNS)

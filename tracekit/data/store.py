@@ -35,7 +35,14 @@ import pyarrow.parquet as pq
 
 from tracekit.data import arrow, files, signals, stitch
 from tracekit.data.files import Location
-from tracekit.data.schema import METADATA_KEY, SCHEMA, SCHEMA_VERSION, file_metadata, metadata_doc
+from tracekit.data.schema import (
+    METADATA_KEY,
+    OPTIONAL_COLUMNS,
+    SCHEMA,
+    SCHEMA_VERSION,
+    file_metadata,
+    metadata_doc,
+)
 from tracekit.data.summary import Summary, kind_codes, only_value, rows_metadata, summarize_table
 from tracekit.errors import CaptureFileError, OutputExistsError, OutputWriteError, Terminated
 
@@ -595,14 +602,35 @@ def check_schema(path: Location, meta: dict) -> None:
 
 
 def _checked_table(table: pa.Table, path: Location, columns: Optional[list[str]] = None) -> pa.Table:
+    """The table checked against the schema, with the optional columns it lacks (a capture parsed before
+    they were added) as nulls, where they are asked for (all columns, or named in `columns`)."""
     _check_schema(table.schema, path, columns)
+    names = SCHEMA.names if columns is None else columns
+    for name in names:
+        if name in OPTIONAL_COLUMNS and name not in table.column_names:
+            at = min(names.index(name), table.num_columns)
+            table = table.add_column(
+                at, SCHEMA.field(name), pa.nulls(table.num_rows, SCHEMA.field(name).type)
+            )
     return table
+
+
+def _readable(loc: Location, columns: Optional[list[str]]) -> Optional[list[str]]:
+    """`columns` less the optional ones the file at `loc` lacks (pyarrow refuses a column it has not):
+    they are added back as nulls by _checked_table."""
+    if columns is None or not OPTIONAL_COLUMNS.intersection(columns):
+        return columns
+    with files.open_read(loc) as fh:
+        names = set(pq.read_schema(fh).names)
+    return [c for c in columns if c in names or c not in OPTIONAL_COLUMNS]
 
 
 def _check_schema(schema: pa.Schema, path: Location, columns: Optional[list[str]] = None) -> None:
     """A capture's table has the schema's columns and types (a file whose column was dropped or retyped
     by another tool used to end in a KeyError or a 33-line schema dump, or be analysed as it was)."""
     for want in SCHEMA if columns is None else [SCHEMA.field(c) for c in columns if c in SCHEMA.names]:
+        if want.name not in schema.names and want.name in OPTIONAL_COLUMNS:
+            continue  # a capture parsed before the column was added: read as nulls
         if want.name not in schema.names:
             raise CaptureFileError(f"{path}: the capture has no column '{want.name}' ({_DAMAGED})")
         got = schema.field(want.name).type
@@ -644,16 +672,19 @@ def read_rank(
                 raise CaptureFileError(
                     f"{path}: no rank {rank} in this capture (ranks {capture_ranks(meta)})"
                 )
-            want = None if columns is None else [c for c in columns if c != "rank"]
+            want = [c for c in (SCHEMA.names if columns is None else columns) if c != "rank"]
             tables = []
             for rel in (part["path"], part.get("idle")):  # the rank's rows; its stored idle rows
                 if rel:
-                    with files.open_read(files.join(path, *rel.split("/"))) as fh:
-                        tables.append(_read_kinds(fh, want, kinds))
+                    loc = files.join(path, *rel.split("/"))
+                    with files.open_read(loc) as fh:
+                        t = _read_kinds(fh, _readable(loc, want), kinds)
+                    tables.append(_checked_table(t, loc, want))
             table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
             return _checked_table(_with_rank_column(table, rank, columns), path, columns)
+        readable = _readable(path, columns)
         with files.open_read(path) as fh:
-            table = pq.read_table(fh, columns=columns, filters=[("rank", "=", rank)])
+            table = pq.read_table(fh, columns=readable, filters=[("rank", "=", rank)])
         return _checked_table(table, path, columns)
     except (pa.ArrowException, OSError, KeyError) as exc:
         raise CaptureFileError(f"{path}: cannot read rank {rank} ({files.first_line(exc)})") from None
@@ -669,8 +700,9 @@ def read_ranks(path: Location, ranks: list[int], meta: dict, columns: Optional[l
         schema = SCHEMA if columns is None else pa.schema([SCHEMA.field(c) for c in columns])
         return pa.concat_tables([t.cast(schema) for t in tables])
     try:
+        readable = _readable(path, columns)
         with files.open_read(path) as fh:
-            table = pq.read_table(fh, columns=columns, filters=[("rank", "in", list(ranks))])
+            table = pq.read_table(fh, columns=readable, filters=[("rank", "in", list(ranks))])
     except (pa.ArrowException, OSError, KeyError) as exc:
         raise CaptureFileError(f"{path}: cannot read ranks {ranks} ({files.first_line(exc)})") from None
     return _checked_table(table, path, columns)
@@ -702,8 +734,9 @@ def read_capture(
     try:
         with files.open_read(path) as fh:
             _check_schema(pq.read_schema(fh), path, columns)
+        readable = _readable(path, columns)
         with files.open_read(path) as fh:
-            table = pq.read_table(fh, columns=columns) if kinds is None else _read_kinds(fh, columns, kinds)
+            table = pq.read_table(fh, columns=readable) if kinds is None else _read_kinds(fh, readable, kinds)
     except (pa.ArrowException, OSError, KeyError) as exc:
         raise CaptureFileError(f"{path}: cannot read capture ({files.first_line(exc)})") from None
     return Capture(table=_checked_table(table, path, columns), meta=meta, path=path)

@@ -7,6 +7,9 @@
  *
  *   - ph, cat, name, args.{cuda_sync_kind, Collective name, Process Group Ranks, name}: a JSON string or
  *     null → dictionary code (int32, -1 for null/missing) into a per-column list of unique strings;
+ *   - args.Input Dims: a JSON array → its text exactly as written (bytes of the value) into a string
+ *     column's dictionary the same way; null → -1; anything else declines the event (msgspec keeps the
+ *     value's text as msgspec.Raw: the same bytes);
  *   - pid, tid, id and the integer args: a JSON integer in int64 range (else its text, below), a string,
  *     null, or true/false/an array/an object (null: msgspec's path makes those null too);
  *   - ts, dur: a JSON number without exponent, with any number of decimals (up to MAX_DECIMALS) → the
@@ -77,9 +80,9 @@ enum {
     N_INT
 };
 /* String columns. Keep in sync with _fast.py STR_FIELDS. */
-enum { S_PH, S_CAT, S_NAME, S_SYNC_KIND, S_COLLECTIVE, S_PG_RANKS, S_LABEL, N_STR };
+enum { S_PH, S_CAT, S_NAME, S_SYNC_KIND, S_COLLECTIVE, S_PG_RANKS, S_LABEL, S_INPUT_DIMS, N_STR };
 
-enum { K_SKIP = 0, K_INT, K_TIME, K_STR, K_ARGS };
+enum { K_SKIP = 0, K_INT, K_TIME, K_STR, K_ARGS, K_RAW };
 
 typedef struct {
     const char *key;
@@ -118,6 +121,7 @@ static Field ARG_FIELDS[] = {
     {"Total Reserved", K_INT, I_TOTAL_RESERVED},
     {"Device Id", K_INT, I_DEVICE_ID},
     {"Addr", K_INT, I_ADDR},
+    {"Input Dims", K_RAW, S_INPUT_DIMS},
 };
 #define N_ARGS ((int)(sizeof(ARG_FIELDS) / sizeof(ARG_FIELDS[0])))
 
@@ -1123,6 +1127,17 @@ static int read_field(Scan *s, const Field *f, size_t row) {
         }
         s->p = start;
         return read_time_other(s, f->col, row);
+    }
+    case K_RAW: { /* a JSON array kept as its text, exactly as written (msgspec.Raw on the other path) */
+        if (c != '[') return FAIL;
+        const unsigned char *start = s->p;
+        if (skip_value(s) < 0) return FAIL;
+        for (const unsigned char *q = start; q < s->p; q++)
+            if (*q >= 0x80) return FAIL; /* non-ASCII text inside: msgspec validates its UTF-8 */
+        int32_t code = dict_code(&s->dicts[f->col], (const char *)start, (size_t)(s->p - start));
+        if (code < 0) return FAIL;
+        put_code(s, f->col, row, code);
+        return 0;
     }
     case K_ARGS:
         if (c != '{') return FAIL;

@@ -105,6 +105,9 @@ class _Args(msgspec.Struct, gc=False):
     total_reserved: Any = msgspec.field(default=None, name="Total Reserved")
     device_id: Any = msgspec.field(default=None, name="Device Id")
     addr: Any = msgspec.field(default=None, name="Addr")
+    # a framework op's input shapes (record_shapes=True): kept as the JSON text written, as the C
+    # scanner keeps it (tracekit.whatif.knobs reads batch norms' and elementwise ops' sizes from it)
+    input_dims: msgspec.Raw = msgspec.field(default=None, name="Input Dims")  # type: ignore[assignment]
 
 
 class _Event(msgspec.Struct, gc=False):
@@ -811,7 +814,12 @@ def _columns(events: list, unit: str, dropped: collections.Counter) -> tuple[pa.
     ts_state[(ts_state == TIME_OK) & ~ts_ns[1]] = TIME_OUT_OF_RANGE
     ints = {"pid": _ints(pid), "tid": _ints(tid), "flow": _ints(flow)}
     ints.update((f, _ints(arg(f))) for f in INT_ARGS)
-    texts = {f: _arrow.codes(pc.dictionary_encode(_plain_strings(arg(f)))) for f in TEXT_ARGS}
+    texts = {
+        f: _arrow.codes(
+            pc.dictionary_encode(_raw_strings(arg(f)) if f in RAW_ARGS else _plain_strings(arg(f)))
+        )
+        for f in TEXT_ARGS
+    }
     decoded = Decoded(
         ph=_arrow.codes(_strings(ph)),
         cat=_arrow.codes(_strings(cat)),
@@ -844,7 +852,8 @@ def _no_stats(skipped: Optional[dict] = None, dropped: Optional[dict] = None) ->
 
 
 # The args keys kept as integers (INT_ARGS, shared with the C scanner) / as text (names of _Args fields).
-TEXT_ARGS = ("sync_kind", "collective", "pg_ranks", "name")
+TEXT_ARGS = ("sync_kind", "collective", "pg_ranks", "name", "input_dims")
+RAW_ARGS = frozenset({"input_dims"})  # kept as the JSON text of the value (msgspec.Raw)
 
 # A column as assemble takes it. Strings: (int32 codes, -1 = null; the list of strings they index).
 # Ints: (int64 values; bool mask, True where the value is present).
@@ -953,6 +962,7 @@ def assemble(
         "label": first_seen(np.where(is_meta, label_codes, -1), label_uniques),
         "total_allocated": ints["total_allocated"],
         "total_reserved": ints["total_reserved"],
+        "input_dims": texts["input_dims"],
     }
     rows = None if n_timed == seen else np.flatnonzero(timed)
     arrays = [_to_arrow(columns[f.name], f.type, rows) for f in EVENT_SCHEMA]
@@ -1046,6 +1056,12 @@ def _strings(values: tuple | list) -> pa.Array:
     return pc.dictionary_encode(arr)
 
 
+def _raw_strings(values: tuple | list) -> pa.Array:
+    """msgspec.Raw values (or None) as their JSON text, a JSON null as null."""
+    out = [None if v is None else bytes(v).decode("utf-8") for v in values]
+    return pa.array([None if t is None or t == "null" else t for t in out], pa.string())
+
+
 def _plain_strings(values: tuple | list) -> pa.Array:
     if values.count(None) == len(values):
         return pa.nulls(len(values), pa.string())
@@ -1058,6 +1074,9 @@ def _plain_strings(values: tuple | list) -> pa.Array:
 def _as_text(v: Any) -> str | None:
     if v is None or isinstance(v, str):
         return v
+    if isinstance(v, msgspec.Raw):  # the value's JSON text as written (args.Input Dims)
+        text = bytes(v).decode("utf-8")
+        return None if text == "null" else text
     return _json_text(v)
 
 

@@ -33,7 +33,7 @@ _fastscan = current(_fastscan, "parse/_fastscan.c")  # a build from other source
 
 # Column order of the scanner's output (tracekit/parse/_fastscan.c, enums I_* and S_*).
 INT_FIELDS = ("pid", "tid", "ts", "dur", "flow") + INT_ARGS
-STR_FIELDS = ("ph", "cat", "name", "sync_kind", "collective", "pg_ranks", "name_arg")
+STR_FIELDS = ("ph", "cat", "name", "sync_kind", "collective", "pg_ranks", "name_arg", "input_dims")
 
 
 def available() -> bool:
@@ -123,6 +123,7 @@ def decode(
             "collective": strings["collective"],
             "pg_ranks": strings["pg_ranks"],
             "name": strings["name_arg"],
+            "input_dims": strings["input_dims"],
         },
         max_abs_ts=times["max_abs_ts"],
         fractional=times["fractional"],

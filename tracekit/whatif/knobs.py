@@ -8,10 +8,13 @@ first host segment of each op it adds work to, with the profiler's recorded even
 "Unprofiled").
 
 - `--channels-last`: cuDNN's layout conversions around its convolutions on NCHW tensors (nchwToNhwc /
-  nhwcToNchw, advice.LAYOUT_RE) go, their launch calls with them. What else channels_last changes is not
-  in an NCHW trace: cuDNN's batch norm moves from its NCHW kernels to NHWC ones (faster on the H100 pairs
-  of docs/results/advice.md, by a ratio that differed between ResNet-18 and ResNet-50), torch's pooling
-  and elementwise kernels take their channels_last paths. The result's notes say so.
+  nhwcToNchw, advice.LAYOUT_RE) go, their launch calls with them. cuDNN's batch norm moves from its NCHW
+  kernels to NHWC ones, which an NCHW trace does not hold (faster on the H100 pairs of
+  docs/results/advice.md, by a ratio that differed between ResNet-18 and ResNet-50): where the trace has
+  the ops' input shapes (record_shapes=True), each NCHW batch norm takes what its NHWC kernels would,
+  passes over its input at the bandwidth the trace's own elementwise kernels reach (_nhwc_batch_norm),
+  else it keeps its time. Torch's pooling and elementwise kernels take their channels_last paths, not in
+  the figure. The result's notes say which.
 - `--autocast bf16|fp16`: the GEMMs and convolutions in 16 bits (fp32 and TF32 kernels x the dense
   tensor-core peaks' ratios, advice.BF16_OVER_TF32 / BF16_OVER_FP32), and autocast's own host work: each
   GEMM or convolution op casts its weight to 16 bits every step (aten::to -> _to_copy -> empty_strided +
@@ -28,13 +31,21 @@ first host segment of each op it adds work to, with the profiler's recorded even
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Optional
 
 import numpy as np
 
-from tracekit.analysis.advice import BF16_OVER_FP32, BF16_OVER_TF32, FP32_RE, LAYOUT_RE, TF32_RE
+from tracekit.analysis.advice import (
+    BF16_OVER_FP32,
+    BF16_OVER_TF32,
+    FP32_RE,
+    LAYOUT_RE,
+    NCHW_BATCHNORM_RE,
+    TF32_RE,
+)
 from tracekit.analysis.causes import STATE
 from tracekit.data import schema as S
 from tracekit.whatif.loops import HOST_CLASS
@@ -81,10 +92,13 @@ def _covered(g, m: np.ndarray) -> np.ndarray:
 
 
 def layout_factors(g, host) -> KnobFactors:
-    """`--channels-last`: the layout conversions' device time and their launch calls' host time go."""
+    """`--channels-last`: the layout conversions' device time and their launch calls' host time go, and
+    cuDNN's NCHW batch norm kernels take what its NHWC ones would (`_nhwc_batch_norm`)."""
     act = np.ones(len(g.device), np.float64)
     conv = _names_match(g.device["name"].astype(str), re.compile(LAYOUT_RE))
     act[conv] = 0.0
+    bn_f, bn_note = _nhwc_batch_norm(g, host)
+    act *= bn_f
     edge = np.ones(g.src.size, np.float64)
     launch = g.device["launch_node"].to_numpy(np.int64)
     ends = np.unique(launch[conv & (launch >= 0)])
@@ -93,16 +107,131 @@ def layout_factors(g, host) -> KnobFactors:
     edge[(g.ecls == HOST_CLASS) & _covered(g, calls)[g.src]] = 0.0
     notes = [
         f"channels_last: {int(conv.sum())} layout conversions (nchwToNhwc / nhwcToNchw) removed with "
-        f"{int(calls.sum())} launch calls; the other kernels keep their time: cuDNN's batch norm on NCHW "
-        "tensors runs NHWC kernels under channels_last (faster on the H100 pairs of "
-        "docs/results/advice.md), and pooling and elementwise kernels take their channels_last paths, "
-        "neither in an NCHW trace"
+        f"{int(calls.sum())} launch calls; {bn_note}; the other kernels keep their time (pooling and "
+        "elementwise kernels take their channels_last paths, not in an NCHW trace)"
     ]
-    if not conv.any():
+    if not conv.any() and (bn_f == 1.0).all():
         notes = [
-            "channels_last: the trace has no layout conversion (nchwToNhwc / nhwcToNchw): nothing changes"
+            "channels_last: the trace has no layout conversion (nchwToNhwc / nhwcToNchw) and no cuDNN NCHW "
+            "batch norm it can time: nothing changes"
         ]
     return KnobFactors(act, edge, notes=tuple(notes))
+
+
+# cuDNN's NHWC batch norm moves the tensor this many times (reads and writes of its size): the forward
+# (training) reads it for the statistics, then reads it and writes the output; the backward reads input
+# and gradient for the reductions, then both again and writes the input's gradient.
+BN_FORWARD_PASSES = 3
+BN_BACKWARD_PASSES = 5
+# Elementwise kernels whose op moves at least this many elements time the device's bandwidth (smaller
+# ones are latency-bound); at least ELEMENTWISE_MIN of them, else the batch norm keeps its time.
+ELEMENTWISE_MIN_ELEMENTS = 1 << 20
+ELEMENTWISE_MIN = 5
+ELEMENTWISE_RE = re.compile(r"elementwise_kernel")
+BN_FORWARD_OP, BN_BACKWARD_OP = "aten::cudnn_batch_norm", "aten::cudnn_batch_norm_backward"
+
+
+def _shapes(text: Optional[str]) -> Optional[list]:
+    """An op's input shapes (args.Input Dims, JSON text) as a list of lists of ints; None if unreadable."""
+    if not isinstance(text, str):
+        return None
+    try:
+        dims = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(dims, list) or not dims or not all(isinstance(d, list) for d in dims):
+        return None
+    return dims
+
+
+def _numel(shape: list) -> int:
+    n = 1
+    for d in shape:
+        if not isinstance(d, int) or d < 0:
+            return 0
+        n *= d
+    return n
+
+
+def _element_bytes(kernel: str) -> int:
+    """The element size a kernel's name says (its template's dtype): 2 for half / bf16, 8 for double,
+    else 4 (float)."""
+    if re.search(r"BFloat16|bfloat16|Half\b|__half|\bhalf\b|<half", kernel):
+        return 2
+    if re.search(r"\bdouble\b", kernel):
+        return 8
+    return 4
+
+
+def _nhwc_batch_norm(g, host) -> tuple[np.ndarray, str]:
+    """(per device activity factor, what the note says) for cuDNN's NCHW batch norm under channels_last:
+    each op's NCHW kernels take, together, BN_FORWARD_PASSES (backward: BN_BACKWARD_PASSES) passes over
+    its input tensor at the bandwidth the trace's own large elementwise kernels reach, where the op's
+    input shapes are in the trace (record_shapes=True); else they keep their time, and the note says so.
+    Checked on the H100 traces of docs/results/advice (docs/results/advice/bn_model.py): 1.91 ms per
+    step predicted against 1.89 and 1.77 measured on ResNet-18 (two runs), 3.49 against 3.97 and 3.96 on
+    ResNet-50."""
+    f = np.ones(len(g.device), np.float64)
+    names = g.device["name"].astype(str)
+    bn = _names_match(names, re.compile(NCHW_BATCHNORM_RE))
+    if not bn.any():
+        return f, "no cuDNN NCHW batch norm"
+    ops = _ops(g, host, re.compile(r"$^"))
+    call_of_node = np.full(g.obs.size, -1, np.int64)
+    is_call = host["cat"].isin((S.CAT_RUNTIME, S.CAT_DRIVER)).to_numpy()
+    calls = np.flatnonzero(is_call)
+    call_of_node[g.host_end_node[calls]] = calls
+    launch = g.device["launch_node"].to_numpy(np.int64)
+    op_of = np.where(launch >= 0, ops.owner[np.maximum(call_of_node[np.maximum(launch, 0)], 0)], -1)
+    op_of[(launch < 0) | (call_of_node[np.maximum(launch, 0)] < 0)] = -1
+    opname = host["name"].astype(str).to_numpy()
+    dims = host["input_dims"].astype(object).to_numpy() if "input_dims" in host else None
+    dur = (g.device["end"] - g.device["ts"]).to_numpy(np.float64)
+    if dims is None or not any(isinstance(x, str) for x in dims):
+        return f, _BN_KEPT + "the trace has no input shapes (record_shapes=True)"
+    # the device's bandwidth, from the trace's large elementwise kernels
+    moved, took, n_ew = 0.0, 0.0, 0
+    for k in np.flatnonzero(_names_match(names, ELEMENTWISE_RE) & (op_of >= 0)).tolist():
+        sh = _shapes(dims[op_of[k]])
+        if not sh or dur[k] <= 0:
+            continue
+        n = _numel(sh[0])
+        if n < ELEMENTWISE_MIN_ELEMENTS:
+            continue
+        same = sum(1 for x in sh if x == sh[0])  # the inputs of its size; the output one more pass
+        moved += (same + 1) * n * _element_bytes(names.iloc[k])
+        took += dur[k]
+        n_ew += 1
+    if n_ew < ELEMENTWISE_MIN or took <= 0:
+        return f, _BN_KEPT + "too few large elementwise kernels to time the device's bandwidth"
+    gbps = moved / took  # bytes per ns = GB/s
+    # each batch-norm op: its NCHW kernels together take its passes over its input at that bandwidth
+    by_op: dict = {}
+    for k in np.flatnonzero(bn & (op_of >= 0)).tolist():
+        by_op.setdefault(int(op_of[k]), []).append(k)
+    done = 0
+    before = after = 0.0
+    for op, ks in by_op.items():
+        passes = {BN_FORWARD_OP: BN_FORWARD_PASSES, BN_BACKWARD_OP: BN_BACKWARD_PASSES}.get(opname[op])
+        sh = _shapes(dims[op])
+        total = float(dur[ks].sum())
+        if passes is None or not sh or total <= 0:
+            continue
+        want = passes * _numel(sh[0]) * _element_bytes(names.iloc[ks[0]]) / gbps
+        f[ks] = min(want / total, 1.0)  # never slower than the NCHW kernels it replaces
+        done += 1
+        before += total
+        after += min(want, total)
+    if not done:
+        return f, _BN_KEPT + "no batch-norm op with its input shapes launched them"
+    return f, (
+        f"cuDNN's NCHW batch norm ({done} ops, {before / 1e6:.3f} ms) at its NHWC kernels' time, "
+        f"{after / 1e6:.3f} ms: {BN_FORWARD_PASSES} passes forward and {BN_BACKWARD_PASSES} backward over "
+        f"each input at the {gbps:.0f} GB/s the trace's {n_ew} large elementwise kernels reach"
+    )
+
+
+_BN_KEPT = "cuDNN's NCHW batch norm keeps its time (its NHWC kernels were faster on the H100 pairs): "
 
 
 @dataclass(frozen=True)
@@ -119,6 +248,7 @@ class _Ops:
     launches: np.ndarray
     other_calls: np.ndarray
     events: np.ndarray
+    owner: np.ndarray  # per host row: a runtime call's innermost enclosing op (its host row), else -1
 
 
 def _ops(g, host, mark: re.Pattern) -> _Ops:
@@ -138,6 +268,7 @@ def _ops(g, host, mark: re.Pattern) -> _Ops:
     launches = np.zeros(pos.size, np.int64)
     other = np.zeros(pos.size, np.int64)
     events = np.ones(pos.size, np.int64)
+    owner = np.full(len(host), -1, np.int64)
     by_thread: dict = {}
     for p in np.flatnonzero(is_op | is_call).tolist():
         by_thread.setdefault(thread[p], []).append(p)
@@ -151,6 +282,8 @@ def _ops(g, host, mark: re.Pattern) -> _Ops:
             for q in stack:
                 events[index[q]] += 1
             if is_call[p]:
+                if stack:
+                    owner[p] = stack[-1]
                 for q in stack:
                     if state[p] == launch_state:
                         launches[index[q]] += 1
@@ -166,7 +299,7 @@ def _ops(g, host, mark: re.Pattern) -> _Ops:
             )
             in_marked[i] = any(q in marked for q in stack)
             stack.append(p)
-    return _Ops(pos, top, backward, in_marked, launches, other, events)
+    return _Ops(pos, top, backward, in_marked, launches, other, events, owner)
 
 
 def _first_segments(g, starts: np.ndarray) -> np.ndarray:

@@ -47,7 +47,7 @@ COLUMNS = (
 
 
 # The host events' columns that the scenarios naming host events read (replay.factors).
-HOST_EVENT_COLUMNS = ("rank", "pid", "tid", "ts", "end", "state", "family", "cat", "name")
+HOST_EVENT_COLUMNS = ("rank", "pid", "tid", "ts", "end", "state", "family", "cat", "name", "input_dims")
 
 
 @dataclass

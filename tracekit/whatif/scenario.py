@@ -333,9 +333,9 @@ class WhatIfOptions:
         Flag(
             "--channels-last",
             "Predict the step with model and input in channels_last: cuDNN's layout conversions "
-            "(nchwToNhwc / nhwcToNchw) go with their launch calls; the other kernels keep their time "
-            "(cuDNN's "
-            "NHWC batch norm, faster on the H100 pairs, is not in an NCHW trace).",
+            "(nchwToNhwc / nhwcToNchw) go with their launch calls, and cuDNN's NCHW batch norm takes its "
+            "NHWC kernels' time (3 passes forward, 5 backward over each input at the bandwidth the trace's "
+            "elementwise kernels reach; needs record_shapes=True, else it keeps its time).",
             bool,
             describe=lambda o: "channels_last (layout conversions gone)" if o.channels_last else None,
         ),

@@ -1,0 +1,69 @@
+"""The channels_last knob's batch-norm model against the NHWC kernels channels_last really ran
+(docs/results/advice.md): for each NCHW capture, cuDNN's NCHW batch norm per profiled step, the time the
+model gives it under channels_last (tracekit.whatif.knobs._nhwc_batch_norm: 3 passes forward, 5 backward,
+over each op's input at the trace's own elementwise bandwidth), and the NHWC kernels' time in the same
+model's channels_last capture of the same run.
+
+    .venv/bin/python docs/results/advice/bn_model.py [DATA_DIR ...]    # default: data/ (run folders)
+
+Prints a Markdown table. Needs the run folders of both configurations (data/runs/<config>/).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+
+import tracekit as tk
+from tracekit.analysis.advice import CUDNN_BATCHNORM_RE, NCHW_BATCHNORM_RE
+from tracekit.whatif.knobs import _names_match, _nhwc_batch_norm
+from tracekit.whatif.predict import Replayer
+
+HERE = Path(__file__).resolve().parent
+PAIRS = (("r18", "r18_cl"), ("r50", "r50_cl"))
+
+
+def per_step_ms(rp: Replayer, mask: np.ndarray, factor: np.ndarray) -> float:
+    """The device time of the activities `mask` selects, each x its factor, per profiled step (ms)."""
+    dev = rp.graph.device
+    dur = (dev["end"] - dev["ts"]).to_numpy(np.float64)
+    return float((dur * factor)[mask].sum()) / 1e6 / max(len(rp.graph.steps), 1)
+
+
+def row(data: Path, a: str, b: str) -> str:
+    ra = Replayer.of(tk.load(data / "runs" / a))
+    rb = Replayer.of(tk.load(data / "runs" / b))
+    names_a = ra.graph.device["name"].astype(str)
+    nchw = _names_match(names_a, re.compile(NCHW_BATCHNORM_RE))
+    f, note = _nhwc_batch_norm(ra.graph, ra.frames.host)
+    ones = np.ones(len(names_a))
+    nhwc_b = _names_match(rb.graph.device["name"].astype(str), re.compile(CUDNN_BATCHNORM_RE))
+    got = per_step_ms(rb, nhwc_b, np.ones(len(nhwc_b)))
+    pred = per_step_ms(ra, nchw, f)
+    gbps = re.search(r"at the (\d+) GB/s", note)
+    return (
+        f"| {data.name}/{a} → {b} | {per_step_ms(ra, nchw, ones):.3f} | {pred:.3f} | {got:.3f} | "
+        f"{(pred - got) / got:+.1%} | {gbps.group(1) if gbps else '-'} |"
+    )
+
+
+def main(argv: list[str]) -> int:
+    datas = [Path(a) for a in argv] or [HERE / "data"]
+    lines = [
+        "| capture: NCHW → channels_last | NCHW batch norm, ms/step | model's NHWC, ms/step | NHWC measured, "
+        "ms/step | model error | elementwise GB/s |",
+        "|---|---|---|---|---|---|",
+    ]
+    for data in datas:
+        for a, b in PAIRS:
+            if (data / "runs" / a).is_dir() and (data / "runs" / b).is_dir():
+                lines.append(row(data, a, b))
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
