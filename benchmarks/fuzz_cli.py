@@ -203,6 +203,9 @@ def random_argv(rng: random.Random, inp: Path, work: Path) -> tuple[list, Path |
                 ["--python-speedup", odd_number(rng)],
                 ["--rank-host", f"{rng.choice(['0', '7', 'x'])}={odd_number(rng)}"],
                 ["--trace", str(rng.choice(out_choices))],
+                ["--channels-last"],
+                ["--autocast", rng.choice(["bf16", "fp16", "FP16", "fp8", "", "bf16 "])],
+                ["--channels-last", "--autocast", "bf16", "--cuda-graphs"],
             ]
         )
     elif command == "memory":

@@ -17,7 +17,8 @@ first host segment of each op it adds work to, with the profiler's recorded even
   the figure. The result's notes say which.
 - `--autocast bf16|fp16`: the GEMMs and convolutions in 16 bits (fp32 and TF32 kernels x the dense
   tensor-core peaks' ratios, advice.BF16_OVER_TF32 / BF16_OVER_FP32), and autocast's own host work: each
-  GEMM or convolution op casts its weight to 16 bits every step (aten::to -> _to_copy -> empty_strided +
+  GEMM or convolution op that ran fp32 or TF32 kernels (by their names: a GEMM already in 16 bits gets
+  no second cast) casts its weight to 16 bits every step (aten::to -> _to_copy -> empty_strided +
   copy_, one kernel), and the backward casts its gradient back (a ToCopyBackward0 node, one kernel).
   Neither is in an fp32 trace, so each is priced from the trace's own ops of its kind: the forward cast
   as CAST_EVENTS recorded events at the median ns per event of the top-level forward ops that launch
@@ -177,13 +178,7 @@ def _nhwc_batch_norm(g, host) -> tuple[np.ndarray, str]:
     if not bn.any():
         return f, "no cuDNN NCHW batch norm"
     ops = _ops(g, host, re.compile(r"$^"))
-    call_of_node = np.full(g.obs.size, -1, np.int64)
-    is_call = host["cat"].isin((S.CAT_RUNTIME, S.CAT_DRIVER)).to_numpy()
-    calls = np.flatnonzero(is_call)
-    call_of_node[g.host_end_node[calls]] = calls
-    launch = g.device["launch_node"].to_numpy(np.int64)
-    op_of = np.where(launch >= 0, ops.owner[np.maximum(call_of_node[np.maximum(launch, 0)], 0)], -1)
-    op_of[(launch < 0) | (call_of_node[np.maximum(launch, 0)] < 0)] = -1
+    op_of = _launching_ops(g, host, ops)
     opname = host["name"].astype(str).to_numpy()
     dims = host["input_dims"].astype(object).to_numpy() if "input_dims" in host else None
     dur = (g.device["end"] - g.device["ts"]).to_numpy(np.float64)
@@ -302,6 +297,17 @@ def _ops(g, host, mark: re.Pattern) -> _Ops:
     return _Ops(pos, top, backward, in_marked, launches, other, events, owner)
 
 
+def _launching_ops(g, host, ops: _Ops) -> np.ndarray:
+    """Per device activity: the host row of the innermost framework op around its launch call, -1 where
+    none (no launch record, or a call outside any op)."""
+    call_of_node = np.full(g.obs.size, -1, np.int64)
+    calls = np.flatnonzero(host["cat"].isin((S.CAT_RUNTIME, S.CAT_DRIVER)).to_numpy())
+    call_of_node[g.host_end_node[calls]] = calls
+    launch = g.device["launch_node"].to_numpy(np.int64)
+    call = np.where(launch >= 0, call_of_node[np.maximum(launch, 0)], -1)
+    return np.where(call >= 0, ops.owner[np.maximum(call, 0)], -1)
+
+
 def _first_segments(g, starts: np.ndarray) -> np.ndarray:
     """Per host event start node: the host segment (edge) that leaves it, -1 where none does."""
     host_edge = np.flatnonzero(g.ecls == HOST_CLASS)
@@ -341,6 +347,14 @@ def autocast_factors(g, host, dtype: str) -> KnobFactors:
     # the outermost GEMM/convolution op of the forward: no GEMM op around it
     # (conv2d > convolution > _convolution > cudnn_convolution: conv2d alone)
     top_gemm = gemm & ~ops.backward & ~ops.in_marked
+    # ... and only where the op's tree ran fp32 or TF32 math: a GEMM already in 16 bits (autocast on, a
+    # bf16 model) gets no second cast
+    index = {int(p): i for i, p in enumerate(ops.pos)}
+    op_of = _launching_ops(g, host, ops)
+    tops32 = {int(ops.top[index[int(r)]]) for r in op_of[(tf32 | fp32) & (op_of >= 0)] if int(r) in index}
+    in32 = np.array([int(t) in tops32 for t in ops.top], bool)
+    top_gemm &= in32
+    bwd_node = bwd_node & in32
     one_kernel = (ops.launches == 1) & (ops.other_calls == 0)
     fwd_price = _price(ops, dur, is_top & ~ops.backward & one_kernel & ~gemm, CAST_EVENTS)
     bwd_price = _price(
@@ -381,7 +395,7 @@ def autocast_factors(g, host, dtype: str) -> KnobFactors:
         0,
         f"autocast {dtype}: {int(tf32.sum())} TF32 and {int(fp32.sum())} fp32 GEMM/convolution kernels x "
         f"{BF16_OVER_TF32:g} and x {BF16_OVER_FP32:g} (the dense peaks' ratios); host work added: "
-        + (kinds or "none (no GEMM or convolution op found)")
+        + (kinds or "none (no GEMM or convolution op whose kernels the names show as fp32 or TF32)")
         + "; left out: the casts' kernels, batch norm leaving cuDNN (slower on NCHW tensors on the H100 "
         "pairs), memory-bound kernels on 16-bit tensors",
     )
