@@ -635,11 +635,14 @@ def run_round(ctx: Ctx, w: Workload, args: argparse.Namespace, t: Timed) -> None
     timed_steps(ctx, w, args.steps, t)
 
 
-def capture(ctx: Ctx, name: str, w: Workload, runs: str, t: Timed, cfg: Config) -> Dict[str, Any]:
-    """Profile the configuration as the seed article does, then write the manifest beside its trace."""
+def capture(
+    ctx: Ctx, name: str, w: Workload, runs: str, t: Timed, cfg: Config, folder: Optional[str] = None
+) -> Dict[str, Any]:
+    """Profile the configuration as the seed article does, then write the manifest beside its trace
+    (in runs/<folder>, default its name)."""
     from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
 
-    out = os.path.join(runs, name)
+    out = os.path.join(runs, folder or name)
     os.makedirs(out, exist_ok=True)
     repeat = 2 if name == "article" else 1  # the article's own schedule for its own recipe
     sched = {"wait": 1, "warmup": 1, "active": 3, "repeat": repeat, "skip_first": 0}
@@ -707,7 +710,7 @@ def capture(ctx: Ctx, name: str, w: Workload, runs: str, t: Timed, cfg: Config) 
     doc = {
         "manifest_version": 1,
         "workload": name,
-        "run": name,
+        "run": folder or name,
         "script": "docs/results/advice/pairs.py",
         "knobs": dict(w.notes),
         "knobs_set": {},
@@ -795,6 +798,12 @@ def main(argv: Optional[List[str]] = None) -> int:
         help=f"rounds per group (default 15; loader {LOADER_ROUNDS}; smoke 2)",
     )
     p.add_argument("--steps", type=int, default=None, help="timed steps per configuration and round (8)")
+    p.add_argument(
+        "--captures",
+        type=int,
+        default=1,
+        help="captures of each configuration after its rounds, taking turns (runs/<config>-cap<k>)",
+    )
     p.add_argument("--warm", type=int, default=2, help="untimed steps before each configuration's turn")
     p.add_argument(
         "--budget-s", type=float, default=0, help="start no group after this many seconds (0: none)"
@@ -876,7 +885,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             for name in order if r % 2 == 0 else order[::-1]:
                 run_round(ctx, built[name], args, timed.setdefault(name, Timed()))
             print(f"== group {g}: round {r + 1}/{rounds} at {time.monotonic() - t0:.0f} s", flush=True)
-        for name, w in built.items():
+        for name in built:
             t = timed[name]
             results["configs"][name]["unprofiled"] = {
                 "step_ms": summary(t.step_ms),
@@ -887,18 +896,24 @@ def main(argv: Optional[List[str]] = None) -> int:
                 results["configs"][name]["unprofiled"]["loader_wait_ms"] = summary(
                     [x["wait_ms"] for x in t.loader]
                 )
-            if not args.no_capture:
+        # each configuration captured once, or `--captures` times taking turns (runs/<config>, then
+        # runs/<config>-cap<k>): how far a prediction moves with the host's state while captured
+        for k in range(0 if args.no_capture else args.captures):
+            for name, w in built.items():
                 try:
-                    results["configs"][name]["capture"] = capture(
+                    got = capture(
                         ctx,
                         name,
                         w,
                         os.path.join(args.out, "runs"),
-                        t,
+                        timed[name],
                         next(c for c in CONFIGS if c.name == name),
+                        folder=name if k == 0 else f"{name}-cap{k}",
                     )
+                    if k == 0:
+                        results["configs"][name]["capture"] = got
                 except Exception as e:
-                    results["configs"][name]["capture_error"] = f"{type(e).__name__}: {e}"
+                    results["configs"][name][f"capture_error{k or ''}"] = f"{type(e).__name__}: {e}"
                     traceback.print_exc()
         results["groups"][g] = {"rounds": rounds, "seconds": round(time.monotonic() - gt, 1)}
         built.clear()

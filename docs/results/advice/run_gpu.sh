@@ -10,7 +10,7 @@
 #   docs/results/advice/make_table.py --tars runs_*.tar results.json   # parse, predict, write the table
 # BUDGET_S (default 330): start no group of pairs after that many seconds; LIMIT_S (default 450) stops
 # the measurement outright; what finished is still written and packed. PAIR_GROUPS (default all:
-# loader,resnet,r50,sync,host) and ROUNDS / STEPS pass through.
+# loader,resnet,r50,sync,host) and ROUNDS / STEPS / CAPTURES pass through.
 set -u
 cd "$(dirname "$0")/../../.."
 OUT="${OUT:?set OUT to the folder that comes back}"
@@ -25,6 +25,7 @@ ARGS=(--out "$WORK" --budget-s "$BUDGET_S" --groups "${PAIR_GROUPS:-loader,resne
 [ "${SMOKE:-0}" = 1 ] && ARGS+=(--smoke)
 [ -n "${ROUNDS:-}" ] && ARGS+=(--rounds "$ROUNDS")
 [ -n "${STEPS:-}" ] && ARGS+=(--steps "$STEPS")
+[ -n "${CAPTURES:-}" ] && ARGS+=(--captures "$CAPTURES")
 {
   "$PY" -c "import sys, torch; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'no GPU'); import os; print('cpus', os.cpu_count(), 'affinity', len(os.sched_getaffinity(0)))"
   timeout -s INT "$LIMIT_S" "$PY" docs/results/advice/pairs.py "${ARGS[@]}"
