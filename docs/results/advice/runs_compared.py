@@ -1,10 +1,11 @@
-"""The pairs measured in both H100 runs of docs/results/advice.md side by side: how far a pair's measured
-change moved between two runs minutes apart on one machine, against how far its prediction missed.
+"""The pairs measured in several H100 runs of docs/results/advice.md side by side: how far a pair's
+measured change moved between runs minutes apart on one machine, against how far its prediction missed.
 
-    .venv/bin/python docs/results/advice/runs_compared.py     # reads data/ and data_b/predictions.json
+    .venv/bin/python docs/results/advice/runs_compared.py     # reads data/, data_b/, data_c/predictions.json
 
-Prints a Markdown table: per pair, each run's measured and predicted saving (ms, unprofiled) and the
-runs' spread (the measured change of the second run less the first's).
+Prints a Markdown table: per pair measured in every run, each run's measured and predicted saving (ms,
+unprofiled; the prediction from the first capture of A in each run), the spread of the measured savings
+(largest less smallest), and in which runs the prediction was within the target.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-RUNS = (HERE / "data" / "predictions.json", HERE / "data_b" / "predictions.json")
+RUNS = tuple(HERE / d / "predictions.json" for d in ("data", "data_b", "data_c"))
 
 
 def _pred(row: dict) -> float | None:
@@ -23,21 +24,23 @@ def _pred(row: dict) -> float | None:
 
 
 def main() -> int:
-    first, second = ({r["pair"]: r for r in json.loads(p.read_text())} for p in RUNS)
+    runs = [{r["pair"]: r for r in json.loads(p.read_text())} for p in RUNS if p.exists()]
+    n = len(runs)
     lines = [
-        "| pair | measured saved ms, first run | second run | spread | predicted, first | second | "
-        "within the target, first | second |",
-        "|---|---|---|---|---|---|---|---|",
+        f"| pair | measured saved ms, run 1 .. {n} | spread | predicted, run 1 .. {n} | within the target |",
+        "|---|---|---|---|---|",
     ]
-    for pair, a in first.items():
-        b = second.get(pair)
-        if b is None or a.get("within_target") is None or b.get("within_target") is None:
+    yes = {True: "yes", False: "no"}
+    for pair in runs[0]:
+        rows = [r.get(pair) for r in runs]
+        if any(r is None or r.get("within_target") is None for r in rows):
             continue
-        ma, mb, pa, pb = a["measured_saved_ms"], b["measured_saved_ms"], _pred(a), _pred(b)
-        yes = {True: "yes", False: "**no**"}
+        measured = [r["measured_saved_ms"] for r in rows]
+        predicted = [_pred(r) for r in rows]
         lines.append(
-            f"| {pair} | {ma:.3f} | {mb:.3f} | {mb - ma:+.3f} | {pa:.3f} | {pb:.3f} | "
-            f"{yes[a['within_target']]} | {yes[b['within_target']]} |"
+            f"| {pair} | {' / '.join(f'{x:.2f}' for x in measured)} | {max(measured) - min(measured):.2f} | "
+            f"{' / '.join(f'{x:.2f}' for x in predicted)} | "
+            f"{' / '.join(yes[r['within_target']] for r in rows)} |"
         )
     print("\n".join(lines))
     return 0
