@@ -188,3 +188,78 @@ def test_without_shapes_the_batch_norm_keeps_its_time(tmp_path):
     w = tk.whatif(nchw_batch_norm_step(shapes=False).write(tmp_path / "t.json"), channels_last=True)
     assert predicted_us(w) == pytest.approx(60.0)  # the conversion alone
     assert any("keeps its time" in n and "no input shapes (record_shapes=True)" in n for n in w.result.notes)
+
+
+def _reference_ops(host, mark):
+    """The ops' nesting by a stack walk over each thread's events (the plain algorithm _ops vectorises)."""
+    from tracekit.analysis.causes import STATE
+    from tracekit.data import schema as S
+    from tracekit.whatif.knobs import EVALUATE_PREFIX
+
+    cat = host["cat"].to_numpy()
+    is_op = cat == S.CAT_CPU_OP
+    is_call = np.isin(cat, (S.CAT_RUNTIME, S.CAT_DRIVER))
+    state = host["state"].to_numpy()
+    names = host["name"].astype(str).to_numpy()
+    ts = host["ts"].to_numpy(np.int64)
+    end = np.maximum(host["end"].to_numpy(np.int64), ts + 1)
+    thread = list(zip(host["rank"].to_numpy(), host["pid"].to_numpy(), host["tid"].to_numpy()))
+    pos = np.flatnonzero(is_op)
+    index = {int(p): i for i, p in enumerate(pos)}
+    out = {k: np.zeros(pos.size, np.int64) for k in ("top", "backward", "in_marked", "launches", "other")}
+    out["events"] = np.ones(pos.size, np.int64)
+    owner = np.full(len(host), -1, np.int64)
+    by_thread: dict = {}
+    for p in np.flatnonzero(is_op | is_call).tolist():
+        by_thread.setdefault(thread[p], []).append(p)
+    for rows in by_thread.values():
+        rows.sort(key=lambda p: (ts[p], -end[p]))
+        stack: list = []
+        for p in rows:
+            while stack and end[stack[-1]] <= ts[p]:
+                stack.pop()
+            for q in stack:
+                out["events"][index[q]] += 1
+            if is_call[p]:
+                if stack:
+                    owner[p] = stack[-1]
+                for q in stack:
+                    out["launches" if state[p] == STATE["launch"] else "other"][index[q]] += 1
+                stack.append(p)  # a call is a leaf; kept on the stack only to close as events do
+                continue
+            i = index[p]
+            ops_above = [q for q in stack if is_op[q]]
+            out["top"][i] = ops_above[0] if ops_above else p
+            out["backward"][i] = names[p].startswith(EVALUATE_PREFIX) or any(
+                names[q].startswith(EVALUATE_PREFIX) for q in ops_above
+            )
+            out["in_marked"][i] = any(bool(mark.search(names[q])) for q in ops_above)
+            stack.append(p)
+    return out, owner
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "docs/results/advice/data/runs/r18",
+        "docs/results/advice/data/runs/r50_bf16",
+        "fixtures/h100/article",
+    ],
+)
+def test_the_vectorised_nesting_is_the_stack_walks(path):
+    import re
+    from pathlib import Path
+
+    from tracekit.whatif.knobs import AUTOCAST_OPS_RE, _ops
+
+    root = Path(__file__).resolve().parents[1]
+    rp = Replayer.of(tk.load(root / path))
+    host = rp.frames.host
+    got = _ops(rp.graph, host, AUTOCAST_OPS_RE)
+    want, owner = _reference_ops(host, re.compile(AUTOCAST_OPS_RE.pattern))
+    assert np.array_equal(got.top, want["top"])
+    assert np.array_equal(got.backward, want["backward"].astype(bool))
+    assert np.array_equal(got.in_marked, want["in_marked"].astype(bool))
+    assert np.array_equal(got.launches, want["launches"]) and np.array_equal(got.other_calls, want["other"])
+    assert np.array_equal(got.events, want["events"])
+    assert np.array_equal(got.owner, owner)

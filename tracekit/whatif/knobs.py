@@ -32,6 +32,7 @@ first host segment of each op it adds work to, with the profiler's recorded even
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass, field
@@ -75,6 +76,15 @@ class KnobFactors:
     add_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     add_cost: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
     notes: tuple = ()
+
+
+def _per_name(names, fn) -> np.ndarray:
+    """Per row of a name column: fn(name), called once per distinct name (nan for a missing name)."""
+    cat = names.astype("category")
+    cats = cat.cat.categories.astype(str)
+    val = np.array([float(fn(c)) for c in cats] + [np.nan], np.float64)
+    codes = cat.cat.codes.to_numpy()
+    return val[np.where(codes >= 0, codes, len(cats))]
 
 
 def _names_match(names, rx: re.Pattern) -> np.ndarray:
@@ -132,6 +142,7 @@ ELEMENTWISE_RE = re.compile(r"elementwise_kernel")
 BN_FORWARD_OP, BN_BACKWARD_OP = "aten::cudnn_batch_norm", "aten::cudnn_batch_norm_backward"
 
 
+@functools.lru_cache(maxsize=4096)
 def _shapes(text: Optional[str]) -> Optional[list]:
     """An op's input shapes (args.Input Dims, JSON text) as a list of lists of ints; None if unreadable."""
     if not isinstance(text, str):
@@ -179,10 +190,11 @@ def _nhwc_batch_norm(g, host) -> tuple[np.ndarray, str]:
         return f, "no cuDNN NCHW batch norm"
     ops = _ops(g, host, re.compile(r"$^"))
     op_of = _launching_ops(g, host, ops)
-    opname = host["name"].astype(str).to_numpy()
-    dims = host["input_dims"].astype(object).to_numpy() if "input_dims" in host else None
+    opname = host["name"].to_numpy()  # read at a few rows (the batch norms')
+    dims = host["input_dims"].to_numpy() if "input_dims" in host else None
     dur = (g.device["end"] - g.device["ts"]).to_numpy(np.float64)
-    if dims is None or not any(isinstance(x, str) for x in dims):
+    elem = _per_name(g.device["name"], _element_bytes)
+    if dims is None or not host["input_dims"].notna().any():
         return f, _BN_KEPT + "the trace has no input shapes (record_shapes=True)"
     # the device's bandwidth, from the trace's large elementwise kernels
     moved, took, n_ew = 0.0, 0.0, 0
@@ -194,7 +206,7 @@ def _nhwc_batch_norm(g, host) -> tuple[np.ndarray, str]:
         if n < ELEMENTWISE_MIN_ELEMENTS:
             continue
         same = sum(1 for x in sh if x == sh[0])  # the inputs of its size; the output one more pass
-        moved += (same + 1) * n * _element_bytes(names.iloc[k])
+        moved += (same + 1) * n * elem[k]
         took += dur[k]
         n_ew += 1
     if n_ew < ELEMENTWISE_MIN or took <= 0:
@@ -207,12 +219,12 @@ def _nhwc_batch_norm(g, host) -> tuple[np.ndarray, str]:
     done = 0
     before = after = 0.0
     for op, ks in by_op.items():
-        passes = {BN_FORWARD_OP: BN_FORWARD_PASSES, BN_BACKWARD_OP: BN_BACKWARD_PASSES}.get(opname[op])
+        passes = {BN_FORWARD_OP: BN_FORWARD_PASSES, BN_BACKWARD_OP: BN_BACKWARD_PASSES}.get(str(opname[op]))
         sh = _shapes(dims[op])
         total = float(dur[ks].sum())
         if passes is None or not sh or total <= 0:
             continue
-        want = passes * _numel(sh[0]) * _element_bytes(names.iloc[ks[0]]) / gbps
+        want = passes * _numel(sh[0]) * elem[ks[0]] / gbps
         f[ks] = min(want / total, 1.0)  # never slower than the NCHW kernels it replaces
         done += 1
         before += total
@@ -247,54 +259,73 @@ class _Ops:
 
 
 def _ops(g, host, mark: re.Pattern) -> _Ops:
+    """The ops' nesting, per host thread, without a Python loop over events (a GB trace holds millions):
+    the thread's ops and runtime calls sorted by (start, -end), a zero-length one given 1 ns; an event's
+    depth is how many before it are still open (its index less the ends at or before its start), its
+    parent the last event before it one level up, and the events inside it the block that starts
+    before its end."""
     cat = host["cat"].to_numpy()
     is_op = cat == S.CAT_CPU_OP
     is_call = np.isin(cat, (S.CAT_RUNTIME, S.CAT_DRIVER))
-    state = host["state"].to_numpy()
-    names = host["name"].astype(str).to_numpy()
-    ts, end = host["ts"].to_numpy(np.int64), host["end"].to_numpy(np.int64)
-    thread = list(zip(host["rank"].to_numpy(), host["pid"].to_numpy(), host["tid"].to_numpy()))
-    pos = np.flatnonzero(is_op)
-    index = {int(p): i for i, p in enumerate(pos)}
-    top = pos.copy()
-    backward = np.zeros(pos.size, bool)
-    in_marked = np.zeros(pos.size, bool)
-    marked = {int(p) for p in pos.tolist() if mark.search(names[p])}
-    launches = np.zeros(pos.size, np.int64)
-    other = np.zeros(pos.size, np.int64)
-    events = np.ones(pos.size, np.int64)
-    owner = np.full(len(host), -1, np.int64)
-    by_thread: dict = {}
-    for p in np.flatnonzero(is_op | is_call).tolist():
-        by_thread.setdefault(thread[p], []).append(p)
-    launch_state = STATE["launch"]
-    for rows in by_thread.values():
-        rows.sort(key=lambda p: (ts[p], -end[p]))
-        stack: list = []  # positions of the enclosing ops
-        for p in rows:
-            while stack and end[stack[-1]] <= ts[p]:
-                stack.pop()
-            for q in stack:
-                events[index[q]] += 1
-            if is_call[p]:
-                if stack:
-                    owner[p] = stack[-1]
-                for q in stack:
-                    if state[p] == launch_state:
-                        launches[index[q]] += 1
-                    else:
-                        other[index[q]] += 1
+    ts_all = host["ts"].to_numpy(np.int64)
+    end_all = np.maximum(host["end"].to_numpy(np.int64), ts_all + 1)
+    launch_all = host["state"].to_numpy() == STATE["launch"]
+    # each distinct name matched once
+    is_eval = _names_match(host["name"], re.compile("^" + re.escape(EVALUATE_PREFIX))) & is_op
+    marked_all = _names_match(host["name"], mark) & is_op
+    n_host = len(host)
+    parent = np.full(n_host, -1, np.int64)
+    top_all = np.arange(n_host, dtype=np.int64)
+    bwd_all = is_eval.copy()
+    inm_all = np.zeros(n_host, bool)
+    events_all = np.ones(n_host, np.int64)
+    launches_all = np.zeros(n_host, np.int64)
+    other_all = np.zeros(n_host, np.int64)
+    rows = np.flatnonzero(is_op | is_call)
+    thread = (
+        host["rank"].to_numpy(np.int64)[rows] * (1 << 42)
+        + host["pid"].to_numpy(np.int64)[rows] * (1 << 21)
+        + host["tid"].to_numpy(np.int64)[rows]
+    )
+    order = np.lexsort((-end_all[rows], ts_all[rows], thread))
+    rows, thread = rows[order], thread[order]
+    cuts = np.flatnonzero(np.diff(thread)) + 1
+    for r in np.split(rows, cuts):
+        ts, end = ts_all[r], end_all[r]
+        depth = np.arange(r.size) - np.searchsorted(np.sort(end), ts, side="right")
+        depth = np.maximum(depth, 0)
+        # the events inside each: those that start before its end (the block after it, by nesting)
+        last = np.searchsorted(ts, end, side="left")
+        lc = np.concatenate(([0], np.cumsum(launch_all[r] & is_call[r])))
+        oc = np.concatenate(([0], np.cumsum(~launch_all[r] & is_call[r])))
+        idx = np.arange(r.size)
+        events_all[r] = np.maximum(last - idx, 1)
+        launches_all[r] = lc[last] - lc[idx + 1]
+        other_all[r] = oc[last] - oc[idx + 1]
+        for d in range(1, int(depth.max(initial=0)) + 1):
+            here, up = np.flatnonzero(depth == d), np.flatnonzero(depth == d - 1)
+            if not here.size or not up.size:
                 continue
-            i = index[p]
-            top[i] = stack[0] if stack else p
-            # in the backward: a node, or inside one (the engine's threads run nothing else; on a CPU the
-            # backward runs on the calling thread, between forward ops)
-            backward[i] = names[p].startswith(EVALUATE_PREFIX) or any(
-                names[q].startswith(EVALUATE_PREFIX) for q in stack
-            )
-            in_marked[i] = any(q in marked for q in stack)
-            stack.append(p)
-    return _Ops(pos, top, backward, in_marked, launches, other, events, owner)
+            k = np.searchsorted(up, here) - 1
+            ok = k >= 0
+            p, c = r[up[k[ok]]], r[here[ok]]
+            parent[c] = p
+            top_all[c] = top_all[p]
+            bwd_all[c] |= bwd_all[p]
+            inm_all[c] = marked_all[p] | inm_all[p]
+    pos = np.flatnonzero(is_op)
+    owner = np.where(is_call & (parent >= 0), parent, -1)
+    owner[owner >= 0] = np.where(is_op[owner[owner >= 0]], owner[owner >= 0], -1)
+    return _Ops(
+        pos,
+        top_all[pos],
+        bwd_all[pos],
+        inm_all[pos],
+        launches_all[pos],
+        other_all[pos],
+        events_all[pos],
+        owner,
+    )
 
 
 def _launching_ops(g, host, ops: _Ops) -> np.ndarray:
@@ -338,11 +369,11 @@ def autocast_factors(g, host, dtype: str) -> KnobFactors:
     act[tf32] *= BF16_OVER_TF32
     act[fp32] *= BF16_OVER_FP32
     ops = _ops(g, host, AUTOCAST_OPS_RE)
-    opnames = host["name"].astype(str).to_numpy()[ops.pos]
     ts = host["ts"].to_numpy(np.int64)[ops.pos]
     dur = host["end"].to_numpy(np.int64)[ops.pos] - ts
-    gemm = np.array([bool(AUTOCAST_OPS_RE.search(n)) for n in opnames], bool)
-    bwd_node = np.array([bool(AUTOCAST_BACKWARD_RE.search(n)) for n in opnames], bool)
+    gemm = _names_match(host["name"], AUTOCAST_OPS_RE)[ops.pos]
+    bwd_node = _names_match(host["name"], AUTOCAST_BACKWARD_RE)[ops.pos]
+    evaluate = _names_match(host["name"], re.compile("^" + re.escape(EVALUATE_PREFIX)))[ops.pos]
     is_top = ops.top == ops.pos
     # the outermost GEMM/convolution op of the forward: no GEMM op around it
     # (conv2d > convolution > _convolution > cudnn_convolution: conv2d alone)
@@ -352,7 +383,7 @@ def autocast_factors(g, host, dtype: str) -> KnobFactors:
     index = {int(p): i for i, p in enumerate(ops.pos)}
     op_of = _launching_ops(g, host, ops)
     tops32 = {int(ops.top[index[int(r)]]) for r in op_of[(tf32 | fp32) & (op_of >= 0)] if int(r) in index}
-    in32 = np.array([int(t) in tops32 for t in ops.top], bool)
+    in32 = np.isin(ops.top, np.fromiter(tops32, np.int64, len(tops32)))
     top_gemm &= in32
     bwd_node = bwd_node & in32
     one_kernel = (ops.launches == 1) & (ops.other_calls == 0)
@@ -360,7 +391,7 @@ def autocast_factors(g, host, dtype: str) -> KnobFactors:
     bwd_price = _price(
         ops,
         dur,
-        np.array([n.startswith(EVALUATE_PREFIX) for n in opnames], bool) & one_kernel & ~bwd_node,
+        evaluate & one_kernel & ~bwd_node,
     )
     add_ns = np.zeros(g.src.size, np.int64)
     add_cost = np.zeros(g.src.size, np.int32)
