@@ -181,7 +181,7 @@ def test_channels_last_times_cudnns_nhwc_batch_norm_at_the_traces_bandwidth(tmp_
     assert replayed_us(w) == pytest.approx(62.0)
     assert predicted_us(w) == pytest.approx(44.0)
     (note,) = [n for n in w.result.notes if n.startswith("channels_last")]
-    assert "(1 ops, 0.020 ms) at its NHWC kernels' time, 0.004 ms" in note and "3146 GB/s" in note
+    assert "(1 ops, 0.020 ms) at its channels_last kernels' time, 0.004 ms" in note and "3146 GB/s" in note
 
 
 def test_without_shapes_the_batch_norm_keeps_its_time(tmp_path):

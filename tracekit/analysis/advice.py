@@ -65,6 +65,9 @@ LAYOUT_RE = r"nchwToNhwc|nhwcToNchw"  # cuDNN's transposes around an NHWC kernel
 # batchnorm_*_nhwc_*) and all of them (torch runs bf16 batch norm in its own kernels: cuDNN's take no
 # bf16 input)
 NCHW_BATCHNORM_RE = r"cudnn::bn_(?:fw|bw)\w*1C11"
+# torch's own batch norm on NCHW tensors (what it runs for 16-bit inputs, which cuDNN's take not; on
+# channels_last tensors its *_channels_last_kernel ones)
+TORCH_NCHW_BATCHNORM_RE = r"at::native::batch_norm_(?:collect_statistics|transform_input|backward)_kernel<"
 CUDNN_BATCHNORM_RE = r"cudnn::(?:bn_|batchnorm_)"
 _LOW = r"f16|half|fp8|e4m3|e5m2|i8|h\d+gemm"  # bf16, fp16, fp8, int8 kernels
 _MATH = r"gemm|conv|fprop|grad"
@@ -370,7 +373,7 @@ def layout_rule(ev: Evidence) -> list[Advice]:
     share = ev.share(dev_ms)
     if not count or not ev.fires(share, LAYOUT_MIN_FRACTION):
         return []
-    bn_ms, _, bn_n, _ = ev.kernel_ms(NCHW_BATCHNORM_RE)
+    bn_ms, _, bn_n, _ = ev.kernel_ms(f"{NCHW_BATCHNORM_RE}|{TORCH_NCHW_BATCHNORM_RE}")
     evidence = (
         f"{count:.3g} layout conversions (nchwToNhwc / nhwcToNchw) per step, {dev_ms:.3f} ms/step on the "
         "device"
@@ -380,13 +383,14 @@ def layout_rule(ev: Evidence) -> list[Advice]:
         "elementwise kernels keep their time"
     )
     if bn_n:
-        evidence += f"; cuDNN's NCHW batch norm {bn_ms:.3f} ms/step"
+        evidence += f"; NCHW batch norm (cuDNN's or torch's) {bn_ms:.3f} ms/step"
         note += (
-            "; channels_last also moves cuDNN's batch norm from its NCHW kernels to NHWC ones: the replay "
+            "; channels_last also moves batch norm from its NCHW kernels to channels_last ones: the replay "
             "times them from the ops' input shapes (record_shapes=True: 3 passes forward, 5 backward at the "
-            "trace's elementwise bandwidth; within 12 % on the H100 pairs of docs/results/advice.md); a "
-            "trace without shapes keeps their NCHW time, and on a step the device paces the saving is then "
-            "likely larger"
+            "trace's elementwise bandwidth; cuDNN's within 12 % on the H100 pairs of "
+            "docs/results/advice.md, torch's own, for 16-bit inputs, 1.4-2.3x slower than that: there the "
+            "saving is at most the figure); a trace without shapes keeps their NCHW time, and on a step the "
+            "device paces the saving is then likely larger"
         )
     return [
         Advice(

@@ -8,12 +8,12 @@ first host segment of each op it adds work to, with the profiler's recorded even
 "Unprofiled").
 
 - `--channels-last`: cuDNN's layout conversions around its convolutions on NCHW tensors (nchwToNhwc /
-  nhwcToNchw, advice.LAYOUT_RE) go, their launch calls with them. cuDNN's batch norm moves from its NCHW
-  kernels to NHWC ones, which an NCHW trace does not hold (faster on the H100 pairs of
-  docs/results/advice.md, by a ratio that differed between ResNet-18 and ResNet-50): where the trace has
-  the ops' input shapes (record_shapes=True), each NCHW batch norm takes what its NHWC kernels would,
-  passes over its input at the bandwidth the trace's own elementwise kernels reach (_nhwc_batch_norm),
-  else it keeps its time. Torch's pooling and elementwise kernels take their channels_last paths, not in
+  nhwcToNchw, advice.LAYOUT_RE) go, their launch calls with them. Batch norm moves from its NCHW kernels
+  to channels_last ones (cuDNN's NHWC kernels in fp32, torch's own for 16-bit inputs), which an NCHW
+  trace does not hold (faster on the H100 pairs of docs/results/advice.md, by a ratio that differed
+  between ResNet-18 and ResNet-50): where the trace has the ops' input shapes (record_shapes=True), each
+  NCHW batch norm takes what its channels_last kernels would, passes over its input at the bandwidth the
+  trace's own elementwise kernels reach (_nhwc_batch_norm), else it keeps its time. Torch's pooling and elementwise kernels take their channels_last paths, not in
   the figure. The result's notes say which.
 - `--autocast bf16|fp16`: the GEMMs and convolutions in 16 bits (fp32 and TF32 kernels x the dense
   tensor-core peaks' ratios, advice.BF16_OVER_TF32 / BF16_OVER_FP32), and autocast's own host work: each
@@ -47,6 +47,7 @@ from tracekit.analysis.advice import (
     LAYOUT_RE,
     NCHW_BATCHNORM_RE,
     TF32_RE,
+    TORCH_NCHW_BATCHNORM_RE,
 )
 from tracekit.analysis.causes import STATE
 from tracekit.data import schema as S
@@ -104,7 +105,8 @@ def _covered(g, m: np.ndarray) -> np.ndarray:
 
 def layout_factors(g, host) -> KnobFactors:
     """`--channels-last`: the layout conversions' device time and their launch calls' host time go, and
-    cuDNN's NCHW batch norm kernels take what its NHWC ones would (`_nhwc_batch_norm`)."""
+    NCHW batch norm kernels (cuDNN's, torch's) take what their channels_last ones would
+    (`_nhwc_batch_norm`)."""
     act = np.ones(len(g.device), np.float64)
     conv = _names_match(g.device["name"].astype(str), re.compile(LAYOUT_RE))
     act[conv] = 0.0
@@ -123,7 +125,7 @@ def layout_factors(g, host) -> KnobFactors:
     ]
     if not conv.any() and (bn_f == 1.0).all():
         notes = [
-            "channels_last: the trace has no layout conversion (nchwToNhwc / nhwcToNchw) and no cuDNN NCHW "
+            "channels_last: the trace has no layout conversion (nchwToNhwc / nhwcToNchw) and no NCHW "
             "batch norm it can time: nothing changes"
         ]
     return KnobFactors(act, edge, notes=tuple(notes))
@@ -139,7 +141,14 @@ BN_BACKWARD_PASSES = 5
 ELEMENTWISE_MIN_ELEMENTS = 1 << 20
 ELEMENTWISE_MIN = 5
 ELEMENTWISE_RE = re.compile(r"elementwise_kernel")
-BN_FORWARD_OP, BN_BACKWARD_OP = "aten::cudnn_batch_norm", "aten::cudnn_batch_norm_backward"
+# the batch-norm ops whose NCHW kernels the model times, and their passes (cuDNN's, and torch's own, which
+# runs 16-bit inputs; its channels_last kernels took 1.4-2.3x the model's time on the H100 pairs)
+BN_PASSES = {
+    "aten::cudnn_batch_norm": BN_FORWARD_PASSES,
+    "aten::cudnn_batch_norm_backward": BN_BACKWARD_PASSES,
+    "aten::native_batch_norm": BN_FORWARD_PASSES,
+    "aten::native_batch_norm_backward": BN_BACKWARD_PASSES,
+}
 
 
 @functools.lru_cache(maxsize=4096)
@@ -176,18 +185,20 @@ def _element_bytes(kernel: str) -> int:
 
 
 def _nhwc_batch_norm(g, host) -> tuple[np.ndarray, str]:
-    """(per device activity factor, what the note says) for cuDNN's NCHW batch norm under channels_last:
+    """(per device activity factor, what the note says) for NCHW batch norm under channels_last (cuDNN's
+    kernels, and torch's own, which run 16-bit inputs):
     each op's NCHW kernels take, together, BN_FORWARD_PASSES (backward: BN_BACKWARD_PASSES) passes over
     its input tensor at the bandwidth the trace's own large elementwise kernels reach, where the op's
     input shapes are in the trace (record_shapes=True); else they keep their time, and the note says so.
-    Checked on the H100 traces of docs/results/advice (docs/results/advice/bn_model.py): 1.91 ms per
-    step predicted against 1.89 and 1.77 measured on ResNet-18 (two runs), 3.49 against 3.97 and 3.96 on
-    ResNet-50."""
+    Checked on the H100 traces of docs/results/advice (docs/results/advice/bn_model.py): cuDNN's NHWC
+    kernels, 1.91 ms per step predicted against 1.89 and 1.77 measured on ResNet-18 (two runs), 3.49
+    against 3.97 and 3.96 on ResNet-50; torch's own channels_last kernels (bf16) took 1.4x and 2.3x the
+    model's time (1.22 against 1.75, 1.72 against 3.97): for them the saving is at most this, said."""
     f = np.ones(len(g.device), np.float64)
     names = g.device["name"].astype(str)
-    bn = _names_match(names, re.compile(NCHW_BATCHNORM_RE))
+    bn = _names_match(names, re.compile(f"{NCHW_BATCHNORM_RE}|{TORCH_NCHW_BATCHNORM_RE}"))
     if not bn.any():
-        return f, "no cuDNN NCHW batch norm"
+        return f, "no NCHW batch norm"
     ops = _ops(g, host, re.compile(r"$^"))
     op_of = _launching_ops(g, host, ops)
     opname = host["name"].to_numpy()  # read at a few rows (the batch norms')
@@ -196,9 +207,14 @@ def _nhwc_batch_norm(g, host) -> tuple[np.ndarray, str]:
     elem = _per_name(g.device["name"], _element_bytes)
     if dims is None or not host["input_dims"].notna().any():
         return f, _BN_KEPT + "the trace has no input shapes (record_shapes=True)"
-    # the device's bandwidth, from the trace's large elementwise kernels
+    # the device's bandwidth, from the trace's large elementwise kernels, each its op's one kernel (an op
+    # that launches several, batch norm's stats update, moves other tensors than its input)
+    single = np.zeros(len(host), bool)
+    single[ops.pos[ops.launches == 1]] = True
     moved, took, n_ew = 0.0, 0.0, 0
     for k in np.flatnonzero(_names_match(names, ELEMENTWISE_RE) & (op_of >= 0)).tolist():
+        if not single[op_of[k]]:
+            continue
         sh = _shapes(dims[op_of[k]])
         if not sh or dur[k] <= 0:
             continue
@@ -219,7 +235,7 @@ def _nhwc_batch_norm(g, host) -> tuple[np.ndarray, str]:
     done = 0
     before = after = 0.0
     for op, ks in by_op.items():
-        passes = {BN_FORWARD_OP: BN_FORWARD_PASSES, BN_BACKWARD_OP: BN_BACKWARD_PASSES}.get(str(opname[op]))
+        passes = BN_PASSES.get(str(opname[op]))
         sh = _shapes(dims[op])
         total = float(dur[ks].sum())
         if passes is None or not sh or total <= 0:
@@ -231,14 +247,21 @@ def _nhwc_batch_norm(g, host) -> tuple[np.ndarray, str]:
         after += min(want, total)
     if not done:
         return f, _BN_KEPT + "no batch-norm op with its input shapes launched them"
+    torch_bn = any(str(opname[op]).startswith("aten::native_batch_norm") for op in by_op)
     return f, (
-        f"cuDNN's NCHW batch norm ({done} ops, {before / 1e6:.3f} ms) at its NHWC kernels' time, "
+        f"NCHW batch norm ({done} ops, {before / 1e6:.3f} ms) at its channels_last kernels' time, "
         f"{after / 1e6:.3f} ms: {BN_FORWARD_PASSES} passes forward and {BN_BACKWARD_PASSES} backward over "
         f"each input at the {gbps:.0f} GB/s the trace's {n_ew} large elementwise kernels reach"
+        + (
+            " (torch's own batch norm, which 16-bit inputs run: its channels_last kernels took 1.4-2.3x this "
+            "model's time on the H100 pairs, so its saving here is at most this)"
+            if torch_bn
+            else ""
+        )
     )
 
 
-_BN_KEPT = "cuDNN's NCHW batch norm keeps its time (its NHWC kernels were faster on the H100 pairs): "
+_BN_KEPT = "NCHW batch norm keeps its time (its channels_last kernels were faster on the H100 pairs): "
 
 
 @dataclass(frozen=True)

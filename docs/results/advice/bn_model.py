@@ -1,8 +1,8 @@
-"""The channels_last knob's batch-norm model against the NHWC kernels channels_last really ran
-(docs/results/advice.md): for each NCHW capture, cuDNN's NCHW batch norm per profiled step, the time the
-model gives it under channels_last (tracekit.whatif.knobs._nhwc_batch_norm: 3 passes forward, 5 backward,
-over each op's input at the trace's own elementwise bandwidth), and the NHWC kernels' time in the same
-model's channels_last capture of the same run.
+"""The channels_last knob's batch-norm model against the kernels channels_last really ran
+(docs/results/advice.md): for each NCHW capture, its NCHW batch norm per profiled step (cuDNN's in fp32,
+torch's own under bf16), the time the model gives it under channels_last (tracekit.whatif.knobs.
+_nhwc_batch_norm: 3 passes forward, 5 backward, over each op's input at the trace's own elementwise
+bandwidth), and the channels_last kernels' time in the same model's channels_last capture of the run.
 
     .venv/bin/python docs/results/advice/bn_model.py [DATA_DIR ...]    # default: data/ (run folders)
 
@@ -18,12 +18,14 @@ from pathlib import Path
 import numpy as np
 
 import tracekit as tk
-from tracekit.analysis.advice import CUDNN_BATCHNORM_RE, NCHW_BATCHNORM_RE
+from tracekit.analysis.advice import CUDNN_BATCHNORM_RE, NCHW_BATCHNORM_RE, TORCH_NCHW_BATCHNORM_RE
 from tracekit.whatif.knobs import _names_match, _nhwc_batch_norm
 from tracekit.whatif.predict import Replayer
 
 HERE = Path(__file__).resolve().parent
-PAIRS = (("r18", "r18_cl"), ("r50", "r50_cl"))
+PAIRS = (("r18", "r18_cl"), ("r50", "r50_cl"), ("r18_bf16", "r18_cl_bf16"), ("r50_bf16", "r50_cl_bf16"))
+# the batch norm of B: cuDNN's NHWC kernels (fp32), torch's channels_last ones (bf16)
+CHANNELS_LAST_BATCHNORM_RE = rf"{CUDNN_BATCHNORM_RE}|batch_norm_\w*channels_last_kernel"
 
 
 def per_step_ms(rp: Replayer, mask: np.ndarray, factor: np.ndarray) -> float:
@@ -37,10 +39,10 @@ def row(data: Path, a: str, b: str) -> str:
     ra = Replayer.of(tk.load(data / "runs" / a))
     rb = Replayer.of(tk.load(data / "runs" / b))
     names_a = ra.graph.device["name"].astype(str)
-    nchw = _names_match(names_a, re.compile(NCHW_BATCHNORM_RE))
+    nchw = _names_match(names_a, re.compile(f"{NCHW_BATCHNORM_RE}|{TORCH_NCHW_BATCHNORM_RE}"))
     f, note = _nhwc_batch_norm(ra.graph, ra.frames.host)
     ones = np.ones(len(names_a))
-    nhwc_b = _names_match(rb.graph.device["name"].astype(str), re.compile(CUDNN_BATCHNORM_RE))
+    nhwc_b = _names_match(rb.graph.device["name"].astype(str), re.compile(CHANNELS_LAST_BATCHNORM_RE))
     got = per_step_ms(rb, nhwc_b, np.ones(len(nhwc_b)))
     pred = per_step_ms(ra, nchw, f)
     gbps = re.search(r"at the (\d+) GB/s", note)
@@ -53,8 +55,8 @@ def row(data: Path, a: str, b: str) -> str:
 def main(argv: list[str]) -> int:
     datas = [Path(a) for a in argv] or [HERE / "data"]
     lines = [
-        "| capture: NCHW → channels_last | NCHW batch norm, ms/step | model's NHWC, ms/step | NHWC measured, "
-        "ms/step | model error | elementwise GB/s |",
+        "| capture: NCHW → channels_last | NCHW batch norm, ms/step | model's channels_last, ms/step | "
+        "channels_last measured, ms/step | model error | elementwise GB/s |",
         "|---|---|---|---|---|---|",
     ]
     for data in datas:
