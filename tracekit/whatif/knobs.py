@@ -13,8 +13,8 @@ first host segment of each op it adds work to, with the profiler's recorded even
   trace does not hold (faster on the H100 pairs of docs/results/advice.md, by a ratio that differed
   between ResNet-18 and ResNet-50): where the trace has the ops' input shapes (record_shapes=True), each
   NCHW batch norm takes what its channels_last kernels would, passes over its input at the bandwidth the
-  trace's own elementwise kernels reach (_nhwc_batch_norm), else it keeps its time. Torch's pooling and elementwise kernels take their channels_last paths, not in
-  the figure. The result's notes say which.
+  trace's own elementwise kernels reach (_nhwc_batch_norm), else it keeps its time. Torch's pooling and
+  elementwise kernels take their channels_last paths, not in the figure. The result's notes say which.
 - `--autocast bf16|fp16`: the GEMMs and convolutions in 16 bits (fp32 and TF32 kernels x the dense
   tensor-core peaks' ratios, advice.BF16_OVER_TF32 / BF16_OVER_FP32), and autocast's own host work: each
   GEMM or convolution op that ran fp32 or TF32 kernels (by their names: a GEMM already in 16 bits gets
