@@ -23,11 +23,12 @@ first host segment of each op it adds work to, with the profiler's recorded even
   Neither is in an fp32 trace, so each is priced from the trace's own ops of its kind: the forward cast
   as CAST_EVENTS recorded events at the median ns per event of the top-level forward ops that launch
   exactly one kernel, the backward cast as the median backward node that launches one. Measured on the
-  H100 pairs (ResNet-18, ResNet-50, profiled): a convolution's forward grew by 31-82 µs under autocast (its
-  cast and autocast's second dispatch), a backward cast node took 46-52 µs. Left out, said in the
-  notes: the casts' kernels (a read of each weight and a half-size write), batch norm leaving cuDNN
-  (torch runs 16-bit batch norm in its own kernels: slower than cuDNN's on NCHW tensors on the H100
-  pairs, the same on channels_last ones) and the memory-bound kernels that move half the bytes.
+  H100 pairs (ResNet-18, ResNet-50, profiled medians, docs/results/advice/host_paths.py): a
+  convolution's forward grew by 43 and 55 µs under autocast (its cast and autocast's second dispatch;
+  the model: 37 and 59), a backward cast node took 44 and 50 µs (the model: 45 and 43). Left out, said
+  in the notes: the casts' kernels (a read of each weight and a half-size write), batch norm leaving
+  cuDNN (torch runs 16-bit batch norm in its own kernels: slower than cuDNN's on NCHW tensors on the
+  H100 pairs, the same on channels_last ones) and the memory-bound kernels that move half the bytes.
 """
 
 from __future__ import annotations
