@@ -49,7 +49,11 @@ FIXTURE_RUNS = ROOT / "fixtures" / "h100"
 # predicts B's (pair → what-if flags). Pairs whose B turns the knobs of several rules: the rules' flags
 # replayed together (pair → rules). Pairs whose knob a trace cannot predict: pair → why.
 FLAGS = {"workers": ("--loader-workers", "6")}
-COMBINED = {"layout_precision": ("layout", "precision"), "layout_precision_r50": ("layout", "precision")}
+COMBINED = {
+    "layout_precision": ("layout", "precision"),
+    "layout_precision_r50": ("layout", "precision"),
+    "layout_precision_r50big": ("layout", "precision"),
+}
 NOT_PREDICTED = {
     "compile": "torch.compile fuses kernels: the compiled step's kernels are not the trace's",
     "persistent": "the workers' start at each epoch: not in a trace that spans no epoch start",

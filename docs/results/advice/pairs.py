@@ -54,6 +54,7 @@ class Sizes:
     image: int = 224  # ResNet input side
     batch: int = 64  # ResNet batch (pinned, layout, precision, GPU-bound sync)
     r50_batch: int = 32  # the held-out ResNet-50 group (layout, precision, pinned)
+    r50big_batch: int = 128  # ResNet-50 on a device-resident batch, large enough to keep the GPU busy
     vit_batch: int = 64  # the held-out transformers (precision): ViT-S/16 images, GPT-2 sequences
     gpt2_batch: int = 8
     gpt2_tokens: int = 512
@@ -75,6 +76,7 @@ SMOKE_SIZES = Sizes(
     mlp_layers=3,
     mlp_batch=4,
     r50_batch=2,
+    r50big_batch=2,
     vit_batch=2,
     gpt2_batch=1,
     gpt2_tokens=16,
@@ -244,6 +246,7 @@ def build_resnet(
     precision: str = "fp32",
     after: str = "",
     arch: str = "resnet18",
+    batch: Optional[int] = None,
 ) -> Workload:
     """ResNet-18 (or `arch` resnet50, at its own batch) on a batch made on the host each step (`copy`:
     pageable `.to()`, pinned + non_blocking, or `device`: kept on the device, no copy), NCHW or
@@ -253,7 +256,7 @@ def build_resnet(
     torch.manual_seed(0)
     fmt = torch.channels_last if layout == "cl" else torch.contiguous_format
     model = (resnet50() if arch == "resnet50" else resnet18()).to(dev).to(memory_format=fmt)
-    batch = s.r50_batch if arch == "resnet50" else s.batch
+    batch = batch or (s.r50_batch if arch == "resnet50" else s.batch)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     ce = nn.CrossEntropyLoss()
     host = torch.randn(batch, 3, s.image, s.image)
@@ -441,6 +444,10 @@ def _xf(arch: str, precision: str = "fp32") -> Callable[[Ctx], Workload]:
     return lambda c: build_transformer(c, arch, precision)
 
 
+def _r50big(**kw: str) -> Callable[[Ctx], Workload]:
+    return lambda c: build_resnet(c, copy="device", arch="resnet50", batch=c.s.r50big_batch, **kw)
+
+
 def _r50(**kw: str) -> Callable[[Ctx], Workload]:
     return lambda c: build_resnet(c, arch="resnet50", **kw)
 
@@ -467,6 +474,10 @@ CONFIGS = (
     Config("r50_cl", "r50", "... model and batch channels_last", _r50(layout="cl")),
     Config("r50_bf16", "r50", "... under autocast bf16", _r50(precision="bf16")),
     Config("r50_cl_bf16", "r50", "... channels_last and bf16", _r50(layout="cl", precision="bf16")),
+    Config("r50big", "r50big", "ResNet-50 fp32, batch 128 kept on the device (GPU-bound)", _r50big()),
+    Config("r50big_bf16", "r50big", "... under autocast bf16", _r50big(precision="bf16")),
+    Config("r50big_cl", "r50big", "... model and batch channels_last", _r50big(layout="cl")),
+    Config("r50big_cl_bf16", "r50big", "... channels_last and bf16", _r50big(layout="cl", precision="bf16")),
     Config("vit", "xfmr", "timm ViT-S/16 fp32 (held out), batch on the device, AdamW", _xf("vit")),
     Config("vit_bf16", "xfmr", "... under autocast bf16", _xf("vit", "bf16")),
     Config("gpt2", "xfmr", "transformers GPT-2 small fp32 (held out), 8 x 512 tokens, AdamW", _xf("gpt2")),
@@ -547,7 +558,7 @@ CONFIGS = (
 # The loader's rounds are an epoch each and vary by ±12 % (B/A quartiles of the first H100 run's six):
 # 16 of them put the median's noise near the 1 ms the advice target allows on a 90 ms step.
 LOADER_ROUNDS = 16
-GROUPS = ("resnet", "r50", "xfmr", "sync", "host", "loader")
+GROUPS = ("resnet", "r50", "r50big", "xfmr", "sync", "host", "loader")
 
 # (pair, A, B, the advice rule it checks, the knob). The rule ids are tracekit.analysis.advice's.
 PAIRS = (
@@ -561,6 +572,16 @@ PAIRS = (
     ("layout_precision_r50", "r50", "r50_cl_bf16", "precision", "channels_last + autocast(bfloat16)"),
     ("precision_cl_r50", "r50_cl", "r50_cl_bf16", "precision", "autocast(bfloat16), both channels_last"),
     ("layout_bf16_r50", "r50_bf16", "r50_cl_bf16", "layout", "channels_last, both under autocast(bfloat16)"),
+    ("precision_r50big", "r50big", "r50big_bf16", "precision", "autocast(bfloat16)"),
+    ("layout_r50big", "r50big", "r50big_cl", "layout", "channels_last"),
+    (
+        "layout_precision_r50big",
+        "r50big",
+        "r50big_cl_bf16",
+        "precision",
+        "channels_last + autocast(bfloat16)",
+    ),
+    ("layout_bf16_r50big", "r50big_bf16", "r50big_cl_bf16", "layout", "channels_last, both under autocast"),
     ("precision_vit", "vit", "vit_bf16", "precision", "autocast(bfloat16)"),
     ("precision_gpt2", "gpt2", "gpt2_bf16", "precision", "autocast(bfloat16)"),
     ("item_gpu", "r18dev_item", "r18dev", "sync_drain", "remove the per-step loss.item()"),
