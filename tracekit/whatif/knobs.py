@@ -143,7 +143,8 @@ ELEMENTWISE_MIN_ELEMENTS = 1 << 20
 ELEMENTWISE_MIN = 5
 ELEMENTWISE_RE = re.compile(r"elementwise_kernel")
 # the batch-norm ops whose NCHW kernels the model times, and their passes (cuDNN's, and torch's own, which
-# runs 16-bit inputs; its channels_last kernels took 1.4-2.3x the model's time on the H100 pairs)
+# runs 16-bit inputs; its channels_last kernels took 1.4x and 2.3x the model's time at batch 64 and 32 on
+# the H100 pairs, within 9 % at batch 128)
 BN_PASSES = {
     "aten::cudnn_batch_norm": BN_FORWARD_PASSES,
     "aten::cudnn_batch_norm_backward": BN_BACKWARD_PASSES,
@@ -193,8 +194,9 @@ def _nhwc_batch_norm(g, host) -> tuple[np.ndarray, str]:
     input shapes are in the trace (record_shapes=True); else they keep their time, and the note says so.
     Checked on the H100 traces of docs/results/advice (docs/results/advice/bn_model.py): cuDNN's NHWC
     kernels, 1.91 ms per step predicted against 1.89 and 1.77 measured on ResNet-18 (two runs), 3.49
-    against 3.97 and 3.96 on ResNet-50; torch's own channels_last kernels (bf16) took 1.4x and 2.3x the
-    model's time (1.22 against 1.75, 1.72 against 3.97): for them the saving is at most this, said."""
+    against 3.97 and 3.96 on ResNet-50 (21.15 against 19.47, −8 %, at batch 128); torch's own
+    channels_last kernels (bf16) took 1.4x and 2.3x the model's time at batch 64 and 32 (1.22 against
+    1.75, 1.72 against 3.97) and 0.92x at batch 128: for them the saving is at most this, said."""
     f = np.ones(len(g.device), np.float64)
     names = g.device["name"].astype(str)
     bn = _names_match(names, re.compile(f"{NCHW_BATCHNORM_RE}|{TORCH_NCHW_BATCHNORM_RE}"))
@@ -254,8 +256,8 @@ def _nhwc_batch_norm(g, host) -> tuple[np.ndarray, str]:
         f"{after / 1e6:.3f} ms: {BN_FORWARD_PASSES} passes forward and {BN_BACKWARD_PASSES} backward over "
         f"each input at the {gbps:.0f} GB/s the trace's {n_ew} large elementwise kernels reach"
         + (
-            " (torch's own batch norm, which 16-bit inputs run: its channels_last kernels took 1.4-2.3x this "
-            "model's time on the H100 pairs, so its saving here is at most this)"
+            " (torch's own batch norm, which 16-bit inputs run: its channels_last kernels took up to 2.3x "
+            "this model's time on the H100 pairs, on small batches, so its saving here is at most this)"
             if torch_bn
             else ""
         )

@@ -23,7 +23,14 @@ from tracekit.whatif.knobs import _names_match, _nhwc_batch_norm
 from tracekit.whatif.predict import Replayer
 
 HERE = Path(__file__).resolve().parent
-PAIRS = (("r18", "r18_cl"), ("r50", "r50_cl"), ("r18_bf16", "r18_cl_bf16"), ("r50_bf16", "r50_cl_bf16"))
+PAIRS = (
+    ("r18", "r18_cl"),
+    ("r50", "r50_cl"),
+    ("r18_bf16", "r18_cl_bf16"),
+    ("r50_bf16", "r50_cl_bf16"),
+    ("r50big", "r50big_cl"),
+    ("r50big_bf16", "r50big_cl_bf16"),
+)
 # the batch norm of B: cuDNN's NHWC kernels (fp32), torch's channels_last ones (bf16)
 CHANNELS_LAST_BATCHNORM_RE = rf"{CUDNN_BATCHNORM_RE}|batch_norm_\w*channels_last_kernel"
 
