@@ -53,6 +53,7 @@ COMBINED = {
     "layout_precision": ("layout", "precision"),
     "layout_precision_r50": ("layout", "precision"),
     "layout_precision_r50big": ("layout", "precision"),
+    "layout_precision_effnet": ("layout", "precision"),
 }
 NOT_PREDICTED = {
     "compile": "torch.compile fuses kernels: the compiled step's kernels are not the trace's",

@@ -130,6 +130,15 @@ def resnet18(num_classes: int = 1000) -> nn.Module:
     return nn.Sequential(*layers)
 
 
+def _convnet(arch: str) -> nn.Module:
+    """resnet18 / resnet50 (torchvision), or `timm:NAME` (a timm model from its configuration)."""
+    if arch.startswith("timm:"):
+        import timm
+
+        return timm.create_model(arch.split(":", 1)[1], pretrained=False)
+    return resnet50() if arch == "resnet50" else resnet18()
+
+
 def resnet50() -> nn.Module:
     """torchvision's ResNet-50 (the held-out group: bottleneck blocks, 53 batch norms; no plain-torch
     fallback: without torchvision the group is skipped)."""
@@ -255,7 +264,7 @@ def build_resnet(
     s, dev = ctx.s, ctx.dev
     torch.manual_seed(0)
     fmt = torch.channels_last if layout == "cl" else torch.contiguous_format
-    model = (resnet50() if arch == "resnet50" else resnet18()).to(dev).to(memory_format=fmt)
+    model = _convnet(arch).to(dev).to(memory_format=fmt)
     batch = batch or (s.r50_batch if arch == "resnet50" else s.batch)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     ce = nn.CrossEntropyLoss()
@@ -444,6 +453,10 @@ def _xf(arch: str, precision: str = "fp32") -> Callable[[Ctx], Workload]:
     return lambda c: build_transformer(c, arch, precision)
 
 
+def _effnet(**kw: str) -> Callable[[Ctx], Workload]:
+    return lambda c: build_resnet(c, copy="device", arch="timm:efficientnet_b0", batch=c.s.r50big_batch, **kw)
+
+
 def _r50big(**kw: str) -> Callable[[Ctx], Workload]:
     return lambda c: build_resnet(c, copy="device", arch="resnet50", batch=c.s.r50big_batch, **kw)
 
@@ -478,6 +491,10 @@ CONFIGS = (
     Config("r50big_bf16", "r50big", "... under autocast bf16", _r50big(precision="bf16")),
     Config("r50big_cl", "r50big", "... model and batch channels_last", _r50big(layout="cl")),
     Config("r50big_cl_bf16", "r50big", "... channels_last and bf16", _r50big(layout="cl", precision="bf16")),
+    Config("effnet", "effnet", "timm EfficientNet-B0 fp32 (held out), batch 128 on the device", _effnet()),
+    Config("effnet_bf16", "effnet", "... under autocast bf16", _effnet(precision="bf16")),
+    Config("effnet_cl", "effnet", "... model and batch channels_last", _effnet(layout="cl")),
+    Config("effnet_cl_bf16", "effnet", "... channels_last and bf16", _effnet(layout="cl", precision="bf16")),
     Config("vit", "xfmr", "timm ViT-S/16 fp32 (held out), batch on the device, AdamW", _xf("vit")),
     Config("vit_bf16", "xfmr", "... under autocast bf16", _xf("vit", "bf16")),
     Config("gpt2", "xfmr", "transformers GPT-2 small fp32 (held out), 8 x 512 tokens, AdamW", _xf("gpt2")),
@@ -558,7 +575,7 @@ CONFIGS = (
 # The loader's rounds are an epoch each and vary by ±12 % (B/A quartiles of the first H100 run's six):
 # 16 of them put the median's noise near the 1 ms the advice target allows on a 90 ms step.
 LOADER_ROUNDS = 16
-GROUPS = ("resnet", "r50", "r50big", "xfmr", "sync", "host", "loader")
+GROUPS = ("resnet", "r50", "r50big", "effnet", "xfmr", "sync", "host", "loader")
 
 # (pair, A, B, the advice rule it checks, the knob). The rule ids are tracekit.analysis.advice's.
 PAIRS = (
@@ -582,6 +599,16 @@ PAIRS = (
         "channels_last + autocast(bfloat16)",
     ),
     ("layout_bf16_r50big", "r50big_bf16", "r50big_cl_bf16", "layout", "channels_last, both under autocast"),
+    ("precision_effnet", "effnet", "effnet_bf16", "precision", "autocast(bfloat16)"),
+    ("layout_effnet", "effnet", "effnet_cl", "layout", "channels_last"),
+    (
+        "layout_precision_effnet",
+        "effnet",
+        "effnet_cl_bf16",
+        "precision",
+        "channels_last + autocast(bfloat16)",
+    ),
+    ("layout_bf16_effnet", "effnet_bf16", "effnet_cl_bf16", "layout", "channels_last, both under autocast"),
     ("precision_vit", "vit", "vit_bf16", "precision", "autocast(bfloat16)"),
     ("precision_gpt2", "gpt2", "gpt2_bf16", "precision", "autocast(bfloat16)"),
     ("item_gpu", "r18dev_item", "r18dev", "sync_drain", "remove the per-step loss.item()"),
