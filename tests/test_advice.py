@@ -195,6 +195,28 @@ def test_the_layout_advice_names_cudnns_nchw_batch_norm(tmp_path):
     assert a.saved_ms["profiled"] == pytest.approx(0.010, abs=1e-6)
 
 
+def test_the_layout_advice_fires_on_nchw_kernels_without_conversions(tmp_path):
+    # GIVEN a device-bound 100 µs step without layout conversions: a conv 50, cuDNN's NCHW batch-norm
+    #       forward 20, torch's NCHW depthwise convolution 30 (EfficientNet's kind: its conversions were
+    #       0.8 % of the step, channels_last saved 41 %)
+    t = TraceBuilder(device_properties=H100)
+    t.step(1, 0, 20)
+    device_bound(
+        t,
+        [
+            ("conv_a", 40),
+            ("void cudnn::bn_fw_tr_1C11_kernel_NCHW<float, float, int, 512, true, 1, true>", 20),
+            ("void at::native::(anonymous namespace)::conv_depthwise2d_forward_kernel<3, float, int>", 30),
+        ],
+    )
+    a = one(analysis(tmp_path, t), "layout")
+    # THEN the share is the three kinds of NCHW work together: 50 of the 100 µs step
+    assert a.share == pytest.approx(0.5)
+    assert "0 layout conversions" in a.evidence and "NCHW batch norm (cuDNN's or torch's) 0.020" in a.evidence
+    assert "torch's NCHW depthwise convolutions 0.030 ms/step" in a.evidence
+    assert "depthwise" in a.prediction_note and a.whatif == ("--channels-last",)
+
+
 def _fp32_step() -> TraceBuilder:
     t = TraceBuilder(device_properties=H100)
     t.step(1, 0, 5)

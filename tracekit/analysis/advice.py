@@ -65,6 +65,8 @@ LAYOUT_RE = r"nchwToNhwc|nhwcToNchw"  # cuDNN's transposes around an NHWC kernel
 # batchnorm_*_nhwc_*) and all of them (torch runs bf16 batch norm in its own kernels: cuDNN's take no
 # bf16 input)
 NCHW_BATCHNORM_RE = r"cudnn::bn_(?:fw|bw)\w*1C11"
+# torch's own depthwise convolutions on NCHW fp32 tensors (channels_last hands them to cuDNN's kernels)
+TORCH_NCHW_DEPTHWISE_RE = r"conv_depthwise2d_"
 # torch's own batch norm on NCHW tensors (what it runs for 16-bit inputs, which cuDNN's take not; on
 # channels_last tensors its *_channels_last_kernel ones)
 TORCH_NCHW_BATCHNORM_RE = r"at::native::batch_norm_(?:collect_statistics|transform_input|backward)_kernel<"
@@ -368,12 +370,16 @@ def pageable_rule(ev: Evidence) -> list[Advice]:
 
 
 def layout_rule(ev: Evidence) -> list[Advice]:
-    """cuDNN converts NCHW tensors for its NHWC kernels and back, on every convolution."""
+    """The device work channels_last changes on NCHW tensors: cuDNN's layout conversions around its
+    convolutions, batch norm's NCHW kernels (cuDNN's, torch's own for 16-bit inputs) and torch's own
+    NCHW depthwise convolutions; its share is their time together (on EfficientNet-B0 the conversions were
+    0.8 % of the step and channels_last saved 41 %: docs/results/advice.md)."""
     dev_ms, _, count, _ = ev.kernel_ms(LAYOUT_RE)
-    share = ev.share(dev_ms)
-    if not count or not ev.fires(share, LAYOUT_MIN_FRACTION):
-        return []
     bn_ms, _, bn_n, _ = ev.kernel_ms(f"{NCHW_BATCHNORM_RE}|{TORCH_NCHW_BATCHNORM_RE}")
+    dw_ms, _, dw_n, _ = ev.kernel_ms(TORCH_NCHW_DEPTHWISE_RE)
+    share = ev.share(dev_ms + bn_ms + dw_ms)
+    if not (count or bn_n or dw_n) or not ev.fires(share, LAYOUT_MIN_FRACTION):
+        return []
     evidence = (
         f"{count:.3g} layout conversions (nchwToNhwc / nhwcToNchw) per step, {dev_ms:.3f} ms/step on the "
         "device"
@@ -387,15 +393,23 @@ def layout_rule(ev: Evidence) -> list[Advice]:
         note += (
             "; channels_last also moves batch norm from its NCHW kernels to channels_last ones: the replay "
             "times them from the ops' input shapes (record_shapes=True: 3 passes forward, 5 backward at the "
-            "trace's elementwise bandwidth; cuDNN's within 12 % on the H100 pairs of "
+            "trace's elementwise bandwidth; cuDNN's from -12 to +30 % on the H100 pairs of "
             "docs/results/advice.md, torch's own, for 16-bit inputs, up to 2.3x slower than that on small "
             "batches: there the saving is at most the figure); a trace without shapes keeps their NCHW "
             "time, and on a step the device paces the saving is then likely larger"
         )
+    if dw_n:
+        evidence += f"; torch's NCHW depthwise convolutions {dw_ms:.3f} ms/step"
+        note += (
+            "; channels_last also hands torch's NCHW depthwise convolutions (conv_depthwise2d) to cuDNN's "
+            "kernels (24.1 -> 2.6 ms per step on EfficientNet-B0), which the replay keeps at their NCHW "
+            "time: the saving is likely larger"
+        )
     return [
         Advice(
             "layout",
-            "cuDNN converts the tensors' layout around its convolutions: keep model and input channels_last.",
+            "NCHW tensors take slow paths (layout conversions, NCHW batch norm or depthwise kernels): keep "
+            "model and input channels_last.",
             evidence,
             None,
             share,
