@@ -13,8 +13,10 @@ first host segment of each op it adds work to, with the profiler's recorded even
   trace does not hold (faster on the H100 pairs of docs/results/advice.md, by a ratio that differed
   between ResNet-18 and ResNet-50): where the trace has the ops' input shapes (record_shapes=True), each
   NCHW batch norm takes what its channels_last kernels would, passes over its input at the bandwidth the
-  trace's own elementwise kernels reach (_nhwc_batch_norm), else it keeps its time. Torch's pooling and
-  elementwise kernels take their channels_last paths, not in the figure. The result's notes say which.
+  trace's own elementwise kernels reach (_nhwc_batch_norm), else it keeps its time; torch's own NCHW
+  depthwise convolutions (which channels_last hands to cuDNN) the same way, two passes each. Torch's
+  pooling and elementwise kernels take their channels_last paths, not in the figure. The result's notes
+  say which.
 - `--autocast bf16|fp16`: the GEMMs and convolutions in 16 bits (fp32 and TF32 kernels x the dense
   tensor-core peaks' ratios, advice.BF16_OVER_TF32 / BF16_OVER_FP32), and autocast's own host work: each
   GEMM or convolution op that ran fp32 or TF32 kernels (by their names: a GEMM already in 16 bits gets
@@ -49,6 +51,7 @@ from tracekit.analysis.advice import (
     NCHW_BATCHNORM_RE,
     TF32_RE,
     TORCH_NCHW_BATCHNORM_RE,
+    TORCH_NCHW_DEPTHWISE_RE,
 )
 from tracekit.analysis.causes import STATE
 from tracekit.data import schema as S
@@ -187,8 +190,11 @@ def _element_bytes(kernel: str) -> int:
 
 
 def _nhwc_batch_norm(g, host) -> tuple[np.ndarray, str]:
-    """(per device activity factor, what the note says) for NCHW batch norm under channels_last (cuDNN's
-    kernels, and torch's own, which run 16-bit inputs):
+    """(per device activity factor, what the note says) for the NCHW kernels channels_last replaces:
+    torch's own NCHW depthwise convolutions (conv_depthwise2d_*: channels_last runs cuDNN's), each at two
+    passes over its tensors (the forward: input and output; the backward's: gradient and input) at the
+    trace's elementwise bandwidth (EfficientNet-B0: 3.37 ms per step against cuDNN's 2.55, from 21.4), and
+    NCHW batch norm (cuDNN's kernels, and torch's own, which run 16-bit inputs):
     each op's NCHW kernels take, together, BN_FORWARD_PASSES (backward: BN_BACKWARD_PASSES) passes over
     its input tensor at the bandwidth the trace's own large elementwise kernels reach, where the op's
     input shapes are in the trace (record_shapes=True); else they keep their time, and the note says so.
@@ -200,8 +206,9 @@ def _nhwc_batch_norm(g, host) -> tuple[np.ndarray, str]:
     f = np.ones(len(g.device), np.float64)
     names = g.device["name"].astype(str)
     bn = _names_match(names, re.compile(f"{NCHW_BATCHNORM_RE}|{TORCH_NCHW_BATCHNORM_RE}"))
-    if not bn.any():
-        return f, "no NCHW batch norm"
+    dw = _names_match(names, re.compile(TORCH_NCHW_DEPTHWISE_RE))
+    if not bn.any() and not dw.any():
+        return f, "no NCHW batch norm or depthwise convolution"
     ops = _ops(g, host, re.compile(r"$^"))
     op_of = _launching_ops(g, host, ops)
     opname = host["name"].to_numpy()  # read at a few rows (the batch norms')
@@ -231,6 +238,7 @@ def _nhwc_batch_norm(g, host) -> tuple[np.ndarray, str]:
     if n_ew < ELEMENTWISE_MIN or took <= 0:
         return f, _BN_KEPT + "too few large elementwise kernels to time the device's bandwidth"
     gbps = moved / took  # bytes per ns = GB/s
+    dw_note = _depthwise(f, dw, op_of, dims, elem, dur, names, gbps)
     # each batch-norm op: its NCHW kernels together take its passes over its input at that bandwidth
     by_op: dict = {}
     for k in np.flatnonzero(bn & (op_of >= 0)).tolist():
@@ -249,9 +257,10 @@ def _nhwc_batch_norm(g, host) -> tuple[np.ndarray, str]:
         before += total
         after += min(want, total)
     if not done:
-        return f, _BN_KEPT + "no batch-norm op with its input shapes launched them"
+        kept = _BN_KEPT + "no batch-norm op with its input shapes launched them" if bn.any() else ""
+        return f, "; ".join(x for x in (dw_note, kept) if x)
     torch_bn = any(str(opname[op]).startswith("aten::native_batch_norm") for op in by_op)
-    return f, (
+    return f, (dw_note + "; " if dw_note else "") + (
         f"NCHW batch norm ({done} ops, {before / 1e6:.3f} ms) at its channels_last kernels' time, "
         f"{after / 1e6:.3f} ms: {BN_FORWARD_PASSES} passes forward and {BN_BACKWARD_PASSES} backward over "
         f"each input at the {gbps:.0f} GB/s the trace's {n_ew} large elementwise kernels reach"
@@ -265,6 +274,35 @@ def _nhwc_batch_norm(g, host) -> tuple[np.ndarray, str]:
 
 
 _BN_KEPT = "NCHW batch norm keeps its time (its channels_last kernels were faster on the H100 pairs): "
+
+
+def _depthwise(f, dw, op_of, dims, elem, dur, names, gbps: float) -> str:
+    """Set the factors of torch's NCHW depthwise convolution kernels (`dw`) to what two passes over their
+    tensors take at `gbps`: the forward's input and output (as large as the input: stride 1), the
+    backward's (convolution_backward: gradient, input) gradient and input. Returns what the note says."""
+    before = after = 0.0
+    n = 0
+    for k in np.flatnonzero(dw & (op_of >= 0)).tolist():
+        sh = _shapes(dims[op_of[k]])
+        if not sh or dur[k] <= 0:
+            continue
+        if "forward" in names.iloc[k]:
+            moved = 2 * _numel(sh[0]) * elem[k]
+        elif len(sh) > 1:
+            moved = (_numel(sh[0]) + _numel(sh[1])) * elem[k]
+        else:
+            continue
+        want = moved / gbps
+        f[k] = min(want / dur[k], 1.0)
+        before += dur[k]
+        after += min(want, dur[k])
+        n += 1
+    if not n:
+        return "torch's NCHW depthwise convolutions keep their time (no shapes)" if dw.any() else ""
+    return (
+        f"torch's NCHW depthwise convolutions ({n} kernels, {before / 1e6:.3f} ms) at cuDNN's channels_last "
+        f"kernels' time, {after / 1e6:.3f} ms: two passes over their tensors at {gbps:.0f} GB/s"
+    )
 
 
 @dataclass(frozen=True)
