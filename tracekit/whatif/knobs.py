@@ -217,27 +217,10 @@ def _nhwc_batch_norm(g, host) -> tuple[np.ndarray, str]:
     elem = _per_name(g.device["name"], _element_bytes)
     if dims is None or not host["input_dims"].notna().any():
         return f, _BN_KEPT + "the trace has no input shapes (record_shapes=True)"
-    # the device's bandwidth, from the trace's large elementwise kernels, each its op's one kernel (an op
-    # that launches several, batch norm's stats update, moves other tensors than its input)
-    single = np.zeros(len(host), bool)
-    single[ops.pos[ops.launches == 1]] = True
-    moved, took, n_ew = 0.0, 0.0, 0
-    for k in np.flatnonzero(_names_match(names, ELEMENTWISE_RE) & (op_of >= 0)).tolist():
-        if not single[op_of[k]]:
-            continue
-        sh = _shapes(dims[op_of[k]])
-        if not sh or dur[k] <= 0:
-            continue
-        n = _numel(sh[0])
-        if n < ELEMENTWISE_MIN_ELEMENTS:
-            continue
-        same = sum(1 for x in sh if x == sh[0])  # the inputs of its size; the output one more pass
-        moved += (same + 1) * n * elem[k]
-        took += dur[k]
-        n_ew += 1
-    if n_ew < ELEMENTWISE_MIN or took <= 0:
+    timed = _elementwise_gbps(ops, op_of, dims, elem, dur, names, len(host))
+    if timed is None:
         return f, _BN_KEPT + "too few large elementwise kernels to time the device's bandwidth"
-    gbps = moved / took  # bytes per ns = GB/s
+    gbps, n_ew = timed
     dw_note = _depthwise(f, dw, op_of, dims, elem, dur, names, gbps)
     # each batch-norm op: its NCHW kernels together take its passes over its input at that bandwidth
     by_op: dict = {}
@@ -271,6 +254,31 @@ def _nhwc_batch_norm(g, host) -> tuple[np.ndarray, str]:
             else ""
         )
     )
+
+
+def _elementwise_gbps(ops, op_of, dims, elem, dur, names, n_host: int) -> Optional[tuple[float, int]]:
+    """(GB/s, how many kernels) the trace's large elementwise kernels reach, each its op's one kernel (an
+    op that launches several, batch norm's stats update, moves other tensors than its input): bytes of
+    its inputs of the first input's size and its output, over their time; None with too few."""
+    single = np.zeros(n_host, bool)
+    single[ops.pos[ops.launches == 1]] = True
+    moved, took, n_ew = 0.0, 0.0, 0
+    for k in np.flatnonzero(_names_match(names, ELEMENTWISE_RE) & (op_of >= 0)).tolist():
+        if not single[op_of[k]]:
+            continue
+        sh = _shapes(dims[op_of[k]])
+        if not sh or dur[k] <= 0:
+            continue
+        n = _numel(sh[0])
+        if n < ELEMENTWISE_MIN_ELEMENTS:
+            continue
+        same = sum(1 for x in sh if x == sh[0])  # the inputs of its size; the output one more pass
+        moved += (same + 1) * n * elem[k]
+        took += dur[k]
+        n_ew += 1
+    if n_ew < ELEMENTWISE_MIN or took <= 0:
+        return None
+    return moved / took, n_ew  # bytes per ns = GB/s
 
 
 _BN_KEPT = "NCHW batch norm keeps its time (its channels_last kernels were faster on the H100 pairs): "
