@@ -229,3 +229,25 @@ def test_a_manifest_cut_short_is_named_and_no_other_runs_manifest_is_used(tmp_pa
     one_line_error(
         *run_main(["analyze", str(ra), str(rb)], capsys)[::2], "are run folders of different runs (their"
     )
+
+
+def test_a_kernel_without_a_name_ends_a_gap_in_the_report(tmp_path, capsys):
+    # GIVEN a step whose second kernel lost its name (found by benchmarks/fuzz_cli.py, seed 8: the gaps
+    #       table tried to shorten a NaN)
+    from tests.tracebuilder import TraceBuilder
+
+    t = TraceBuilder()
+    t.step(1, 0, 100)
+    t.launch(1, 2, corr=1)
+    t.kernel("k1", 5, 10, corr=1)
+    t.launch(40, 2, corr=2)
+    t.kernel("k2", 50, 10, corr=2)
+    doc = t.build()
+    for e in doc["traceEvents"]:
+        if e.get("name") == "k2":
+            del e["name"]
+    path = tmp_path / "t.pt.trace.json"
+    path.write_text(json.dumps(doc))
+    code, out, err = run_main(["analyze", str(path)], capsys)
+    # THEN the report is written, the gap's next kernel unnamed
+    assert code == 0 and "Traceback" not in err and "largest idle gaps" in out

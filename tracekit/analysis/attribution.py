@@ -153,6 +153,7 @@ def _next_activity(
     kpos = np.where(has_k, pos, 0)
     names = acts["name"].to_numpy(object)
     next_kernel = np.asarray(np.where(has_k, names[kpos] if names.size else None, None), dtype=object)
+    next_kernel[pd.isna(next_kernel)] = None  # an activity the trace left without a name
     corr = acts["correlation"].to_numpy(dtype=np.float64, na_value=np.nan) if len(acts) else np.zeros(0)
     k_corr = np.where(has_k, corr[kpos] if corr.size else np.nan, np.nan)
     lidx = np.full(b.size, -1, dtype=np.int64)
