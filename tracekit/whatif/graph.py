@@ -147,6 +147,23 @@ class Graph:
         "in_edges",
     )
 
+    def covered(self, m: np.ndarray) -> np.ndarray:
+        """Per node: whether the host segment from it to its thread's next node lies inside one of the
+        host events `m` selects (in `host_start_node` order)."""
+        n = self.obs.size
+        d = np.bincount(self.host_start_node[m], minlength=n + 1) - np.bincount(
+            self.host_end_node[m], minlength=n + 1
+        )
+        return np.cumsum(d[:n]) > 0
+
+    def launch_calls(self, host: pd.DataFrame, activities: np.ndarray) -> np.ndarray:
+        """A mask over `host` (the frames' host events, `host_start_node` order): the runtime and driver
+        calls that launched the device activities `activities` selects."""
+        launch = self.device["launch_node"].to_numpy(np.int64)
+        ends = np.unique(launch[activities & (launch >= 0)])
+        is_call = host["cat"].isin((S.CAT_RUNTIME, S.CAT_DRIVER)).to_numpy()
+        return is_call & np.isin(self.host_end_node, ends)
+
     def let_edges_go(self) -> None:
         """Empty the edges (the graph's bulk), keeping the nodes, threads
         and device frame: the predicted timeline can still be made from node times, nothing more can be

@@ -65,6 +65,7 @@ AUTOCAST_BACKWARD_RE = re.compile(
     r"\w*Backward\d*$"
 )
 EVALUATE_PREFIX = "autograd::engine::evaluate_function: "
+EVALUATE_RE = re.compile("^" + re.escape(EVALUATE_PREFIX))
 AUTOCAST_DTYPES = ("bf16", "fp16")
 # The forward cast's recorded events: aten::to > aten::_to_copy > (aten::empty_strided, aten::copy_ > one
 # kernel launch), as the H100 bf16 traces hold it.
@@ -93,18 +94,9 @@ def _per_name(names, fn) -> np.ndarray:
 
 
 def _names_match(names, rx: re.Pattern) -> np.ndarray:
-    """Per row of a name column: whether the pattern searches true (matched once per distinct name)."""
-    cat = names.astype("category")
-    cats = np.asarray(cat.cat.categories.astype(str), dtype=object)
-    hit = np.array([bool(rx.search(c)) for c in cats] + [False], dtype=bool)
-    codes = cat.cat.codes.to_numpy()
-    return hit[np.where(codes >= 0, codes, len(cats))]
-
-
-def _covered(g, m: np.ndarray) -> np.ndarray:
-    n = g.obs.size
-    d = np.bincount(g.host_start_node[m], minlength=n + 1) - np.bincount(g.host_end_node[m], minlength=n + 1)
-    return np.cumsum(d[:n]) > 0
+    """Per row of a name column: whether the pattern searches true (matched once per distinct name;
+    False for a missing name)."""
+    return _per_name(names, lambda c: rx.search(c) is not None) == 1.0
 
 
 def layout_factors(g, host) -> KnobFactors:
@@ -117,11 +109,8 @@ def layout_factors(g, host) -> KnobFactors:
     bn_f, bn_note = _nhwc_batch_norm(g, host)
     act *= bn_f
     edge = np.ones(g.src.size, np.float64)
-    launch = g.device["launch_node"].to_numpy(np.int64)
-    ends = np.unique(launch[conv & (launch >= 0)])
-    is_call = host["cat"].isin((S.CAT_RUNTIME, S.CAT_DRIVER)).to_numpy()
-    calls = is_call & np.isin(g.host_end_node, ends)
-    edge[(g.ecls == HOST_CLASS) & _covered(g, calls)[g.src]] = 0.0
+    calls = g.launch_calls(host, conv)
+    edge[(g.ecls == HOST_CLASS) & g.covered(calls)[g.src]] = 0.0
     notes = [
         f"channels_last: {int(conv.sum())} layout conversions (nchwToNhwc / nhwcToNchw) removed with "
         f"{int(calls.sum())} launch calls; {bn_note}; the other kernels keep their time (pooling and "
@@ -343,7 +332,7 @@ def _ops(g, host, mark: re.Pattern) -> _Ops:
     end_all = np.maximum(host["end"].to_numpy(np.int64), ts_all + 1)
     launch_all = host["state"].to_numpy() == STATE["launch"]
     # each distinct name matched once
-    is_eval = _names_match(host["name"], re.compile("^" + re.escape(EVALUATE_PREFIX))) & is_op
+    is_eval = _names_match(host["name"], EVALUATE_RE) & is_op
     marked_all = _names_match(host["name"], mark) & is_op
     n_host = len(host)
     parent = np.full(n_host, -1, np.int64)
@@ -445,7 +434,7 @@ def autocast_factors(g, host, dtype: str) -> KnobFactors:
     dur = host["end"].to_numpy(np.int64)[ops.pos] - ts
     gemm = _names_match(host["name"], AUTOCAST_OPS_RE)[ops.pos]
     bwd_node = _names_match(host["name"], AUTOCAST_BACKWARD_RE)[ops.pos]
-    evaluate = _names_match(host["name"], re.compile("^" + re.escape(EVALUATE_PREFIX)))[ops.pos]
+    evaluate = _names_match(host["name"], EVALUATE_RE)[ops.pos]
     is_top = ops.top == ops.pos
     # the outermost GEMM/convolution op of the forward: no GEMM op around it
     # (conv2d > convolution > _convolution > cudnn_convolution: conv2d alone)

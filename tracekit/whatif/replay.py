@@ -47,14 +47,6 @@ def activity_factors(g: Graph, kernels: dict) -> np.ndarray:
     return f
 
 
-def _covered(g: Graph, m: np.ndarray) -> np.ndarray:
-    """Per node: whether the host segment from it to its thread's next node lies inside one of the host
-    events `m` selects (in `host_start_node` order)."""
-    n = g.obs.size
-    d = np.bincount(g.host_start_node[m], minlength=n + 1) - np.bincount(g.host_end_node[m], minlength=n + 1)
-    return np.cumsum(d[:n]) > 0
-
-
 def op_factors(g: Graph, host, ops: dict) -> tuple[np.ndarray, np.ndarray]:
     """`--ops REGEX=F`: (per edge, per device activity) factors. A framework op (cpu_op, any depth) or a
     `record_function` region (user annotation: `Optimizer.step#Adam.step`) whose name matches: every host
@@ -78,7 +70,7 @@ def op_factors(g: Graph, host, ops: dict) -> tuple[np.ndarray, np.ndarray]:
                 f"--ops {pattern}={factor:g}: no framework op (cpu_op) or record_function region "
                 f"matches {pattern!r}"
             )
-        covered = _covered(g, m)
+        covered = g.covered(m)
         edge_f[(g.ecls == HOST_CLASS) & covered[g.src]] *= factor
         waits = g.ecls == WAIT_CLASS
         edge_f[waits & covered[np.maximum(g.dst - 1, 0)]] *= factor  # the wait of a sync call inside it
@@ -108,20 +100,19 @@ def pinned_factors(g: Graph, host) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     names = g.device["name"].astype(str)
     pageable = names.str.contains(PAGEABLE_RE, regex=True).to_numpy()
     launch = g.device["launch_node"].to_numpy(np.int64)
-    ends = np.unique(launch[pageable & (launch >= 0)])
-    if not ends.size:
+    if not (pageable & (launch >= 0)).any():
         raise ScenarioError(
             "--pin-memory: the capture has no copy from pageable memory with its launch call "
             "(Memcpy HtoD (Pageable -> Device) or DtoH to Pageable)"
         )
     is_call = host["cat"].isin((S.CAT_RUNTIME, S.CAT_DRIVER)).to_numpy()
-    m = is_call & np.isin(g.host_end_node, ends)
-    edge_f[(g.ecls == HOST_CLASS) & _covered(g, m)[g.src]] = 0.0
+    m = g.launch_calls(host, pageable)
+    edge_f[(g.ecls == HOST_CLASS) & g.covered(m)[g.src]] = 0.0
     # the stream sync a blocking copy makes after its call (torch's copy_ with non_blocking=False):
     # inside the framework op around the call, a sync call's time and wait go too
     syncs = _syncs_beside(host, m, is_call)
     if syncs.any():
-        cov = _covered(g, syncs)
+        cov = g.covered(syncs)
         edge_f[(g.ecls == HOST_CLASS) & cov[g.src]] = 0.0
         edge_f[(g.ecls == WAIT_CLASS) & cov[np.maximum(g.dst - 1, 0)]] = 0.0
     # the launch edges of the pageable copies: from the call's end, now at its start
