@@ -11,7 +11,6 @@ from tests.clirun import run_main
 from tests.tracebuilder import TraceBuilder
 from tracekit.whatif.knobs import CAST_EVENTS
 from tracekit.whatif.predict import Replayer
-from tracekit.whatif.replay import factors
 from tracekit.whatif.scenario import WhatIfOptions
 
 H100 = [{"id": 0, "name": "NVIDIA H100 80GB HBM3", "computeMajor": 9, "computeMinor": 0}]
@@ -102,8 +101,7 @@ def test_the_added_casts_carry_their_profiler_events(tmp_path):
     # GIVEN the same step: the segments where casts are added carry 2 boundaries per added event, so the
     #       unprofiled replay takes the profiler's cost off the casts as off the trace's own work
     rp = Replayer.of(tk.load(autocast_step().write(tmp_path / "t.json")))
-    host = rp.frames.host if rp.frames is not None else rp.host_events
-    f = factors(rp.graph, host, WhatIfOptions(autocast="bf16"))
+    f = rp.check(WhatIfOptions(autocast="bf16"))  # the scenario's factors on this capture
     added = f.cost - rp.graph.cost
     assert sorted(added[added > 0].tolist()) == [2 * 3, 2 * CAST_EVENTS]
     assert f.w is not None and int((f.w - rp.graph.w).sum()) == 74_000
@@ -135,8 +133,7 @@ def test_gemm_ops_nested_in_gemm_ops_get_one_cast(tmp_path):
     t.launch(30, 5, corr=2)
     t.kernel(FP32_GEMM, 35, 2, corr=2)
     rp = Replayer.of(tk.load(t.write(tmp_path / "t.json")))
-    host = rp.frames.host if rp.frames is not None else rp.host_events
-    f = factors(rp.graph, host, WhatIfOptions(autocast="bf16"))
+    f = rp.check(WhatIfOptions(autocast="bf16"))  # the scenario's factors on this capture
     # THEN one forward cast (5 events at aten::add_'s 5 µs per event), no backward one
     assert int((f.w - rp.graph.w).sum()) == 25_000
     assert np.count_nonzero(f.cost - rp.graph.cost) == 1
