@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 import tempfile
@@ -20,6 +21,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+import explain  # noqa: E402
 import make_table as mt  # noqa: E402
 
 DEFAULT_PAIRS = (
@@ -39,16 +41,9 @@ DEFAULT_PAIRS = (
 
 
 def control_us(run: Path) -> tuple[float, float]:
-    """(the capture's control: mean of before and after; the rounds' median), µs."""
-    cal = json.loads((run / "manifest.json").read_text()).get("calibration") or {}
-
-    def us(c: dict | None) -> float:
-        return (c or {}).get("figures", {}).get("aten_cpu", {}).get("ns", float("nan")) / 1e3
-
-    rounds = [us(c) for c in cal.get("rounds") or []]
-    return (us(cal.get("before")) + us(cal.get("after"))) / 2, statistics.median(rounds) if rounds else float(
-        "nan"
-    )
+    """(the capture's control: mean of before and after; the rounds' median), µs (explain.calibration)."""
+    c = explain.calibration(run) or {}
+    return (c.get("before", math.nan) + c.get("after", math.nan)) / 2, c.get("median", math.nan)
 
 
 def main(argv: list[str]) -> int:
@@ -83,7 +78,7 @@ def main(argv: list[str]) -> int:
             for run in runs:
                 out = cache / f"{run.name}.parquet"
                 mt.parse_folder(run, out)
-                pred = mt.prediction(out, rule, mt.FLAGS.get(name), mt.COMBINED.get(name, ()))
+                pred = mt.prediction(out, rule, mt.FLAGS.get(name), mt.combined(name))
                 saved = (pred.get("saved_ms") or {}).get("unprofiled")
                 if saved is not None:
                     preds.append(saved)

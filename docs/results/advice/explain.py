@@ -77,7 +77,11 @@ CALIBRATION_ROWS = (
 
 def events(name: str) -> list[dict]:
     """The complete events of the configuration's traces."""
-    folder = next(base / name for base in RUNS if (base / name).is_dir())
+    return folder_events(next(base / name for base in RUNS if (base / name).is_dir()))
+
+
+def folder_events(folder: Path) -> list[dict]:
+    """The complete events of a run folder's traces."""
     out = []
     for path in sorted(folder.glob("*.pt.trace.json.gz")):
         with gzip.open(path, "rt") as fh:

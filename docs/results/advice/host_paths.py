@@ -5,19 +5,20 @@ norm forward (aten::batch_norm) and backward (its autograd node), and their reco
 
     .venv/bin/python docs/results/advice/host_paths.py [DATA_DIR]     # default: data/
 
-Prints a Markdown table (stdlib only: the traces' JSON).
+Prints a Markdown table (the traces' JSON, read as explain.py reads them).
 """
 
 from __future__ import annotations
 
-import gzip
-import json
 import statistics
 import sys
 from collections import defaultdict
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from explain import folder_events  # noqa: E402
+
 CONFIGS = ("r18", "r18_bf16", "r50", "r50_bf16")
 ROWS = {
     "conv2d forward": ("aten::conv2d",),
@@ -32,11 +33,7 @@ ROWS = {
 
 def outermost(run: Path) -> dict[str, list[tuple[int, float]]]:
     """Per name of ROWS: (events inside, µs) of each outermost occurrence on its thread."""
-    events = []
-    for path in sorted(run.glob("*.pt.trace.json.gz")):
-        with gzip.open(path, "rt") as fh:
-            events += json.load(fh)["traceEvents"]
-    host = [e for e in events if e.get("cat") in ("cpu_op", "cuda_runtime", "cuda_driver") and "dur" in e]
+    host = [e for e in folder_events(run) if e.get("cat") in ("cpu_op", "cuda_runtime", "cuda_driver")]
     by_thread = defaultdict(list)
     for e in host:
         by_thread[e["tid"]].append(e)

@@ -47,14 +47,10 @@ FIXTURE_RUNS = ROOT / "fixtures" / "h100"
 
 # The pairs whose B is a setting of the rule's knob other than the one the rule suggests: the replay
 # predicts B's (pair → what-if flags). Pairs whose B turns the knobs of several rules: the rules' flags
-# replayed together (pair → rules). Pairs whose knob a trace cannot predict: pair → why.
+# replayed together (the pair's name, or its stem before a model's suffix, as layout_precision_r50 →
+# rules: `combined`). Pairs whose knob a trace cannot predict: pair → why.
 FLAGS = {"workers": ("--loader-workers", "6")}
-COMBINED = {
-    "layout_precision": ("layout", "precision"),
-    "layout_precision_r50": ("layout", "precision"),
-    "layout_precision_r50big": ("layout", "precision"),
-    "layout_precision_effnet": ("layout", "precision"),
-}
+COMBINED = {"layout_precision": ("layout", "precision")}
 NOT_PREDICTED = {
     "compile": "torch.compile fuses kernels: the compiled step's kernels are not the trace's",
     "persistent": "the workers' start at each epoch: not in a trace that spans no epoch start",
@@ -67,6 +63,11 @@ MORE_PAIRS = (
     ("layout_bf16", "r18_bf16", "r18_cl_bf16", "layout", "channels_last, both under autocast(bfloat16)"),
 )
 TARGET_FRACTION, TARGET_MS = 0.30, 1.0
+
+
+def combined(pair: str) -> tuple[str, ...]:
+    """The rules whose knobs the pair's B turns together (COMBINED), () for one rule's pair."""
+    return next((r for stem, r in COMBINED.items() if pair == stem or pair.startswith(f"{stem}_")), ())
 
 
 def parse_folder(run: Path, out: Path) -> None:
@@ -194,7 +195,7 @@ def table(data: Path, cache: Path) -> list[dict[str, Any]]:
         if capture is None:
             rows.append({**row, "status": f"no capture of {a}"})
             continue
-        pred = prediction(capture, rule, FLAGS.get(name), COMBINED.get(name, ()))
+        pred = prediction(capture, rule, FLAGS.get(name), combined(name))
         row["prediction"] = pred
         saved = (pred.get("saved_ms") or {}).get("unprofiled")
         if saved is None:
@@ -207,7 +208,7 @@ def table(data: Path, cache: Path) -> list[dict[str, Any]]:
         ratio = (row["A_ms"] - saved) / row["A_ms"]
         row["predicted_ratio"] = ratio
         row["within_iqr"] = m["ratio"]["q1"] <= ratio <= m["ratio"]["q3"]
-        together = " + ".join(COMBINED[name]) + " together" if name in COMBINED else ""
+        together = " + ".join(combined(name)) + " together" if combined(name) else ""
         row["status"] = ("predicted" if pred["fired"] else "predicted (rule under its threshold)") + (
             f", {together}" if together else ""
         )
