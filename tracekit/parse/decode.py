@@ -814,12 +814,8 @@ def _columns(events: list, unit: str, dropped: collections.Counter) -> tuple[pa.
     ts_state[(ts_state == TIME_OK) & ~ts_ns[1]] = TIME_OUT_OF_RANGE
     ints = {"pid": _ints(pid), "tid": _ints(tid), "flow": _ints(flow)}
     ints.update((f, _ints(arg(f))) for f in INT_ARGS)
-    texts = {
-        f: _arrow.codes(
-            pc.dictionary_encode(_raw_strings(arg(f)) if f in RAW_ARGS else _plain_strings(arg(f)))
-        )
-        for f in TEXT_ARGS
-    }
+    # (Input Dims' msgspec.Raw values go through _plain_strings' per-value _as_text)
+    texts = {f: _arrow.codes(pc.dictionary_encode(_plain_strings(arg(f)))) for f in TEXT_ARGS}
     decoded = Decoded(
         ph=_arrow.codes(_strings(ph)),
         cat=_arrow.codes(_strings(cat)),
@@ -853,7 +849,6 @@ def _no_stats(skipped: Optional[dict] = None, dropped: Optional[dict] = None) ->
 
 # The args keys kept as integers (INT_ARGS, shared with the C scanner) / as text (names of _Args fields).
 TEXT_ARGS = ("sync_kind", "collective", "pg_ranks", "name", "input_dims")
-RAW_ARGS = frozenset({"input_dims"})  # kept as the JSON text of the value (msgspec.Raw)
 
 # A column as assemble takes it. Strings: (int32 codes, -1 = null; the list of strings they index).
 # Ints: (int64 values; bool mask, True where the value is present).
@@ -1054,12 +1049,6 @@ def _strings(values: tuple | list) -> pa.Array:
     except (pa.ArrowInvalid, pa.ArrowTypeError):
         arr = pa.array([_as_text(v) for v in values], pa.string())
     return pc.dictionary_encode(arr)
-
-
-def _raw_strings(values: tuple | list) -> pa.Array:
-    """msgspec.Raw values (or None) as their JSON text, a JSON null as null."""
-    out = [None if v is None else bytes(v).decode("utf-8") for v in values]
-    return pa.array([None if t is None or t == "null" else t for t in out], pa.string())
 
 
 def _plain_strings(values: tuple | list) -> pa.Array:
