@@ -615,14 +615,17 @@ def _checked_table(table: pa.Table, path: Location, columns: Optional[list[str]]
     return table
 
 
-def _readable(loc: Location, columns: Optional[list[str]]) -> Optional[list[str]]:
+def _readable(
+    loc: Location, columns: Optional[list[str]], schema: Optional[pa.Schema] = None
+) -> Optional[list[str]]:
     """`columns` less the optional ones the file at `loc` lacks (pyarrow refuses a column it has not):
-    they are added back as nulls by _checked_table."""
+    they are added back as nulls by _checked_table. `schema`: the file's, where the caller read it."""
     if columns is None or not OPTIONAL_COLUMNS.intersection(columns):
         return columns
-    with files.open_read(loc) as fh:
-        names = set(pq.read_schema(fh).names)
-    return [c for c in columns if c in names or c not in OPTIONAL_COLUMNS]
+    if schema is None:
+        with files.open_read(loc) as fh:
+            schema = pq.read_schema(fh)
+    return [c for c in columns if c in schema.names or c not in OPTIONAL_COLUMNS]
 
 
 def _check_schema(schema: pa.Schema, path: Location, columns: Optional[list[str]] = None) -> None:
@@ -733,8 +736,9 @@ def read_capture(
         return Capture(table=table, meta=meta, path=path)
     try:
         with files.open_read(path) as fh:
-            _check_schema(pq.read_schema(fh), path, columns)
-        readable = _readable(path, columns)
+            schema = pq.read_schema(fh)
+        _check_schema(schema, path, columns)
+        readable = _readable(path, columns, schema)
         with files.open_read(path) as fh:
             table = pq.read_table(fh, columns=readable) if kinds is None else _read_kinds(fh, readable, kinds)
     except (pa.ArrowException, OSError, KeyError) as exc:
