@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 import numpy as np
+import pandas as pd
 
 from tracekit.analysis.advice import (
     BF16_OVER_FP32,
@@ -82,6 +83,23 @@ class KnobFactors:
     add_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     add_cost: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
     notes: tuple = ()
+
+
+class _Texts:
+    """A text column of the host frame read row by row through its categorical codes (not converted: a
+    trace holds millions of host events, the knobs read a few thousand); None where missing."""
+
+    def __init__(self, col: pd.Series) -> None:
+        col = col.astype("category")
+        self.codes = col.cat.codes.to_numpy()
+        self.cats = np.asarray(col.cat.categories, dtype=object)
+
+    def __getitem__(self, i: int) -> Optional[str]:
+        c = self.codes[i]
+        return self.cats[c] if c >= 0 else None
+
+    def any(self) -> bool:
+        return bool((self.codes >= 0).any())
 
 
 def _per_name(names, fn) -> np.ndarray:
@@ -200,11 +218,11 @@ def _nhwc_batch_norm(g, host) -> tuple[np.ndarray, str]:
         return f, "no NCHW batch norm or depthwise convolution"
     ops = _ops(g, host, re.compile(r"$^"))
     op_of = _launching_ops(g, host, ops)
-    opname = host["name"].to_numpy()  # read at a few rows (the batch norms')
-    dims = host["input_dims"].to_numpy() if "input_dims" in host else None
+    opname = _Texts(host["name"])  # read at a few rows (the batch norms')
+    dims = _Texts(host["input_dims"]) if "input_dims" in host else None
     dur = (g.device["end"] - g.device["ts"]).to_numpy(np.float64)
     elem = _per_name(g.device["name"], _element_bytes)
-    if dims is None or not host["input_dims"].notna().any():
+    if dims is None or not dims.any():
         return f, _BN_KEPT + "the trace has no input shapes (record_shapes=True)"
     timed = _elementwise_gbps(ops, op_of, dims, elem, dur, names, len(host))
     if timed is None:
