@@ -9,7 +9,7 @@ import pytest
 import tracekit as tk
 from tests.clirun import run_main
 from tests.tracebuilder import TraceBuilder
-from tracekit.whatif.knobs import CAST_EVENTS
+from tracekit.whatif.knobs import BF16_BATCHNORM_OVER_CUDNN_NCHW, CAST_EVENTS, HALF_BYTES
 from tracekit.whatif.predict import Replayer
 from tracekit.whatif.scenario import WhatIfOptions
 
@@ -185,6 +185,44 @@ def test_without_shapes_the_batch_norm_keeps_its_time(tmp_path):
     w = tk.whatif(nchw_batch_norm_step(shapes=False).write(tmp_path / "t.json"), channels_last=True)
     assert predicted_us(w) == pytest.approx(60.0)  # the conversion alone
     assert any("keeps its time" in n and "no input shapes (record_shapes=True)" in n for n in w.result.notes)
+
+
+def test_autocast_bf16_batch_norm_leaves_cudnn_and_4d_elementwise_kernels_move_half_the_bytes(tmp_path):
+    # GIVEN the device-bound step above (no GEMM: no cast, no GEMM factor)
+    w = tk.whatif(nchw_batch_norm_step().write(tmp_path / "t.json"), autocast="bf16")
+    # THEN the five adds on 16x64x32x32 activations take 2 µs each, not 4; cuDNN's NCHW batch norm
+    #      (20 µs) becomes torch's, x 1.3 = 26 µs; the conversion keeps its 2: 20 + 10 + 2 + 26 = 58
+    assert BF16_BATCHNORM_OVER_CUDNN_NCHW == 1.3 and HALF_BYTES == 0.5
+    assert predicted_us(w) == pytest.approx(58.0)
+    (note,) = [n for n in w.result.notes if n.startswith("autocast bf16")]
+    assert "1 cuDNN NCHW batch-norm kernels x 1.3" in note
+    assert "5 fp32 elementwise kernels on 4-D activations (0.020 ms) at half the bytes, 0.010 ms" in note
+
+
+def test_autocast_fp16_keeps_cudnns_batch_norm(tmp_path):
+    w = tk.whatif(nchw_batch_norm_step().write(tmp_path / "t.json"), autocast="fp16")
+    assert predicted_us(w) == pytest.approx(52.0)  # 20 + 10 + 2 + 20
+    (note,) = [n for n in w.result.notes if n.startswith("autocast fp16")]
+    assert "fp16: cuDNN keeps batch norm" in note
+
+
+def test_autocast_leaves_the_optimizers_and_accumulations_fp32_kernels_alone(tmp_path):
+    # GIVEN the same step, its first add inside the optimizer's step and its second an accumulation
+    t = nchw_batch_norm_step()
+    t.annotation("Optimizer.step#SGD.step", -0.5, 2.2)
+    t.op("autograd::engine::evaluate_function: torch::autograd::AccumulateGrad", 1.8, 1.8)
+    w = tk.whatif(t.write(tmp_path / "t.json"), autocast="bf16")
+    # THEN those two keep their 4 µs: 58 + 2 x 2
+    assert predicted_us(w) == pytest.approx(62.0)
+    (note,) = [n for n in w.result.notes if n.startswith("autocast bf16")]
+    assert "3 fp32 elementwise kernels on 4-D activations" in note
+
+
+def test_autocast_without_shapes_keeps_the_elementwise_kernels(tmp_path):
+    w = tk.whatif(nchw_batch_norm_step(shapes=False).write(tmp_path / "t.json"), autocast="bf16")
+    assert predicted_us(w) == pytest.approx(68.0)  # 20 + 20 + 2 + 26: batch norm's ratio alone
+    (note,) = [n for n in w.result.notes if n.startswith("autocast bf16")]
+    assert "elementwise kernels keep their time (the trace has no input shapes" in note
 
 
 def _reference_ops(host, mark):

@@ -15,7 +15,7 @@ from tests.tracebuilder import TraceBuilder
 from tracekit.parse.parser import parse_paths
 from tracekit.whatif.graph import COLL, JOIN, MEET, WAIT, XSTREAM
 from tracekit.whatif.predict import Replayer, whatif
-from tracekit.whatif.profiler import MEASURED_RANGE_US, estimate_cost
+from tracekit.whatif.profiler import DEFAULT_COST_US, MAX_COST_US, MEASURED_RANGE_US, estimate_cost
 from tracekit.whatif.scenario import WhatIfOptions
 
 US = 1000
@@ -292,3 +292,19 @@ def test_ops_pattern_must_name_an_op(tmp_path):
     rp = replayer(tmp_path, item_trace())
     with pytest.raises(ScenarioError, match="no framework op"):
         predict(rp, ops=["aten::nothing=0"])
+
+
+def test_an_unprofiled_step_at_the_devices_pace_gives_the_cost_a_lower_bound_only():
+    # GIVEN a replayed step of 100 µs less 10 µs per µs/event removed, until the device's 60 µs
+    def step(c_us: float) -> float:
+        return max(100.0 - 10 * c_us, 60.0) / 1000
+
+    # WHEN the unprofiled step took 61 µs: within FLOOR_MARGIN of the device's pace, any cost from
+    #      about 3.9 µs/event replays it: the measured default (5.3) is kept, not the knee
+    at_floor = estimate_cost(step, 0.061)
+    assert at_floor.cost_us == DEFAULT_COST_US and not at_floor.fitted
+    assert at_floor.low_us == pytest.approx(3.87, abs=0.02) and at_floor.high_us == MAX_COST_US
+    assert "the replay's device alone takes 0.060 ms, within 2% of it" in at_floor.note
+    # WHEN it took 70 µs: the host paces it, and the cost is fitted (3 µs/event)
+    paced = estimate_cost(step, 0.070)
+    assert paced.fitted and paced.cost_us == pytest.approx(3.0, abs=0.05)

@@ -84,6 +84,14 @@ FP32_RE = rf"^(?!.*({_LOW}|tf32|s1688))(?=.*({_MATH})).*(sgemm|simt|ffma|f32f32|
 BF16_OVER_TF32 = 0.5
 BF16_OVER_FP32 = 0.068
 TF32_OVER_FP32 = 0.135  # TF32 494.7 over FP32 66.9 (docs/results/whatif.md's tf32 pair: within 0.07)
+# Under bf16 autocast torch runs batch norm in its own kernels (cuDNN's take no bf16 input): on NCHW
+# tensors one block per channel reduces it as cuDNN's NCHW kernels do, but with a separate normalising
+# pass, and took 1.21-1.36x cuDNN's fp32 NCHW kernels' time on the six convnets of docs/results/
+# advice.md (H100: ResNet-18 batch 64 1.35, ResNet-50 batch 32 1.21 and batch 128 1.28, EfficientNet-B0
+# batch 128 1.36, DenseNet-121 1.29 and MobileNetV2 1.32 at batch 64: docs/results/advice/
+# device_model.py); on channels_last tensors 1.00-1.02x cuDNN's NHWC kernels (kept). Under fp16 cuDNN
+# keeps batch norm (kept).
+BF16_BATCHNORM_OVER_CUDNN_NCHW = 1.3
 # Devices with bf16 tensor cores: compute capability 8.0 and later (Ampere, Ada, Hopper, Blackwell).
 BF16_MIN_CAPABILITY = 8.0
 _BF16_NAMES = re.compile(
@@ -459,23 +467,23 @@ def precision_rules(ev: Evidence) -> list[Advice]:
             f"GEMM and convolution time x the dense peaks' ratio (bf16/TF32 {BF16_OVER_TF32:g}, bf16/fp32 "
             f"{BF16_OVER_FP32:g}): the bound for compute-bound kernels; autocast's casts added to the host "
             "(a weight cast per GEMM or convolution op, a gradient cast per backward node, priced as the "
-            "trace's own one-kernel ops: tracekit.whatif.knobs); the other kernels keep their time (in bf16 "
-            "the memory-bound ones move half the bytes)"
+            "trace's own one-kernel ops: tracekit.whatif.knobs); torch's fp32 elementwise kernels on 4-D "
+            "activations at half the bytes (where the trace has shapes); the other kernels keep their time"
         )
         bn_ms, _, bn_n, _ = ev.kernel_ms(CUDNN_BATCHNORM_RE)
         if bn_n:
             evidence += f"; cuDNN's batch norm {bn_ms:.3f} ms/step"
             note += (
-                "; batch norm leaves cuDNN under bf16 (torch runs it in its own kernels), at a time the "
-                "trace cannot tell (1.2-1.3x cuDNN's on NCHW tensors, the same on channels_last ones, on "
-                "the H100 pairs of docs/results/advice.md)"
+                "; batch norm leaves cuDNN under bf16 (torch runs it in its own kernels): its NCHW kernels x "
+                f"{BF16_BATCHNORM_OVER_CUDNN_NCHW:g} (1.21-1.36x on six convnets on the H100 pairs of "
+                "docs/results/advice.md), its NHWC ones kept (the same time there)"
             )
         hp = _fraction(report, GRAPHED_AWAY)  # the host's own work: what a graph replay no longer spends
         if hp >= HOST_BOUND_MIN_FRACTION:
             evidence += f"; the device idles {hp:.0%} of the step in {', '.join(GRAPHED_AWAY)} time"
             note += (
                 "; on a step the host paces, autocast's host work can take the whole saving: the casts are "
-                "in the figure, batch norm's own host path under bf16 is not"
+                "in the figure"
             )
         out.append(
             Advice(

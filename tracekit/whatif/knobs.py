@@ -45,6 +45,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analysis.advice import (
+    BF16_BATCHNORM_OVER_CUDNN_NCHW,
     BF16_OVER_FP32,
     BF16_OVER_TF32,
     FP32_RE,
@@ -71,6 +72,14 @@ AUTOCAST_DTYPES = ("bf16", "fp16")
 # The forward cast's recorded events: aten::to > aten::_to_copy > (aten::empty_strided, aten::copy_ > one
 # kernel launch), as the H100 bf16 traces hold it.
 CAST_EVENTS = 5
+# ... and the activations of a convolutional network (4-D, from the 16-bit convolutions and batch norm)
+# are 16-bit: torch's elementwise kernels on them move half the bytes (ResNet-50: the adds, ReLUs and
+# clamps took 0.49-0.50x their fp32 time). Transformers' 3-D activations keep fp32 wherever an fp32-
+# autocast op (layer_norm, softmax) or an fp32 residual feeds them (GPT-2's elementwise kernels: the same
+# time): kept.
+HALF_BYTES = 0.5
+OPTIMIZER_RE = re.compile(r"^Optimizer\.")
+ACCUMULATE_RE = re.compile(r"AccumulateGrad")
 
 
 @dataclass(frozen=True)
@@ -465,6 +474,7 @@ def autocast_factors(g, host, dtype: str) -> KnobFactors:
     in32 = np.isin(ops.top, np.fromiter(tops32, np.int64, len(tops32)))
     top_gemm &= in32
     bwd_node = bwd_node & in32
+    device_notes = [_autocast_batch_norm(act, names, dtype), _autocast_elementwise(act, g, host, ops, op_of)]
     one_kernel = (ops.launches == 1) & (ops.other_calls == 0)
     fwd_price = _price(ops, dur, is_top & ~ops.backward & one_kernel & ~gemm, CAST_EVENTS)
     bwd_price = _price(
@@ -506,10 +516,76 @@ def autocast_factors(g, host, dtype: str) -> KnobFactors:
         f"autocast {dtype}: {int(tf32.sum())} TF32 and {int(fp32.sum())} fp32 GEMM/convolution kernels x "
         f"{BF16_OVER_TF32:g} and x {BF16_OVER_FP32:g} (the dense peaks' ratios); host work added: "
         + (kinds or "none (no GEMM or convolution op whose kernels the names show as fp32 or TF32)")
-        + "; left out: the casts' kernels, batch norm leaving cuDNN (slower on NCHW tensors on the H100 "
-        "pairs), memory-bound kernels on 16-bit tensors",
+        + "".join(f"; {n}" for n in device_notes if n)
+        + "; left out: the casts' kernels, the layout conversions' and other memory-bound kernels' 16-bit "
+        "tensors",
     )
     return KnobFactors(act, add_ns=add_ns, add_cost=add_cost, notes=tuple(notes))
+
+
+def _autocast_batch_norm(act: np.ndarray, names, dtype: str) -> str:
+    """Under bf16, cuDNN's fp32 NCHW batch-norm kernels x BF16_BATCHNORM_OVER_CUDNN_NCHW (torch's own
+    kernels take their place); what the note says ("" where the trace has none)."""
+    nchw = _names_match(names, re.compile(NCHW_BATCHNORM_RE)) & (_per_name(names, _element_bytes) == 4)
+    if not nchw.any():
+        return ""
+    if dtype != "bf16":
+        return f"{dtype}: cuDNN keeps batch norm ({int(nchw.sum())} NCHW kernels keep their time)"
+    act[nchw] *= BF16_BATCHNORM_OVER_CUDNN_NCHW
+    return (
+        f"{int(nchw.sum())} cuDNN NCHW batch-norm kernels x {BF16_BATCHNORM_OVER_CUDNN_NCHW:g} (torch's own "
+        "kernels run bf16 batch norm: 1.21-1.36x cuDNN's on six convnets, H100)"
+    )
+
+
+def _autocast_elementwise(act: np.ndarray, g, host, ops: _Ops, op_of: np.ndarray) -> str:
+    """torch's fp32 elementwise kernels on 4-D activations (an op's first input 4-D, at least
+    ELEMENTWISE_MIN_ELEMENTS elements; not in an optimizer's step or a gradient's accumulation, which
+    move fp32 parameters) x HALF_BYTES; what the note says ("" where none)."""
+    names = g.device["name"]
+    cand = _names_match(names, ELEMENTWISE_RE) & (_per_name(names, _element_bytes) == 4) & (op_of >= 0)
+    if not cand.any():
+        return ""
+    if "input_dims" not in host:
+        return "elementwise kernels keep their time (the trace has no input shapes: record_shapes=True)"
+    dims = _Texts(host["input_dims"])
+    if not dims.any():
+        return "elementwise kernels keep their time (the trace has no input shapes: record_shapes=True)"
+    hname = _Texts(host["name"])
+    index = np.full(len(host), -1, np.int64)
+    index[ops.pos] = np.arange(ops.pos.size)
+    # the optimizer's windows (its record_function spans), per thread
+    ann = np.flatnonzero(
+        (host["cat"].to_numpy() == S.CAT_USER_ANNOTATION) & _names_match(host["name"], OPTIMIZER_RE)
+    )
+    ts_all = host["ts"].to_numpy(np.int64)
+    end_all = host["end"].to_numpy(np.int64)
+    tid_all = host["tid"].to_numpy()
+    windows = [(tid_all[a], ts_all[a], end_all[a]) for a in ann.tolist()]
+    before = after = 0.0
+    n = 0
+    dur = (g.device["end"] - g.device["ts"]).to_numpy(np.float64)
+    for k in np.flatnonzero(cand).tolist():
+        op = int(op_of[k])
+        sh = _shapes(dims[op])
+        if not sh or len(sh[0]) != 4 or _numel(sh[0]) < ELEMENTWISE_MIN_ELEMENTS:
+            continue
+        i = index[op]
+        top = hname[int(ops.top[i])] if i >= 0 else None
+        if top and ACCUMULATE_RE.search(top):
+            continue
+        if any(t == tid_all[op] and a <= ts_all[op] <= b for t, a, b in windows):
+            continue
+        act[k] *= HALF_BYTES
+        before += dur[k]
+        after += dur[k] * HALF_BYTES
+        n += 1
+    if not n:
+        return ""
+    return (
+        f"{n} fp32 elementwise kernels on 4-D activations ({before / 1e6:.3f} ms) at half the bytes, "
+        f"{after / 1e6:.3f} ms"
+    )
 
 
 __all__ = ["KnobFactors", "layout_factors", "autocast_factors", "AUTOCAST_DTYPES"]

@@ -43,6 +43,7 @@ CLASSES = (
     ("torch's batch norm", r"batch_norm"),
     ("GEMM/conv, TF32 or fp32", f"{TF32_RE}|{FP32_RE}"),
     ("GEMM/conv, bf16", LOW_MATH),
+    ("GEMM, cuBLASLt (nvjet)", r"^nvjet_"),  # its names do not say the precision plainly
     ("copies and fills", r"^Memcpy|^Memset"),
     ("other kernels", r"."),
 )

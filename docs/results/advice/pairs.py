@@ -131,11 +131,16 @@ def resnet18(num_classes: int = 1000) -> nn.Module:
 
 
 def _convnet(arch: str) -> nn.Module:
-    """resnet18 / resnet50 (torchvision), or `timm:NAME` (a timm model from its configuration)."""
+    """resnet18 / resnet50 (torchvision), `timm:NAME` (a timm model from its configuration) or `tv:NAME`
+    (a torchvision model by name)."""
     if arch.startswith("timm:"):
         import timm
 
         return timm.create_model(arch.split(":", 1)[1], pretrained=False)
+    if arch.startswith("tv:"):
+        import torchvision
+
+        return torchvision.models.get_model(arch.split(":", 1)[1])
     return resnet50() if arch == "resnet50" else resnet18()
 
 
@@ -457,6 +462,10 @@ def _effnet(**kw: str) -> Callable[[Ctx], Workload]:
     return lambda c: build_resnet(c, copy="device", arch="timm:efficientnet_b0", batch=c.s.r50big_batch, **kw)
 
 
+def _tv(arch: str, **kw: str) -> Callable[[Ctx], Workload]:
+    return lambda c: build_resnet(c, copy="device", arch=f"tv:{arch}", batch=c.s.r50big_batch // 2, **kw)
+
+
 def _r50big(**kw: str) -> Callable[[Ctx], Workload]:
     return lambda c: build_resnet(c, copy="device", arch="resnet50", batch=c.s.r50big_batch, **kw)
 
@@ -491,6 +500,12 @@ CONFIGS = (
     Config("r50big_bf16", "r50big", "... under autocast bf16", _r50big(precision="bf16")),
     Config("r50big_cl", "r50big", "... model and batch channels_last", _r50big(layout="cl")),
     Config("r50big_cl_bf16", "r50big", "... channels_last and bf16", _r50big(layout="cl", precision="bf16")),
+    Config("dense", "tvnets", "torchvision DenseNet-121 fp32 (held out), batch 64", _tv("densenet121")),
+    Config("dense_bf16", "tvnets", "... under autocast bf16", _tv("densenet121", precision="bf16")),
+    Config("dense_cl", "tvnets", "... model and batch channels_last", _tv("densenet121", layout="cl")),
+    Config("mnv2", "tvnets", "torchvision MobileNetV2 fp32 (held out), batch 64", _tv("mobilenet_v2")),
+    Config("mnv2_bf16", "tvnets", "... under autocast bf16", _tv("mobilenet_v2", precision="bf16")),
+    Config("mnv2_cl", "tvnets", "... model and batch channels_last", _tv("mobilenet_v2", layout="cl")),
     Config("effnet", "effnet", "timm EfficientNet-B0 fp32 (held out), batch 128 on the device", _effnet()),
     Config("effnet_bf16", "effnet", "... under autocast bf16", _effnet(precision="bf16")),
     Config("effnet_cl", "effnet", "... model and batch channels_last", _effnet(layout="cl")),
@@ -575,7 +590,7 @@ CONFIGS = (
 # The loader's rounds are an epoch each and vary by ±12 % (B/A quartiles of the first H100 run's six):
 # 16 of them put the median's noise near the 1 ms the advice target allows on a 90 ms step.
 LOADER_ROUNDS = 16
-GROUPS = ("resnet", "r50", "r50big", "effnet", "xfmr", "sync", "host", "loader")
+GROUPS = ("resnet", "r50", "r50big", "effnet", "tvnets", "xfmr", "sync", "host", "loader")
 
 # (pair, A, B, the advice rule it checks, the knob). The rule ids are tracekit.analysis.advice's.
 PAIRS = (
@@ -609,6 +624,10 @@ PAIRS = (
         "channels_last + autocast(bfloat16)",
     ),
     ("layout_bf16_effnet", "effnet_bf16", "effnet_cl_bf16", "layout", "channels_last, both under autocast"),
+    ("precision_dense", "dense", "dense_bf16", "precision", "autocast(bfloat16)"),
+    ("layout_dense", "dense", "dense_cl", "layout", "channels_last"),
+    ("precision_mnv2", "mnv2", "mnv2_bf16", "precision", "autocast(bfloat16)"),
+    ("layout_mnv2", "mnv2", "mnv2_cl", "layout", "channels_last"),
     ("precision_vit", "vit", "vit_bf16", "precision", "autocast(bfloat16)"),
     ("precision_gpt2", "gpt2", "gpt2_bf16", "precision", "autocast(bfloat16)"),
     ("item_gpu", "r18dev_item", "r18dev", "sync_drain", "remove the per-step loss.item()"),

@@ -1,0 +1,101 @@
+"""The device side of the channels_last and autocast knobs against the kernels B really ran
+(docs/results/advice.md): per pair, A's kernels per profiled step by class, as the trace holds them and
+as the knob's factors make them (tracekit.whatif.knobs: layout_factors, autocast_factors), beside B's.
+
+    .venv/bin/python docs/results/advice/device_model.py [DATA_DIR ...]   # default: data/ (run folders)
+
+A kernel counts in a step when its launch lies in the profiled steps' host windows (the device work a
+capture begins with, launched in the warm-up step, is not a step's). Classes are explain.py's. Needs
+both configurations' run folders (DATA_DIR/runs/<config>/). Prints Markdown tables.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+
+import tracekit as tk
+from tracekit.whatif.knobs import autocast_factors, layout_factors
+from tracekit.whatif.predict import Replayer
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from explain import CLASSES  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+# (A, B, knob): the knob that turns A into B
+PAIRS = (
+    ("r18", "r18_bf16", "autocast"),
+    ("r18_cl", "r18_cl_bf16", "autocast"),
+    ("r50", "r50_bf16", "autocast"),
+    ("r50_cl", "r50_cl_bf16", "autocast"),
+    ("r50big", "r50big_bf16", "autocast"),
+    ("r50big_cl", "r50big_cl_bf16", "autocast"),
+    ("effnet", "effnet_bf16", "autocast"),
+    ("effnet_cl", "effnet_cl_bf16", "autocast"),
+    ("dense", "dense_bf16", "autocast"),
+    ("mnv2", "mnv2_bf16", "autocast"),
+    ("vit", "vit_bf16", "autocast"),
+    ("gpt2", "gpt2_bf16", "autocast"),
+    ("r18", "r18_cl", "channels_last"),
+    ("r50", "r50_cl", "channels_last"),
+    ("r50big", "r50big_cl", "channels_last"),
+    ("effnet", "effnet_cl", "channels_last"),
+    ("dense", "dense_cl", "channels_last"),
+    ("mnv2", "mnv2_cl", "channels_last"),
+)
+
+
+def in_steps(rp: Replayer) -> np.ndarray:
+    """Per device activity: whether its launch lies in the profiled steps' host windows."""
+    st = rp.graph.steps
+    launch = rp.graph.device["launch_ts"].to_numpy(np.float64)
+    return (launch >= float(st["ts"].min())) & (launch <= float(st["end"].max()))
+
+
+def by_class(rp: Replayer, factor: np.ndarray) -> dict[str, float]:
+    """ms per profiled step by kernel class, each activity x its factor, launched in the steps."""
+    dev = rp.graph.device
+    dur = (dev["end"] - dev["ts"]).to_numpy(np.float64) * factor
+    keep = in_steps(rp)
+    cls = np.array([next(c for c, rx in CLASSES if re.search(rx, str(n))) for n in dev["name"]])
+    n = max(len(rp.graph.steps), 1)
+    out = {c: float(dur[keep & (cls == c)].sum()) / 1e6 / n for c, _ in CLASSES}
+    out["device total"] = float(dur[keep].sum()) / 1e6 / n
+    return out
+
+
+def table(data: Path, a: str, b: str, knob: str) -> str:
+    ra = Replayer.of(tk.load(data / "runs" / a))
+    rb = Replayer.of(tk.load(data / "runs" / b))
+    g, host = ra.graph, ra.frames.host
+    f = (autocast_factors(g, host, "bf16") if knob == "autocast" else layout_factors(g, host)).act
+    was, model = by_class(ra, np.ones(len(f))), by_class(ra, f)
+    got = by_class(rb, np.ones(len(rb.graph.device)))
+    rows = [
+        f"**{data.name}: {a} → {b}** ({knob}), ms per profiled step",
+        "",
+        f"| class | {a} | the model's {b} | {b} measured | model − measured |",
+        "|---|---|---|---|---|",
+    ]
+    for c in [c for c, _ in CLASSES] + ["device total"]:
+        if was[c] or got[c]:
+            rows.append(f"| {c} | {was[c]:.3f} | {model[c]:.3f} | {got[c]:.3f} | {model[c] - got[c]:+.3f} |")
+    return "\n".join(rows)
+
+
+def main(argv: list[str]) -> int:
+    datas = [Path(x) for x in argv] or [HERE / "data"]
+    out = []
+    for data in datas:
+        for a, b, knob in PAIRS:
+            if (data / "runs" / a).is_dir() and (data / "runs" / b).is_dir():
+                out.append(table(data, a, b, knob))
+    print("\n\n".join(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
