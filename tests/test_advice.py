@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -224,10 +225,10 @@ def _fp32_step() -> TraceBuilder:
     return t
 
 
-def test_zero_grad_and_the_optimizer_loop_on_a_host_bound_step(tmp_path):
-    # GIVEN a host-bound step [0, 100): forward 0-40, Optimizer.step#SGD.step 40-80 with per-parameter
-    #       ops (no foreach), Optimizer.zero_grad#SGD.zero_grad 80-100 holding two aten::zero_ with a fill
-    #       each; every kernel is 1 µs, run as soon as it is launched
+def host_bound_optimizer_step() -> TraceBuilder:
+    """A host-bound step [0, 100): forward 0-40, Optimizer.step#SGD.step 40-80 with per-parameter ops (no
+    foreach), Optimizer.zero_grad#SGD.zero_grad 80-100 holding two aten::zero_ with a fill each; every
+    kernel is 1 µs, run as soon as it is launched."""
     t = TraceBuilder(device_properties=H100)
     t.step(1, 0, 100)
     corr = iter(range(1, 100))
@@ -245,6 +246,11 @@ def test_zero_grad_and_the_optimizer_loop_on_a_host_bound_step(tmp_path):
     t.annotation("Optimizer.zero_grad#SGD.zero_grad", 80, 20)
     op_with_kernel("aten::zero_", 81, 9)
     op_with_kernel("aten::zero_", 90, 9)
+    return t
+
+
+def test_zero_grad_and_the_optimizer_loop_on_a_host_bound_step(tmp_path):
+    t = host_bound_optimizer_step()
     r = analysis(tmp_path, t)
     zg, opt = one(r, "zero_grad"), one(r, "optimizer_loop")
     # THEN zero_grad's region is 20 µs of the 100 µs step, the optimizer's 40 µs
@@ -259,6 +265,28 @@ def test_zero_grad_and_the_optimizer_loop_on_a_host_bound_step(tmp_path):
     # AND with a foreach op in the step there is no per-parameter advice
     t.op("aten::_foreach_add_", 99, 0.5)
     assert "optimizer_loop" not in [a.kind for a in analysis(tmp_path, t, "b.pt.trace.json").advice]
+
+
+def test_where_the_profilers_cost_is_not_fixed_a_saving_comes_with_its_spread(tmp_path):
+    # GIVEN the host-bound step above, with no unprofiled step time: the default profiler cost is assumed
+    r = analysis(tmp_path, host_bound_optimizer_step())
+    assert r.savings.profiler_cost_source == "default"
+    zg = one(r, "zero_grad")
+    # THEN its unprofiled saving is also given at the ends of the measured costs (1.5 and 12.5 µs/event):
+    #      the more each of the region's events costs the profiler, the less its unprofiled removal saves
+    s = zg.saved_ms
+    assert s["unprofiled_min"] < s["unprofiled"] < s["unprofiled_max"] <= zg.step_ms["unprofiled"]
+    text = " ".join(tk.analyze(tmp_path / "rank0.pt.trace.json").text().split())  # unwrapped
+    assert (
+        f"{s['unprofiled_min']:.3f} to {s['unprofiled_max']:.3f} ms at the profiler costs real captures"
+        in text
+    )
+    row = tk.analyze(tmp_path / "rank0.pt.trace.json").advice().set_index("kind").loc["zero_grad"]
+    assert row["saved_unprofiled_min_ms"] == pytest.approx(s["unprofiled_min"])
+    # AND where a cost is fixed (no spread asked) the saving is one figure
+    rp = Replayer.of(tk.load(tmp_path / "rank0.pt.trace.json"), keep_frames=False, keep_host=True)
+    (fixed,) = predict_advice(rp, [replace(zg, saved_ms=None, step_ms=None)], 5.3)
+    assert set(fixed.saved_ms) == {"profiled", "unprofiled"}
 
 
 def test_pageable_copies_block_the_host(tmp_path):
@@ -417,7 +445,8 @@ def test_random_timelines_keep_shares_and_savings_within_their_steps(kernels, st
         r = analysis(Path(tmp), t)
     for a in list(r.advice) + advise(r, strict=False):
         assert 0.0 <= a.share <= 1.0
-        for basis, saved in (a.saved_ms or {}).items():
+        for key, saved in (a.saved_ms or {}).items():
+            basis = key.split("_")[0]  # unprofiled_min / _max: of the unprofiled step
             if saved is not None:
                 assert saved <= a.step_ms[basis] + 1e-9 and a.step_ms[basis] > 0
 

@@ -428,8 +428,10 @@ class Advice:
     `whatif`: the `tracekit whatif` flags that predict the knob's effect (empty: not predictable from a
     trace; `prediction_note` says why). `saved_ms`: {"profiled": ms/step, "unprofiled": ms/step} the
     replay predicts saved (None: not computed, or not predictable), each a difference of two replayed
-    steps `step_ms` of the same basis, so never above that step; `bound`: the figure is an upper bound
-    (what the knob can save at most), not an estimate."""
+    steps `step_ms` of the same basis, so never above that step; where the trace does not fix the
+    profiler's cost (tracekit.whatif.profiler), also "unprofiled_min" and "unprofiled_max": the least and
+    most unprofiled saving over that cost and the ends of the costs measured on real captures; `bound`:
+    the figure is an upper bound (what the knob can save at most), not an estimate."""
 
     kind: str  # stable id, e.g. "dataloader_workers", "cuda_graphs", "sync_drain"
     message: str

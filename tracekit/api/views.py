@@ -169,14 +169,17 @@ class Analysis:
     def advice(self) -> pd.DataFrame:
         """The advice, largest predicted saving first: the rule, the knob, the share of its step (`basis`),
         the step time the replay predicts saved per step, unprofiled and profiled (NaN: not predicted or
-        not computed; `bound`: an upper bound), the steps they are savings of, and the `tracekit whatif`
-        command that reproduces the prediction."""
+        not computed; `bound`: an upper bound), the least and most unprofiled saving over the profiler costs
+        measured on real captures where the trace does not fix that cost (NaN where it does), the steps they
+        are savings of, and the `tracekit whatif` command that reproduces the prediction."""
         cols = [
             "kind",
             "knob",
             "share",
             "basis",
             "saved_unprofiled_ms",
+            "saved_unprofiled_min_ms",
+            "saved_unprofiled_max_ms",
             "step_unprofiled_ms",
             "saved_profiled_ms",
             "step_profiled_ms",
@@ -197,6 +200,8 @@ class Analysis:
                     "share": a.share,
                     "basis": a.basis,
                     "saved_unprofiled_ms": saved.get("unprofiled", np.nan),
+                    "saved_unprofiled_min_ms": saved.get("unprofiled_min", np.nan),
+                    "saved_unprofiled_max_ms": saved.get("unprofiled_max", np.nan),
                     "step_unprofiled_ms": step.get("unprofiled", np.nan),
                     "saved_profiled_ms": saved.get("profiled", np.nan),
                     "step_profiled_ms": step.get("profiled", np.nan),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import statistics
-from typing import Any, Mapping
+from typing import Any, Mapping, Optional
 
 from tracekit.analysis.advice import command as advice_command
 from tracekit.analysis.model import (
@@ -757,9 +757,31 @@ def _saving_text(report: Report, a: Advice) -> str:
         ms, of = saved.get(basis), step.get(basis)
         if ms is None or not of:
             continue
-        parts.append(f"{ms:.3f} ms/step of the {basis} {of:.3f} ms ({ms / of:.1%})")
+        spread = _spread_text(saved) if basis == "unprofiled" else ""
+        parts.append(f"{ms:.3f} ms/step of the {basis} {of:.3f} ms ({ms / of:.1%}{spread})")
     bound = "at most " if a.bound else ""
     return bound + ", ".join(parts) + " (replayed)"
+
+
+# A saving's spread over the profiler's cost is said where it reaches this part of the saving and the
+# text's precision (SPREAD_MS)
+SPREAD_FRACTION = 0.1
+SPREAD_MS = 0.001
+
+
+def spread_shown(saved: Mapping[str, Optional[float]]) -> bool:
+    """Whether an unprofiled saving's spread over the profiler's cost is worth saying: the trace does not
+    fix that cost (tracekit.whatif.savings.predict_advice) and the saving moves with it."""
+    lo, hi, ms = saved.get("unprofiled_min"), saved.get("unprofiled_max"), saved.get("unprofiled")
+    return not (lo is None or hi is None or ms is None or hi - lo < max(SPREAD_MS, SPREAD_FRACTION * abs(ms)))
+
+
+def _spread_text(saved: Mapping[str, Optional[float]]) -> str:
+    """'; X to Y ms at the profiler costs ...' where spread_shown, else ''."""
+    if not spread_shown(saved):
+        return ""
+    lo, hi = saved["unprofiled_min"], saved["unprofiled_max"]
+    return f"; {lo:.3f} to {hi:.3f} ms at the profiler costs real captures show: this trace does not fix it"
 
 
 def advice_lines(report: Report) -> list[str]:
@@ -767,7 +789,15 @@ def advice_lines(report: Report) -> list[str]:
     return ["\n".join([msg] + [f"  {k}: {v}" for k, v in rows]) for msg, rows in advice_items(report)]
 
 
-__all__ = ["report_sections", "header", "other_notes", "advice_lines", "advice_items", "HOST_STATES"]
+__all__ = [
+    "report_sections",
+    "header",
+    "other_notes",
+    "advice_lines",
+    "advice_items",
+    "spread_shown",
+    "HOST_STATES",
+]
 
 
 def _cpu_only_note(report) -> str:

@@ -27,10 +27,14 @@ first host segment of each op it adds work to, with the profiler's recorded even
   exactly one kernel, the backward cast as the median backward node that launches one. Measured on the
   H100 pairs (ResNet-18, ResNet-50, profiled medians, docs/results/advice/host_paths.py): a
   convolution's forward grew by 43 and 55 µs under autocast (its cast and autocast's second dispatch;
-  the model: 37 and 59), a backward cast node took 44 and 50 µs (the model: 45 and 43). Left out, said
-  in the notes: the casts' kernels (a read of each weight and a half-size write), batch norm leaving
-  cuDNN (torch runs 16-bit batch norm in its own kernels: slower than cuDNN's on NCHW tensors on the
-  H100 pairs, the same on channels_last ones) and the memory-bound kernels that move half the bytes.
+  the model: 37 and 59), a backward cast node took 44 and 50 µs (the model: 45 and 43). On the device,
+  under bf16 batch norm leaves cuDNN for torch's own kernels (cuDNN's NCHW kernels x
+  advice.BF16_BATCHNORM_OVER_CUDNN_NCHW; NHWC ones keep their time), and torch's fp32 elementwise
+  kernels on 4-D activations (a convolutional network's, from its 16-bit convolutions) move half the
+  bytes (HALF_BYTES), where the trace has the ops' shapes. Checked against the kernels B ran on eight
+  convnet pairs (docs/results/advice/device_model.py): the device's step within 5 % on all of them.
+  Left out, said in the notes: the casts' kernels (a read of each weight and a half-size write), the
+  layout conversions' and copies' 16-bit tensors, attention kernels that change algorithm in 16 bits.
 """
 
 from __future__ import annotations

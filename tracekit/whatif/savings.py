@@ -20,6 +20,7 @@ from tracekit.flags import from_argv
 from tracekit.whatif.graph import WAIT
 from tracekit.whatif.loops import HOST_CLASS
 from tracekit.whatif.predict import IDENTITY, Replayer, slowest_ms
+from tracekit.whatif.profiler import MEASURED_RANGE_US
 from tracekit.whatif.replay import replay_many, weights
 from tracekit.whatif.scenario import ScenarioError, WhatIfOptions
 
@@ -37,6 +38,7 @@ class Savings:
     profiler_cost_us_per_event: float
     cost_source: str  # manifest | flag | default
     cost_note: str
+    cost_fitted: bool = False  # the unprofiled step fixes the cost (else a default or a bound)
 
 
 def cause_savings(rp: Replayer, unprofiled_step_ms: Optional[float] = None) -> Savings:
@@ -80,7 +82,7 @@ def cause_savings(rp: Replayer, unprofiled_step_ms: Optional[float] = None) -> S
         for key in rp.steps.keys
         if observed.get(key)
     }
-    return Savings(per_device, est.cost_us, source, est.note)
+    return Savings(per_device, est.cost_us, source, est.note, est.fitted)
 
 
 def _paced(rp: Replayer, cost_us: float) -> dict:
@@ -131,7 +133,10 @@ def with_savings(
         replace(d, savings_ms_per_step=s.per_device.get((d.rank, d.device))) for d in report.devices
     )
     info = SavingsInfo(s.profiler_cost_us_per_event, s.cost_source)
-    advice = predict_advice(rp, report.advice, s.profiler_cost_us_per_event, maybe)
+    # where no unprofiled step fixes the profiler's cost, each saving also at the ends of the costs
+    # measured on real captures: the figure's sensitivity to what this trace cannot tell
+    spread = None if s.cost_fitted else MEASURED_RANGE_US
+    advice = predict_advice(rp, report.advice, s.profiler_cost_us_per_event, maybe, spread)
     ip = report.input_pipeline
     if ip is not None and ip.unmeasured:
         advice = tuple(_noted(a, _unmeasured_note(a)) if a.saved_ms else a for a in advice)
@@ -175,15 +180,23 @@ def _reads_host(flags: Sequence[str]) -> bool:
         return False
 
 
-def predict_advice(rp: Replayer, advice: Sequence[Any], cost_us: float, maybe: Sequence[Any] = ()) -> tuple:
+def predict_advice(
+    rp: Replayer,
+    advice: Sequence[Any],
+    cost_us: float,
+    maybe: Sequence[Any] = (),
+    spread: Optional[tuple[float, float]] = None,
+) -> tuple:
     """Each advice with its what-if flags replayed: the step saved per step, profiled (the unchanged
     replay's step less the changed one's) and without the profiler (both with its cost `cost_us` removed;
     a producer-paced input pipeline paces both, tracekit.whatif.loader); then ranked by the unprofiled
     saving (advice that cannot be predicted after, by share). Each saving is a difference of two medians
     of replayed steps that are never negative, so it never exceeds the step it is a saving of. `maybe`:
     candidates (tracekit.analysis.advice.candidates), kept where the replay predicts they save at least
-    CONFIRM_MIN_SAVED of the unprofiled step, dropped otherwise (and where they cannot be predicted)."""
-    predicted = _predicted(rp, list(advice) + list(maybe), cost_us)
+    CONFIRM_MIN_SAVED of the unprofiled step, dropped otherwise (and where they cannot be predicted).
+    `spread`: two other profiler costs (µs/event); where given, `saved_ms` also holds the least and most
+    unprofiled saving over the three costs ("unprofiled_min", "unprofiled_max")."""
+    predicted = _predicted(rp, list(advice) + list(maybe), cost_us, spread)
     confirmed = [a for a in predicted[len(advice) :] if _confirmed(a)]
     kept = predicted[: len(advice)] + [_noted(a, CONFIRMED_NOTE) for a in confirmed]
     return tuple(rank_advice(kept))
@@ -201,7 +214,9 @@ def _confirmed(a: Any) -> bool:
     return saved is not None and step is not None and step > 0 and saved >= CONFIRM_MIN_SAVED * step
 
 
-def _predicted(rp: Replayer, advice: list, cost_us: float) -> list:
+def _predicted(
+    rp: Replayer, advice: list, cost_us: float, spread: Optional[tuple[float, float]] = None
+) -> list:
     """`advice` with each one's savings filled in where its flags can be replayed (predict_advice)."""
     if not any(a.whatif for a in advice):
         return advice
@@ -224,37 +239,41 @@ def _predicted(rp: Replayer, advice: list, cost_us: float) -> list:
         except ScenarioError as exc:
             out[i] = _noted(a, f"not predicted: {exc}")
     if todo:
+        others = tuple(c for c in (spread or ()) if c != cost_us)
         un_base, _ = rp.unprofiled(IDENTITY, cost_us)
         base_u = slowest_ms(un_base.dur)
+        base_o = [slowest_ms(rp.unprofiled(IDENTITY, c)[0].dur) for c in others]
         for i, scenario, f in todo:
-            profiled, unprofiled = _replayed_ms(rp, scenario, f, cost_us)
+            profiled, unprofiled, *at_others = _replayed_ms(rp, scenario, f, (cost_us, *others))
             a, saved_u = out[i], base_u - unprofiled
+            saved = {"profiled": base_p - profiled, "unprofiled": saved_u}
+            if others:
+                # (each of another unprofiled step; never above the one the advice names)
+                every = [min(b - x, base_u) for b, x in zip(base_o, at_others)] + [saved_u]
+                saved.update(unprofiled_min=min(every), unprofiled_max=max(every))
             if rp.producers and a.cause != "dataloader" and saved_u < PACED_FRACTION * (base_p - profiled):
                 a = _noted(
                     a,
                     "without the profiler the input pipeline paces the step: little is saved until it "
                     "keeps up",
                 )
-            out[i] = replace(
-                a,
-                saved_ms={"profiled": base_p - profiled, "unprofiled": saved_u},
-                step_ms={"profiled": base_p, "unprofiled": base_u},
-            )
+            out[i] = replace(a, saved_ms=saved, step_ms={"profiled": base_p, "unprofiled": base_u})
     return out
 
 
-def _replayed_ms(rp: Replayer, scenario: WhatIfOptions, f: Any, cost_us: float) -> tuple[float, float]:
-    """(profiled, unprofiled) step under a scenario: one pass for both where no producer paces the
-    unprofiled steps (they differ only in the profiler's cost)."""
+def _replayed_ms(rp: Replayer, scenario: WhatIfOptions, f: Any, costs: tuple[float, ...]) -> list[float]:
+    """[profiled, unprofiled at each of `costs`] step under a scenario: one pass for all where no producer
+    paces the unprofiled steps (they differ only in the profiler's cost)."""
     if rp.producers:
-        un, _ = rp.unprofiled(scenario, cost_us, f)
-        return rp.step_ms(scenario, 0.0, f), slowest_ms(un.dur)
-    ws = [weights(rp.graph, scenario, c * 1000.0, f) for c in (0.0, cost_us)]
+        return [rp.step_ms(scenario, 0.0, f)] + [
+            slowest_ms(rp.unprofiled(scenario, c, f)[0].dur) for c in costs
+        ]
+    ws = [weights(rp.graph, scenario, c * 1000.0, f) for c in (0.0, *costs)]
     out = []
     for rep in replay_many(rp.graph, ws):
         out.append(slowest_ms(rp.steps.times(rep).dur))
         del rep
-    return out[0], out[1]
+    return out
 
 
 def _noted(a: Any, note: str) -> Any:

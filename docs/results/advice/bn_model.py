@@ -22,6 +22,9 @@ from tracekit.analysis.advice import CUDNN_BATCHNORM_RE, NCHW_BATCHNORM_RE, TORC
 from tracekit.whatif.knobs import _names_match, _nhwc_batch_norm
 from tracekit.whatif.predict import Replayer
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from device_model import in_steps  # noqa: E402
+
 HERE = Path(__file__).resolve().parent
 PAIRS = (
     ("r18", "r18_cl"),
@@ -38,10 +41,11 @@ CHANNELS_LAST_BATCHNORM_RE = rf"{CUDNN_BATCHNORM_RE}|batch_norm_\w*channels_last
 
 
 def per_step_ms(rp: Replayer, mask: np.ndarray, factor: np.ndarray) -> float:
-    """The device time of the activities `mask` selects, each x its factor, per profiled step (ms)."""
+    """The device time of the activities `mask` selects, each x its factor, per profiled step (ms): those
+    launched in the steps (device_model.in_steps)."""
     dev = rp.graph.device
     dur = (dev["end"] - dev["ts"]).to_numpy(np.float64)
-    return float((dur * factor)[mask].sum()) / 1e6 / max(len(rp.graph.steps), 1)
+    return float((dur * factor)[mask & in_steps(rp)].sum()) / 1e6 / max(len(rp.graph.steps), 1)
 
 
 def row(data: Path, a: str, b: str) -> str:

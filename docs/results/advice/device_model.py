@@ -2,7 +2,11 @@
 (docs/results/advice.md): per pair, A's kernels per profiled step by class, as the trace holds them and
 as the knob's factors make them (tracekit.whatif.knobs: layout_factors, autocast_factors), beside B's.
 
-    .venv/bin/python docs/results/advice/device_model.py [DATA_DIR ...]   # default: data/ (run folders)
+    .venv/bin/python docs/results/advice/device_model.py [--summary] [--plain] [DATA_DIR ...]
+
+--summary: one row per pair (the device's step); --plain: the autocast model without its batch-norm and
+elementwise terms (GEMMs and convolutions at the peaks' ratio alone, as it was before them). DATA_DIR
+defaults to data/.
 
 A kernel counts in a step when its launch lies in the profiled steps' host windows (the device work a
 capture begins with, launched in the warm-up step, is not a step's). Classes are explain.py's. Needs
@@ -18,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 import tracekit as tk
+from tracekit.whatif import knobs
 from tracekit.whatif.knobs import autocast_factors, layout_factors
 from tracekit.whatif.predict import Replayer
 
@@ -67,13 +72,17 @@ def by_class(rp: Replayer, factor: np.ndarray) -> dict[str, float]:
     return out
 
 
-def table(data: Path, a: str, b: str, knob: str) -> str:
+def compared(data: Path, a: str, b: str, knob: str) -> tuple[dict, dict, dict]:
+    """(A's classes, the model's B, B's) in ms per profiled step."""
     ra = Replayer.of(tk.load(data / "runs" / a))
     rb = Replayer.of(tk.load(data / "runs" / b))
     g, host = ra.graph, ra.frames.host
     f = (autocast_factors(g, host, "bf16") if knob == "autocast" else layout_factors(g, host)).act
-    was, model = by_class(ra, np.ones(len(f))), by_class(ra, f)
-    got = by_class(rb, np.ones(len(rb.graph.device)))
+    return by_class(ra, np.ones(len(f))), by_class(ra, f), by_class(rb, np.ones(len(rb.graph.device)))
+
+
+def table(data: Path, a: str, b: str, knob: str) -> str:
+    was, model, got = compared(data, a, b, knob)
     rows = [
         f"**{data.name}: {a} → {b}** ({knob}), ms per profiled step",
         "",
@@ -86,14 +95,36 @@ def table(data: Path, a: str, b: str, knob: str) -> str:
     return "\n".join(rows)
 
 
+def summary_row(data: Path, a: str, b: str, knob: str) -> str:
+    was, model, got = compared(data, a, b, knob)
+    t = "device total"
+    err = model[t] - got[t]
+    return (
+        f"| {data.name}: {a} → {b} | {knob} | {was[t]:.3f} | {model[t]:.3f} | {got[t]:.3f} | {err:+.3f} "
+        f"({err / got[t]:+.1%}) |"
+    )
+
+
 def main(argv: list[str]) -> int:
-    datas = [Path(x) for x in argv] or [HERE / "data"]
+    summary = "--summary" in argv
+    if "--plain" in argv:
+        knobs.BF16_BATCHNORM_OVER_CUDNN_NCHW = 1.0
+        knobs.HALF_BYTES = 1.0
+    datas = [Path(x) for x in argv if not x.startswith("--")] or [HERE / "data"]
     out = []
     for data in datas:
         for a, b, knob in PAIRS:
             if (data / "runs" / a).is_dir() and (data / "runs" / b).is_dir():
-                out.append(table(data, a, b, knob))
-    print("\n\n".join(out))
+                out.append(summary_row(data, a, b, knob) if summary else table(data, a, b, knob))
+    if summary:
+        head = (
+            "| capture: A → B | knob | A's device, ms/step | the model's B | B measured | model − measured |"
+            "\n"
+            "|---|---|---|---|---|---|"
+        )
+        print(head + "\n" + "\n".join(out))
+    else:
+        print("\n\n".join(out))
     return 0
 
 

@@ -112,12 +112,28 @@ def calibration(folder: Path) -> Optional[dict[str, float]]:
 
 
 def per_step(name: str) -> dict[str, float]:
-    """Device ms per step by class, and the host's framework ops and launches per step."""
+    """Device ms per step by class, and the host's framework ops and launches per step. A device activity
+    counts where its launch lies in the profiled steps' host windows: the work a capture begins with,
+    launched in its warm-up step, is no step's (a device-bound capture runs a step's worth of it)."""
     x = events(name)
-    steps = sum(1 for e in x if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#"))
+    windows = [
+        (e["ts"], e["ts"] + e["dur"])
+        for e in x
+        if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")
+    ]
+    steps = len(windows)
+    first, last = min(w[0] for w in windows), max(w[1] for w in windows)
+    launched = {
+        e["args"].get("correlation"): e["ts"]
+        for e in x
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
+    }
     out: Counter = Counter()
     for e in x:
         if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
+            at = launched.get(e.get("args", {}).get("correlation"))
+            if at is None or not first <= at <= last:
+                continue
             cls = next(c for c, rx in CLASSES if re.search(rx, e["name"]))
             out[cls] += e["dur"] / 1e3
         elif e.get("cat") == "cpu_op":

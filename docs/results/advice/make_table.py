@@ -36,7 +36,9 @@ from typing import Any, Optional
 
 import tracekit as tk
 from tracekit.analysis.advice import advise, command
+from tracekit.render.sections import spread_shown
 from tracekit.whatif.predict import Replayer
+from tracekit.whatif.profiler import MEASURED_RANGE_US
 from tracekit.whatif.savings import predict_advice
 
 HERE = Path(__file__).resolve().parent
@@ -127,7 +129,9 @@ def prediction(
         a = replace(a, whatif=flags or both, saved_ms=None, step_ms=None, prediction_note=notes or None)
         strict = all(any(f.kind == r for f in report.advice) for r in rules or (rule,))
         rp = Replayer.of(tk.load(capture), keep_frames=False, keep_host=True)
-        (a,) = predict_advice(rp, [a], report.savings.profiler_cost_us_per_event if report.savings else 0.0)
+        spread = None if rp.cost(None)[2].fitted else MEASURED_RANGE_US  # as with_savings does
+        cost = report.savings.profiler_cost_us_per_event if report.savings else 0.0
+        (a,) = predict_advice(rp, [a], cost, spread=spread)
     return {
         "fired": strict,
         "evidence": a.evidence,
@@ -208,6 +212,10 @@ def table(data: Path, cache: Path) -> list[dict[str, Any]]:
         ratio = (row["A_ms"] - saved) / row["A_ms"]
         row["predicted_ratio"] = ratio
         row["within_iqr"] = m["ratio"]["q1"] <= ratio <= m["ratio"]["q3"]
+        sv = pred.get("saved_ms") or {}
+        if spread_shown(sv):  # the trace does not fix the profiler's cost, and the saving moves with it
+            lo, hi = sv["unprofiled_min"], sv["unprofiled_max"]
+            row["within_range"] = lo - TARGET_MS <= m["saved_ms"] <= hi + TARGET_MS
         together = " + ".join(combined(name)) + " together" if combined(name) else ""
         row["status"] = ("predicted" if pred["fired"] else "predicted (rule under its threshold)") + (
             f", {together}" if together else ""
@@ -223,7 +231,8 @@ def _fmt(x: Optional[float]) -> str:
 def markdown(rows: list[dict[str, Any]]) -> str:
     head = (
         "| pair | A → B | rule | A ms | measured saved ms (B/A, quartiles) | predicted saved ms, unprofiled "
-        "(B/A) | profiled | error ms | within 30 % or 1 ms | B/A within the quartiles | status |\n"
+        "(B/A) [at the profiler cost's measured range, where the trace does not fix it] "
+        "| profiled | error ms | within 30 % or 1 ms | B/A within the quartiles | status |\n"
         "|---|---|---|---|---|---|---|---|---|---|---|\n"
     )
     out = []
@@ -237,6 +246,9 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         un = _fmt(sv.get("unprofiled")) + (" (bound)" if pred.get("bound") else "")
         if "predicted_ratio" in r:
             un += f" ({r['predicted_ratio']:.3f})"
+        if spread_shown(sv):
+            inside = {True: "", False: ", **measured outside**"}.get(r.get("within_range"), "")
+            un += f" [{sv['unprofiled_min']:.1f} to {sv['unprofiled_max']:.1f}{inside}]"
         prof = _fmt(sv.get("profiled")) + (f" of {st['profiled']:.3f}" if st.get("profiled") else "")
         yes = {True: "yes", False: "**no**"}
         out.append(
