@@ -401,9 +401,9 @@ def layout_rule(ev: Evidence) -> list[Advice]:
         note += (
             "; channels_last also moves batch norm from its NCHW kernels to channels_last ones: the replay "
             "times them from the ops' input shapes (record_shapes=True: 3 passes forward, 5 backward at the "
-            "trace's elementwise bandwidth; cuDNN's from -12 to +30 % on the H100 pairs of "
-            "docs/results/advice.md, torch's own, for 16-bit inputs, up to 2.3x slower than that on small "
-            "batches: there the saving is at most the figure); a trace without shapes keeps their NCHW "
+            "trace's elementwise bandwidth; cuDNN's took 8-30 % longer on the H100 pairs of "
+            "docs/results/advice.md, torch's own, for 16-bit inputs, 1.8-2.4x: there the saving is at most "
+            "the figure); a trace without shapes keeps their NCHW "
             "time, and on a step the device paces the saving is then likely larger"
         )
     if dw_n:

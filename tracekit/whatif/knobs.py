@@ -166,8 +166,7 @@ ELEMENTWISE_MIN_ELEMENTS = 1 << 20
 ELEMENTWISE_MIN = 5
 ELEMENTWISE_RE = re.compile(r"elementwise_kernel")
 # the batch-norm ops whose NCHW kernels the model times, and their passes (cuDNN's, and torch's own, which
-# runs 16-bit inputs; its channels_last kernels took 1.4x and 2.3x the model's time at batch 64 and 32 on
-# the H100 pairs, within 9 % at batch 128)
+# runs 16-bit inputs; its channels_last kernels took 1.8-2.4x the model's time on the H100 pairs)
 BN_PASSES = {
     "aten::cudnn_batch_norm": BN_FORWARD_PASSES,
     "aten::cudnn_batch_norm_backward": BN_BACKWARD_PASSES,
@@ -218,11 +217,11 @@ def _nhwc_batch_norm(g, host) -> tuple[np.ndarray, str]:
     each op's NCHW kernels take, together, BN_FORWARD_PASSES (backward: BN_BACKWARD_PASSES) passes over
     its input tensor at the bandwidth the trace's own large elementwise kernels reach, where the op's
     input shapes are in the trace (record_shapes=True); else they keep their time, and the note says so.
-    Checked on the H100 traces of docs/results/advice (docs/results/advice/bn_model.py): cuDNN's NHWC
-    kernels, 1.91 ms per step predicted against 1.89 and 1.77 measured on ResNet-18 (two runs), 3.49
-    against 3.97 and 3.96 on ResNet-50 (21.15 against 19.47, −8 %, at batch 128); torch's own
-    channels_last kernels (bf16) took 1.4x and 2.3x the model's time at batch 64 and 32 (1.22 against
-    1.75, 1.72 against 3.97) and 0.92x at batch 128: for them the saving is at most this, said."""
+    Checked on the H100 traces of docs/results/advice (docs/results/advice/bn_model.py, per profiled
+    step): cuDNN's NHWC kernels took 8.5-15 % longer than the model on ResNet-18, ResNet-50 (batch 32 and
+    128), EfficientNet-B0 and DenseNet-121 (1.50 ms predicted against 1.77 on ResNet-18), 30 % on
+    MobileNetV2; torch's own channels_last kernels (bf16) 1.8-2.4x the model's time (0.73 against 1.75
+    on ResNet-18): for them the saving is at most this, said."""
     f = np.ones(len(g.device), np.float64)
     names = g.device["name"].astype(str)
     bn = _names_match(names, re.compile(f"{NCHW_BATCHNORM_RE}|{TORCH_NCHW_BATCHNORM_RE}"))
@@ -268,8 +267,8 @@ def _nhwc_batch_norm(g, host) -> tuple[np.ndarray, str]:
         f"{after / 1e6:.3f} ms: {BN_FORWARD_PASSES} passes forward and {BN_BACKWARD_PASSES} backward over "
         f"each input at the {gbps:.0f} GB/s the trace's {n_ew} large elementwise kernels reach"
         + (
-            " (torch's own batch norm, which 16-bit inputs run: its channels_last kernels took up to 2.3x "
-            "this model's time on the H100 pairs, on small batches, so its saving here is at most this)"
+            " (torch's own batch norm, which 16-bit inputs run: its channels_last kernels took 1.8-2.4x "
+            "this model's time on the H100 pairs, so its saving here is at most this)"
             if torch_bn
             else ""
         )

@@ -35,6 +35,8 @@ PAIRS = (
     ("r50big_bf16", "r50big_cl_bf16"),
     ("effnet", "effnet_cl"),
     ("effnet_bf16", "effnet_cl_bf16"),
+    ("dense", "dense_cl"),
+    ("mnv2", "mnv2_cl"),
 )
 # the batch norm of B: cuDNN's NHWC kernels (fp32), torch's channels_last ones (bf16)
 CHANNELS_LAST_BATCHNORM_RE = rf"{CUDNN_BATCHNORM_RE}|batch_norm_\w*channels_last_kernel"
