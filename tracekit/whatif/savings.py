@@ -240,9 +240,8 @@ def _predicted(
             out[i] = _noted(a, f"not predicted: {exc}")
     if todo:
         others = tuple(c for c in (spread or ()) if c != cost_us)
-        un_base, _ = rp.unprofiled(IDENTITY, cost_us)
-        base_u = slowest_ms(un_base.dur)
-        base_o = [slowest_ms(rp.unprofiled(IDENTITY, c)[0].dur) for c in others]
+        # the unchanged unprofiled step at each cost (one pass for all where no producer paces it)
+        _, base_u, *base_o = _replayed_ms(rp, IDENTITY, rp.check(IDENTITY), (cost_us, *others))
         for i, scenario, f in todo:
             profiled, unprofiled, *at_others = _replayed_ms(rp, scenario, f, (cost_us, *others))
             a, saved_u = out[i], base_u - unprofiled
