@@ -196,7 +196,29 @@ def test_autocast_bf16_batch_norm_leaves_cudnn_and_4d_elementwise_kernels_move_h
     assert predicted_us(w) == pytest.approx(58.0)
     (note,) = [n for n in w.result.notes if n.startswith("autocast bf16")]
     assert "1 cuDNN NCHW batch-norm kernels x 1.3" in note
-    assert "5 fp32 elementwise kernels on 4-D activations (0.020 ms) at half the bytes, 0.010 ms" in note
+    assert "5 fp32 elementwise kernels and 0 device-to-device copies on 4-D activations (0.020 ms)" in note
+
+
+def test_autocast_halves_an_in_place_activations_fp32_copy_only(tmp_path):
+    # GIVEN a device-bound step: an in-place SiLU on 16x64x32x32 floats copies them (4 MiB, 4 µs), another
+    #       op copies the same shape in 2 MiB (already 16-bit), each its own Memcpy DtoD
+    t = TraceBuilder(device_properties=H100)
+    t.step(1, 0, 10)
+    n = [16, 64, 32, 32]
+    at = 20.0
+    for i, nbytes in enumerate((4 << 20, 2 << 20)):
+        ev = t.op("aten::silu_", 2 * i, 1.5)
+        ev["args"]["Input Dims"] = [n]
+        t.launch(2 * i + 0.2, 1, corr=200 + i)
+        t.kernel(
+            "Memcpy DtoD (Device -> Device)", at, 4, corr=200 + i, cat="gpu_memcpy", extra={"bytes": nbytes}
+        )
+        at += 4
+    w = tk.whatif(t.write(tmp_path / "t.json"), autocast="bf16")
+    # THEN the fp32 copy takes 2 µs, the other keeps its 4: the step ends at 20 + 2 + 4
+    assert predicted_us(w) == pytest.approx(26.0)
+    (note,) = [n for n in w.result.notes if n.startswith("autocast bf16")]
+    assert "0 fp32 elementwise kernels and 1 device-to-device copies on 4-D activations" in note
 
 
 def test_autocast_fp16_keeps_cudnns_batch_norm(tmp_path):
@@ -215,7 +237,7 @@ def test_autocast_leaves_the_optimizers_and_accumulations_fp32_kernels_alone(tmp
     # THEN those two keep their 4 µs: 58 + 2 x 2
     assert predicted_us(w) == pytest.approx(62.0)
     (note,) = [n for n in w.result.notes if n.startswith("autocast bf16")]
-    assert "3 fp32 elementwise kernels on 4-D activations" in note
+    assert "3 fp32 elementwise kernels and 0 device-to-device copies on 4-D activations" in note
 
 
 def test_autocast_without_shapes_keeps_the_elementwise_kernels(tmp_path):

@@ -30,9 +30,10 @@ first host segment of each op it adds work to, with the profiler's recorded even
   the model: 37 and 59), a backward cast node took 44 and 50 µs (the model: 45 and 43). On the device,
   under bf16 batch norm leaves cuDNN for torch's own kernels (cuDNN's NCHW kernels x
   advice.BF16_BATCHNORM_OVER_CUDNN_NCHW; NHWC ones keep their time), and torch's fp32 elementwise
-  kernels on 4-D activations (a convolutional network's, from its 16-bit convolutions) move half the
-  bytes (HALF_BYTES), where the trace has the ops' shapes. Checked against the kernels B ran on eight
-  convnet pairs (docs/results/advice/device_model.py): the device's step within 5 % on all of them.
+  kernels and device-to-device copies on 4-D activations (a convolutional network's, from its 16-bit
+  convolutions) move half the bytes (HALF_BYTES), where the trace has the ops' shapes. Checked against
+  the kernels B ran on 18 convnet pairs of six models (docs/results/advice/device_model.py --summary):
+  the device's step within −8.0 to +10.2 %, where the peaks' ratio alone gave −10.6 to +29.3 %.
   Left out, said in the notes: the casts' kernels (a read of each weight and a half-size write), the
   layout conversions' and copies' 16-bit tensors, attention kernels that change algorithm in 16 bits.
 """
@@ -78,11 +79,13 @@ AUTOCAST_DTYPES = ("bf16", "fp16")
 CAST_EVENTS = 5
 # ... and the activations of a convolutional network (4-D, from the 16-bit convolutions and batch norm)
 # are 16-bit: torch's elementwise kernels on them move half the bytes (ResNet-50: the adds, ReLUs and
-# clamps took 0.49-0.50x their fp32 time). Transformers' 3-D activations keep fp32 wherever an fp32-
-# autocast op (layer_norm, softmax) or an fp32 residual feeds them (GPT-2's elementwise kernels: the same
-# time): kept.
+# clamps took 0.49-0.50x their fp32 time), and so do the copies in-place activations make of them
+# (EfficientNet-B0's SiLU, MobileNetV2's ReLU6: 0.49x). Transformers' 3-D activations keep fp32
+# wherever an fp32-autocast op (layer_norm, softmax) or an fp32 residual feeds them (GPT-2's elementwise
+# kernels: the same time): kept.
 HALF_BYTES = 0.5
 OPTIMIZER_RE = re.compile(r"^Optimizer\.")
+DTOD_RE = re.compile(r"^Memcpy DtoD")
 ACCUMULATE_RE = re.compile(r"AccumulateGrad")
 
 
@@ -542,11 +545,15 @@ def _autocast_batch_norm(act: np.ndarray, names, dtype: str) -> str:
 
 
 def _autocast_elementwise(act: np.ndarray, g, host, ops: _Ops, op_of: np.ndarray) -> str:
-    """torch's fp32 elementwise kernels on 4-D activations (an op's first input 4-D, at least
-    ELEMENTWISE_MIN_ELEMENTS elements; not in an optimizer's step or a gradient's accumulation, which
-    move fp32 parameters) x HALF_BYTES; what the note says ("" where none)."""
+    """torch's fp32 elementwise kernels and device-to-device copies (an in-place activation's copy, as
+    EfficientNet-B0's SiLU and MobileNetV2's ReLU6 make them) on 4-D activations (an op's first input
+    4-D, at least ELEMENTWISE_MIN_ELEMENTS elements, a copy of 4 bytes each; not in an optimizer's step
+    or a gradient's accumulation, which move fp32 parameters) x HALF_BYTES; what the note says ("" where
+    none)."""
     names = g.device["name"]
-    cand = _names_match(names, ELEMENTWISE_RE) & (_per_name(names, _element_bytes) == 4) & (op_of >= 0)
+    ew = _names_match(names, ELEMENTWISE_RE) & (_per_name(names, _element_bytes) == 4)
+    copy = _names_match(names, DTOD_RE)
+    cand = (ew | copy) & (op_of >= 0)
     if not cand.any():
         return ""
     if "input_dims" not in host:
@@ -568,10 +575,14 @@ def _autocast_elementwise(act: np.ndarray, g, host, ops: _Ops, op_of: np.ndarray
     before = after = 0.0
     n = 0
     dur = (g.device["end"] - g.device["ts"]).to_numpy(np.float64)
+    nbytes = g.device["bytes"].to_numpy(np.float64) if "bytes" in g.device else np.full(len(g.device), np.nan)
+    n_copies = 0
     for k in np.flatnonzero(cand).tolist():
         op = int(op_of[k])
         sh = _shapes(dims[op])
         if not sh or len(sh[0]) != 4 or _numel(sh[0]) < ELEMENTWISE_MIN_ELEMENTS:
+            continue
+        if copy[k] and nbytes[k] != 4 * _numel(sh[0]):  # a copy of the activation, in fp32
             continue
         i = index[op]
         top = hname[int(ops.top[i])] if i >= 0 else None
@@ -583,11 +594,12 @@ def _autocast_elementwise(act: np.ndarray, g, host, ops: _Ops, op_of: np.ndarray
         before += dur[k]
         after += dur[k] * HALF_BYTES
         n += 1
+        n_copies += int(copy[k])
     if not n:
         return ""
     return (
-        f"{n} fp32 elementwise kernels on 4-D activations ({before / 1e6:.3f} ms) at half the bytes, "
-        f"{after / 1e6:.3f} ms"
+        f"{n - n_copies} fp32 elementwise kernels and {n_copies} device-to-device copies on 4-D activations "
+        f"({before / 1e6:.3f} ms) at half the bytes, {after / 1e6:.3f} ms"
     )
 
 

@@ -37,6 +37,8 @@ PAIRS = (
     ("effnet_bf16", "effnet_cl_bf16"),
     ("dense", "dense_cl"),
     ("mnv2", "mnv2_cl"),
+    ("cnx", "cnx_cl"),
+    ("rnx", "rnx_cl"),
 )
 # the batch norm of B: cuDNN's NHWC kernels (fp32), torch's channels_last ones (bf16)
 CHANNELS_LAST_BATCHNORM_RE = rf"{CUDNN_BATCHNORM_RE}|batch_norm_\w*channels_last_kernel"

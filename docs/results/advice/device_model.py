@@ -42,6 +42,8 @@ PAIRS = (
     ("effnet_cl", "effnet_cl_bf16", "autocast"),
     ("dense", "dense_bf16", "autocast"),
     ("mnv2", "mnv2_bf16", "autocast"),
+    ("cnx", "cnx_bf16", "autocast"),
+    ("rnx", "rnx_bf16", "autocast"),
     ("vit", "vit_bf16", "autocast"),
     ("gpt2", "gpt2_bf16", "autocast"),
     ("r18", "r18_cl", "channels_last"),
@@ -50,6 +52,8 @@ PAIRS = (
     ("effnet", "effnet_cl", "channels_last"),
     ("dense", "dense_cl", "channels_last"),
     ("mnv2", "mnv2_cl", "channels_last"),
+    ("cnx", "cnx_cl", "channels_last"),
+    ("rnx", "rnx_cl", "channels_last"),
 )
 
 

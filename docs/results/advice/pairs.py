@@ -506,6 +506,14 @@ CONFIGS = (
     Config("mnv2", "tvnets", "torchvision MobileNetV2 fp32 (held out), batch 64", _tv("mobilenet_v2")),
     Config("mnv2_bf16", "tvnets", "... under autocast bf16", _tv("mobilenet_v2", precision="bf16")),
     Config("mnv2_cl", "tvnets", "... model and batch channels_last", _tv("mobilenet_v2", layout="cl")),
+    Config("cnx", "tvnets2", "torchvision ConvNeXt-T fp32 (held out), batch 64", _tv("convnext_tiny")),
+    Config("cnx_bf16", "tvnets2", "... under autocast bf16", _tv("convnext_tiny", precision="bf16")),
+    Config("cnx_cl", "tvnets2", "... model and batch channels_last", _tv("convnext_tiny", layout="cl")),
+    Config(
+        "rnx", "tvnets2", "torchvision ResNeXt-50 32x4d fp32 (held out), batch 64", _tv("resnext50_32x4d")
+    ),
+    Config("rnx_bf16", "tvnets2", "... under autocast bf16", _tv("resnext50_32x4d", precision="bf16")),
+    Config("rnx_cl", "tvnets2", "... model and batch channels_last", _tv("resnext50_32x4d", layout="cl")),
     Config("effnet", "effnet", "timm EfficientNet-B0 fp32 (held out), batch 128 on the device", _effnet()),
     Config("effnet_bf16", "effnet", "... under autocast bf16", _effnet(precision="bf16")),
     Config("effnet_cl", "effnet", "... model and batch channels_last", _effnet(layout="cl")),
@@ -590,7 +598,7 @@ CONFIGS = (
 # The loader's rounds are an epoch each and vary by ±12 % (B/A quartiles of the first H100 run's six):
 # 16 of them put the median's noise near the 1 ms the advice target allows on a 90 ms step.
 LOADER_ROUNDS = 16
-GROUPS = ("resnet", "r50", "r50big", "effnet", "tvnets", "xfmr", "sync", "host", "loader")
+GROUPS = ("resnet", "r50", "r50big", "effnet", "tvnets", "tvnets2", "xfmr", "sync", "host", "loader")
 
 # (pair, A, B, the advice rule it checks, the knob). The rule ids are tracekit.analysis.advice's.
 PAIRS = (
@@ -628,6 +636,10 @@ PAIRS = (
     ("layout_dense", "dense", "dense_cl", "layout", "channels_last"),
     ("precision_mnv2", "mnv2", "mnv2_bf16", "precision", "autocast(bfloat16)"),
     ("layout_mnv2", "mnv2", "mnv2_cl", "layout", "channels_last"),
+    ("precision_cnx", "cnx", "cnx_bf16", "precision", "autocast(bfloat16)"),
+    ("layout_cnx", "cnx", "cnx_cl", "layout", "channels_last"),
+    ("precision_rnx", "rnx", "rnx_bf16", "precision", "autocast(bfloat16)"),
+    ("layout_rnx", "rnx", "rnx_cl", "layout", "channels_last"),
     ("precision_vit", "vit", "vit_bf16", "precision", "autocast(bfloat16)"),
     ("precision_gpt2", "gpt2", "gpt2_bf16", "precision", "autocast(bfloat16)"),
     ("item_gpu", "r18dev_item", "r18dev", "sync_drain", "remove the per-step loss.item()"),
