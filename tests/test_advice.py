@@ -20,6 +20,7 @@ import tracekit as tk
 from tests.clirun import run_main
 from tests.tracebuilder import TraceBuilder
 from tracekit.analysis.advice import (
+    AUTOCAST_FP32_RE,
     FP32_RE,
     LAYOUT_RE,
     PAGEABLE_RE,
@@ -88,6 +89,24 @@ def device_bound(t: TraceBuilder, kernels: list[tuple[str, float]], start: float
 )
 def test_precision_classes(name, fp32, tf32):
     assert bool(re.search(FP32_RE, name)) is fp32 and bool(re.search(TF32_RE, name)) is tf32
+
+
+@pytest.mark.parametrize(
+    ("name", "direct"),
+    [
+        # the H100 traces' names (ConvNeXt-T's depthwise, ResNeXt-50's grouped convolutions)
+        ("void cudnn::cnn::wgrad2d_grouped_direct_kernel<false, true, int, float, float, float>(...)", True),
+        (
+            "void cudnn::cnn::dgrad2d_grouped_direct_kernel<float, int, float, float, false, true, 4>(...)",
+            True,
+        ),
+        ("void cudnn::cnn::conv2d_grouped_direct_kernel<__nv_bfloat16, float, __nv_bfloat16>(...)", False),
+        ("wgrad2d_c1_k1_nhwc", False),
+    ],
+)
+def test_cudnns_fp32_direct_convolutions_are_fp32_math_for_autocast_not_for_tf32(name, direct):
+    assert bool(re.search(AUTOCAST_FP32_RE, name)) is direct
+    assert not re.search(FP32_RE, name) and not re.search(TF32_RE, name)
 
 
 def test_pageable_and_layout_names():

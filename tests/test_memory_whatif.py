@@ -12,7 +12,7 @@ from tests.clirun import run_main
 from tests.test_memory import ENGINE, training_step
 from tests.tracebuilder import TraceBuilder
 from tracekit import api
-from tracekit.analysis.advice import BF16_OVER_FP32, BF16_OVER_TF32, FP32_RE, TF32_RE
+from tracekit.analysis.advice import AUTOCAST_FP32_RE, BF16_OVER_FP32, BF16_OVER_TF32, TF32_RE
 from tracekit.errors import TracekitError
 from tracekit.parse.parser import parse_paths
 from tracekit.whatif import memory as wm
@@ -289,7 +289,7 @@ def test_the_replays_flags_under_each_change():
     # mixed precision on a GPU: the fp32 GEMMs at the bf16/fp32 peaks' ratio, no TF32 class where no
     # kernel is one (the replay refuses a pattern that matches nothing)
     patterns, sets, _ = wm.time_flags(wm.MemoryOptions(amp="bf16"), [fp32, "elementwise_kernel"])
-    assert patterns == {".*": 1, FP32_RE: BF16_OVER_FP32} and sets == {}
+    assert patterns == {".*": 1, AUTOCAST_FP32_RE: BF16_OVER_FP32} and sets == {}
     patterns, _, _ = wm.time_flags(wm.MemoryOptions(amp="bf16"), [tf32])
     assert patterns == {".*": 1, TF32_RE: BF16_OVER_TF32}
     # on a CPU-only capture the framework ops at AMP_TIME

@@ -77,6 +77,13 @@ _MATH = r"gemm|conv|fprop|grad"
 TF32_RE = rf"^(?!.*({_LOW}))(?=.*({_MATH})).*(tf32|s1688)"
 # fp32 math on the CUDA cores (FFMA: sgemm, SIMT, xmma f32 kernels without tf32)
 FP32_RE = rf"^(?!.*({_LOW}|tf32|s1688))(?=.*({_MATH})).*(sgemm|simt|ffma|f32f32|fp32)"
+# cuDNN's direct grouped (depthwise) convolutions in fp32 (conv2d_ / dgrad2d_ / wgrad2d_grouped_direct_kernel
+# on floats): math on the CUDA cores that bf16 hands to tensor-core kernels (ConvNeXt-T's depthwise wgrad
+# 15.5 -> 0.9 ms per step under autocast on an H100, 17x; the fp32 peaks' ratio is 14.8x), and TF32 leaves
+# (cuDNN's TF32 is on by default, and they ran): fp32 math for the precision rule, not for the TF32 one.
+FP32_DIRECT_RE = r"^(?!.*(half|bfloat16|__nv_bfloat16|__half)).*grouped_direct_kernel"
+# what autocast to 16 bits scales by BF16_OVER_FP32
+AUTOCAST_FP32_RE = rf"{FP32_RE}|{FP32_DIRECT_RE}"
 
 # Time of the same math in bf16 over its time in TF32 / fp32: the dense tensor-core peaks' ratio (H100 and
 # H200 SXM datasheet: bf16 989.4, TF32 494.7, FP32 66.9 TFLOPS; A100: 312, 156, 19.5): the bound for
@@ -455,7 +462,7 @@ def precision_rules(ev: Evidence) -> list[Advice]:
     if not report.devices or _bf16_device(report) is False:
         return []
     tf_ms, _, tf_n, _ = ev.kernel_ms(TF32_RE)
-    fp_ms, _, fp_n, _ = ev.kernel_ms(FP32_RE)
+    fp_ms, _, fp_n, _ = ev.kernel_ms(AUTOCAST_FP32_RE)  # with cuDNN's fp32 direct convolutions
     out = []
     share = ev.share(tf_ms + fp_ms)
     if tf_n + fp_n and ev.fires(share, PRECISION_MIN_FRACTION):
@@ -498,6 +505,7 @@ def precision_rules(ev: Evidence) -> list[Advice]:
                 prediction_note=note,
             )
         )
+    fp_ms, _, fp_n, _ = ev.kernel_ms(FP32_RE)  # what TF32 changes: not the direct convolutions
     fshare = ev.share(fp_ms)
     if fp_n and ev.fires(fshare, PRECISION_MIN_FRACTION):
         out.append(

@@ -50,10 +50,10 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analysis.advice import (
+    AUTOCAST_FP32_RE,
     BF16_BATCHNORM_OVER_CUDNN_NCHW,
     BF16_OVER_FP32,
     BF16_OVER_TF32,
-    FP32_RE,
     LAYOUT_RE,
     NCHW_BATCHNORM_RE,
     TF32_RE,
@@ -459,7 +459,7 @@ def autocast_factors(g, host, dtype: str) -> KnobFactors:
     act = np.ones(len(g.device), np.float64)
     names = g.device["name"].astype(str)
     tf32 = _names_match(names, re.compile(TF32_RE))
-    fp32 = _names_match(names, re.compile(FP32_RE))
+    fp32 = _names_match(names, re.compile(AUTOCAST_FP32_RE))  # with cuDNN's fp32 direct convolutions
     act[tf32] *= BF16_OVER_TF32
     act[fp32] *= BF16_OVER_FP32
     ops = _ops(g, host, AUTOCAST_OPS_RE)

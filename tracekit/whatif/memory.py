@@ -48,7 +48,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analysis import intervals as iv
-from tracekit.analysis.advice import BF16_OVER_FP32, BF16_OVER_TF32, FP32_RE, TF32_RE
+from tracekit.analysis.advice import AUTOCAST_FP32_RE, BF16_OVER_FP32, BF16_OVER_TF32, TF32_RE
 from tracekit.analysis.memory import (
     ACT,
     BACKWARD,
@@ -701,7 +701,7 @@ def time_flags(
     # a batch of F × the samples is also F × the input pipeline's work (each sample loaded)
     sets = {"dataloader": scale} if scale != 1 else {}
     if scenario.amp and kernels is not None:
-        for pattern, ratio in ((FP32_RE, BF16_OVER_FP32), (TF32_RE, BF16_OVER_TF32)):
+        for pattern, ratio in ((AUTOCAST_FP32_RE, BF16_OVER_FP32), (TF32_RE, BF16_OVER_TF32)):
             rx = re.compile(pattern)
             if any(rx.search(str(n)) for n in kernels):
                 patterns[pattern] = ratio
