@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 
@@ -52,7 +53,7 @@ def per_step_ms(rp: Replayer, mask: np.ndarray, factor: np.ndarray) -> float:
     return float((dur * factor)[mask & in_steps(rp)].sum()) / 1e6 / max(len(rp.graph.steps), 1)
 
 
-def row(data: Path, a: str, b: str) -> str:
+def row(data: Path, a: str, b: str) -> Optional[str]:
     ra = Replayer.of(tk.load(data / "runs" / a))
     rb = Replayer.of(tk.load(data / "runs" / b))
     names_a = ra.graph.device["name"].astype(str)
@@ -62,6 +63,8 @@ def row(data: Path, a: str, b: str) -> str:
     nhwc_b = _names_match(rb.graph.device["name"].astype(str), re.compile(CHANNELS_LAST_BATCHNORM_RE))
     got = per_step_ms(rb, nhwc_b, np.ones(len(nhwc_b)))
     pred = per_step_ms(ra, nchw, f)
+    if not got:  # a model without batch norm (ConvNeXt): no row
+        return None
     gbps = re.search(r"at the (\d+) GB/s", note)
     return (
         f"| {data.name}/{a} → {b} | {per_step_ms(ra, nchw, ones):.3f} | {pred:.3f} | {got:.3f} | "
@@ -79,7 +82,9 @@ def main(argv: list[str]) -> int:
     for data in datas:
         for a, b in PAIRS:
             if (data / "runs" / a).is_dir() and (data / "runs" / b).is_dir():
-                lines.append(row(data, a, b))
+                line = row(data, a, b)
+                if line:
+                    lines.append(line)
     print("\n".join(lines))
     return 0
 
