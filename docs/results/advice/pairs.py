@@ -466,6 +466,11 @@ def _tv(arch: str, **kw: str) -> Callable[[Ctx], Workload]:
     return lambda c: build_resnet(c, copy="device", arch=f"tv:{arch}", batch=c.s.r50big_batch // 2, **kw)
 
 
+def _tvp(arch: str, **kw: str) -> Callable[[Ctx], Workload]:
+    """A torchvision model at batch 64 on a host batch copied each step (pageable unless `copy`)."""
+    return lambda c: build_resnet(c, arch=f"tv:{arch}", batch=c.s.r50big_batch // 2, **kw)
+
+
 def _r50big(**kw: str) -> Callable[[Ctx], Workload]:
     return lambda c: build_resnet(c, copy="device", arch="resnet50", batch=c.s.r50big_batch, **kw)
 
@@ -506,6 +511,34 @@ CONFIGS = (
     Config("mnv2", "tvnets", "torchvision MobileNetV2 fp32 (held out), batch 64", _tv("mobilenet_v2")),
     Config("mnv2_bf16", "tvnets", "... under autocast bf16", _tv("mobilenet_v2", precision="bf16")),
     Config("mnv2_cl", "tvnets", "... model and batch channels_last", _tv("mobilenet_v2", layout="cl")),
+    Config(
+        "mnv3p",
+        "hostpaced",
+        "torchvision MobileNetV3-L fp32, held out, a host batch of 64 copied pageable",
+        _tvp("mobilenet_v3_large"),
+    ),
+    Config("mnv3p_pin", "hostpaced", "... pinned + non_blocking", _tvp("mobilenet_v3_large", copy="pinned")),
+    Config(
+        "mnv3p_bf16",
+        "hostpaced",
+        "... pageable, under autocast bf16",
+        _tvp("mobilenet_v3_large", precision="bf16"),
+    ),
+    Config("mnv3p_cl", "hostpaced", "... pageable, channels_last", _tvp("mobilenet_v3_large", layout="cl")),
+    Config(
+        "regp",
+        "hostpaced",
+        "torchvision RegNetY-800MF fp32, held out, a host batch of 64 copied pageable",
+        _tvp("regnet_y_800mf"),
+    ),
+    Config("regp_pin", "hostpaced", "... pinned + non_blocking", _tvp("regnet_y_800mf", copy="pinned")),
+    Config(
+        "regp_bf16",
+        "hostpaced",
+        "... pageable, under autocast bf16",
+        _tvp("regnet_y_800mf", precision="bf16"),
+    ),
+    Config("regp_cl", "hostpaced", "... pageable, channels_last", _tvp("regnet_y_800mf", layout="cl")),
     Config("cnx", "tvnets2", "torchvision ConvNeXt-T fp32 (held out), batch 64", _tv("convnext_tiny")),
     Config("cnx_bf16", "tvnets2", "... under autocast bf16", _tv("convnext_tiny", precision="bf16")),
     Config("cnx_cl", "tvnets2", "... model and batch channels_last", _tv("convnext_tiny", layout="cl")),
@@ -598,7 +631,19 @@ CONFIGS = (
 # The loader's rounds are an epoch each and vary by ±12 % (B/A quartiles of the first H100 run's six):
 # 16 of them put the median's noise near the 1 ms the advice target allows on a 90 ms step.
 LOADER_ROUNDS = 16
-GROUPS = ("resnet", "r50", "r50big", "effnet", "tvnets", "tvnets2", "xfmr", "sync", "host", "loader")
+GROUPS = (
+    "resnet",
+    "r50",
+    "r50big",
+    "effnet",
+    "tvnets",
+    "tvnets2",
+    "hostpaced",
+    "xfmr",
+    "sync",
+    "host",
+    "loader",
+)
 
 # (pair, A, B, the advice rule it checks, the knob). The rule ids are tracekit.analysis.advice's.
 PAIRS = (
@@ -636,6 +681,12 @@ PAIRS = (
     ("layout_dense", "dense", "dense_cl", "layout", "channels_last"),
     ("precision_mnv2", "mnv2", "mnv2_bf16", "precision", "autocast(bfloat16)"),
     ("layout_mnv2", "mnv2", "mnv2_cl", "layout", "channels_last"),
+    ("pinned_mnv3", "mnv3p", "mnv3p_pin", "pageable_copy", "pin_memory=True + non_blocking=True"),
+    ("precision_mnv3p", "mnv3p", "mnv3p_bf16", "precision", "autocast(bfloat16)"),
+    ("layout_mnv3p", "mnv3p", "mnv3p_cl", "layout", "channels_last"),
+    ("pinned_reg", "regp", "regp_pin", "pageable_copy", "pin_memory=True + non_blocking=True"),
+    ("precision_regp", "regp", "regp_bf16", "precision", "autocast(bfloat16)"),
+    ("layout_regp", "regp", "regp_cl", "layout", "channels_last"),
     ("precision_cnx", "cnx", "cnx_bf16", "precision", "autocast(bfloat16)"),
     ("layout_cnx", "cnx", "cnx_cl", "layout", "channels_last"),
     ("precision_rnx", "rnx", "rnx_bf16", "precision", "autocast(bfloat16)"),
