@@ -18,7 +18,8 @@ first host segment of each op it adds work to, with the profiler's recorded even
   pooling and elementwise kernels take their channels_last paths, not in the figure. The result's notes
   say which.
 - `--autocast bf16|fp16`: the GEMMs and convolutions in 16 bits (fp32 and TF32 kernels x the dense
-  tensor-core peaks' ratios, advice.BF16_OVER_TF32 / BF16_OVER_FP32), and autocast's own host work: each
+  tensor-core peaks' ratios, advice.BF16_OVER_TF32 / BF16_OVER_FP32; cuDNN's fp32 direct grouped
+  convolutions count as fp32, advice.AUTOCAST_FP32_RE), and autocast's own host work: each
   GEMM or convolution op that ran fp32 or TF32 kernels (by their names: a GEMM already in 16 bits gets
   no second cast) casts its weight to 16 bits every step (aten::to -> _to_copy -> empty_strided +
   copy_, one kernel), and the backward casts its gradient back (a ToCopyBackward0 node, one kernel).
@@ -36,7 +37,8 @@ first host segment of each op it adds work to, with the profiler's recorded even
   --summary): the device's step within −8.1 to +10.2 %, where the peaks' ratio alone gave −10.6 to
   +29.3 % (ConvNeXt-T, without batch norm: +28 %).
   Left out, said in the notes: the casts' kernels (a read of each weight and a half-size write), the
-  layout conversions' and copies' 16-bit tensors, attention kernels that change algorithm in 16 bits.
+  layout conversions' 16-bit tensors, kernels that change algorithm in 16 bits (attention, a TF32
+  depthwise wgrad) and so gain more than the peaks' ratio, GEMMs that gain less.
 """
 
 from __future__ import annotations
@@ -524,8 +526,9 @@ def autocast_factors(g, host, dtype: str) -> KnobFactors:
         f"{BF16_OVER_TF32:g} and x {BF16_OVER_FP32:g} (the dense peaks' ratios); host work added: "
         + (kinds or "none (no GEMM or convolution op whose kernels the names show as fp32 or TF32)")
         + "".join(f"; {n}" for n in device_notes if n)
-        + "; left out: the casts' kernels, the layout conversions' and other memory-bound kernels' 16-bit "
-        "tensors",
+        + "; left out: the casts' kernels, the layout conversions' 16-bit tensors, kernels whose algorithm "
+        "changes in 16 bits (attention, depthwise convolutions: faster than the peaks' ratio), GEMMs that "
+        "gain less than it",
     )
     return KnobFactors(act, add_ns=add_ns, add_cost=add_cost, notes=tuple(notes))
 
