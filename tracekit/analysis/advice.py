@@ -93,9 +93,10 @@ BF16_OVER_FP32 = 0.068
 TF32_OVER_FP32 = 0.135  # TF32 494.7 over FP32 66.9 (docs/results/whatif.md's tf32 pair: within 0.07)
 # Under bf16 autocast torch runs batch norm in its own kernels (cuDNN's take no bf16 input): on NCHW
 # tensors one block per channel reduces it as cuDNN's NCHW kernels do, but with a separate normalising
-# pass, and took 1.21-1.36x cuDNN's fp32 NCHW kernels' time on the seven convnet captures of docs/results/
+# pass, and took 1.21-1.36x cuDNN's fp32 NCHW kernels' time on the nine convnet captures of docs/results/
 # advice.md (H100: ResNet-18 batch 64 1.35, ResNet-50 batch 32 1.21 and batch 128 1.28, EfficientNet-B0
-# batch 128 1.36, DenseNet-121 1.29, MobileNetV2 1.32 and ResNeXt-50 1.24 at batch 64: docs/results/advice/
+# batch 128 1.36, DenseNet-121 1.29, MobileNetV2 1.32, ResNeXt-50 1.24, MobileNetV3-L 1.30 and
+# RegNetY-800MF 1.30 at batch 64, the last two after the constant was set: docs/results/advice/
 # device_model.py); on channels_last tensors 1.00-1.02x cuDNN's NHWC kernels (kept). Under fp16 cuDNN
 # keeps batch norm (kept).
 BF16_BATCHNORM_OVER_CUDNN_NCHW = 1.3
@@ -482,7 +483,7 @@ def precision_rules(ev: Evidence) -> list[Advice]:
             evidence += f"; cuDNN's batch norm {bn_ms:.3f} ms/step"
             note += (
                 "; batch norm leaves cuDNN under bf16 (torch runs it in its own kernels): its NCHW kernels x "
-                f"{BF16_BATCHNORM_OVER_CUDNN_NCHW:g} (1.21-1.36x on seven convnets on the H100 pairs of "
+                f"{BF16_BATCHNORM_OVER_CUDNN_NCHW:g} (1.21-1.36x on nine convnets on the H100 pairs of "
                 "docs/results/advice.md), its NHWC ones kept (the same time there)"
             )
         hp = _fraction(report, GRAPHED_AWAY)  # the host's own work: what a graph replay no longer spends

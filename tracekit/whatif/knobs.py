@@ -33,8 +33,8 @@ first host segment of each op it adds work to, with the profiler's recorded even
   advice.BF16_BATCHNORM_OVER_CUDNN_NCHW; NHWC ones keep their time), and torch's fp32 elementwise
   kernels and device-to-device copies on 4-D activations (a convolutional network's, from its 16-bit
   convolutions) move half the bytes (HALF_BYTES), where the trace has the ops' shapes. Checked against
-  the kernels B ran on 21 pairs of seven batch-norm convnets (docs/results/advice/device_model.py
-  --summary): the device's step within −8.1 to +10.2 %, where the peaks' ratio alone gave −10.6 to
+  the kernels B ran on 23 pairs of nine batch-norm convnets (docs/results/advice/device_model.py
+  --summary): the device's step within −8.1 to +10.2 %, where the peaks' ratio alone gave −12.9 to
   +29.3 % (ConvNeXt-T, without batch norm: +28 %).
   Left out, said in the notes: the casts' kernels (a read of each weight and a half-size write), the
   layout conversions' 16-bit tensors, kernels that change algorithm in 16 bits (attention, a TF32
@@ -224,10 +224,10 @@ def _nhwc_batch_norm(g, host) -> tuple[np.ndarray, str]:
     its input tensor at the bandwidth the trace's own large elementwise kernels reach, where the op's
     input shapes are in the trace (record_shapes=True); else they keep their time, and the note says so.
     Checked on the H100 traces of docs/results/advice (docs/results/advice/bn_model.py, per profiled
-    step): cuDNN's NHWC kernels took 8.5-15 % longer than the model on ResNet-18, ResNet-50 (batch 32 and
-    128), ResNeXt-50, EfficientNet-B0 and DenseNet-121 (1.50 ms predicted against 1.77 on ResNet-18), 30 % on
-    MobileNetV2; torch's own channels_last kernels (bf16) 1.8-2.4x the model's time (0.73 against 1.75
-    on ResNet-18): for them the saving is at most this, said."""
+    step): cuDNN's NHWC kernels took 8.5-21 % longer than the model on ResNet-18, ResNet-50 (batch 32 and
+    128), ResNeXt-50, RegNetY, MobileNetV3, EfficientNet-B0 and DenseNet-121 (1.50 ms predicted against
+    1.77 on ResNet-18), 30 % on MobileNetV2; torch's own channels_last kernels (bf16) 1.8-2.4x the model's
+    time (0.73 against 1.75 on ResNet-18): for them the saving is at most this, said."""
     f = np.ones(len(g.device), np.float64)
     names = g.device["name"].astype(str)
     bn = _names_match(names, re.compile(f"{NCHW_BATCHNORM_RE}|{TORCH_NCHW_BATCHNORM_RE}"))
@@ -544,7 +544,7 @@ def _autocast_batch_norm(act: np.ndarray, names, dtype: str) -> str:
     act[nchw] *= BF16_BATCHNORM_OVER_CUDNN_NCHW
     return (
         f"{int(nchw.sum())} cuDNN NCHW batch-norm kernels x {BF16_BATCHNORM_OVER_CUDNN_NCHW:g} (torch's own "
-        "kernels run bf16 batch norm: 1.21-1.36x cuDNN's on seven convnet captures, H100)"
+        "kernels run bf16 batch norm: 1.21-1.36x cuDNN's on nine convnet captures, H100)"
     )
 
 

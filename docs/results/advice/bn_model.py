@@ -40,6 +40,8 @@ PAIRS = (
     ("mnv2", "mnv2_cl"),
     ("cnx", "cnx_cl"),
     ("rnx", "rnx_cl"),
+    ("mnv3p", "mnv3p_cl"),
+    ("regp", "regp_cl"),
 )
 # the batch norm of B: cuDNN's NHWC kernels (fp32), torch's channels_last ones (bf16)
 CHANNELS_LAST_BATCHNORM_RE = rf"{CUDNN_BATCHNORM_RE}|batch_norm_\w*channels_last_kernel"

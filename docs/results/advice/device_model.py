@@ -44,6 +44,8 @@ PAIRS = (
     ("mnv2", "mnv2_bf16", "autocast"),
     ("cnx", "cnx_bf16", "autocast"),
     ("rnx", "rnx_bf16", "autocast"),
+    ("mnv3p", "mnv3p_bf16", "autocast"),
+    ("regp", "regp_bf16", "autocast"),
     ("vit", "vit_bf16", "autocast"),
     ("gpt2", "gpt2_bf16", "autocast"),
     ("r18", "r18_cl", "channels_last"),
@@ -54,6 +56,8 @@ PAIRS = (
     ("mnv2", "mnv2_cl", "channels_last"),
     ("cnx", "cnx_cl", "channels_last"),
     ("rnx", "rnx_cl", "channels_last"),
+    ("mnv3p", "mnv3p_cl", "channels_last"),
+    ("regp", "regp_cl", "channels_last"),
 )
 
 
