@@ -479,6 +479,21 @@ def _r50(**kw: str) -> Callable[[Ctx], Workload]:
     return lambda c: build_resnet(c, arch="resnet50", **kw)
 
 
+def _tv_family(key: str, group: str, arch: str, label: str, host: bool = False) -> tuple:
+    """A held-out torchvision model's configurations at batch 64: fp32 (`key`), bf16 and channels_last,
+    on a batch kept on the device, or with `host` on a host batch copied pageable each step (and one
+    pinned + non_blocking), in the order pairs.py has always run them."""
+    build = _tvp if host else _tv
+    where = "a host batch of 64 copied pageable" if host else "batch 64"
+    pre = "... pageable, " if host else "... "
+    out = [Config(key, group, f"torchvision {label} fp32 (held out), {where}", build(arch))]
+    if host:
+        out.append(Config(f"{key}_pin", group, "... pinned + non_blocking", build(arch, copy="pinned")))
+    out.append(Config(f"{key}_bf16", group, f"{pre}under autocast bf16", build(arch, precision="bf16")))
+    out.append(Config(f"{key}_cl", group, f"{pre}channels_last", build(arch, layout="cl")))
+    return tuple(out)
+
+
 CONFIGS = (
     Config("r18", "resnet", "ResNet-18 fp32 NCHW, batch copied pageable each step", build_resnet),
     Config(
@@ -505,48 +520,12 @@ CONFIGS = (
     Config("r50big_bf16", "r50big", "... under autocast bf16", _r50big(precision="bf16")),
     Config("r50big_cl", "r50big", "... model and batch channels_last", _r50big(layout="cl")),
     Config("r50big_cl_bf16", "r50big", "... channels_last and bf16", _r50big(layout="cl", precision="bf16")),
-    Config("dense", "tvnets", "torchvision DenseNet-121 fp32 (held out), batch 64", _tv("densenet121")),
-    Config("dense_bf16", "tvnets", "... under autocast bf16", _tv("densenet121", precision="bf16")),
-    Config("dense_cl", "tvnets", "... model and batch channels_last", _tv("densenet121", layout="cl")),
-    Config("mnv2", "tvnets", "torchvision MobileNetV2 fp32 (held out), batch 64", _tv("mobilenet_v2")),
-    Config("mnv2_bf16", "tvnets", "... under autocast bf16", _tv("mobilenet_v2", precision="bf16")),
-    Config("mnv2_cl", "tvnets", "... model and batch channels_last", _tv("mobilenet_v2", layout="cl")),
-    Config(
-        "mnv3p",
-        "hostpaced",
-        "torchvision MobileNetV3-L fp32, held out, a host batch of 64 copied pageable",
-        _tvp("mobilenet_v3_large"),
-    ),
-    Config("mnv3p_pin", "hostpaced", "... pinned + non_blocking", _tvp("mobilenet_v3_large", copy="pinned")),
-    Config(
-        "mnv3p_bf16",
-        "hostpaced",
-        "... pageable, under autocast bf16",
-        _tvp("mobilenet_v3_large", precision="bf16"),
-    ),
-    Config("mnv3p_cl", "hostpaced", "... pageable, channels_last", _tvp("mobilenet_v3_large", layout="cl")),
-    Config(
-        "regp",
-        "hostpaced",
-        "torchvision RegNetY-800MF fp32, held out, a host batch of 64 copied pageable",
-        _tvp("regnet_y_800mf"),
-    ),
-    Config("regp_pin", "hostpaced", "... pinned + non_blocking", _tvp("regnet_y_800mf", copy="pinned")),
-    Config(
-        "regp_bf16",
-        "hostpaced",
-        "... pageable, under autocast bf16",
-        _tvp("regnet_y_800mf", precision="bf16"),
-    ),
-    Config("regp_cl", "hostpaced", "... pageable, channels_last", _tvp("regnet_y_800mf", layout="cl")),
-    Config("cnx", "tvnets2", "torchvision ConvNeXt-T fp32 (held out), batch 64", _tv("convnext_tiny")),
-    Config("cnx_bf16", "tvnets2", "... under autocast bf16", _tv("convnext_tiny", precision="bf16")),
-    Config("cnx_cl", "tvnets2", "... model and batch channels_last", _tv("convnext_tiny", layout="cl")),
-    Config(
-        "rnx", "tvnets2", "torchvision ResNeXt-50 32x4d fp32 (held out), batch 64", _tv("resnext50_32x4d")
-    ),
-    Config("rnx_bf16", "tvnets2", "... under autocast bf16", _tv("resnext50_32x4d", precision="bf16")),
-    Config("rnx_cl", "tvnets2", "... model and batch channels_last", _tv("resnext50_32x4d", layout="cl")),
+    *_tv_family("dense", "tvnets", "densenet121", "DenseNet-121"),
+    *_tv_family("mnv2", "tvnets", "mobilenet_v2", "MobileNetV2"),
+    *_tv_family("mnv3p", "hostpaced", "mobilenet_v3_large", "MobileNetV3-L", host=True),
+    *_tv_family("regp", "hostpaced", "regnet_y_800mf", "RegNetY-800MF", host=True),
+    *_tv_family("cnx", "tvnets2", "convnext_tiny", "ConvNeXt-T"),
+    *_tv_family("rnx", "tvnets2", "resnext50_32x4d", "ResNeXt-50 (32x4d)"),
     Config("effnet", "effnet", "timm EfficientNet-B0 fp32 (held out), batch 128 on the device", _effnet()),
     Config("effnet_bf16", "effnet", "... under autocast bf16", _effnet(precision="bf16")),
     Config("effnet_cl", "effnet", "... model and batch channels_last", _effnet(layout="cl")),
