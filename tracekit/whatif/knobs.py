@@ -195,6 +195,15 @@ def _shapes(text: Optional[str]) -> Optional[list]:
     return dims
 
 
+def _input_dims(host) -> Optional[_Texts]:
+    """The host frame's `input_dims` (args.Input Dims) for reading row by row; None where the trace has
+    no shapes (record_shapes=False, or a capture parsed before the column)."""
+    if "input_dims" not in host:
+        return None
+    dims = _Texts(host["input_dims"])
+    return dims if dims.any() else None
+
+
 def _numel(shape: list) -> int:
     n = 1
     for d in shape:
@@ -237,10 +246,10 @@ def _nhwc_batch_norm(g, host) -> tuple[np.ndarray, str]:
     ops = _ops(g, host, re.compile(r"$^"))
     op_of = _launching_ops(g, host, ops)
     opname = _Texts(host["name"])  # read at a few rows (the batch norms')
-    dims = _Texts(host["input_dims"]) if "input_dims" in host else None
+    dims = _input_dims(host)
     dur = (g.device["end"] - g.device["ts"]).to_numpy(np.float64)
     elem = _per_name(g.device["name"], _element_bytes)
-    if dims is None or not dims.any():
+    if dims is None:
         return f, _BN_KEPT + "the trace has no input shapes (record_shapes=True)"
     timed = _elementwise_gbps(ops, op_of, dims, elem, dur, names, len(host))
     if timed is None:
@@ -353,6 +362,14 @@ class _Ops:
     other_calls: np.ndarray
     events: np.ndarray
     owner: np.ndarray  # per host row: a runtime call's innermost enclosing op (its host row), else -1
+
+    def at(self, rows: np.ndarray) -> np.ndarray:
+        """Per host row: its index among the ops (`pos` is in host order), -1 for a row that is no op."""
+        rows = np.asarray(rows, np.int64)
+        if not self.pos.size:
+            return np.full(rows.shape, -1, np.int64)
+        i = np.minimum(np.searchsorted(self.pos, rows), self.pos.size - 1)
+        return np.where(self.pos[i] == rows, i, -1)
 
 
 def _ops(g, host, mark: re.Pattern) -> _Ops:
@@ -477,13 +494,16 @@ def autocast_factors(g, host, dtype: str) -> KnobFactors:
     top_gemm = gemm & ~ops.backward & ~ops.in_marked
     # ... and only where the op's tree ran fp32 or TF32 math: a GEMM already in 16 bits (autocast on, a
     # bf16 model) gets no second cast
-    index = {int(p): i for i, p in enumerate(ops.pos)}
     op_of = _launching_ops(g, host, ops)
-    tops32 = {int(ops.top[index[int(r)]]) for r in op_of[(tf32 | fp32) & (op_of >= 0)] if int(r) in index}
-    in32 = np.isin(ops.top, np.fromiter(tops32, np.int64, len(tops32)))
+    i32 = ops.at(op_of[(tf32 | fp32) & (op_of >= 0)])
+    in32 = np.isin(ops.top, ops.top[i32[i32 >= 0]])
     top_gemm &= in32
     bwd_node = bwd_node & in32
-    device_notes = [_autocast_batch_norm(act, names, dtype), _autocast_elementwise(act, g, host, ops, op_of)]
+    elem = _per_name(names, _element_bytes)  # each kernel's element size, from its name
+    device_notes = [
+        _autocast_batch_norm(act, names, elem, dtype),
+        _autocast_elementwise(act, g, host, ops, op_of, elem),
+    ]
     one_kernel = (ops.launches == 1) & (ops.other_calls == 0)
     fwd_price = _price(ops, dur, is_top & ~ops.backward & one_kernel & ~gemm, CAST_EVENTS)
     bwd_price = _price(
@@ -533,10 +553,10 @@ def autocast_factors(g, host, dtype: str) -> KnobFactors:
     return KnobFactors(act, add_ns=add_ns, add_cost=add_cost, notes=tuple(notes))
 
 
-def _autocast_batch_norm(act: np.ndarray, names, dtype: str) -> str:
+def _autocast_batch_norm(act: np.ndarray, names, elem: np.ndarray, dtype: str) -> str:
     """Under bf16, cuDNN's fp32 NCHW batch-norm kernels x BF16_BATCHNORM_OVER_CUDNN_NCHW (torch's own
     kernels take their place); what the note says ("" where the trace has none)."""
-    nchw = _names_match(names, re.compile(NCHW_BATCHNORM_RE)) & (_per_name(names, _element_bytes) == 4)
+    nchw = _names_match(names, re.compile(NCHW_BATCHNORM_RE)) & (elem == 4)
     if not nchw.any():
         return ""
     if dtype != "bf16":
@@ -548,34 +568,27 @@ def _autocast_batch_norm(act: np.ndarray, names, dtype: str) -> str:
     )
 
 
-def _autocast_elementwise(act: np.ndarray, g, host, ops: _Ops, op_of: np.ndarray) -> str:
+def _autocast_elementwise(act: np.ndarray, g, host, ops: _Ops, op_of: np.ndarray, elem: np.ndarray) -> str:
     """torch's fp32 elementwise kernels and device-to-device copies (an in-place activation's copy, as
     EfficientNet-B0's SiLU and MobileNetV2's ReLU6 make them) on 4-D activations (an op's first input
     4-D, at least ELEMENTWISE_MIN_ELEMENTS elements, a copy of 4 bytes each; not in an optimizer's step
     or a gradient's accumulation, which move fp32 parameters) x HALF_BYTES; what the note says ("" where
     none)."""
     names = g.device["name"]
-    ew = _names_match(names, ELEMENTWISE_RE) & (_per_name(names, _element_bytes) == 4)
+    ew = _names_match(names, ELEMENTWISE_RE) & (elem == 4)
     copy = _names_match(names, DTOD_RE)
     cand = (ew | copy) & (op_of >= 0)
     if not cand.any():
         return ""
-    if "input_dims" not in host:
-        return "elementwise kernels keep their time (the trace has no input shapes: record_shapes=True)"
-    dims = _Texts(host["input_dims"])
-    if not dims.any():
+    dims = _input_dims(host)
+    if dims is None:
         return "elementwise kernels keep their time (the trace has no input shapes: record_shapes=True)"
     hname = _Texts(host["name"])
-    index = np.full(len(host), -1, np.int64)
-    index[ops.pos] = np.arange(ops.pos.size)
-    # the optimizer's windows (its record_function spans), per thread
-    ann = np.flatnonzero(
+    # per graph node: inside the optimizer's step (its record_function span) on the node's thread
+    in_optimizer = g.covered(
         (host["cat"].to_numpy() == S.CAT_USER_ANNOTATION) & _names_match(host["name"], OPTIMIZER_RE)
     )
-    ts_all = host["ts"].to_numpy(np.int64)
-    end_all = host["end"].to_numpy(np.int64)
-    tid_all = host["tid"].to_numpy()
-    windows = [(tid_all[a], ts_all[a], end_all[a]) for a in ann.tolist()]
+    op_index = ops.at(op_of)  # per device activity: its launching op among the ops
     before = after = 0.0
     n = 0
     dur = (g.device["end"] - g.device["ts"]).to_numpy(np.float64)
@@ -588,11 +601,11 @@ def _autocast_elementwise(act: np.ndarray, g, host, ops: _Ops, op_of: np.ndarray
             continue
         if copy[k] and nbytes[k] != 4 * _numel(sh[0]):  # a copy of the activation, in fp32
             continue
-        i = index[op]
+        i = op_index[k]
         top = hname[int(ops.top[i])] if i >= 0 else None
         if top and ACCUMULATE_RE.search(top):
             continue
-        if any(t == tid_all[op] and a <= ts_all[op] <= b for t, a, b in windows):
+        if in_optimizer[g.host_start_node[op]]:
             continue
         act[k] *= HALF_BYTES
         before += dur[k]
