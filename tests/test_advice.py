@@ -573,3 +573,77 @@ def test_a_sync_whose_replay_saves_little_is_no_advice(tmp_path):
     assert not any(a.kind == "sync_drain" for a in r.advice)
     quick = tk.analyze(t.write(tmp_path / "again.pt.trace.json"), savings=False).report
     assert not any(a.kind == "sync_drain" for a in quick.advice)
+
+
+# -- communication the compute does not hide ---------------------------------------------------------------
+def _comm_report(base: Report, device: int, exposed_ms: float, wait_ms: float, ranks: int = 2) -> Report:
+    """`base` with a communication section: each rank 3 steps of 10 ms whose collectives are in flight
+    `exposed_ms` while the rank computed nothing, `wait_ms` of it waiting for a late rank; two buckets,
+    the second the more exposed."""
+    from tracekit.analysis.model import CommBucket, CommRank, CommStep, Communication
+
+    ns = 1_000_000
+    steps = tuple(
+        CommStep(
+            i,
+            10 * ns,
+            8 * ns,
+            3 * ns,
+            3 * ns - round(exposed_ms * ns),
+            round(exposed_ms * ns),
+            round(wait_ms * ns),
+        )
+        for i in range(3)
+    )
+    buckets = (
+        CommBucket("nccl:all_reduce", 0, 3, 6_553_600, 1.2, 0.0, 0.1),
+        CommBucket("nccl:all_reduce", 1, 3, 1_048_576, 0.9, 0.0, 0.8),
+    )
+    comm = Communication(ranks=tuple(CommRank(r, device, steps, buckets) for r in range(ranks)))
+    return replace(base, communication=comm, advice=())
+
+
+def test_exposed_communication_names_the_knob_and_its_bucket(tmp_path):
+    t = TraceBuilder(device_properties=H100)
+    t.step(1, 0, 20)
+    device_bound(t, [("k", 80)])
+    base = analysis(tmp_path, t)
+    # GIVEN two GPU ranks, 1.5 ms of each 10 ms step exposed, 0.5 of it waiting for a late rank
+    r = _comm_report(base, 0, 1.5, 0.5)
+    # THEN the exposed transfer, 1.0 ms, is 10 % of the step: the advice fires, an upper bound
+    a = one(replace(r, advice=tuple(advise(r))), "exposed_comm")
+    assert a.share == pytest.approx(0.10)
+    assert a.whatif == ("--comm", "0") and a.bound
+    assert "1.000 ms of a 10.000 ms step, median over 2 ranks" in a.evidence
+    bucket = "nccl:all_reduce #1 of 2 per step, 0.800 ms of its 0.900 ms transfer (1,048,576 elements)"
+    assert bucket in a.evidence
+    assert "bucket_cap_mb" in a.knob and "no_sync" in a.knob and "Communication is not hidden" in a.message
+    assert command(a, "x.parquet") == "tracekit whatif x.parquet --comm 0"
+    # a waiting rank's exposed time is the straggler rule's: 0.4 ms of transfer (4 %) is under the 5 %
+    quiet = _comm_report(base, 0, 1.5, 1.1)
+    assert not any(a.kind == "exposed_comm" for a in advise(quiet))
+    (low,) = [a for a in advise(quiet, strict=False) if a.kind == "exposed_comm"]
+    assert low.share == pytest.approx(0.04)
+    # one rank communicates with no one
+    assert not any(a.kind == "exposed_comm" for a in advise(_comm_report(base, 0, 5.0, 0.0, ranks=1)))
+
+
+def test_exposed_communication_on_a_cpu_backend_is_no_bound(tmp_path):
+    t = TraceBuilder(device_properties=H100)
+    t.step(1, 0, 20)
+    device_bound(t, [("k", 80)])
+    r = _comm_report(analysis(tmp_path, t), -1, 2.0, 0.0)
+    a = one(replace(r, advice=tuple(advise(r))), "exposed_comm")
+    assert a.share == pytest.approx(0.20) and not a.bound
+    assert "step thread" in a.evidence and "not a bound on a CPU backend" in a.prediction_note
+
+
+def test_the_cpu_ddp_capture_gets_the_exposed_communication_advice():
+    # fixtures/cpu_gloo/ddp: 2 gloo ranks, 1.5 of 7.6 ms per step exposed (DESIGN "Communication")
+    r = tk.analyze(ROOT / "fixtures/cpu_gloo/ddp").report
+    a = one(r, "exposed_comm")
+    assert 0.05 <= a.share <= 1.0 and not a.bound
+    assert "gloo:all_reduce" in a.evidence and "bucket_cap_mb" in a.knob
+    # FSDP gathers its parameters every step: its knobs are prefetching (7.9 % exposed)
+    f = one(tk.analyze(ROOT / "fixtures/cpu_gloo/fsdp").report, "exposed_comm")
+    assert "prefetch" in f.knob and "bucket_cap_mb" not in f.knob

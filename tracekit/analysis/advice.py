@@ -50,6 +50,21 @@ GRAPHED_AWAY = tuple(c.name for c in CAUSE_ROWS if c.state and not c.graph_keeps
 TINY_KERNEL_MAX_US = 20.0  # "tiny": median kernel time below 20 µs
 GRAPHED_MAX_FRACTION = 0.5  # no CUDA-graph advice when half the kernels already run in graph launches
 COLLECTIVE_MIN_FRACTION = 0.10  # collective wait ≥ 10 % of step time
+EXPOSED_COMM_MIN_FRACTION = 0.05  # communication's exposed transfer ≥ 5 % of step time (median over ranks)
+DDP_BUCKET_CAP_MB = 25  # DistributedDataParallel's default bucket_cap_mb
+DDP_KNOB = (
+    f"DistributedDataParallel(model, bucket_cap_mb=<below {DDP_BUCKET_CAP_MB}: a smaller last bucket>, "
+    "gradient_as_bucket_view=True); with gradient accumulation `with model.no_sync():` on every "
+    "micro-batch but the last; a larger batch per rank"
+)
+FSDP_KNOB = (
+    "FSDP: prefetch the next unit's all-gather (FSDP2: fully_shard(..., reshard_after_forward=False) or "
+    "module.set_modules_to_forward_prefetch; FSDP1: forward_prefetch=True, "
+    "backward_prefetch=BackwardPrefetch.BACKWARD_PRE); with gradient accumulation "
+    "set_requires_gradient_sync(False) (FSDP1: no_sync()) on every micro-batch but the last; a larger "
+    "batch per rank"
+)
+ALL_GATHER_RE = re.compile(r"all_?gather", re.IGNORECASE)  # NCCL's AllGather kernels, gloo:all_gather
 CPU_DISPATCH_MIN_FRACTION = 0.30  # CPU-only: dispatch gaps ≥ 30 % of step time
 CAPTURE_MIN_FRACTION = 0.50  # a graph capture ≥ 50 % of a rank's steps: a capture trace, not a loop's
 PAGEABLE_MIN_FRACTION = 0.02  # host blocked in pageable copies ≥ 2 % of step time
@@ -745,6 +760,75 @@ def straggler_rule(ev: Evidence) -> list[Advice]:
     return out
 
 
+def exposed_comm_rule(ev: Evidence) -> list[Advice]:
+    """Communication that the ranks' compute does not hide (tracekit.analysis.comm): the exposed
+    transfer, median over ranks, as a share of each rank's step; its waits for late ranks are the
+    straggler rule's. The most exposed bucket is named: DDP's last bucket (the first layers' gradients,
+    ready last) cannot overlap the backward."""
+    comm = ev.report.communication
+    ranks = [r for r in (comm.ranks if comm is not None else ()) if r.steps]
+    if len(ranks) < 2:
+        return []
+    shares = []
+    for r in ranks:
+        step = r.ms_per_step("step_ns")
+        shares.append(min(r.ms_per_step("exposed_transfer_ns") / step, 1.0) if step > 0 else 0.0)
+    share = float(np.median(shares))
+    if not ev.fires(share, EXPOSED_COMM_MIN_FRACTION):
+        return []
+    exposed = float(np.median([r.ms_per_step("exposed_transfer_ns") for r in ranks]))
+    step = float(np.median([r.ms_per_step("step_ns") for r in ranks]))
+    cpu = all(r.device < 0 for r in ranks)
+    # parameters gathered each step: a sharded job (FSDP, ZeRO), whose knobs are its prefetching
+    sharded = any(ALL_GATHER_RE.search(b.name) for r in ranks for b in r.buckets)
+    evidence = (
+        f"communication exposed (in flight while the {'step thread' if cpu else 'device'} computed nothing, "
+        f"waits for late ranks left out) {exposed:.3f} ms of a {step:.3f} ms step, median over {len(ranks)} "
+        "ranks"
+    )
+    by_bucket: dict[tuple[str, int], list] = {}
+    for r in ranks:
+        for b in r.buckets:
+            by_bucket.setdefault((b.name, b.index), []).append(b)
+    if by_bucket:
+        # a bucket's exposed time beyond its wait for a late rank, at most its transfer
+        def bare(b: Any) -> float:
+            return min(max(b.exposed_ms - b.wait_ms, 0.0), b.transfer_ms)
+
+        (name, index), bs = max(by_bucket.items(), key=lambda kv: float(np.median([bare(b) for b in kv[1]])))
+        elements = [b.elements for b in bs if b.elements]
+        evidence += (
+            f"; most exposed: {name} #{index} of {len(by_bucket)} per step, "
+            f"{float(np.median([bare(b) for b in bs])):.3f} ms of its "
+            f"{float(np.median([b.transfer_ms for b in bs])):.3f} ms transfer"
+            + (f" ({int(np.median(elements)):,} elements)" if elements else "")
+        )
+    note = (
+        "the saving if the communication took no time (`--comm 0`): at most what hiding it behind the "
+        "backward saves"
+    )
+    if cpu:
+        note = (
+            "the saving if the communication took no time (`--comm 0`); not a bound on a CPU backend: "
+            "communicating there also slows the compute around it, which the trace shows as compute "
+            "(docs/results/ddp_cpu.md: the communication-free step measured shorter than this replay's)"
+        )
+    return [
+        Advice(
+            "exposed_comm",
+            "Communication is not hidden behind compute: start it earlier, or communicate less often.",
+            evidence,
+            None,
+            share,
+            "profiled",
+            knob=FSDP_KNOB if sharded else DDP_KNOB,
+            whatif=("--comm", "0"),
+            prediction_note=note,
+            bound=not cpu,
+        )
+    ]
+
+
 def cpu_rule(ev: Evidence) -> list[Advice]:
     report = ev.report
     if report.devices or not report.host.steps:
@@ -791,6 +875,7 @@ RULES: tuple[Callable[[Evidence], list[Advice]], ...] = (
     zero_grad_rule,
     optimizer_rule,
     straggler_rule,
+    exposed_comm_rule,
     cpu_rule,
 )
 
