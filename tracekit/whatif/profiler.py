@@ -10,9 +10,14 @@ Where the step does not depend on c (a device-bound capture: any c in a range gi
 no c reaches the unprofiled step because the device alone takes longer), the unprofiled step says
 nothing about c: the measured default is kept and the result says so (fitting c to the host's own
 unprofiled time instead gave 31 µs/event on a TF32 pair, 5× the default, and a prediction for the other
-capture of 0.28 of A's step where 0.46 was measured). A fitted c outside the range fitted on real
-captures (MEASURED_RANGE_US) is clipped to it and said. Each prediction without the profiler is also
-replayed at both ends of that range (its sensitivity to c).
+capture of 0.28 of A's step where 0.46 was measured). A fitted c above the range fitted on real captures
+(MEASURED_RANGE_US) is clipped to it and said (the replay lacks a dependency, or the profiler slows more
+than its recorded events). One below it is kept, and said: the profiled steps were hardly slower than the
+unprofiled ones (the host ran faster while profiled), and only that cost replays the capture at its
+unprofiled step; clipping it up made the replay of A faster than A measured, and every saving a
+difference from the wrong step (an H100 MLP's CUDA graph: 4.2 ms predicted at the clipped 1.5 µs/event,
+6.1 at its fitted 0.22 and 6.1 measured; docs/results/advice.md). Where no unprofiled step fixes c, each
+prediction without the profiler is also replayed at both ends of that range (its sensitivity to c).
 """
 
 from __future__ import annotations
@@ -139,11 +144,7 @@ def estimate_cost(
             f"{default_us:g} µs/event" + (" is kept" if c == default_us else f", raised to {c:.2f}, is used"),
         )
     if s0 > hi_target:
-        c = (low + high) / 2
-        lo_m, hi_m = MEASURED_RANGE_US
-        if not lo_m <= c <= hi_m:
-            return _clipped(c, low, high)
-        return CostEstimate(c, low, high, "estimated from the unprofiled step time", True)
+        return _fitted(low, high)
     c = min(default_us, high)
     return CostEstimate(
         c,
@@ -156,16 +157,31 @@ def estimate_cost(
     )
 
 
-def _clipped(c: float, low: float, high: float) -> CostEstimate:
-    """A fitted cost outside MEASURED_RANGE_US, clipped to it, with what each side says."""
+def _fitted(low: float, high: float) -> CostEstimate:
+    """The cost the unprofiled step identifies (the middle of the costs that match it): clipped above
+    MEASURED_RANGE_US, kept below it (module docstring)."""
+    c = (low + high) / 2
     lo_m, hi_m = MEASURED_RANGE_US
-    clipped = min(max(c, lo_m), hi_m)
-    why = (
-        "the replay lacks a dependency, or the profiler slows more than its recorded events"
-        if c > hi_m
-        else "the profiled steps are hardly slower than the unprofiled ones: the host ran faster while "
-        "profiled, and the steps without the profiler are predicted faster than measured"
-    )
+    if c > hi_m:
+        return _clipped(c, low, high)
+    if c < lo_m:
+        return CostEstimate(
+            c,
+            low,
+            high,
+            f"estimated from the unprofiled step time: {c:.2f} µs/event, below the {lo_m:g}-{hi_m:g} "
+            "µs/event fitted on real captures (the profiled steps are hardly slower than the unprofiled "
+            "ones: the host ran faster while profiled)",
+            True,
+        )
+    return CostEstimate(c, low, high, "estimated from the unprofiled step time", True)
+
+
+def _clipped(c: float, low: float, high: float) -> CostEstimate:
+    """A fitted cost above MEASURED_RANGE_US, clipped to it, with why."""
+    lo_m, hi_m = MEASURED_RANGE_US
+    clipped = hi_m
+    why = "the replay lacks a dependency, or the profiler slows more than its recorded events"
     return CostEstimate(
         clipped,
         low,
