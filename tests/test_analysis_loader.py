@@ -83,6 +83,8 @@ def test_a_loader_stall_the_window_hid_is_named_from_the_unprofiled_waits(tmp_pa
     # the knob: the pool makes a batch per 100 µs step, the step without its wait takes 20 µs, so
     # 3 workers × 100 / 20 = 15 keep up (the manifest names no CPU count to cap them)
     assert loader.knob == "DataLoader(num_workers=15)" and loader.whatif == ("--loader-workers", "15")
+    # an upper bound: workers sharing a host make batches no faster than the capture's did
+    assert loader.bound and "at most: each added worker" in loader.prediction_note
 
 
 def test_without_timed_fetches_the_advice_keeps_the_profiled_evidence(tmp_path):

@@ -51,6 +51,15 @@ TINY_KERNEL_MAX_US = 20.0  # "tiny": median kernel time below 20 µs
 GRAPHED_MAX_FRACTION = 0.5  # no CUDA-graph advice when half the kernels already run in graph launches
 COLLECTIVE_MIN_FRACTION = 0.10  # collective wait ≥ 10 % of step time
 EXPOSED_COMM_MIN_FRACTION = 0.05  # communication's exposed transfer ≥ 5 % of step time (median over ranks)
+# More workers are predicted at the capture's per-batch time each (throughput linear in the count): an
+# upper bound, as workers that share a host's cores, memory and caches make a batch no faster, often
+# slower (2 -> 8 workers 4.1x on an H200 host, docs/results/whatif.md; 2 -> 6 on two H100 hosts 2.1x and
+# 1.8x, each worker 1.4x and 1.7x as long per batch: docs/results/advice.md)
+WORKERS_BOUND_NOTE = (
+    "at most: each added worker is taken to make batches as fast as the capture's did; workers sharing the "
+    "host's cores and memory make them no faster (1.4-1.7x as long per batch with 6 workers as with 2 on "
+    "the H100 hosts of docs/results/advice.md)"
+)
 DDP_BUCKET_CAP_MB = 25  # DistributedDataParallel's default bucket_cap_mb
 DDP_KNOB = (
     f"DistributedDataParallel(model, bucket_cap_mb=<below {DDP_BUCKET_CAP_MB}: a smaller last bucket>, "
@@ -115,6 +124,12 @@ TF32_OVER_FP32 = 0.135  # TF32 494.7 over FP32 66.9 (docs/results/whatif.md's tf
 # device_model.py); on channels_last tensors 1.00-1.02x cuDNN's NHWC kernels (kept). Under fp16 cuDNN
 # keeps batch norm (kept).
 BF16_BATCHNORM_OVER_CUDNN_NCHW = 1.3
+# torch's own batch norm (what 16-bit inputs run) on channels_last tensors over the passes model of
+# tracekit.whatif.knobs (BN_FORWARD_PASSES / BN_BACKWARD_PASSES at the trace's elementwise bandwidth): its
+# channels_last kernels took 2.40, 2.31, 1.94 and 1.78x the model's time on the four bf16 convnet captures
+# of docs/results/advice.md (ResNet-18, ResNet-50 at batch 32 and 128, EfficientNet-B0; bn_model.py before
+# this factor); their median. cuDNN's NHWC kernels, which fp32 runs, are within 8.5-30 % of the model.
+TORCH_CHANNELS_LAST_BATCHNORM_OVER_PASSES = 2.1
 # Devices with bf16 tensor cores: compute capability 8.0 and later (Ampere, Ada, Hopper, Blackwell).
 BF16_MIN_CAPABILITY = 8.0
 _BF16_NAMES = re.compile(
@@ -244,6 +259,8 @@ def _unprofiled_loader(report: Report, ip: InputPipeline) -> Advice:
         n = min(n, cpus - 1)
     knob = f"DataLoader(num_workers={n})" if n is not None else "DataLoader(num_workers=...)"
     flags: tuple[str, ...] = ("--loader-workers", str(n)) if n is not None else ("--set", "dataloader=0")
+    if n is not None:
+        note += f"; {WORKERS_BOUND_NOTE}"
     return Advice(
         "dataloader_workers",
         msg,
@@ -254,7 +271,7 @@ def _unprofiled_loader(report: Report, ip: InputPipeline) -> Advice:
         knob=knob,
         whatif=flags,
         prediction_note=note,
-        bound=n is None,
+        bound=True,
     )
 
 
@@ -310,6 +327,8 @@ def _steady_advice(st: SteadyState) -> Advice:
         need = max(st.usable_cpus - 1, 1)
     if need is not None and need <= st.workers:
         need = None
+    if need is not None:
+        note += f"; {WORKERS_BOUND_NOTE}"
     return Advice(
         "dataloader_workers",
         f"The input pipeline cannot keep up: {step}. More DataLoader workers, or a cheaper __getitem__.",
@@ -321,7 +340,7 @@ def _steady_advice(st: SteadyState) -> Advice:
         knob=f"DataLoader(num_workers={need})" if need else "DataLoader(num_workers=...)",
         whatif=("--loader-workers", str(need)) if need else ("--set", "dataloader=0"),
         prediction_note=note,
-        bound=need is None,
+        bound=True,
     )
 
 
@@ -425,9 +444,9 @@ def layout_rule(ev: Evidence) -> list[Advice]:
             "; channels_last also moves batch norm from its NCHW kernels to channels_last ones: the replay "
             "times them from the ops' input shapes (record_shapes=True: 3 passes forward, 5 backward at the "
             "trace's elementwise bandwidth; cuDNN's took 8-30 % longer on the H100 pairs of "
-            "docs/results/advice.md, torch's own, for 16-bit inputs, 1.8-2.4x: there the saving is at most "
-            "the figure); a trace without shapes keeps their NCHW "
-            "time, and on a step the device paces the saving is then likely larger"
+            "docs/results/advice.md; torch's own, which 16-bit inputs run, at "
+            f"{TORCH_CHANNELS_LAST_BATCHNORM_OVER_PASSES:g}x that, measured 1.8-2.4x); a trace without "
+            "shapes keeps their NCHW time, and on a step the device paces the saving is then likely larger"
         )
     if dw_n:
         evidence += f"; torch's NCHW depthwise convolutions {dw_ms:.3f} ms/step"
