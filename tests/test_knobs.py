@@ -9,7 +9,12 @@ import pytest
 import tracekit as tk
 from tests.clirun import run_main
 from tests.tracebuilder import TraceBuilder
-from tracekit.whatif.knobs import BF16_BATCHNORM_OVER_CUDNN_NCHW, CAST_EVENTS, HALF_BYTES
+from tracekit.whatif.knobs import (
+    BF16_BATCHNORM_OVER_CUDNN_NCHW,
+    CAST_EVENTS,
+    HALF_BYTES,
+    TORCH_CHANNELS_LAST_BATCHNORM_OVER_PASSES,
+)
 from tracekit.whatif.predict import Replayer
 from tracekit.whatif.scenario import WhatIfOptions
 
@@ -139,11 +144,19 @@ def test_gemm_ops_nested_in_gemm_ops_get_one_cast(tmp_path):
     assert np.count_nonzero(f.cost - rp.graph.cost) == 1
 
 
-def nchw_batch_norm_step(shapes: bool = True) -> TraceBuilder:
+CUDNN_BN = ("aten::cudnn_batch_norm", "void cudnn::bn_fw_tr_1C11_kernel_NCHW<float>")
+TORCH_BF16_BN = (
+    "aten::native_batch_norm",
+    "void at::native::batch_norm_collect_statistics_kernel<at::native::InvStd, c10::BFloat16, float, float,"
+    " int>",
+)
+
+
+def nchw_batch_norm_step(shapes: bool = True, bn: tuple[str, str] = CUDNN_BN) -> TraceBuilder:
     """A device-bound step: five ops each launch an elementwise add over 2**20 floats (two inputs of that
     size and the output: 3 x 4 MiB moved, 4 µs each: 3145.728 GB/s), a convolution op launches a 2 µs
-    layout conversion, and cuDNN's batch norm op (input 16x64x32x32 floats) launches a 20 µs NCHW
-    kernel; the device runs them back to back from 20 µs to 62 µs."""
+    layout conversion, and a batch norm op (`bn`: cuDNN's, by default; input 16x64x32x32) launches a
+    20 µs NCHW kernel; the device runs them back to back from 20 µs to 62 µs."""
     t = TraceBuilder(device_properties=H100)
     t.step(1, 0, 15)
     n = [16, 64, 32, 32]
@@ -152,12 +165,7 @@ def nchw_batch_norm_step(shapes: bool = True) -> TraceBuilder:
     ] * 5
     kernels += [
         ("aten::cudnn_convolution", [n, [64, 64, 3, 3]], "void cudnn::ops::nchwToNhwcKernel<float>", 2),
-        (
-            "aten::cudnn_batch_norm",
-            [n, [64], [64], [64], [64]],
-            "void cudnn::bn_fw_tr_1C11_kernel_NCHW<float>",
-            20,
-        ),
+        (bn[0], [n, [64], [64], [64], [64]], bn[1], 20),
     ]
     at = 20.0
     for i, (op, dims, kernel, dur) in enumerate(kernels):
@@ -179,6 +187,18 @@ def test_channels_last_times_cudnns_nhwc_batch_norm_at_the_traces_bandwidth(tmp_
     assert predicted_us(w) == pytest.approx(44.0)
     (note,) = [n for n in w.result.notes if n.startswith("channels_last")]
     assert "(1 ops, 0.020 ms) at its channels_last kernels' time, 0.004 ms" in note and "3146 GB/s" in note
+
+
+def test_channels_last_times_torchs_own_16_bit_batch_norm_at_its_measured_factor(tmp_path):
+    # GIVEN the step with torch's own batch norm on bf16 activations (what autocast runs)
+    w = tk.whatif(nchw_batch_norm_step(bn=TORCH_BF16_BN).write(tmp_path / "t.json"), channels_last=True)
+    # THEN 3 passes over 2**20 bf16 elements at 3145.728 GB/s (2 µs) x 2.1 = 4.2 µs instead of 20, and the
+    #      conversion's 2 µs go: 62 - 15.8 - 2
+    assert TORCH_CHANNELS_LAST_BATCHNORM_OVER_PASSES == 2.1
+    assert predicted_us(w) == pytest.approx(44.2)
+    (note,) = [n for n in w.result.notes if n.startswith("channels_last")]
+    assert "(1 ops, 0.020 ms) at its channels_last kernels' time, 0.004 ms" in note
+    assert "torch's own batch norm, which 16-bit inputs run: its channels_last kernels at 2.1x" in note
 
 
 def test_without_shapes_the_batch_norm_keeps_its_time(tmp_path):
