@@ -1,11 +1,12 @@
 """The pairs measured in several H100 runs of docs/results/advice.md side by side: how far a pair's
 measured change moved between runs minutes apart on one machine, against how far its prediction missed.
 
-    .venv/bin/python docs/results/advice/runs_compared.py     # reads data/, data_b/, data_c/predictions.json
+    .venv/bin/python docs/results/advice/runs_compared.py     # reads RUNS' predictions.json
 
-Prints a Markdown table: per pair measured in every run, each run's measured and predicted saving (ms,
-unprofiled; the prediction from the first capture of A in each run), the spread of the measured savings
-(largest less smallest), and in which runs the prediction was within the target.
+Prints a Markdown table: per pair measured in at least two of the runs, each run's measured and
+predicted saving (ms, unprofiled; the prediction from the first capture of A in each run; "-" where the
+run did not measure the pair), the spread of the measured savings (largest less smallest), and in which
+runs the prediction was within the target.
 """
 
 from __future__ import annotations
@@ -15,7 +16,10 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-RUNS = tuple(HERE / d / "predictions.json" for d in ("data", "data_b", "data_c"))
+# the runs that measured the same pairs: the first three (one H100, minutes apart) and the ninth (another
+# H100 host, later)
+RUNS = tuple(HERE / d / "predictions.json" for d in ("data", "data_b", "data_c", "data_i"))
+NAMES = ("1", "2", "3", "9")
 
 
 def _pred(row: dict) -> float | None:
@@ -25,22 +29,26 @@ def _pred(row: dict) -> float | None:
 
 def main() -> int:
     runs = [{r["pair"]: r for r in json.loads(p.read_text())} for p in RUNS if p.exists()]
-    n = len(runs)
+    names = " / ".join(NAMES[: len(runs)])
     lines = [
-        f"| pair | measured saved ms, run 1 .. {n} | spread | predicted, run 1 .. {n} | within the target |",
+        f"| pair | measured saved ms, run {names} | spread | predicted, run {names} | within the target |",
         "|---|---|---|---|---|",
     ]
     yes = {True: "yes", False: "no"}
+
+    def cell(values: list, fmt) -> str:
+        return " / ".join("-" if v is None else fmt(v) for v in values)
+
     for pair in runs[0]:
-        rows = [r.get(pair) for r in runs]
-        if any(r is None or r.get("within_target") is None for r in rows):
+        rows = [r.get(pair) if r.get(pair, {}).get("within_target") is not None else None for r in runs]
+        if sum(r is not None for r in rows) < 2:
             continue
-        measured = [r["measured_saved_ms"] for r in rows]
-        predicted = [_pred(r) for r in rows]
+        measured = [r["measured_saved_ms"] if r else None for r in rows]
+        got = [x for x in measured if x is not None]
         lines.append(
-            f"| {pair} | {' / '.join(f'{x:.2f}' for x in measured)} | {max(measured) - min(measured):.2f} | "
-            f"{' / '.join(f'{x:.2f}' for x in predicted)} | "
-            f"{' / '.join(yes[r['within_target']] for r in rows)} |"
+            f"| {pair} | {cell(measured, lambda x: f'{x:.2f}')} | {max(got) - min(got):.2f} | "
+            f"{cell([_pred(r) if r else None for r in rows], lambda x: f'{x:.2f}')} | "
+            f"{cell([r['within_target'] if r else None for r in rows], lambda x: yes[x])} |"
         )
     print("\n".join(lines))
     return 0
