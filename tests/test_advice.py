@@ -624,6 +624,20 @@ def test_exposed_communication_names_the_knob_and_its_bucket(tmp_path):
     assert not any(a.kind == "exposed_comm" for a in advise(quiet))
     (low,) = [a for a in advise(quiet, strict=False) if a.kind == "exposed_comm"]
     assert low.share == pytest.approx(0.04)
+    # point-to-point transfers (pipeline stages) are no DDP buckets: the generic knob
+    p2p = _comm_report(base, 0, 1.5, 0.5)
+    ranks = tuple(
+        replace(
+            r,
+            buckets=tuple(
+                replace(b, name="ncclDevKernel_SendRecv(ncclDevKernelArgsStorage)") for b in r.buckets
+            ),
+        )
+        for r in p2p.communication.ranks
+    )
+    p2p = replace(p2p, communication=replace(p2p.communication, ranks=ranks))
+    knob = one(replace(p2p, advice=tuple(advise(p2p))), "exposed_comm").knob
+    assert "overlap the communication" in knob and "bucket_cap_mb" not in knob
     # one rank communicates with no one
     assert not any(a.kind == "exposed_comm" for a in advise(_comm_report(base, 0, 5.0, 0.0, ranks=1)))
 

@@ -73,7 +73,12 @@ FSDP_KNOB = (
     "set_requires_gradient_sync(False) (FSDP1: no_sync()) on every micro-batch but the last; a larger "
     "batch per rank"
 )
+COMM_KNOB = (
+    "overlap the communication with compute: issue it earlier (async_op=True, wait just before its result "
+    "is needed) or on its own stream; or communicate less often (larger micro-batches, fewer stages)"
+)
 ALL_GATHER_RE = re.compile(r"all_?gather", re.IGNORECASE)  # NCCL's AllGather kernels, gloo:all_gather
+ALL_REDUCE_RE = re.compile(r"all_?reduce", re.IGNORECASE)
 CPU_DISPATCH_MIN_FRACTION = 0.30  # CPU-only: dispatch gaps ≥ 30 % of step time
 CAPTURE_MIN_FRACTION = 0.50  # a graph capture ≥ 50 % of a rank's steps: a capture trace, not a loop's
 PAGEABLE_MIN_FRACTION = 0.02  # host blocked in pageable copies ≥ 2 % of step time
@@ -798,8 +803,15 @@ def exposed_comm_rule(ev: Evidence) -> list[Advice]:
     exposed = float(np.median([r.ms_per_step("exposed_transfer_ns") for r in ranks]))
     step = float(np.median([r.ms_per_step("step_ns") for r in ranks]))
     cpu = all(r.device < 0 for r in ranks)
-    # parameters gathered each step: a sharded job (FSDP, ZeRO), whose knobs are its prefetching
-    sharded = any(ALL_GATHER_RE.search(b.name) for r in ranks for b in r.buckets)
+    # parameters gathered each step: a sharded job (FSDP, ZeRO), whose knobs are its prefetching; else
+    # gradients all-reduced: DDP's buckets; else (point-to-point, all-to-all) the generic knob
+    names = [b.name for r in ranks for b in r.buckets]
+    if any(ALL_GATHER_RE.search(n) for n in names):
+        knob = FSDP_KNOB
+    elif any(ALL_REDUCE_RE.search(n) for n in names):
+        knob = DDP_KNOB
+    else:
+        knob = COMM_KNOB
     evidence = (
         f"communication exposed (in flight while the {'step thread' if cpu else 'device'} computed nothing, "
         f"waits for late ranks left out) {exposed:.3f} ms of a {step:.3f} ms step, median over {len(ranks)} "
@@ -840,7 +852,7 @@ def exposed_comm_rule(ev: Evidence) -> list[Advice]:
             None,
             share,
             "profiled",
-            knob=FSDP_KNOB if sharded else DDP_KNOB,
+            knob=knob,
             whatif=("--comm", "0"),
             prediction_note=note,
             bound=not cpu,
