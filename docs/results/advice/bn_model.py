@@ -42,6 +42,10 @@ PAIRS = (
     ("rnx", "rnx_cl"),
     ("mnv3p", "mnv3p_cl"),
     ("regp", "regp_cl"),
+    ("denseb", "denseb_cl"),
+    ("mnv2b", "mnv2b_cl"),
+    ("regb", "regb_cl"),
+    ("rnxb", "rnxb_cl"),
 )
 # the batch norm of B: cuDNN's NHWC kernels (fp32), torch's channels_last ones (bf16)
 CHANNELS_LAST_BATCHNORM_RE = rf"{CUDNN_BATCHNORM_RE}|batch_norm_\w*channels_last_kernel"

@@ -494,6 +494,23 @@ def _tv_family(key: str, group: str, arch: str, label: str, host: bool = False) 
     return tuple(out)
 
 
+def _bf16_family(key: str, arch: str, label: str) -> tuple:
+    """A held-out torchvision model under autocast bf16 at batch 64 on the device, NCHW (`key`b) and
+    channels_last (`key`b_cl): channels_last where batch norm runs torch's own kernels (the 16-bit
+    inputs'), whose factor (advice.TORCH_CHANNELS_LAST_BATCHNORM_OVER_PASSES) was set on other models."""
+    return (
+        Config(
+            f"{key}b",
+            "bf16cl",
+            f"torchvision {label} under autocast bf16 (held out), batch 64",
+            _tv(arch, precision="bf16"),
+        ),
+        Config(
+            f"{key}b_cl", "bf16cl", "... channels_last and bf16", _tv(arch, layout="cl", precision="bf16")
+        ),
+    )
+
+
 CONFIGS = (
     Config("r18", "resnet", "ResNet-18 fp32 NCHW, batch copied pageable each step", build_resnet),
     Config(
@@ -526,6 +543,10 @@ CONFIGS = (
     *_tv_family("regp", "hostpaced", "regnet_y_800mf", "RegNetY-800MF", host=True),
     *_tv_family("cnx", "tvnets2", "convnext_tiny", "ConvNeXt-T"),
     *_tv_family("rnx", "tvnets2", "resnext50_32x4d", "ResNeXt-50 (32x4d)"),
+    *_bf16_family("dense", "densenet121", "DenseNet-121"),
+    *_bf16_family("mnv2", "mobilenet_v2", "MobileNetV2"),
+    *_bf16_family("reg", "regnet_y_800mf", "RegNetY-800MF"),
+    *_bf16_family("rnx", "resnext50_32x4d", "ResNeXt-50 (32x4d)"),
     Config("effnet", "effnet", "timm EfficientNet-B0 fp32 (held out), batch 128 on the device", _effnet()),
     Config("effnet_bf16", "effnet", "... under autocast bf16", _effnet(precision="bf16")),
     Config("effnet_cl", "effnet", "... model and batch channels_last", _effnet(layout="cl")),
@@ -618,6 +639,7 @@ GROUPS = (
     "tvnets",
     "tvnets2",
     "hostpaced",
+    "bf16cl",
     "xfmr",
     "sync",
     "host",
@@ -670,6 +692,10 @@ PAIRS = (
     ("layout_cnx", "cnx", "cnx_cl", "layout", "channels_last"),
     ("precision_rnx", "rnx", "rnx_bf16", "precision", "autocast(bfloat16)"),
     ("layout_rnx", "rnx", "rnx_cl", "layout", "channels_last"),
+    *(
+        (f"layout_bf16_{k}", f"{k}b", f"{k}b_cl", "layout", "channels_last, both under autocast")
+        for k in ("dense", "mnv2", "reg", "rnx")
+    ),
     ("precision_vit", "vit", "vit_bf16", "precision", "autocast(bfloat16)"),
     ("precision_gpt2", "gpt2", "gpt2_bf16", "precision", "autocast(bfloat16)"),
     ("item_gpu", "r18dev_item", "r18dev", "sync_drain", "remove the per-step loss.item()"),
