@@ -835,8 +835,8 @@ def exposed_comm_rule(ev: Evidence) -> list[Advice]:
             + (f" ({int(np.median(elements)):,} elements)" if elements else "")
         )
     note = (
-        "the saving if the communication took no time (`--comm 0`): at most what hiding it behind the "
-        "backward saves"
+        "the saving if the communication took no time (`--comm 0`): at most what hiding it behind "
+        "compute saves"
     )
     if cpu:
         note = (
