@@ -751,6 +751,8 @@ def _saving_text(report: Report, a: Advice) -> str:
     if saved.get("profiled") is None:
         if report.savings is not None and report.savings.computed:
             return "not predicted (see the note)"
+        if not report.devices:  # the savings stage replays device steps; whatif replays a CPU capture
+            return "not computed here for a capture without a device: the predict command replays it"
         return "not computed (the replay runs without --no-savings, on whole captures)"
     parts = []
     for basis in ("unprofiled", "profiled"):

@@ -3,7 +3,7 @@ cannot fix it"). For every capture whose unprofiled step fixes the cost (traceki
 in-trace figures that the profiler's per-event cost might show, against that fitted cost: a log-log line
 through them and its leave-one-out error, beside the error of one constant (the default).
 
-    .venv/bin/python docs/results/advice/cost_proxies.py DATA_DIR [DATA_DIR ...]   # run folders: runs/<config>/
+    .venv/bin/python docs/results/advice/cost_proxies.py DATA_DIR [DATA_DIR ...]   # runs/<config>/ in each
 
 The figures, per capture (µs, medians): the gap between two consecutive children of a C++ op (no Python
 runs between them: the profiler's exit and enter callbacks, and dispatch), trivial ops' durations
@@ -80,7 +80,8 @@ def main(argv: list[str]) -> int:
                     rows.append((est.cost_us, figures(capture.table.to_pandas())))
     y = np.log([c for c, _ in rows])
     lines = [
-        f"{len(rows)} captures whose unprofiled step fixes the cost (median {np.exp(np.median(y)):.2f} µs/event)",
+        f"{len(rows)} captures whose unprofiled step fixes the cost "
+        f"(median {np.exp(np.median(y)):.2f} µs/event)",
         "",
         "| figure | captures | correlation (log-log) | leave-one-out error, median (80th pct.) |",
         "|---|---|---|---|",
