@@ -658,6 +658,9 @@ def test_the_cpu_ddp_capture_gets_the_exposed_communication_advice():
     a = one(r, "exposed_comm")
     assert 0.05 <= a.share <= 1.0 and not a.bound
     assert "gloo:all_reduce" in a.evidence and "bucket_cap_mb" in a.knob
+    # a CPU capture's advice is replayed too (its host, as tracekit whatif replays it)
+    assert 0 < a.saved_ms["unprofiled"] <= a.step_ms["unprofiled"]
+    assert 0 < a.saved_ms["profiled"] <= a.step_ms["profiled"]
     # FSDP gathers its parameters every step: its knobs are prefetching (7.9 % exposed)
     f = one(tk.analyze(ROOT / "fixtures/cpu_gloo/fsdp").report, "exposed_comm")
     assert "prefetch" in f.knob and "bucket_cap_mb" not in f.knob

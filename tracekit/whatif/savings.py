@@ -120,7 +120,7 @@ def with_savings(
     `context`, the analysis' tracekit.analysis.pipeline.Context, whose frames and threads are taken
     (`hand_over`) and let go once the graph is built: the savings' replays then hold the graph alone."""
 
-    if not report.devices:
+    if not report.devices and not report.host.steps:
         return report
     if context is not None:
         frames, threads = context.hand_over()
