@@ -543,6 +543,8 @@ CONFIGS = (
     *_tv_family("regp", "hostpaced", "regnet_y_800mf", "RegNetY-800MF", host=True),
     *_tv_family("cnx", "tvnets2", "convnext_tiny", "ConvNeXt-T"),
     *_tv_family("rnx", "tvnets2", "resnext50_32x4d", "ResNeXt-50 (32x4d)"),
+    *_tv_family("shf", "hostpaced2", "shufflenet_v2_x1_0", "ShuffleNetV2 x1.0", host=True),
+    *_tv_family("vgg", "hostpaced2", "vgg11_bn", "VGG-11 (batch norm)", host=True),
     *_bf16_family("dense", "densenet121", "DenseNet-121"),
     *_bf16_family("mnv2", "mobilenet_v2", "MobileNetV2"),
     *_bf16_family("reg", "regnet_y_800mf", "RegNetY-800MF"),
@@ -640,6 +642,7 @@ GROUPS = (
     "tvnets2",
     "hostpaced",
     "bf16cl",
+    "hostpaced2",
     "xfmr",
     "sync",
     "host",
@@ -692,6 +695,15 @@ PAIRS = (
     ("layout_cnx", "cnx", "cnx_cl", "layout", "channels_last"),
     ("precision_rnx", "rnx", "rnx_bf16", "precision", "autocast(bfloat16)"),
     ("layout_rnx", "rnx", "rnx_cl", "layout", "channels_last"),
+    *(
+        pair
+        for k in ("shf", "vgg")
+        for pair in (
+            (f"pinned_{k}", k, f"{k}_pin", "pageable_copy", "pin_memory=True + non_blocking=True"),
+            (f"precision_{k}", k, f"{k}_bf16", "precision", "autocast(bfloat16)"),
+            (f"layout_{k}", k, f"{k}_cl", "layout", "channels_last"),
+        )
+    ),
     *(
         (f"layout_bf16_{k}", f"{k}b", f"{k}b_cl", "layout", "channels_last, both under autocast")
         for k in ("dense", "mnv2", "reg", "rnx")
