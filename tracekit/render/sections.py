@@ -751,9 +751,9 @@ def _saving_text(report: Report, a: Advice) -> str:
     if saved.get("profiled") is None:
         if report.savings is not None and report.savings.computed:
             return "not predicted (see the note)"
-        if not report.devices:  # the savings stage replays device steps; whatif replays a CPU capture
-            return "not computed here for a capture without a device: the predict command replays it"
-        return "not computed (the replay runs without --no-savings, on whole captures)"
+        if report.savings is not None and report.savings.skipped:  # why the analysis skipped them
+            return report.savings.skipped
+        return "not computed (--no-savings, or a report made without them): the predict command replays it"
     parts = []
     for basis in ("unprofiled", "profiled"):
         ms, of = saved.get(basis), step.get(basis)
