@@ -793,15 +793,13 @@ def exposed_comm_rule(ev: Evidence) -> list[Advice]:
     ranks = [r for r in (comm.ranks if comm is not None else ()) if r.steps]
     if len(ranks) < 2:
         return []
-    shares = []
-    for r in ranks:
-        step = r.ms_per_step("step_ns")
-        shares.append(min(r.ms_per_step("exposed_transfer_ns") / step, 1.0) if step > 0 else 0.0)
-    share = float(np.median(shares))
+    # per rank: its step and exposed transfer, ms per step
+    per_rank = [(r.ms_per_step("step_ns"), r.ms_per_step("exposed_transfer_ns")) for r in ranks]
+    share = float(np.median([min(e / st, 1.0) if st > 0 else 0.0 for st, e in per_rank]))
     if not ev.fires(share, EXPOSED_COMM_MIN_FRACTION):
         return []
-    exposed = float(np.median([r.ms_per_step("exposed_transfer_ns") for r in ranks]))
-    step = float(np.median([r.ms_per_step("step_ns") for r in ranks]))
+    step = float(np.median([st for st, _ in per_rank]))
+    exposed = float(np.median([e for _, e in per_rank]))
     cpu = all(r.device < 0 for r in ranks)
     # parameters gathered each step: a sharded job (FSDP, ZeRO), whose knobs are its prefetching; else
     # gradients all-reduced: DDP's buckets; else (point-to-point, all-to-all) the generic knob
@@ -817,23 +815,7 @@ def exposed_comm_rule(ev: Evidence) -> list[Advice]:
         f"waits for late ranks left out) {exposed:.3f} ms of a {step:.3f} ms step, median over {len(ranks)} "
         "ranks"
     )
-    by_bucket: dict[tuple[str, int], list] = {}
-    for r in ranks:
-        for b in r.buckets:
-            by_bucket.setdefault((b.name, b.index), []).append(b)
-    if by_bucket:
-        # a bucket's exposed time beyond its wait for a late rank, at most its transfer
-        def bare(b: Any) -> float:
-            return min(max(b.exposed_ms - b.wait_ms, 0.0), b.transfer_ms)
-
-        (name, index), bs = max(by_bucket.items(), key=lambda kv: float(np.median([bare(b) for b in kv[1]])))
-        elements = [b.elements for b in bs if b.elements]
-        evidence += (
-            f"; most exposed: {name} #{index} of {len(by_bucket)} per step, "
-            f"{float(np.median([bare(b) for b in bs])):.3f} ms of its "
-            f"{float(np.median([b.transfer_ms for b in bs])):.3f} ms transfer"
-            + (f" ({int(np.median(elements)):,} elements)" if elements else "")
-        )
+    evidence += _most_exposed_bucket(ranks)
     note = (
         "the saving if the communication took no time (`--comm 0`): at most what hiding it behind "
         "compute saves"
@@ -858,6 +840,28 @@ def exposed_comm_rule(ev: Evidence) -> list[Advice]:
             bound=not cpu,
         )
     ]
+
+
+def _most_exposed_bucket(ranks: Sequence[Any]) -> str:
+    """The evidence's "; most exposed: ..." of the ranks' buckets ("" where none): the bucket whose exposed
+    time beyond its wait for a late rank (at most its transfer) is largest, medians over ranks."""
+    by_bucket: dict[tuple[str, int], list] = {}
+    for r in ranks:
+        for b in r.buckets:
+            by_bucket.setdefault((b.name, b.index), []).append(b)
+    if not by_bucket:
+        return ""
+    bare = {
+        key: float(np.median([min(max(b.exposed_ms - b.wait_ms, 0.0), b.transfer_ms) for b in bs]))
+        for key, bs in by_bucket.items()
+    }
+    (name, index), bs = max(by_bucket.items(), key=lambda kv: bare[kv[0]])
+    elements = [b.elements for b in bs if b.elements]
+    return (
+        f"; most exposed: {name} #{index} of {len(by_bucket)} per step, {bare[(name, index)]:.3f} ms of its "
+        f"{float(np.median([b.transfer_ms for b in bs])):.3f} ms transfer"
+        + (f" ({int(np.median(elements)):,} elements)" if elements else "")
+    )
 
 
 def cpu_rule(ev: Evidence) -> list[Advice]:

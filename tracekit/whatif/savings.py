@@ -116,9 +116,11 @@ def with_savings(
     report: Any, capture: Any, frames: Any = None, threads: Any = None, *, context: Any = None
 ) -> Any:
     """The analysis report (tracekit.analysis.model.Report) with each device's savings filled in, and the
-    profiler cost they assume in its `savings`. `frames`, `threads`: the analysis' own (reused); or
-    `context`, the analysis' tracekit.analysis.pipeline.Context, whose frames and threads are taken
-    (`hand_over`) and let go once the graph is built: the savings' replays then hold the graph alone."""
+    profiler cost they assume in its `savings`; its advice's predicted savings too, also on a CPU-only
+    capture (host steps, no device: its host replayed as `tracekit whatif` replays it). `frames`,
+    `threads`: the analysis' own (reused); or `context`, the analysis' tracekit.analysis.pipeline.Context,
+    whose frames and threads are taken (`hand_over`) and let go once the graph is built: the savings'
+    replays then hold the graph alone."""
 
     if not report.devices and not report.host.steps:
         return report
