@@ -152,31 +152,37 @@ TORCH_BF16_BN = (
 )
 
 
-def nchw_batch_norm_step(shapes: bool = True, bn: tuple[str, str] = CUDNN_BN) -> TraceBuilder:
+def adds_then(kernels: list, shapes: bool = True) -> TraceBuilder:
     """A device-bound step: five ops each launch an elementwise add over 2**20 floats (two inputs of that
-    size and the output: 3 x 4 MiB moved, 4 µs each: 3145.728 GB/s), a convolution op launches a 2 µs
-    layout conversion, and a batch norm op (`bn`: cuDNN's, by default; input 16x64x32x32) launches a
-    20 µs NCHW kernel; the device runs them back to back from 20 µs to 62 µs."""
+    size and the output: 3 x 4 MiB moved, 4 µs each: 3145.728 GB/s), then each (op, input dims, kernel,
+    µs) of `kernels` launches its kernel; the device runs them back to back from 20 µs."""
     t = TraceBuilder(device_properties=H100)
     t.step(1, 0, 15)
     n = [16, 64, 32, 32]
-    kernels = [
-        ("aten::add_", [n, n, []], "void at::native::vectorized_elementwise_kernel<4, add<float>>", 4)
-    ] * 5
-    kernels += [
-        ("aten::cudnn_convolution", [n, [64, 64, 3, 3]], "void cudnn::ops::nchwToNhwcKernel<float>", 2),
-        (bn[0], [n, [64], [64], [64], [64]], bn[1], 20),
-    ]
+    adds = [("aten::add_", [n, n, []], "void at::native::vectorized_elementwise_kernel<4, add<float>>", 4)]
     at = 20.0
-    for i, (op, dims, kernel, dur) in enumerate(kernels):
+    for i, (op, dims, kernel, dur) in enumerate(adds * 5 + kernels):
         ev = t.op(op, 2 * i, 1.5)
         if shapes:
             ev["args"]["Input Dims"] = dims
         t.launch(2 * i + 0.2, 1, corr=100 + i)
         t.kernel(kernel, at, dur, corr=100 + i)
         at += dur
-    assert at == 62
     return t
+
+
+def nchw_batch_norm_step(shapes: bool = True, bn: tuple[str, str] = CUDNN_BN) -> TraceBuilder:
+    """The five adds (`adds_then`), then a convolution op launches a 2 µs layout conversion, and a batch
+    norm op (`bn`: cuDNN's, by default; input 16x64x32x32) launches a 20 µs NCHW kernel; the device runs
+    them back to back from 20 µs to 62 µs."""
+    n = [16, 64, 32, 32]
+    return adds_then(
+        [
+            ("aten::cudnn_convolution", [n, [64, 64, 3, 3]], "void cudnn::ops::nchwToNhwcKernel<float>", 2),
+            (bn[0], [n, [64], [64], [64], [64]], bn[1], 20),
+        ],
+        shapes,
+    )
 
 
 def test_channels_last_times_cudnns_nhwc_batch_norm_at_the_traces_bandwidth(tmp_path):
@@ -221,10 +227,12 @@ def test_autocast_bf16_batch_norm_leaves_cudnn_and_4d_elementwise_kernels_move_h
 
 def test_autocast_halves_an_in_place_activations_fp32_copy_only(tmp_path):
     # GIVEN a device-bound step: an in-place SiLU on 16x64x32x32 floats copies them (4 MiB, 4 µs), another
-    #       op copies the same shape in 2 MiB (already 16-bit), each its own Memcpy DtoD
+    #       op copies the same shape in 2 MiB (already 16-bit), each its own Memcpy DtoD; a convolution
+    #       reads activations of that shape (a convnet's: 16-bit under autocast)
     t = TraceBuilder(device_properties=H100)
     t.step(1, 0, 10)
     n = [16, 64, 32, 32]
+    t.op("aten::convolution", 5, 1)["args"]["Input Dims"] = [n, [64, 64, 3, 3]]
     at = 20.0
     for i, nbytes in enumerate((4 << 20, 2 << 20)):
         ev = t.op("aten::silu_", 2 * i, 1.5)
@@ -340,3 +348,42 @@ def test_the_vectorised_nesting_is_the_stack_walks(path):
     assert np.array_equal(got.launches, want["launches"]) and np.array_equal(got.other_calls, want["other"])
     assert np.array_equal(got.events, want["events"])
     assert np.array_equal(got.owner, owner)
+
+
+def test_autocast_holds_a_matrix_product_at_moving_its_bytes(tmp_path):
+    # GIVEN a device-bound step: five adds over 2**20 floats at 3145.728 GB/s (4 µs each, as above), then a
+    #       thin product (aten::mm 65536x16 @ 16x64, 20 µs in fp32) and a square one (256x4096 @ 4096x256,
+    #       100 µs), back to back from 20 µs
+    t = adds_then(
+        [
+            ("aten::mm", [[65536, 16], [16, 64]], FP32_GEMM, 20),
+            ("aten::mm", [[256, 4096], [4096, 256]], FP32_GEMM, 100),
+        ]
+    )
+    w = tk.whatif(t.write(tmp_path / "t.json"), autocast="bf16")
+    # THEN the adds keep their 4 µs (no convolution reads their activations: a transformer's, fp32 under
+    #      autocast); the thin product cannot beat moving its operands and result in 16 bits,
+    #      2 x (65536x16 + 16x64 + 65536x64) bytes at 3145.728 GB/s = 3.334 µs (the peaks' ratio says
+    #      20 x 0.068 = 1.36); the square one moves 4.33 MB (1.38 µs) and takes the peaks' 6.8 µs
+    assert predicted_us(w) == pytest.approx(20 + 20 + 10487808 / 3145.728 / 1e3 + 6.8, abs=0.01)
+    (note,) = [n for n in w.result.notes if n.startswith("autocast bf16")]
+    assert "1 matrix products held at moving their operands in 16 bits at the trace's 3146 GB/s" in note
+    assert "(0.001 ms at the peaks' ratio, 0.003 ms)" in note
+
+
+def test_autocast_halves_only_the_activations_a_convolution_or_batch_norm_reads(tmp_path):
+    # GIVEN the device-bound step above with its convolution reading other activations (16x64x16x16):
+    #       its adds' 16x64x32x32 activations are no convnet's (Swin's [B, H, W, C] residual stream)
+    t = nchw_batch_norm_step()
+    for ev in t.events:
+        if ev.get("name") == "aten::cudnn_convolution":
+            ev["args"]["Input Dims"] = [[16, 64, 16, 16], [64, 64, 3, 3]]
+    w = tk.whatif(t.write(tmp_path / "t.json"), autocast="bf16")
+    # THEN the batch norm still reads them: its input is a convnet's, so the adds halve: 58 as above
+    assert predicted_us(w) == pytest.approx(58.0)
+    # AND without the batch norm's shapes nothing reads them: the adds keep their 4 µs (20 + 20 + 2 + 26)
+    for ev in t.events:
+        if ev.get("name") == CUDNN_BN[0]:
+            ev["args"]["Input Dims"] = [[16, 64, 16, 16], [64], [64], [64], [64]]
+    w = tk.whatif(t.write(tmp_path / "t2.json"), autocast="bf16")
+    assert predicted_us(w) == pytest.approx(68.0)

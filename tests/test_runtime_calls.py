@@ -185,6 +185,49 @@ def test_a_kernel_held_behind_a_blocking_copy_is_sync_not_launch(tmp_path, copy,
     assert [(s.call, s.idle_ns) for s in r.sync_sources] == [(copy, 83 * US)]
 
 
+def _pageable_step(copy_ts: float, copy_dur: float, call_end: float) -> TraceBuilder:
+    """CPU  |- launch k0 [0,2) -|.. |---- cudaMemcpyAsync [10,call_end) ----| interp |- launch k1 -|
+    GPU        [k0 5,50)                [Memcpy HtoD (Pageable -> Device) copy_ts..]     [k1 70,100)"""
+    t = TraceBuilder()
+    t.step(1, 0, 100)
+    t.launch(0, 2, corr=1)
+    t.kernel("k0", 5, 45, corr=1)
+    t.runtime("cudaMemcpyAsync", 10, call_end - 10, corr=2)
+    t.memcpy(copy_ts, copy_dur, corr=2, nbytes=4 << 20)
+    t.launch(62, 2, corr=3)
+    t.kernel("k1", 70, 30, corr=3)
+    return t
+
+
+def test_an_async_copy_from_pageable_memory_that_waited_is_sync(tmp_path):
+    # GIVEN a cudaMemcpyAsync from pageable memory whose copy waited for k0 and ran [50,58) inside the
+    #       call [10,60): CUDA stages a pageable copy, the call returns as it ends
+    t = _pageable_step(50, 8, 60)
+    r = _analyze(tmp_path, t)
+    # THEN its 50 µs are the host's sync time (a blocking copy), not launch
+    assert r.host.steps[0].breakdown_ns["sync"] == 50 * US
+    assert r.host.steps[0].breakdown_ns["launch"] == 4 * US  # the two kernel launches
+    # AND the replay issues the copy at the call's start and ends the call with it: k0 at half its time
+    # ends at 27.5, the copy runs to 35.5 and the call returns then (its observed 2 µs before the copy's
+    # end kept), so k1 and the step end 22.5 µs sooner; with the call's 50 µs as host work (a launch) the
+    # step could not shorten
+    rp = Replayer.of(parse_paths([tmp_path / "trace.pt.trace.json"]))
+    assert rp.graph.diagnostics["cycles_broken"] == 0
+    assert rp.replayed.dur[0].mean() == pytest.approx(rp.observed.dur[0].mean(), rel=0.02)
+    res, _ = whatif(parse_paths([tmp_path / "trace.pt.trace.json"]), WhatIfOptions(kernels=["^k0$=0.5"]))
+    (d,) = res.devices
+    assert d.observed_step_ns[0] - d.predicted_step_ns[0] == pytest.approx(22.5 * US, abs=1.5 * US)
+
+
+def test_a_pageable_copy_whose_call_returned_first_stays_a_launch(tmp_path):
+    # GIVEN a small pageable copy, staged: its call [10,15) returned before its copy ran [50,52)
+    t = _pageable_step(50, 2, 15)
+    r = _analyze(tmp_path, t)
+    # THEN the call queued the copy: launch, as its name says; no sync time
+    assert r.host.steps[0].breakdown_ns["sync"] == 0
+    assert r.host.steps[0].breakdown_ns["launch"] == 9 * US
+
+
 def test_runtime_time_is_a_scenario_and_a_saving(tmp_path):
     t = _with_call("cudaMalloc", "cudaLaunchKernel")
     capture = parse_paths([t.write(tmp_path / "trace.pt.trace.json")])

@@ -30,6 +30,7 @@ from typing import Any, Callable, Iterable, Optional, Sequence
 
 import numpy as np
 
+from tracekit.analysis.calls import PAGEABLE_RE, CallKind, call_kind
 from tracekit.analysis.causes import CAUSE_ROWS, SYNC_OPS
 from tracekit.analysis.model import (
     BOUND_CPUS,
@@ -88,7 +89,6 @@ ZERO_GRAD_MIN_FRACTION = 0.01  # zero_grad's region ≥ 1 % of step time on the 
 OPTIMIZER_MIN_FRACTION = 0.05  # a per-parameter optimizer step's region ≥ 5 % of step time on the host
 
 # Device work by class (searched in the activity's name).
-PAGEABLE_RE = r"Memcpy (?:HtoD|DtoH) \(.*Pageable"
 LAYOUT_RE = r"nchwToNhwc|nhwcToNchw"  # cuDNN's transposes around an NHWC kernel on NCHW tensors
 # cuDNN's batch norm: its NCHW kernels (bn_fw_tr_1C11_*, bn_bw_1C11_*; channels_last runs NHWC ones,
 # batchnorm_*_nhwc_*) and all of them (torch runs bf16 batch norm in its own kernels: cuDNN's take no
@@ -399,9 +399,14 @@ def pageable_rule(ev: Evidence) -> list[Advice]:
     """Host↔device copies from pageable memory: the copy call blocks the host (it waits for the stream,
     then stages the data), so the host cannot run ahead of the device."""
     dev_ms, api_ms, count, _ = ev.kernel_ms(PAGEABLE_RE)
-    # torch's copy_ with non_blocking=False syncs its stream after the copy: the device idles there too.
+    # torch's copy_ with non_blocking=False syncs its stream after the copy: the device idles there too
+    # (the copy calls themselves are sync sources as well, blocking copies: their time is api_ms).
     # The share: the copies' device time or the time they block, whichever is longer
-    synced = sum(s.idle_ms_per_step for s in ev.report.sync_sources if s.op in COPY_OPS)
+    synced = sum(
+        s.idle_ms_per_step
+        for s in ev.report.sync_sources
+        if s.op in COPY_OPS and call_kind(s.call) not in (CallKind.COPY, CallKind.COPY_ASYNC)
+    )
     share = ev.share(max(dev_ms, api_ms + synced))
     if not count or not ev.fires(share, PAGEABLE_MIN_FRACTION):
         return []
@@ -412,7 +417,7 @@ def pageable_rule(ev: Evidence) -> list[Advice]:
             f"{count:.3g} pageable copies per step, {dev_ms:.3f} ms/step on the device; the host blocked "
             f"{api_ms:.3f} ms/step in their calls, the device idled {synced:.3f} ms/step in the copies' "
             "stream syncs",
-            "launch",
+            "sync",
             share,
             "profiled",
             knob="DataLoader(..., pin_memory=True) (or tensor.pin_memory()); .to(device, non_blocking=True)",
@@ -512,7 +517,8 @@ def precision_rules(ev: Evidence) -> list[Advice]:
         )
         note = (
             f"GEMM and convolution time x the dense peaks' ratio (bf16/TF32 {BF16_OVER_TF32:g}, bf16/fp32 "
-            f"{BF16_OVER_FP32:g}): the bound for compute-bound kernels; autocast's casts added to the host "
+            f"{BF16_OVER_FP32:g}): the bound for compute-bound kernels, a matrix product no faster than "
+            "moving its operands in 16 bits (where the trace has shapes); autocast's casts added to the host "
             "(a weight cast per GEMM or convolution op, a gradient cast per backward node, priced as the "
             "trace's own one-kernel ops: tracekit.whatif.knobs); torch's fp32 elementwise kernels on 4-D "
             "activations at half the bytes (where the trace has shapes); the other kernels keep their time"

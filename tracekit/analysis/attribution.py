@@ -214,7 +214,8 @@ def _pending(
     nxt: _Next, threads: Threads, c: np.ndarray, b: np.ndarray, gaps: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Rule 3's pending pieces [c, b) of `gaps`: K issued, not yet started, which is `launch` (its
-    latency) except while T was blocked in a blocking copy call (calls.CallKind.COPY), which is `sync`:
+    latency) except while T was blocked in a blocking copy call (calls.CallKind.COPY, or a copy from pageable
+    memory that waited), which is `sync`:
     the runtime held K behind the copy (ROCm: a kernel launched before a blocking hipMemcpyWithStream
     started as the call returned, the device idle throughout: docs/QUIRKS.md).
 
@@ -242,7 +243,9 @@ def _in_copy(th: Thread, at: np.ndarray) -> np.ndarray:
         return np.zeros(at.size, bool)
     k = np.maximum(p, 0)
     names, codes = np.unique(th.sync_name[k].astype(str), return_inverse=True)
-    copies = np.array([call_kind(n) == CallKind.COPY for n in names], dtype=bool)
+    # a blocking copy by name, or a queued one the frames found waiting for its pageable copy (the only
+    # queueing calls in the sync state: tracekit.analysis.events._waited_copies)
+    copies = np.array([call_kind(n) in (CallKind.COPY, CallKind.COPY_ASYNC) for n in names], dtype=bool)
     return (p >= 0) & th.sync_is_call[k] & copies[codes]
 
 

@@ -23,6 +23,13 @@ Kineto writes a call under the name its runtime gives it, with version and per-t
 `base_name` strips them before the lookup. HIP calls come under the category `cuda_runtime`, like the
 CUDA runtime's (Kineto files roctracer's and rocprofiler-sdk's HIP API records as CUDA_RUNTIME
 activities). A name that is not in the table is `other`: it is never counted as a launch.
+
+A copy from or to pageable host memory blocks whatever its call's name says (PAGEABLE_RE, on the copy's
+device record): CUDA stages it through a pinned buffer, waiting for the copy's stream and then for the
+copy, so a `cudaMemcpyAsync` of a 38 MB batch returned ~10 µs before its copy ended, after 35 ms behind
+the previous step's kernels (the H100 captures of docs/results/advice). The frames put such a call in the
+`sync` state where its copy began before the call returned (tracekit.analysis.events: a small copy that
+fits the staging buffer returns first and stays a queued copy).
 """
 
 from __future__ import annotations
@@ -195,6 +202,10 @@ CALLS: tuple[Call, ...] = (
 )
 del K
 
+# A copy whose host side is pageable memory (the device record's name: Kineto's `Memcpy HtoD (Pageable ->
+# Device)`, `Memcpy DtoH (Device -> Pageable)`).
+PAGEABLE_RE = r"Memcpy (?:HtoD|DtoH) \(.*Pageable"
+
 BY_NAME: dict[str, Call] = {c.name: c for c in CALLS}
 assert len(BY_NAME) == len(CALLS), "a call is in the table twice"
 
@@ -215,4 +226,15 @@ def call_kind(name: str) -> CallKind:
     return call.kind if call is not None else CallKind.OTHER
 
 
-__all__ = ["CallKind", "Call", "CALLS", "BY_NAME", "WAITS", "QUEUES", "HOLDS", "base_name", "call_kind"]
+__all__ = [
+    "CallKind",
+    "Call",
+    "CALLS",
+    "BY_NAME",
+    "WAITS",
+    "QUEUES",
+    "HOLDS",
+    "PAGEABLE_RE",
+    "base_name",
+    "call_kind",
+]

@@ -17,7 +17,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tracekit.analysis.calls import CallKind, call_kind
+from tracekit.analysis.calls import PAGEABLE_RE, WAITS, CallKind, call_kind
 from tracekit.analysis.causes import CAT_COLLECTIVE_WAIT, FAMILIES, FAMILY_STATE, RUNTIME_CATS
 from tracekit.analysis.comm import COLLECTIVE_WAIT_NAME, collective_wait_events
 from tracekit.analysis.no_work import cut_windows
@@ -192,6 +192,7 @@ def load_frames(
     steps, rules, no_work = _steps(step_rows, host, dev, cycle_starts, marker)
     sizes = _comm_sizes(cols, hi)
     launches = _launch_frame(cols, runtime, hi)
+    host = _waited_copies(cols, host, dev, launches)
     del cols
     waits = collective_wait_events(host, steps)
     if len(waits):
@@ -503,6 +504,44 @@ def _launch_frame(c: _Cols, runtime: np.ndarray, hi: np.ndarray) -> pd.DataFrame
     )
     launches = launches.iloc[order]
     return launches[~launches.duplicated(["rank", "correlation"])].reset_index(drop=True)
+
+
+# The family of the runtime calls that wait for the device (the `sync` state's, tracekit.analysis.causes)
+_WAIT_FAMILY = next(i for i, f in enumerate(FAMILIES) if f.events.calls == WAITS)
+_PAGEABLE = re.compile(PAGEABLE_RE)
+
+
+def _waited_copies(c: _Cols, host: pd.DataFrame, dev: pd.DataFrame, launches: pd.DataFrame) -> pd.DataFrame:
+    """The host frame with each asynchronous copy call (`cudaMemcpyAsync`) that waited for its copy from
+    or to pageable memory in the `sync` state, as a blocking copy (tracekit.analysis.calls: such a call
+    waits for its stream, then for the copy): the calls whose copy began before they returned. A copy
+    that began after its call returned was staged and queued: its call stays a launch."""
+    if not len(dev) or not len(launches):
+        return host
+    pos = np.searchsorted(c.row, dev["row"].to_numpy(np.int64))
+    corr = dev["correlation"].to_numpy(np.float64)
+    pg = _classify(c.ncodes, c.ncats, _PAGEABLE.search)[pos] & ~np.isnan(corr)
+    if not pg.any():
+        return host
+    copies = pd.DataFrame(
+        {
+            "rank": dev["rank"].to_numpy()[pg],
+            "correlation": corr[pg].astype(np.int64),
+            "start": dev["ts"].to_numpy()[pg],
+        }
+    )
+    m = copies.merge(launches[["rank", "correlation", "row", "end"]], on=["rank", "correlation"])
+    m = m[m["start"].to_numpy(np.int64) < m["end"].to_numpy(np.int64)]
+    hp = np.searchsorted(host["row"].to_numpy(np.int64), m["row"].to_numpy(np.int64))
+    names = host["name"].to_numpy()[hp]
+    hp = hp[np.array([call_kind(str(n)) == CallKind.COPY_ASYNC for n in names], dtype=bool)]
+    if not hp.size:
+        return host
+    family = host["family"].to_numpy().copy()
+    family[hp] = _WAIT_FAMILY
+    host["family"] = family  # in place: a copy of the frame would be the frames' peak
+    host["state"] = FAMILY_STATE[family]
+    return host
 
 
 _MEMORY_FRAME = ("rank", "pid", "tid", "ts", "device", "bytes", "allocated", "reserved", "addr")

@@ -158,11 +158,14 @@ class Graph:
 
     def launch_calls(self, host: pd.DataFrame, activities: np.ndarray) -> np.ndarray:
         """A mask over `host` (the frames' host events, `host_start_node` order): the runtime and driver
-        calls that launched the device activities `activities` selects."""
+        calls that launched the device activities `activities` selects (a blocking call launches from
+        its start: `launches`)."""
         launch = self.device["launch_node"].to_numpy(np.int64)
-        ends = np.unique(launch[activities & (launch >= 0)])
+        nodes = np.unique(launch[activities & (launch >= 0)])
         is_call = host["cat"].isin((S.CAT_RUNTIME, S.CAT_DRIVER)).to_numpy()
-        return is_call & np.isin(self.host_end_node, ends)
+        blocking = FAMILY_REPLAY[host["family"].to_numpy()] == SYNC
+        node = np.where(blocking, self.host_start_node, self.host_end_node)
+        return is_call & np.isin(node, nodes)
 
     def let_edges_go(self) -> None:
         """Empty the edges (the graph's bulk), keeping the nodes, threads
@@ -530,6 +533,10 @@ class _Builder:
                 for a in awaited:
                     srcs.append(base + 2 * a + 1)
                     dsts.append(endnode)
+                if call_kind(name) == CallKind.COPY_ASYNC:
+                    # a queued copy that waited for its pageable copy (tracekit.analysis.events) returns
+                    # as its last chunk is staged, before the copy ends: not a wake-up's lag
+                    continue
                 last = max(int(a_end[a]) for a in awaited)
                 if last > s:
                     wake_samples.append(e - last)

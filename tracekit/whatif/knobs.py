@@ -35,10 +35,14 @@ first host segment of each op it adds work to, with the profiler's recorded even
   convolutions) move half the bytes (HALF_BYTES), where the trace has the ops' shapes. Checked against
   the kernels B ran on 23 pairs of nine batch-norm convnets (docs/results/advice/device_model.py
   --summary): the device's step within −8.1 to +10.2 %, where the peaks' ratio alone gave −12.9 to
-  +29.3 % (ConvNeXt-T, without batch norm: +28 %).
+  +29.3 % (ConvNeXt-T, without batch norm: +28 %). A matrix product (aten::mm, addmm, bmm, baddbmm with
+  its shapes) is never faster than moving its operands and result in 16 bits at that bandwidth
+  (_autocast_gemm_floor: a thin product or a batch of small ones is bound by memory, not the peaks).
   Left out, said in the notes: the casts' kernels (a read of each weight and a half-size write), the
   layout conversions' 16-bit tensors, kernels that change algorithm in 16 bits (attention, a TF32
-  depthwise wgrad) and so gain more than the peaks' ratio, GEMMs that gain less.
+  depthwise wgrad) and so gain more than the peaks' ratio, GEMMs that gain less for another reason
+  (a dimension no multiple of 8, GPT-2's 50,257-word head: 0.36-0.54x its fp32 time), and elementwise
+  work that stays fp32 (a transformer's residual stream: autocast's layer norm returns fp32).
 """
 
 from __future__ import annotations
@@ -71,6 +75,11 @@ from tracekit.whatif.loops import HOST_CLASS
 # The ops autocast runs in 16 bits and casts a weight for (outermost match on the forward thread), and
 # their backward nodes (autograd::engine::evaluate_function: <node>), where the gradient is cast back.
 AUTOCAST_OPS_RE = re.compile(r"^aten::(conv\w*|linear|matmul|mm|addmm|bmm|baddbmm|addbmm|einsum)$")
+# the ops whose first input is a convolutional network's activation: convolutions and batch norms
+CONV_OPS_RE = re.compile(
+    r"^aten::(conv[123]d|convolution|_convolution|cudnn_convolution|batch_norm|cudnn_batch_norm"
+    r"|native_batch_norm|_batch_norm_impl_index)$"
+)
 AUTOCAST_BACKWARD_RE = re.compile(
     r"^autograd::engine::evaluate_function: (Convolution|Cudnn\w*Convolution|Addmm|Mm|Bmm|Baddbmm|Addbmm)"
     r"\w*Backward\d*$"
@@ -505,6 +514,7 @@ def autocast_factors(g, host, dtype: str) -> KnobFactors:
     bwd_node = bwd_node & in32
     elem = _per_name(names, _element_bytes)  # each kernel's element size, from its name
     device_notes = [
+        _autocast_gemm_floor(act, g, host, ops, op_of, tf32 | fp32),
         _autocast_batch_norm(act, names, elem, dtype),
         _autocast_elementwise(act, g, host, ops, op_of, elem),
     ]
@@ -552,9 +562,86 @@ def autocast_factors(g, host, dtype: str) -> KnobFactors:
         + "".join(f"; {n}" for n in device_notes if n)
         + "; left out: the casts' kernels, the layout conversions' 16-bit tensors, kernels whose algorithm "
         "changes in 16 bits (attention, depthwise convolutions: faster than the peaks' ratio), GEMMs that "
-        "gain less than it",
+        "gain less than it (a dimension no multiple of 8), elementwise work autocast keeps in fp32 (a "
+        "transformer's residual stream)",
     )
     return KnobFactors(act, add_ns=add_ns, add_cost=add_cost, notes=tuple(notes))
+
+
+# The matrix products whose operands the trace's input shapes give: (first operand's index, batched)
+GEMM_OPERANDS = {
+    "aten::mm": (0, False),
+    "aten::addmm": (1, False),
+    "aten::bmm": (0, True),
+    "aten::baddbmm": (1, True),
+}
+
+
+def _gemm_bytes(op: str, shapes: list) -> Optional[int]:
+    """Bytes a matrix product moves in 16 bits: both operands read and the result written once (the
+    least its kernel can move); None where the shapes are not a product's."""
+    first, batched = GEMM_OPERANDS[op]
+    try:
+        a, b = shapes[first], shapes[first + 1]
+        if batched:
+            (n, m, k), (n2, k2, p) = a, b
+        else:
+            n, n2 = 1, 1
+            (m, k), (k2, p) = a, b
+    except (IndexError, TypeError, ValueError):
+        return None
+    if k != k2 or n != n2:
+        return None
+    return 2 * int(n) * (int(m) * int(k) + int(k) * int(p) + int(m) * int(p))
+
+
+def _autocast_gemm_floor(act: np.ndarray, g, host, ops: _Ops, op_of: np.ndarray, gemm32: np.ndarray) -> str:
+    """Each matrix product op's fp32 and TF32 kernels (`gemm32`) no faster, together, than moving its
+    operands and result in 16 bits at the bandwidth the trace's large elementwise kernels reach (and
+    never slower than they ran): the peaks' ratio is the bound for compute-bound products; one thin in
+    a dimension, or a batch of small ones, is bound by memory. On Swin-T (H100, docs/results/advice.md)
+    its K=96 products took 0.15-0.19x their fp32 time under bf16 and its window attention's batched
+    49x49 products 0.75-0.78x, where the peaks' ratio says 0.068. What the note says ("" where no
+    product is held)."""
+    cand = gemm32 & (op_of >= 0)
+    if not cand.any():
+        return ""
+    dims = _input_dims(host)
+    if dims is None:
+        return ""
+    names = g.device["name"]
+    dur = (g.device["end"] - g.device["ts"]).to_numpy(np.float64)
+    elem = _per_name(names, _element_bytes)
+    timed = _elementwise_gbps(ops, op_of, dims, elem, dur, names.astype(str), len(host))
+    if timed is None:
+        return ""
+    gbps = timed[0]
+    opname = _Texts(host["name"])
+    by_op: dict = {}
+    for k in np.flatnonzero(cand).tolist():
+        by_op.setdefault(int(op_of[k]), []).append(k)
+    held, before, after = 0, 0.0, 0.0
+    for op, ks in by_op.items():
+        name = str(opname[op])
+        sh = _shapes(dims[op]) if name in GEMM_OPERANDS else None
+        nb = _gemm_bytes(name, sh) if sh else None
+        if not nb:
+            continue
+        was = float(dur[ks].sum())
+        now = float((dur[ks] * act[ks]).sum())
+        floor = min(nb / gbps, was)
+        if now <= 0 or floor <= now:
+            continue
+        act[ks] *= floor / now
+        held += 1
+        before += now
+        after += floor
+    if not held:
+        return ""
+    return (
+        f"{held} matrix products held at moving their operands in 16 bits at the trace's {gbps:.0f} GB/s "
+        f"({before / 1e6:.3f} ms at the peaks' ratio, {after / 1e6:.3f} ms)"
+    )
 
 
 def _autocast_batch_norm(act: np.ndarray, names, elem: np.ndarray, dtype: str) -> str:
@@ -588,6 +675,13 @@ def _autocast_elementwise(act: np.ndarray, g, host, ops: _Ops, op_of: np.ndarray
     if dims is None:
         return "elementwise kernels keep their time (the trace has no input shapes: record_shapes=True)"
     hname = _Texts(host["name"])
+    # the activations a convolution or a batch norm reads (its op's first input shape): what 16-bit
+    # convolutions make 16-bit; a transformer's 4-D tensors (Swin's [B, H, W, C] residual stream, after
+    # autocast's fp32 layer norm) stay fp32
+    conv_rows = np.flatnonzero(
+        _names_match(host["name"], CONV_OPS_RE) & (host["cat"] == S.CAT_CPU_OP).to_numpy()
+    )
+    conv_inputs = {tuple(sh[0]) for sh in (_shapes(dims[int(r)]) for r in conv_rows) if sh and sh[0]}
     # per graph node: inside the optimizer's step (its record_function span) on the node's thread
     in_optimizer = g.covered(
         (host["cat"].to_numpy() == S.CAT_USER_ANNOTATION) & _names_match(host["name"], OPTIMIZER_RE)
@@ -602,6 +696,8 @@ def _autocast_elementwise(act: np.ndarray, g, host, ops: _Ops, op_of: np.ndarray
         op = int(op_of[k])
         sh = _shapes(dims[op])
         if not sh or len(sh[0]) != 4 or _numel(sh[0]) < ELEMENTWISE_MIN_ELEMENTS:
+            continue
+        if tuple(sh[0]) not in conv_inputs:
             continue
         if copy[k] and nbytes[k] != 4 * _numel(sh[0]):  # a copy of the activation, in fp32
             continue

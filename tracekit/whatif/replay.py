@@ -13,13 +13,13 @@ from typing import Any, Iterator, Optional
 
 import numpy as np
 
-from tracekit.analysis.advice import PAGEABLE_RE
+from tracekit.analysis.calls import PAGEABLE_RE
 from tracekit.analysis.causes import BY_NAME, STATE, STATE_NAMES
 from tracekit.analysis.steps import Work, assign_work
 from tracekit.analysis.steps import bounds as step_bounds
 from tracekit.data import schema as S
 from tracekit.whatif.cudagraph import graph_regions
-from tracekit.whatif.graph import DROPPED, LAUNCH_EDGE, MEET, Graph
+from tracekit.whatif.graph import DROPPED, MEET, Graph
 from tracekit.whatif.knobs import autocast_factors, layout_factors
 from tracekit.whatif.loops import HOST_CLASS, WAIT_CLASS, ReplayGraph, longest_paths
 from tracekit.whatif.scenario import ScenarioError, WhatIfOptions
@@ -85,16 +85,14 @@ PINNED_GBPS = 55.0
 COPY_LATENCY_NS = 1_000
 
 
-def pinned_factors(g: Graph, host) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """`--pin-memory`: (per edge factors, per device activity factors, per edge ns added to the weight).
-    The host segments inside the runtime calls that launched a copy from pageable memory take 0 (such a
-    call waits for its stream, then stages the data: the host blocks; from pinned memory with
-    non_blocking=True it returns at once). Each such copy takes what a pinned copy of its size takes
-    (COPY_LATENCY_NS + bytes / PINNED_GBPS, never longer than it took; its observed time where the trace
-    has no size), and starts as far after its call's start as it did: the copy started inside the
-    blocking call, so its launch edge (from the call's end) had a negative lag that the call's own length
-    would otherwise carry into the changed replay. A capture without such a copy is a mistake
-    (ScenarioError)."""
+def pinned_factors(g: Graph, host) -> tuple[np.ndarray, np.ndarray]:
+    """`--pin-memory`: (per edge factors, per device activity factors). The host segments inside the
+    runtime calls that launched a copy from pageable memory take 0, and so do their waits: such a call
+    waits for its stream, then for the copy (a blocking copy: tracekit.analysis.events); from pinned
+    memory with non_blocking=True it returns at once. Each such copy takes what a pinned copy of its size
+    takes (COPY_LATENCY_NS + bytes / PINNED_GBPS, never longer than it took; its observed time where the
+    trace has no size), launched from its call's start as the graph has it. A capture without such a
+    copy is a mistake (ScenarioError)."""
     edge_f = np.ones(g.src.size, np.float64)
     act_f = np.ones(len(g.device), np.float64)
     names = g.device["name"].astype(str)
@@ -107,30 +105,18 @@ def pinned_factors(g: Graph, host) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         )
     is_call = host["cat"].isin((S.CAT_RUNTIME, S.CAT_DRIVER)).to_numpy()
     m = g.launch_calls(host, pageable)
-    edge_f[(g.ecls == HOST_CLASS) & g.covered(m)[g.src]] = 0.0
-    # the stream sync a blocking copy makes after its call (torch's copy_ with non_blocking=False):
-    # inside the framework op around the call, a sync call's time and wait go too
-    syncs = _syncs_beside(host, m, is_call)
-    if syncs.any():
-        cov = g.covered(syncs)
-        edge_f[(g.ecls == HOST_CLASS) & cov[g.src]] = 0.0
-        edge_f[(g.ecls == WAIT_CLASS) & cov[np.maximum(g.dst - 1, 0)]] = 0.0
-    # the launch edges of the pageable copies: from the call's end, now at its start
-    call_start = dict(zip(g.host_end_node[m].tolist(), g.host_start_node[m].tolist()))
-    starts = g.device_base + 2 * np.flatnonzero(pageable & (launch >= 0))
-    lau = np.flatnonzero((g.kind == LAUNCH_EDGE) & np.isin(g.dst, starts))
-    add = np.zeros(g.src.size, np.int64)
-    for e in lau.tolist():
-        s = call_start.get(int(g.src[e]))
-        if s is not None:
-            add[e] = int(g.obs[g.src[e]] - g.obs[s])
+    # with the calls, the stream sync a blocking copy makes after its call (torch's copy_ with
+    # non_blocking=False): inside the framework op around the call, a sync call's time and wait go too
+    cov = g.covered(m | _syncs_beside(host, m, is_call))
+    edge_f[(g.ecls == HOST_CLASS) & cov[g.src]] = 0.0
+    edge_f[(g.ecls == WAIT_CLASS) & cov[np.maximum(g.dst - 1, 0)]] = 0.0
     if "bytes" in g.device:
         nbytes = g.device["bytes"].to_numpy(np.float64)
         dur = (g.device["end"] - g.device["ts"]).to_numpy(np.float64)
         pinned = COPY_LATENCY_NS + nbytes / PINNED_GBPS  # bytes / (GB/s) = ns
         ok = pageable & ~np.isnan(nbytes) & (dur > 0)
         act_f[ok] = np.minimum(pinned[ok] / dur[ok], 1.0)
-    return edge_f, act_f, add
+    return edge_f, act_f
 
 
 def _syncs_beside(host, calls: np.ndarray, is_call: np.ndarray) -> np.ndarray:
@@ -183,7 +169,7 @@ def factors(g: Graph, host, scenario: WhatIfOptions) -> Factors:
         act = act * op_act
     w_add = None
     if scenario.pin_memory:
-        pin, pin_act, w_add = pinned_factors(g, host)
+        pin, pin_act = pinned_factors(g, host)
         edge = pin if not edge.size else edge * pin
         act = act * pin_act
     cost = None

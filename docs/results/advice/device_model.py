@@ -48,6 +48,12 @@ PAIRS = (
     ("regp", "regp_bf16", "autocast"),
     ("vit", "vit_bf16", "autocast"),
     ("gpt2", "gpt2_bf16", "autocast"),
+    ("shf", "shf_bf16", "autocast"),
+    ("vgg", "vgg_bf16", "autocast"),
+    ("sqz", "sqz_bf16", "autocast"),
+    ("swin", "swin_bf16", "autocast"),
+    ("wrn", "wrn_bf16", "autocast"),
+    ("maxv", "maxv_bf16", "autocast"),
     ("r18", "r18_cl", "channels_last"),
     ("r50", "r50_cl", "channels_last"),
     ("r50big", "r50big_cl", "channels_last"),
@@ -58,6 +64,12 @@ PAIRS = (
     ("rnx", "rnx_cl", "channels_last"),
     ("mnv3p", "mnv3p_cl", "channels_last"),
     ("regp", "regp_cl", "channels_last"),
+    ("shf", "shf_cl", "channels_last"),
+    ("vgg", "vgg_cl", "channels_last"),
+    ("sqz", "sqz_cl", "channels_last"),
+    ("swin", "swin_cl", "channels_last"),
+    ("wrn", "wrn_cl", "channels_last"),
+    ("maxv", "maxv_cl", "channels_last"),
 )
 
 

@@ -545,6 +545,10 @@ CONFIGS = (
     *_tv_family("rnx", "tvnets2", "resnext50_32x4d", "ResNeXt-50 (32x4d)"),
     *_tv_family("shf", "hostpaced2", "shufflenet_v2_x1_0", "ShuffleNetV2 x1.0", host=True),
     *_tv_family("vgg", "hostpaced2", "vgg11_bn", "VGG-11 (batch norm)", host=True),
+    *_tv_family("sqz", "tvnets3", "squeezenet1_1", "SqueezeNet 1.1 (no batch norm)"),
+    *_tv_family("swin", "tvnets3", "swin_t", "Swin-T"),
+    *_tv_family("maxv", "tvnets4", "maxvit_t", "MaxViT-T"),
+    *_tv_family("wrn", "tvnets4", "wide_resnet50_2", "Wide ResNet-50-2", host=True),
     *_bf16_family("dense", "densenet121", "DenseNet-121"),
     *_bf16_family("mnv2", "mobilenet_v2", "MobileNetV2"),
     *_bf16_family("reg", "regnet_y_800mf", "RegNetY-800MF"),
@@ -643,6 +647,8 @@ GROUPS = (
     "hostpaced",
     "bf16cl",
     "hostpaced2",
+    "tvnets3",
+    "tvnets4",
     "xfmr",
     "sync",
     "host",
@@ -697,9 +703,17 @@ PAIRS = (
     ("layout_rnx", "rnx", "rnx_cl", "layout", "channels_last"),
     *(
         pair
-        for k in ("shf", "vgg")
+        for k in ("shf", "vgg", "wrn")
         for pair in (
             (f"pinned_{k}", k, f"{k}_pin", "pageable_copy", "pin_memory=True + non_blocking=True"),
+            (f"precision_{k}", k, f"{k}_bf16", "precision", "autocast(bfloat16)"),
+            (f"layout_{k}", k, f"{k}_cl", "layout", "channels_last"),
+        )
+    ),
+    *(
+        pair
+        for k in ("sqz", "swin", "maxv")
+        for pair in (
             (f"precision_{k}", k, f"{k}_bf16", "precision", "autocast(bfloat16)"),
             (f"layout_{k}", k, f"{k}_cl", "layout", "channels_last"),
         )
