@@ -205,7 +205,7 @@ def test_a_crashing_script_keeps_its_traces_and_shows_its_error(tmp_path, capfd)
     with pytest.raises(CaptureError, match=r"ValueError: boom at 9 .*traces written so far are kept"):
         run_capture(
             None, tmp_path / "out", device="cpu", knobs=QUICK, schedule=sched, script=script,
-            script_args=["unused", "9", "-1"], name="crash",
+            script_args=[str(tmp_path / "seen"), "9", "-1"], name="crash",
         )  # fmt: skip
     # THEN the traceback is shown, the full first cycle and the partial second one are on disk
     assert 'raise ValueError(f"boom at {i}")' in capfd.readouterr().err
@@ -227,7 +227,7 @@ def test_ctrl_c_stops_the_capture_cleanly_and_keeps_what_was_written(tmp_path):
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "tracekit", "capture", "--script", str(script), "-o", str(out)]
     cmd += ["--device", "cpu", "--schedule", "wait=1,warmup=1,active=2,repeat=2", "--name", "ctrlc"]
-    cmd += ["--set", "timing_warmup=1", "--set", "timing_steps=2", "--", "unused", "-1", "8"]
+    cmd += ["--set", "timing_warmup=1", "--set", "timing_steps=2", "--", str(tmp_path / "seen"), "-1", "8"]
     # WHEN it runs
     proc = subprocess.run(cmd, env=child_env(), capture_output=True, text=True, start_new_session=True)
     # THEN both processes stop cleanly: exit 130, the first cycle's trace and the manifest kept, no Parquet

@@ -310,3 +310,38 @@ def test_an_unprofiled_step_at_the_devices_pace_gives_the_cost_a_lower_bound_onl
     # WHEN it took 70 µs: the host paces it, and the cost is fitted (3 µs/event)
     paced = estimate_cost(step, 0.070)
     assert paced.fitted and paced.cost_us == pytest.approx(3.0, abs=0.05)
+
+
+def queue_bound_step(wait_after_kernel_us: float = 3) -> TraceBuilder:
+    """GIVEN a host far ahead of its device, the launch queue full: k1 [0,200) runs; the host's launch of
+    k2 at 10 blocks until k1 ends and returns `wait_after_kernel_us` later; k2 [200,400); the launch of k3
+    at 205 blocks until k2 ends; k3 [400,600). The host's step ends as the last launch returns; the step
+    is the device's: 600 µs."""
+    t = TraceBuilder()
+    t.step(1, 0, 405 + wait_after_kernel_us)
+    t.launch(0, 5, corr=1)
+    t.kernel("k1", 0, 200, corr=1)
+    t.launch(10, 190 + wait_after_kernel_us, corr=2)
+    t.kernel("k2", 200, 200, corr=2)
+    t.launch(205, 195 + wait_after_kernel_us, corr=3)
+    t.kernel("k3", 400, 200, corr=3)
+    return t
+
+
+def test_a_launch_that_waited_for_the_full_launch_queue_ends_with_the_device(tmp_path):
+    rp = replayer(tmp_path, queue_bound_step())
+    # THEN both long launches waited for the kernel before theirs; the unchanged replay is the trace
+    assert rp.graph.diagnostics["queue_waits"] == 2
+    assert replayed(rp) == pytest.approx(observed(rp))
+    # WHEN the kernels take half their time: each launch returns as its slot frees, 3 µs after the kernel
+    # before it ends (its kernel started as the slot freed, before the call returned, as in the trace):
+    # the device paces the step, 300 µs; with the calls' 190 µs as host work the host would have held it
+    # at 400 (its two calls) + 100 (k3)
+    assert predict(rp, kernels=["^k=0.5"]) == [pytest.approx(300.0, abs=1)]
+
+
+def test_a_long_launch_no_kernel_ended_in_is_host_work(tmp_path):
+    # GIVEN the same step whose long launches return 40 µs after the kernel before theirs ended (beyond
+    #       QUEUE_WAKE_MAX_NS: the call did something else, e.g. loaded a module)
+    rp = replayer(tmp_path, queue_bound_step(wait_after_kernel_us=40))
+    assert rp.graph.diagnostics["queue_waits"] == 0

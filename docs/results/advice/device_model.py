@@ -54,6 +54,9 @@ PAIRS = (
     ("swin", "swin_bf16", "autocast"),
     ("wrn", "wrn_bf16", "autocast"),
     ("maxv", "maxv_bf16", "autocast"),
+    ("r152", "r152_bf16", "autocast"),
+    ("vitb", "vitb_bf16", "autocast"),
+    ("effv2", "effv2_bf16", "autocast"),
     ("r18", "r18_cl", "channels_last"),
     ("r50", "r50_cl", "channels_last"),
     ("r50big", "r50big_cl", "channels_last"),
@@ -70,6 +73,9 @@ PAIRS = (
     ("swin", "swin_cl", "channels_last"),
     ("wrn", "wrn_cl", "channels_last"),
     ("maxv", "maxv_cl", "channels_last"),
+    ("r152", "r152_cl", "channels_last"),
+    ("vitb", "vitb_cl", "channels_last"),
+    ("effv2", "effv2_cl", "channels_last"),
 )
 
 

@@ -549,6 +549,9 @@ CONFIGS = (
     *_tv_family("swin", "tvnets3", "swin_t", "Swin-T"),
     *_tv_family("maxv", "tvnets4", "maxvit_t", "MaxViT-T"),
     *_tv_family("wrn", "tvnets4", "wide_resnet50_2", "Wide ResNet-50-2", host=True),
+    *_tv_family("vitb", "tvnets5", "vit_b_16", "ViT-B/16"),
+    *_tv_family("effv2", "tvnets5", "efficientnet_v2_s", "EfficientNetV2-S"),
+    *_tv_family("r152", "tvnets5", "resnet152", "ResNet-152", host=True),
     *_bf16_family("dense", "densenet121", "DenseNet-121"),
     *_bf16_family("mnv2", "mobilenet_v2", "MobileNetV2"),
     *_bf16_family("reg", "regnet_y_800mf", "RegNetY-800MF"),
@@ -649,6 +652,7 @@ GROUPS = (
     "hostpaced2",
     "tvnets3",
     "tvnets4",
+    "tvnets5",
     "xfmr",
     "sync",
     "host",
@@ -703,7 +707,7 @@ PAIRS = (
     ("layout_rnx", "rnx", "rnx_cl", "layout", "channels_last"),
     *(
         pair
-        for k in ("shf", "vgg", "wrn")
+        for k in ("shf", "vgg", "wrn", "r152")
         for pair in (
             (f"pinned_{k}", k, f"{k}_pin", "pageable_copy", "pin_memory=True + non_blocking=True"),
             (f"precision_{k}", k, f"{k}_bf16", "precision", "autocast(bfloat16)"),
@@ -712,7 +716,7 @@ PAIRS = (
     ),
     *(
         pair
-        for k in ("sqz", "swin", "maxv")
+        for k in ("sqz", "swin", "maxv", "vitb", "effv2")
         for pair in (
             (f"precision_{k}", k, f"{k}_bf16", "precision", "autocast(bfloat16)"),
             (f"layout_{k}", k, f"{k}_cl", "layout", "channels_last"),
