@@ -552,6 +552,8 @@ CONFIGS = (
     *_tv_family("vitb", "tvnets5", "vit_b_16", "ViT-B/16"),
     *_tv_family("effv2", "tvnets5", "efficientnet_v2_s", "EfficientNetV2-S"),
     *_tv_family("r152", "tvnets5", "resnet152", "ResNet-152", host=True),
+    *_tv_family("vitb32", "tvnets6", "vit_b_32", "ViT-B/32"),
+    *_tv_family("cnxs", "tvnets6", "convnext_small", "ConvNeXt-S"),
     *_bf16_family("dense", "densenet121", "DenseNet-121"),
     *_bf16_family("mnv2", "mobilenet_v2", "MobileNetV2"),
     *_bf16_family("reg", "regnet_y_800mf", "RegNetY-800MF"),
@@ -653,6 +655,7 @@ GROUPS = (
     "tvnets3",
     "tvnets4",
     "tvnets5",
+    "tvnets6",
     "xfmr",
     "sync",
     "host",
@@ -716,7 +719,7 @@ PAIRS = (
     ),
     *(
         pair
-        for k in ("sqz", "swin", "maxv", "vitb", "effv2")
+        for k in ("sqz", "swin", "maxv", "vitb", "effv2", "vitb32", "cnxs")
         for pair in (
             (f"precision_{k}", k, f"{k}_bf16", "precision", "autocast(bfloat16)"),
             (f"layout_{k}", k, f"{k}_cl", "layout", "channels_last"),
