@@ -57,6 +57,8 @@ PAIRS = (
     ("r152", "r152_bf16", "autocast"),
     ("vitb", "vitb_bf16", "autocast"),
     ("effv2", "effv2_bf16", "autocast"),
+    ("vitb32", "vitb32_bf16", "autocast"),
+    ("cnxs", "cnxs_bf16", "autocast"),
     ("r18", "r18_cl", "channels_last"),
     ("r50", "r50_cl", "channels_last"),
     ("r50big", "r50big_cl", "channels_last"),
@@ -76,6 +78,8 @@ PAIRS = (
     ("r152", "r152_cl", "channels_last"),
     ("vitb", "vitb_cl", "channels_last"),
     ("effv2", "effv2_cl", "channels_last"),
+    ("vitb32", "vitb32_cl", "channels_last"),
+    ("cnxs", "cnxs_cl", "channels_last"),
 )
 
 
