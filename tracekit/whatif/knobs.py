@@ -214,6 +214,22 @@ def _input_dims(host) -> Optional[_Texts]:
     return dims if dims.any() else None
 
 
+class _HostReads:
+    """The host frame's text columns the autocast terms read row by row, each converted once, when first
+    read (a trace holds millions of host events; a term with nothing to time reads neither)."""
+
+    def __init__(self, host: pd.DataFrame) -> None:
+        self.host = host
+
+    @functools.cached_property
+    def dims(self) -> Optional[_Texts]:
+        return _input_dims(self.host)
+
+    @functools.cached_property
+    def names(self) -> _Texts:
+        return _Texts(self.host["name"])
+
+
 def _numel(shape: list) -> int:
     n = 1
     for d in shape:
@@ -512,12 +528,7 @@ def autocast_factors(g, host, dtype: str) -> KnobFactors:
     in32 = np.isin(ops.top, ops.top[i32[i32 >= 0]])
     top_gemm &= in32
     bwd_node = bwd_node & in32
-    elem = _per_name(names, _element_bytes)  # each kernel's element size, from its name
-    device_notes = [
-        _autocast_gemm_floor(act, g, host, ops, op_of, tf32 | fp32),
-        _autocast_batch_norm(act, names, elem, dtype),
-        _autocast_elementwise(act, g, host, ops, op_of, elem),
-    ]
+    device_notes = _autocast_device(act, g, host, ops, op_of, tf32 | fp32, names, dtype)
     one_kernel = (ops.launches == 1) & (ops.other_calls == 0)
     fwd_price = _price(ops, dur, is_top & ~ops.backward & one_kernel & ~gemm, CAST_EVENTS)
     bwd_price = _price(
@@ -568,6 +579,21 @@ def autocast_factors(g, host, dtype: str) -> KnobFactors:
     return KnobFactors(act, add_ns=add_ns, add_cost=add_cost, notes=tuple(notes))
 
 
+def _autocast_device(
+    act: np.ndarray, g, host, ops: _Ops, op_of: np.ndarray, gemm32, names, dtype: str
+) -> list:
+    """autocast's device terms beyond the peaks' ratio, each setting its kernels' factors in `act`: the
+    matrix products' floor, batch norm leaving cuDNN, the elementwise kernels on 16-bit activations;
+    what each note says. `names`: the device activities' names as text."""
+    elem = _per_name(names, _element_bytes)  # each kernel's element size, from its name
+    reads = _HostReads(host)
+    return [
+        _autocast_gemm_floor(act, g, reads, ops, op_of, gemm32, names, elem),
+        _autocast_batch_norm(act, names, elem, dtype),
+        _autocast_elementwise(act, g, reads, ops, op_of, elem),
+    ]
+
+
 # The matrix products whose operands the trace's input shapes give: (first operand's index, batched)
 GEMM_OPERANDS = {
     "aten::mm": (0, False),
@@ -595,28 +621,28 @@ def _gemm_bytes(op: str, shapes: list) -> Optional[int]:
     return 2 * int(n) * (int(m) * int(k) + int(k) * int(p) + int(m) * int(p))
 
 
-def _autocast_gemm_floor(act: np.ndarray, g, host, ops: _Ops, op_of: np.ndarray, gemm32: np.ndarray) -> str:
+def _autocast_gemm_floor(
+    act: np.ndarray, g, reads: _HostReads, ops: _Ops, op_of: np.ndarray, gemm32: np.ndarray, names, elem
+) -> str:
     """Each matrix product op's fp32 and TF32 kernels (`gemm32`) no faster, together, than moving its
     operands and result in 16 bits at the bandwidth the trace's large elementwise kernels reach (and
     never slower than they ran): the peaks' ratio is the bound for compute-bound products; one thin in
     a dimension, or a batch of small ones, is bound by memory. On Swin-T (H100, docs/results/advice.md)
     its K=96 products took 0.15-0.19x their fp32 time under bf16 and its window attention's batched
     49x49 products 0.75-0.78x, where the peaks' ratio says 0.068. What the note says ("" where no
-    product is held)."""
+    product is held). `names`, `elem`: the device activities' names (text) and element sizes."""
     cand = gemm32 & (op_of >= 0)
     if not cand.any():
         return ""
-    dims = _input_dims(host)
+    dims = reads.dims
     if dims is None:
         return ""
-    names = g.device["name"]
     dur = (g.device["end"] - g.device["ts"]).to_numpy(np.float64)
-    elem = _per_name(names, _element_bytes)
-    timed = _elementwise_gbps(ops, op_of, dims, elem, dur, names.astype(str), len(host))
+    timed = _elementwise_gbps(ops, op_of, dims, elem, dur, names, len(reads.host))
     if timed is None:
         return ""
     gbps = timed[0]
-    opname = _Texts(host["name"])
+    opname = reads.names
     by_op: dict = {}
     for k in np.flatnonzero(cand).tolist():
         by_op.setdefault(int(op_of[k]), []).append(k)
@@ -659,7 +685,9 @@ def _autocast_batch_norm(act: np.ndarray, names, elem: np.ndarray, dtype: str) -
     )
 
 
-def _autocast_elementwise(act: np.ndarray, g, host, ops: _Ops, op_of: np.ndarray, elem: np.ndarray) -> str:
+def _autocast_elementwise(
+    act: np.ndarray, g, reads: _HostReads, ops: _Ops, op_of: np.ndarray, elem: np.ndarray
+) -> str:
     """torch's fp32 elementwise kernels and device-to-device copies (an in-place activation's copy, as
     EfficientNet-B0's SiLU and MobileNetV2's ReLU6 make them) on 4-D activations (an op's first input
     4-D, at least ELEMENTWISE_MIN_ELEMENTS elements, a copy of 4 bytes each; not in an optimizer's step
@@ -671,10 +699,10 @@ def _autocast_elementwise(act: np.ndarray, g, host, ops: _Ops, op_of: np.ndarray
     cand = (ew | copy) & (op_of >= 0)
     if not cand.any():
         return ""
-    dims = _input_dims(host)
+    host, dims = reads.host, reads.dims
     if dims is None:
         return "elementwise kernels keep their time (the trace has no input shapes: record_shapes=True)"
-    hname = _Texts(host["name"])
+    hname = reads.names
     # the activations a convolution or a batch norm reads (its op's first input shape): what 16-bit
     # convolutions make 16-bit; a transformer's 4-D tensors (Swin's [B, H, W, C] residual stream, after
     # autocast's fp32 layer norm) stay fp32
